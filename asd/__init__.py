@@ -1,0 +1,42 @@
+"""asd: provably correct automatic subdifferentiation (Kakade & Lee, NeurIPS 2018).
+
+>>> import asd
+>>> float(asd.subgrad(lambda x: asd.relu(x) - asd.relu(-x))(0.0))
+1.0
+"""
+
+from .api import directional, jacobian, subgrad, trace, value_and_subgrad
+from .errors import (
+    ASDError,
+    NestingError,
+    NonFiniteError,
+    NotLipschitzError,
+    ShapeError,
+    TracerBoolError,
+    UnsupportedError,
+)
+from .primitive import Primitive
+from .program import Program
+from . import library  # registers the primitives with numpy dispatch
+from .library import *  # noqa: F403  (the primitives: asd.relu, asd.maximum, ...)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    *library.__all__,
+    "ASDError",
+    "NestingError",
+    "NonFiniteError",
+    "NotLipschitzError",
+    "Primitive",
+    "Program",
+    "ShapeError",
+    "TracerBoolError",
+    "UnsupportedError",
+    "directional",
+    "jacobian",
+    "library",
+    "subgrad",
+    "trace",
+    "value_and_subgrad",
+]

@@ -1,0 +1,325 @@
+"""The public derivative API: subgrad, value_and_subgrad, directional, jacobian, trace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .errors import ASDError, ShapeError
+from .sweep import Trace
+from .tracing import Tracer
+from .tree import flatten, unflatten
+
+ArgNums = int | tuple[int, ...]
+
+
+# ----- preparing a sweep -----
+
+class _Inputs:
+    """The differentiated leaves of a call, their kinds, and how to rebuild the arguments."""
+
+    def __init__(self, args: tuple, argnums: ArgNums):
+        if not args:
+            raise TypeError("the function needs at least one argument to differentiate")
+        self.single = isinstance(argnums, int | np.integer)
+        self.argnums = (int(argnums),) if self.single else tuple(int(a) for a in argnums)
+        for a in self.argnums:
+            if not -len(args) <= a < len(args):
+                raise ValueError(f"argnums={argnums} but the function got {len(args)} arguments")
+        self.args = args
+        diff = args[self.argnums[0]] if self.single else tuple(args[a] for a in self.argnums)
+        raw, self.tree = flatten(diff)
+        self.is_array = [isinstance(x, np.ndarray) for x in raw]
+        self.leaves = [as_float(x, i) for i, x in enumerate(raw)]
+
+    def direction(self, direction, seed, *, allow_zero: bool = False) -> list[np.ndarray]:
+        if direction is None:
+            rng = np.random.default_rng(seed)
+            draws = [rng.standard_normal(np.shape(x)) for x in self.leaves]
+            norm = np.sqrt(sum(float(np.sum(d * d)) for d in draws))
+            if norm == 0.0:
+                raise ValueError("the differentiated arguments are empty")
+            return [(d / norm).astype(x.dtype) for d, x in zip(draws, self.leaves, strict=True)]
+        dirs, tree = flatten(direction)
+        if tree != self.tree:
+            raise ShapeError(f"direction has structure {tree}, but the differentiated "
+                             f"arguments have structure {self.tree}")
+        out = []
+        for d, x in zip(dirs, self.leaves, strict=True):
+            d = np.asarray(d, dtype=np.result_type(x.dtype, np.float32))
+            if d.shape != x.shape:
+                raise ShapeError(f"direction entry of shape {d.shape} does not match the "
+                                 f"argument of shape {x.shape}")
+            if not np.all(np.isfinite(d)):
+                raise ValueError("the direction must be finite")
+            out.append(d.astype(x.dtype))
+        if not allow_zero and not any(np.any(d) for d in out):
+            raise ValueError("the direction must be nonzero: it selects the branch at every tie")
+        return out
+
+    def call(self, f: Callable, tracers: list) -> Any:
+        args = list(self.args)
+        rebuilt = unflatten(self.tree, tracers)
+        if self.single:
+            args[self.argnums[0]] = rebuilt
+        else:
+            for a, r in zip(self.argnums, rebuilt, strict=True):
+                args[a] = r
+        with np.errstate(all="ignore"):
+            return f(*args)
+
+    def restore(self, arrays: list) -> Any:
+        """Cast results back to each leaf's dtype; Python scalars come back as numpy scalars."""
+        fixed = [np.asarray(a, dtype=x.dtype).reshape(x.shape) for a, x in
+                 zip(arrays, self.leaves, strict=True)]
+        fixed = [a if arr else a[()] for a, arr in zip(fixed, self.is_array, strict=True)]
+        return unflatten(self.tree, fixed)
+
+
+def as_float(x, i: int = 0) -> np.ndarray:
+    if isinstance(x, Tracer):
+        raise ASDError("an argument is already a traced value; nested differentiation is "
+                       "not supported")
+    a = np.asarray(x)
+    if a.dtype == object:
+        raise TypeError(f"argument leaf {i} is not numeric: {type(x).__name__}")
+    if not np.issubdtype(a.dtype, np.floating):
+        a = a.astype(np.float64)
+    return a
+
+
+def _sweep(f, inputs: _Inputs, direction, seed, allow_zero=False):
+    trace = Trace()
+    dirs = inputs.direction(direction, seed, allow_zero=allow_zero)
+    tracers = [trace.new_input(x, d) for x, d in zip(inputs.leaves, dirs, strict=True)]
+    out = inputs.call(f, tracers)
+    return trace, out, [t._id for t in tracers]
+
+
+def _scalar_output(out, trace: Trace):
+    if isinstance(out, Tracer):
+        if out._trace is not trace:
+            raise ASDError("the function returned a traced value from another sweep")
+        if out.shape != ():
+            raise ShapeError(
+                f"subgrad needs a scalar output, but the function returned shape {out.shape}; "
+                "reduce it (e.g. .sum()) or use asd.jacobian for vector outputs"
+            )
+        return out
+    a = np.asarray(out)
+    if a.dtype == object or a.shape != ():
+        raise ShapeError(
+            f"subgrad needs a scalar output, got {type(out).__name__} of shape {np.shape(out)}; "
+            "use asd.jacobian for vector or structured outputs"
+        )
+    return None
+
+
+def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
+    if not np.all(np.isfinite(trace.values[out_id])):
+        k = trace.first_nonfinite(out_id)
+        trace.raise_nonfinite(k, "the output value")
+    if not all(np.all(np.isfinite(a)) for a in arrays):
+        k = trace.first_nonfinite(out_id)
+        if k is None:
+            raise ASDError("the subgradient is not finite although every value is; a rule "
+                           "produced an infinite slope. Report this with the program.")
+        trace.raise_nonfinite(k, "a value the subgradient passes through")
+
+
+# ----- the public functions -----
+
+def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None
+                      ) -> Callable:
+    """Return a function computing ``(f(*args), g)`` with ``g`` in the Clarke subdifferential.
+
+    One sweep along a direction drawn uniformly on the unit sphere (or the given
+    ``direction``), then reverse mode over the branch linearizations it selected. For the
+    given direction ``v`` the result is the limiting gradient ``lim ∇f(x + δv)`` as δ ↓ 0.
+
+    >>> import asd
+    >>> asd.value_and_subgrad(lambda x: asd.relu(x) - asd.relu(-x))(0.0)
+    (np.float64(0.0), np.float64(1.0))
+    """
+
+    def wrapped(*args):
+        inputs = _Inputs(args, argnums)
+        trace, out, ids = _sweep(f, inputs, direction, seed)
+        traced = _scalar_output(out, trace)
+        if traced is None:
+            grads = [np.zeros_like(x) for x in inputs.leaves]
+            return np.asarray(out)[()], inputs.restore(grads)
+        out, k = traced, traced._id
+        trace.check_lipschitz(k)
+        ct = trace.pull(k, np.ones((), dtype=out.dtype))
+        grads = [ct[i] if ct[i] is not None else np.zeros_like(x)
+                 for i, x in zip(ids, inputs.leaves, strict=True)]
+        _check_finite(trace, k, grads)
+        return np.asarray(out.value)[()], inputs.restore(grads)
+
+    wrapped.__doc__ = f"Value and a Clarke subgradient of {getattr(f, '__name__', f)}."
+    return wrapped
+
+
+def subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Callable:
+    """Return a function computing an element of the Clarke subdifferential of scalar ``f``.
+
+    ``argnums`` (int or tuple) picks the differentiated arguments; arguments may be floats,
+    arrays or nested tuples/lists/dicts of them, and the result mirrors their structure.
+
+    >>> import asd
+    >>> f = lambda x: 10 * x - 9 * (asd.relu(x) - asd.relu(-x))
+    >>> float(asd.subgrad(f)(0.0))
+    1.0
+    """
+    vg = value_and_subgrad(f, argnums, seed=seed, direction=direction)
+
+    def wrapped(*args):
+        return vg(*args)[1]
+
+    wrapped.__doc__ = f"A Clarke subgradient of {getattr(f, '__name__', f)}."
+    return wrapped
+
+
+def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
+    """Return ``g(*args, v) -> (f(*args), f'(args; v))``: the exact one-sided derivative.
+
+    ``v`` (the last positional argument) is shaped like the differentiated arguments and may
+    be any vector, zero included. The output may be an array or a nested structure.
+
+    >>> import asd
+    >>> asd.directional(asd.abs)(0.0, -1.0)
+    (np.float64(0.0), np.float64(1.0))
+    """
+
+    def wrapped(*args_and_v):
+        *args, v = args_and_v
+        inputs = _Inputs(tuple(args), argnums)
+        trace, out, _ = _sweep(f, inputs, v, None, allow_zero=True)
+        leaves, tree = flatten(out)
+        values, dots = [], []
+        for leaf in leaves:
+            if isinstance(leaf, Tracer):
+                trace.check_lipschitz(leaf._id)
+                values.append(np.asarray(leaf.value)[()])
+                dots.append(np.asarray(trace.tangent(leaf._id))[()])
+            else:
+                values.append(np.asarray(leaf)[()])
+                dots.append(np.zeros_like(np.asarray(leaf, dtype=float))[()])
+        return unflatten(tree, values), unflatten(tree, dots)
+
+    return wrapped
+
+
+def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
+             mode: str | None = None) -> Callable:
+    """Return a function computing the limiting Jacobian of ``f`` along the direction.
+
+    The branches are chosen by one sweep along ``direction`` (random if omitted); the
+    Jacobian of those branches is then pushed (``mode='forward'``, one batched push of an
+    identity) or pulled (``mode='reverse'``), whichever needs fewer columns unless ``mode``
+    says. The result has shape ``out.shape + arg.shape`` and mirrors both structures.
+
+    >>> import asd, numpy as np
+    >>> asd.jacobian(asd.relu, direction=np.array([1.0, -1.0]))(np.zeros(2))
+    array([[1., 0.],
+           [0., 0.]])
+    """
+    if mode not in (None, "forward", "reverse"):
+        raise ValueError(f"mode must be 'forward', 'reverse' or None, got {mode!r}")
+
+    def wrapped(*args):
+        inputs = _Inputs(args, argnums)
+        trace, out, ids = _sweep(f, inputs, direction, seed)
+        outs, out_tree = flatten(out)
+        for o in outs:
+            if isinstance(o, Tracer):
+                trace.check_lipschitz(o._id)
+        n_in = sum(x.size for x in inputs.leaves)
+        n_out = sum(int(np.size(o.value if isinstance(o, Tracer) else o)) for o in outs)
+        chosen = mode or ("forward" if n_in <= n_out else "reverse")
+        blocks = (_forward_jacobian if chosen == "forward" else _reverse_jacobian)(
+            trace, inputs, ids, outs)
+        per_out = [
+            unflatten(inputs.tree, [np.asarray(b, dtype=np.result_type(x.dtype, _out_dtype(o)))
+                                    for b, x in zip(row, inputs.leaves, strict=True)])
+            for row, o in zip(blocks, outs, strict=True)
+        ]
+        return unflatten(out_tree, per_out)
+
+    return wrapped
+
+
+def _out_shape(o) -> tuple:
+    return np.shape(o.value if isinstance(o, Tracer) else o)
+
+
+def _forward_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list) -> list:
+    n = sum(x.size for x in inputs.leaves)
+    eye = np.eye(n)
+    seeds, start = {}, 0
+    for i, x in zip(ids, inputs.leaves, strict=True):
+        seeds[i] = eye[:, start:start + x.size].reshape((n,) + x.shape).astype(x.dtype)
+        start += x.size
+    ts = trace.push_batch(seeds)
+    rows = []
+    for o in outs:
+        shape = _out_shape(o)
+        t = ts[o._id] if isinstance(o, Tracer) else None
+        t = np.zeros((n,) + shape) if t is None else np.broadcast_to(t, (n,) + shape)
+        flat = np.moveaxis(t.reshape(n, -1), 0, -1)  # (out size, n)
+        blocks, start = [], 0
+        for x in inputs.leaves:
+            blocks.append(flat[:, start:start + x.size].reshape(shape + x.shape))
+            start += x.size
+        rows.append(blocks)
+    return rows
+
+
+def _reverse_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list) -> list:
+    rows = []
+    for o in outs:
+        shape = _out_shape(o)
+        m = int(np.prod(shape))
+        if not isinstance(o, Tracer):
+            rows.append([np.zeros(shape + x.shape) for x in inputs.leaves])
+            continue
+        seed = np.eye(m, dtype=o.dtype).reshape((m,) + shape)
+        ct = trace.pull(o._id, seed)
+        rows.append([
+            np.zeros(shape + x.shape) if ct[i] is None
+            else np.broadcast_to(ct[i], (m,) + x.shape).reshape(shape + x.shape)
+            for i, x in zip(ids, inputs.leaves, strict=True)
+        ])
+    return rows
+
+
+def _out_dtype(o):
+    return np.result_type(o.value if isinstance(o, Tracer) else np.asarray(o, dtype=float))
+
+
+def trace(f: Callable) -> Callable[..., Any]:
+    """Return a function that traces ``f`` at example arguments into a ``Program``.
+
+    >>> import asd, numpy as np
+    >>> print(asd.trace(lambda x: asd.relu(x).sum())(np.ones(2)))
+    program(%0: float64[2]) {
+      %1 = relu %0
+      %2 = sum %0... 
+    """
+
+    def wrapped(*args):
+        t = Trace()
+        leaves, in_tree = flatten(args)
+        tracers = [t.new_input(np.asarray(x), active=False) for x in leaves]
+        with np.errstate(all="ignore"):
+            out = f(*unflatten(in_tree, tracers))
+        outs, out_tree = flatten(out)
+        from .program import Literal
+
+        refs = [o._id if isinstance(o, Tracer) else Literal(o) for o in outs]
+        return t.program([x._id for x in tracers], in_tree, refs, out_tree)
+
+    return wrapped

@@ -1,0 +1,359 @@
+"""Structured linear maps: what a rule returns as its branch linearization.
+
+A map takes the tangent of one input (shape ``in_shape``) to a tangent of the output
+(``out_shape``): ``lin(t)`` pushes, ``lin.T(ct)`` pulls a cotangent back. Both accept one
+extra *leading* batch axis, so many tangents or cotangents travel in one numpy call (that is
+how Jacobians and several directions are computed without Python loops).
+
+Maps are structured (diagonal, broadcast, sum, index, matmul, ...) so a sweep never holds
+more than O(size of the values); ``Dense`` exists for the rare rule that needs it.
+A primitive with several inputs returns a ``FanIn`` of one map per input (``None`` where an
+input has no derivative, like an index or a condition).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+Shape = tuple[int, ...]
+
+
+def batch_ndim(t: np.ndarray, shape: Shape) -> int:
+    """0 for a plain tangent of ``shape``, 1 when it carries a leading batch axis."""
+    extra = np.ndim(t) - len(shape)
+    if extra not in (0, 1):
+        raise ValueError(f"tangent of shape {np.shape(t)} does not fit a value of shape {shape}")
+    return extra
+
+
+def unbroadcast(ct: np.ndarray, shape: Shape, nb: int) -> np.ndarray:
+    """Sum a cotangent of a broadcast result back to ``shape`` (keeping ``nb`` batch axes)."""
+    ct = np.asarray(ct)
+    lead = ct.ndim - nb - len(shape)
+    axes = tuple(range(nb, nb + lead))
+    axes += tuple(
+        nb + lead + i for i, n in enumerate(shape) if n == 1 and ct.shape[nb + lead + i] != 1
+    )
+    if axes:
+        ct = ct.sum(axis=axes, keepdims=True)
+        if lead:
+            ct = ct.reshape(ct.shape[:nb] + ct.shape[nb + lead :])
+    return ct
+
+
+def align(t: np.ndarray, in_shape: Shape, out_ndim: int, nb: int) -> np.ndarray:
+    """Insert unit axes after the batch axis so a batched tangent broadcasts like the value."""
+    pad = out_ndim - len(in_shape)
+    if nb and pad > 0:
+        return t.reshape(t.shape[:1] + (1,) * pad + t.shape[1:])
+    return t
+
+
+class LinearMap:
+    """A linear map between the tangent spaces of one input and the output."""
+
+    __slots__ = ("in_shape", "out_shape")
+
+    def __init__(self, in_shape: Shape, out_shape: Shape):
+        self.in_shape = tuple(in_shape)
+        self.out_shape = tuple(out_shape)
+
+    def push(self, t: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} does not define push")
+
+    def pull(self, ct: np.ndarray) -> np.ndarray:
+        raise NotImplementedError(f"{type(self).__name__} does not define pull")
+
+    def __call__(self, t: np.ndarray) -> np.ndarray:
+        return self.push(t)
+
+    @property
+    def T(self) -> Callable[[np.ndarray], np.ndarray]:
+        return self.pull
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.in_shape} -> {self.out_shape})"
+
+
+class Zero(LinearMap):
+    """The zero map (a rule whose output does not move with this input)."""
+
+    __slots__ = ()
+
+    def push(self, t):
+        nb = batch_ndim(t, self.in_shape)
+        return np.zeros(np.shape(t)[:nb] + self.out_shape, np.result_type(t))
+
+    def pull(self, ct):
+        nb = batch_ndim(ct, self.out_shape)
+        return np.zeros(np.shape(ct)[:nb] + self.in_shape, np.result_type(ct))
+
+
+class Diagonal(LinearMap):
+    """Elementwise scaling ``t -> d * t`` with numpy broadcasting from input to output.
+
+    ``d=None`` means the identity (a pure broadcast); ``d`` may be a scalar, a bool mask or
+    an array broadcastable to ``out_shape``.
+    """
+
+    __slots__ = ("d",)
+
+    def __init__(self, d, in_shape: Shape, out_shape: Shape | None = None):
+        super().__init__(in_shape, in_shape if out_shape is None else out_shape)
+        self.d = d
+
+    def push(self, t):
+        nb = batch_ndim(t, self.in_shape)
+        t = align(t, self.in_shape, len(self.out_shape), nb)
+        r = t if self.d is None else t * self.d
+        full = np.shape(t)[:nb] + self.out_shape
+        return r if np.shape(r) == full else np.broadcast_to(r, full)
+
+    def pull(self, ct):
+        nb = batch_ndim(ct, self.out_shape)
+        r = ct if self.d is None else ct * self.d
+        if np.shape(r) != np.shape(ct):
+            r = np.broadcast_to(r, np.shape(ct))
+        return unbroadcast(r, self.in_shape, nb)
+
+
+def identity(shape: Shape) -> Diagonal:
+    return Diagonal(None, shape, shape)
+
+
+class Dense(LinearMap):
+    """An explicit matrix on the flattened tangents; only for rules that truly need one."""
+
+    __slots__ = ("matrix",)
+
+    def __init__(self, matrix: np.ndarray, in_shape: Shape, out_shape: Shape):
+        super().__init__(in_shape, out_shape)
+        self.matrix = np.asarray(matrix)
+
+    def push(self, t):
+        nb = batch_ndim(t, self.in_shape)
+        flat = np.reshape(t, np.shape(t)[:nb] + (-1,))
+        return (flat @ self.matrix.T).reshape(np.shape(t)[:nb] + self.out_shape)
+
+    def pull(self, ct):
+        nb = batch_ndim(ct, self.out_shape)
+        flat = np.reshape(ct, np.shape(ct)[:nb] + (-1,))
+        return (flat @ self.matrix).reshape(np.shape(ct)[:nb] + self.in_shape)
+
+
+class Closure(LinearMap):
+    """A map given by two functions; each must accept an optional leading batch axis."""
+
+    __slots__ = ("_push", "_pull")
+
+    def __init__(self, push: Callable, pull: Callable, in_shape: Shape, out_shape: Shape):
+        super().__init__(in_shape, out_shape)
+        self._push = push
+        self._pull = pull
+
+    def push(self, t):
+        return self._push(t)
+
+    def pull(self, ct):
+        return self._pull(ct)
+
+
+class Reshape(LinearMap):
+    __slots__ = ()
+
+    def push(self, t):
+        nb = batch_ndim(t, self.in_shape)
+        return np.reshape(t, np.shape(t)[:nb] + self.out_shape)
+
+    def pull(self, ct):
+        nb = batch_ndim(ct, self.out_shape)
+        return np.reshape(ct, np.shape(ct)[:nb] + self.in_shape)
+
+
+class Transpose(LinearMap):
+    __slots__ = ("axes", "inverse")
+
+    def __init__(self, axes: Sequence[int], in_shape: Shape):
+        axes = tuple(int(a) % len(in_shape) for a in axes) if in_shape else ()
+        super().__init__(in_shape, tuple(in_shape[a] for a in axes))
+        self.axes = axes
+        self.inverse = tuple(int(i) for i in np.argsort(axes))
+
+    def push(self, t):
+        nb = batch_ndim(t, self.in_shape)
+        return np.transpose(t, tuple(range(nb)) + tuple(a + nb for a in self.axes))
+
+    def pull(self, ct):
+        nb = batch_ndim(ct, self.out_shape)
+        return np.transpose(ct, tuple(range(nb)) + tuple(a + nb for a in self.inverse))
+
+
+class Sum(LinearMap):
+    """Summation over ``axis`` (an int, a tuple or None) with or without ``keepdims``."""
+
+    __slots__ = ("axis", "keepdims")
+
+    def __init__(self, axis, keepdims: bool, in_shape: Shape, out_shape: Shape):
+        super().__init__(in_shape, out_shape)
+        nd = len(in_shape)
+        if axis is None:
+            axis = tuple(range(nd))
+        elif isinstance(axis, int | np.integer):
+            axis = (int(axis),)
+        self.axis = tuple(sorted(a % nd for a in axis)) if nd else ()
+        self.keepdims = keepdims
+
+    def push(self, t):
+        nb = batch_ndim(t, self.in_shape)
+        return np.sum(t, axis=tuple(a + nb for a in self.axis), keepdims=self.keepdims)
+
+    def pull(self, ct):
+        nb = batch_ndim(ct, self.out_shape)
+        if not self.keepdims:
+            ct = np.expand_dims(ct, tuple(a + nb for a in self.axis))
+        return np.broadcast_to(ct, np.shape(ct)[:nb] + self.in_shape)
+
+
+def expand_index(index, ndim: int) -> tuple:
+    """Make an index a tuple with its Ellipsis spelled out, so a trailing axis can ride along."""
+    index = index if isinstance(index, tuple) else (index,)
+    used = sum(
+        np.ndim(i) if isinstance(i, np.ndarray) and i.dtype == bool else 1
+        for i in index
+        if i is not None and i is not Ellipsis
+    )
+    out = []
+    for i in index:
+        if i is Ellipsis:
+            out.extend([slice(None)] * (ndim - used))
+        else:
+            out.append(i)
+    if Ellipsis not in index:
+        out.extend([slice(None)] * (ndim - used))
+    return tuple(out)
+
+
+def is_basic(index: tuple) -> bool:
+    return all(i is None or isinstance(i, slice | int | np.integer) for i in index)
+
+
+class Index(LinearMap):
+    """``t -> t[index]``; the pull scatters back (``np.add.at`` when entries may repeat)."""
+
+    __slots__ = ("index", "basic")
+
+    def __init__(self, index, in_shape: Shape, out_shape: Shape):
+        super().__init__(in_shape, out_shape)
+        self.index = expand_index(index, len(in_shape))
+        self.basic = is_basic(self.index)
+
+    def push(self, t):
+        if batch_ndim(t, self.in_shape):
+            return np.moveaxis(np.moveaxis(t, 0, -1)[self.index], -1, 0)
+        return t[self.index]
+
+    def pull(self, ct):
+        nb = batch_ndim(ct, self.out_shape)
+        batch = np.shape(ct)[:nb]
+        out = np.zeros(self.in_shape + batch, np.result_type(ct))
+        moved = np.moveaxis(ct, 0, -1) if nb else ct
+        if self.basic:
+            out[self.index] = moved
+        else:
+            np.add.at(out, self.index, moved)
+        return np.moveaxis(out, -1, 0) if nb else out
+
+
+class MatMul(LinearMap):
+    """Tangent of one operand of ``a @ b`` with the other held fixed (numpy matmul rules)."""
+
+    __slots__ = ("other", "side", "a_shape", "b_shape")
+
+    def __init__(self, other: np.ndarray, side: str, a_shape: Shape, b_shape: Shape, out_shape):
+        super().__init__(a_shape if side == "a" else b_shape, out_shape)
+        self.other, self.side = other, side
+        self.a_shape, self.b_shape = tuple(a_shape), tuple(b_shape)
+
+    def _as2d(self, x, shape, nb, which):
+        """Give 1-D operands their implicit matrix axis; pad batched ones to the result rank."""
+        if len(shape) == 1:
+            x = np.expand_dims(x, -2 if which == "a" else -1)
+        if nb:
+            pad = max(len(self.a_shape), len(self.b_shape), 2) - max(len(shape), 2)
+            if pad > 0:
+                x = x.reshape(x.shape[:1] + (1,) * pad + x.shape[1:])
+        return x
+
+    def _squeeze(self, r):
+        if len(self.b_shape) == 1:
+            r = r[..., 0]
+        if len(self.a_shape) == 1:
+            r = r[..., 0, :] if len(self.b_shape) != 1 else r[..., 0]
+        return r
+
+    def push(self, t):
+        nb = batch_ndim(t, self.in_shape)
+        if self.side == "a":
+            r = self._as2d(t, self.a_shape, nb, "a") @ self._as2d(self.other, self.b_shape, 0, "b")
+        else:
+            r = self._as2d(self.other, self.a_shape, 0, "a") @ self._as2d(t, self.b_shape, nb, "b")
+        return self._squeeze(r)
+
+    def pull(self, ct):
+        nb = batch_ndim(ct, self.out_shape)
+        if len(self.b_shape) == 1:
+            ct = ct[..., None]
+        if len(self.a_shape) == 1:
+            ct = np.expand_dims(ct, -2)
+        pad = max(len(self.a_shape), len(self.b_shape), 2) - max(len(self.out_shape), 2)
+        if nb and pad > 0:
+            ct = ct.reshape(ct.shape[:1] + (1,) * pad + ct.shape[1:])
+        if self.side == "a":
+            g = ct @ np.swapaxes(self._as2d(self.other, self.b_shape, 0, "b"), -1, -2)
+            target = self.a_shape if len(self.a_shape) > 1 else (1,) + self.a_shape
+        else:
+            g = np.swapaxes(self._as2d(self.other, self.a_shape, 0, "a"), -1, -2) @ ct
+            target = self.b_shape if len(self.b_shape) > 1 else self.b_shape + (1,)
+        g = unbroadcast(g, target, nb)
+        return np.reshape(g, g.shape[:nb] + self.in_shape)
+
+
+class FanIn:
+    """The linearization of a primitive with several inputs: one map per input.
+
+    ``lin(*tangents)`` sums the pushed tangents (``None`` tangents count as zero);
+    ``lin.T(ct)`` returns one cotangent per input (``None`` where the entry is ``None``).
+    """
+
+    __slots__ = ("maps",)
+
+    def __init__(self, *maps: LinearMap | None):
+        self.maps = maps
+
+    def push(self, *ts):
+        total = None
+        for m, t in zip(self.maps, ts, strict=True):
+            if m is None or t is None:
+                continue
+            r = m.push(t)
+            total = r if total is None else total + r
+        return total
+
+    __call__ = push
+
+    def pull(self, ct, wants: Sequence[bool] | None = None) -> tuple:
+        if wants is None:
+            wants = (True,) * len(self.maps)
+        return tuple(
+            m.pull(ct) if (m is not None and w) else None
+            for m, w in zip(self.maps, wants, strict=True)
+        )
+
+    @property
+    def T(self):
+        return self.pull
+
+    def __repr__(self) -> str:
+        return f"FanIn{self.maps!r}"

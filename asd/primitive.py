@@ -1,0 +1,190 @@
+"""Primitives, the rule protocol, and the tables numpy dispatch consults.
+
+The rule protocol (DESIGN.md)::
+
+    rule(xs, dxs, **params) -> (ans, lin)
+
+``xs`` are the primal inputs (numpy arrays or scalars). ``dxs`` holds one *lazy* tangent per
+input: call ``dxs[i]()`` for the one-sided directional derivative of input ``i`` along the
+sweep direction, or ``dxs[i](index)`` for some entries only. Calling is what costs, so a rule
+calls only where it meets a tie. Inputs that do not depend on the differentiated arguments
+get a ``ZeroTangent`` (``.is_zero`` is True; calling it still returns zeros).
+``lin`` is the branch linearization that the direction selects: a ``LinearMap`` for a
+one-input primitive, a ``FanIn`` of maps otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from .errors import ASDError, UnsupportedError
+
+Rule = Callable[..., tuple[Any, Any]]
+
+
+class ZeroTangent:
+    """The tangent of an input that does not depend on the differentiated arguments."""
+
+    __slots__ = ("shape", "dtype")
+    is_zero = True
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+    def __call__(self, index=None) -> np.ndarray:
+        z = np.zeros(self.shape, self.dtype if np.issubdtype(self.dtype, np.inexact) else float)
+        return z if index is None else z[index]
+
+
+class FixedTangent:
+    """A tangent that is already known (used by ``Primitive.asd`` and ``asd.testing``)."""
+
+    __slots__ = ("value",)
+    is_zero = False
+
+    def __init__(self, value):
+        self.value = np.asarray(value)
+
+    def __call__(self, index=None) -> np.ndarray:
+        return self.value if index is None else self.value[index]
+
+
+class Primitive:
+    """A named operation with a numpy implementation and one ASD rule.
+
+    ``discontinuous`` marks piecewise-constant operations (comparisons, sign, floor): their
+    outputs carry no tangent, and using them as numbers in a differentiated output raises.
+    ``comparison`` names the operator (``'>'``...) of comparison primitives so ``where`` can
+    select branches by direction. ``stops_gradient`` marks ``stop_gradient``.
+    """
+
+    __slots__ = ("name", "impl", "rule", "discontinuous", "comparison", "stops_gradient")
+
+    def __init__(
+        self,
+        name: str,
+        impl: Callable,
+        rule: Rule | None = None,
+        *,
+        discontinuous: bool = False,
+        comparison: str | None = None,
+        stops_gradient: bool = False,
+    ):
+        self.name, self.impl, self.rule = name, impl, rule
+        self.discontinuous = discontinuous or comparison is not None
+        self.comparison = comparison
+        self.stops_gradient = stops_gradient
+
+    def __call__(self, *args, **params):
+        return bind(self, args, params)
+
+    def defrule(self, rule: Rule) -> Rule:
+        """Decorator: attach the ASD rule (``rule(xs, dxs, **params) -> (ans, lin)``)."""
+        self.rule = rule
+        return rule
+
+    def asd(self, *xs, direction, **params):
+        """The paper's ASD routine in literal form: ``(g(x), D[g; v](x), grad p_z(x))``.
+
+        ``direction`` holds one tangent per input (a single array for one input). The third
+        entry is the branch gradient (Jacobian for vector outputs) per input, built from the
+        same rule by pulling back an identity batch.
+        """
+        xs = tuple(np.asarray(x) for x in xs)
+        dirs = (direction,) if len(xs) == 1 else tuple(direction)
+        dxs = [FixedTangent(np.asarray(d, dtype=np.result_type(x, float))) for x, d in
+               zip(xs, dirs, strict=True)]
+        ans, lin = self.rule(xs, dxs, **params)
+        ans = np.asarray(ans)
+        maps = lin.maps if hasattr(lin, "maps") else (lin,)
+        dini = sum(m.push(d.value) for m, d in zip(maps, dxs, strict=True) if m is not None)
+        eye = np.eye(ans.size, dtype=np.result_type(ans, float)).reshape((ans.size,) + ans.shape)
+        grads = []
+        for m, x in zip(maps, xs, strict=True):
+            g = np.zeros(ans.shape + x.shape) if m is None else m.pull(eye).reshape(
+                ans.shape + x.shape)
+            grads.append(g)
+        return ans, dini, grads[0] if len(xs) == 1 else tuple(grads)
+
+    def __repr__(self) -> str:
+        return f"<primitive {self.name}>"
+
+
+# ----- numpy dispatch tables (filled by asd.library; the engine only looks them up) -----
+
+UFUNCS: dict[np.ufunc, Callable] = {}
+UFUNC_REDUCE: dict[np.ufunc, Callable] = {}
+FUNCTIONS: dict[Callable, Callable] = {}
+METHODS: dict[str, Callable] = {}
+
+
+def register_numpy(numpy_fn, fn: Callable) -> None:
+    """Route ``numpy_fn`` (a ufunc or function) on traced arrays to ``fn``."""
+    if isinstance(numpy_fn, np.ufunc):
+        UFUNCS[numpy_fn] = fn
+    else:
+        FUNCTIONS[numpy_fn] = fn
+
+
+def unsupported(what: str) -> UnsupportedError:
+    return UnsupportedError(
+        f"{what} has no asd rule, so it cannot run on traced arrays. Use an equivalent from "
+        f"asd.numpy, or register one: `p = asd.extend.Primitive(name, impl)`, "
+        f"`@p.defrule def rule(xs, dxs, **params): return ans, lin`, then "
+        f"`asd.extend.register_numpy({what.split()[0]}, p)`."
+    )
+
+
+# ----- binding: plain numpy when nothing is traced, the owning trace otherwise -----
+
+def bind(prim: Primitive, args: tuple, params: dict):
+    trace = None
+    for a in args:
+        t = getattr(a, "_trace", None)
+        if t is not None:
+            if trace is not None and t is not trace:
+                from .errors import NestingError
+
+                raise NestingError(
+                    f"{prim.name}: traced values from two different sweeps met; nested "
+                    "differentiation is not supported. Differentiate one function at a time."
+                )
+            trace = t
+    if trace is None:
+        return prim.impl(*args, **params)
+    return trace.apply(prim, args, params)
+
+
+# ----- the rule context: lets a rule report events without knowing about programs -----
+
+class _RuleContext:
+    __slots__ = ("trace", "node")
+
+    def __init__(self):
+        self.trace = None
+        self.node = None
+
+
+rule_context = _RuleContext()
+
+
+def record_degenerate_tie(count: int = 1) -> None:
+    """Called by a rule that met ``h == 0`` and ``h_dot == 0`` in a user-written branch."""
+    trace = rule_context.trace
+    if trace is not None and count:
+        trace.record_degenerate(rule_context.node, int(count))
+
+
+__all__ = [
+    "ASDError",
+    "FixedTangent",
+    "Primitive",
+    "ZeroTangent",
+    "bind",
+    "record_degenerate_tie",
+    "register_numpy",
+    "unsupported",
+]

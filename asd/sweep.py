@@ -1,0 +1,252 @@
+"""The sweeps of Algorithm 6: a recording forward sweep with lazy tangents, then reverse mode.
+
+``Trace`` is both the recorder and the forward sweep: when an operation on traced values
+runs, its node is appended and its rule is called at once with the primal inputs and lazy
+tangents, so the primal runs exactly once. A tangent is computed only when a rule that meets
+a tie asks for it, and then only for the ancestors that do not have one yet (memoized).
+The reverse sweep pulls a cotangent back through the stored branch linearizations.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import ASDError, NonFiniteError, NotLipschitzError, ShapeError
+from .linear import FanIn
+from .primitive import Primitive, ZeroTangent, rule_context
+from .program import Literal, Node, Program, format_node
+from .tracing import Tracer
+
+
+class LazyTangent:
+    """The directional derivative of node ``k``, computed on first call and memoized."""
+
+    __slots__ = ("trace", "k")
+    is_zero = False
+
+    def __init__(self, trace: Trace, k: int):
+        self.trace, self.k = trace, k
+
+    def __call__(self, index=None) -> np.ndarray:
+        t = self.trace.tangent(self.k)
+        return t if index is None else t[index]
+
+
+class Trace:
+    """One sweep: nodes, primal values, branch linearizations and memoized tangents."""
+
+    __slots__ = ("nodes", "values", "lins", "tangents", "wants", "taint", "degenerate")
+
+    def __init__(self):
+        self.nodes: list[Node] = []
+        self.values: list = []
+        self.lins: list = []
+        self.tangents: list = []
+        self.wants: list = []
+        self.taint: list = []
+        self.degenerate: dict[int, int] = {}
+
+    # ----- recording (the forward sweep) -----
+
+    def new_input(self, value, tangent=None, *, active: bool = True) -> Tracer:
+        k = len(self.nodes)
+        self.nodes.append(Node(None, (), {}, np.shape(value), np.result_type(value), active))
+        self.values.append(value)
+        self.lins.append(None)
+        self.tangents.append(tangent)
+        self.wants.append(())
+        self.taint.append(None)
+        return Tracer(self, k, value)
+
+    def apply(self, prim: Primitive, args: tuple, params: dict) -> Tracer:
+        nodes = self.nodes
+        xs, refs = [], []
+        active = False
+        taint = None
+        for a in args:
+            if type(a) is Tracer:
+                if a._trace is not self:
+                    from .errors import NestingError
+
+                    raise NestingError(
+                        f"{prim.name}: a traced value from a finished or different sweep was "
+                        "used; do not keep traced values across calls."
+                    )
+                j = a._id
+                xs.append(a.value)
+                refs.append(j)
+                if nodes[j].active:
+                    active = True
+                if taint is None:
+                    taint = self.taint[j]
+            else:
+                xs.append(a)
+                refs.append(Literal(a))
+        k = len(nodes)
+        refs = tuple(refs)
+        lin = None
+        rule_context.trace, rule_context.node = self, k
+        try:
+            if active and not prim.discontinuous and not prim.stops_gradient:
+                if prim.rule is None:
+                    raise ASDError(f"primitive {prim.name} has no ASD rule; attach one with "
+                                   f"@{prim.name}_primitive.defrule")
+                dxs = [
+                    (LazyTangent(self, r) if nodes[r].active
+                     else ZeroTangent(nodes[r].shape, nodes[r].dtype))
+                    if type(r) is int else ZeroTangent(np.shape(x), np.result_type(x))
+                    for r, x in zip(refs, xs, strict=True)
+                ]
+                ans, lin = prim.rule(xs, dxs, **params)
+                if len(refs) > 1 and type(lin) is not FanIn:
+                    raise ASDError(f"the rule of {prim.name} takes {len(refs)} inputs and "
+                                   "must return a FanIn of one map per input")
+            else:
+                ans = prim.impl(*xs, **params)
+        except ASDError as e:
+            raise e.at(self.describe(prim, refs, params, k)) from None
+        except ValueError as e:
+            shapes = ", ".join(str(np.shape(x)) for x in xs)
+            raise ShapeError(
+                f"{self.describe(prim, refs, params, k)}: {e} (input shapes {shapes}). Make the "
+                "operand shapes agree, e.g. with reshape or expand_dims."
+            ) from e
+        finally:
+            rule_context.trace = None
+        if prim.stops_gradient:
+            taint, active = None, False
+        elif prim.discontinuous:
+            if active and taint is None:
+                taint = k
+            active = False
+        nodes.append(Node(prim, refs, params, np.shape(ans), np.result_type(ans), active))
+        self.values.append(ans)
+        self.lins.append(lin)
+        self.tangents.append(None)
+        self.wants.append(tuple(type(r) is int and nodes[r].active for r in refs))
+        self.taint.append(taint)
+        return Tracer(self, k, ans)
+
+    def describe(self, prim, refs, params, k) -> str:
+        return format_node(k, Node(prim, refs, params, None, None, None))
+
+    def record_degenerate(self, k: int, count: int) -> None:
+        self.degenerate[k] = self.degenerate.get(k, 0) + count
+
+    # ----- tangents (lazy, memoized) -----
+
+    def tangent(self, k: int) -> np.ndarray:
+        """The one-sided directional derivative of node ``k`` along the sweep direction."""
+        t = self.tangents[k]
+        if t is not None:
+            return t
+        nodes, tangents = self.nodes, self.tangents
+        todo, stack = set(), [k]
+        while stack:
+            j = stack.pop()
+            if j in todo:
+                continue
+            todo.add(j)
+            for r in nodes[j].args:
+                if type(r) is int and nodes[r].active and tangents[r] is None:
+                    stack.append(r)
+        for j in sorted(todo):
+            node = nodes[j]
+            ins = [tangents[r] if type(r) is int and nodes[r].active else None for r in node.args]
+            lin = self.lins[j]
+            if lin is None:
+                t = None
+            elif type(lin) is FanIn:
+                t = lin.push(*ins)
+            else:
+                t = None if ins[0] is None else lin.push(ins[0])
+            if t is None:
+                t = np.zeros(node.shape, node.dtype)
+            tangents[j] = t
+        return tangents[k]
+
+    # ----- batched sweeps over the stored linearizations -----
+
+    def push_batch(self, seeds: dict[int, np.ndarray]) -> list:
+        """Forward mode: push batched input tangents through every active node."""
+        ts: list = [None] * len(self.nodes)
+        for k, s in seeds.items():
+            ts[k] = s
+        for k, node in enumerate(self.nodes):
+            lin = self.lins[k]
+            if lin is None or not node.active:
+                continue
+            ins = [ts[r] if type(r) is int else None for r in node.args]
+            if type(lin) is FanIn:
+                ts[k] = lin.push(*ins)
+            elif ins[0] is not None:
+                ts[k] = lin.push(ins[0])
+        return ts
+
+    def pull(self, out: int, seed: np.ndarray) -> list:
+        """Reverse mode from node ``out``; only the inputs' cotangents survive the sweep."""
+        nodes, lins, wants = self.nodes, self.lins, self.wants
+        ct: list = [None] * (out + 1)
+        ct[out] = seed
+        for k in range(out, -1, -1):
+            c = ct[k]
+            if c is None:
+                continue
+            lin = lins[k]
+            if lin is None:
+                continue
+            ct[k] = None
+            args = nodes[k].args
+            if type(lin) is FanIn:
+                parts = lin.pull(c, wants[k])
+            else:
+                parts = (lin.pull(c),) if wants[k][0] else (None,)
+            for r, p in zip(args, parts, strict=True):
+                if p is not None:
+                    ct[r] = p if ct[r] is None else ct[r] + p
+        return ct
+
+    # ----- checks on the result -----
+
+    def check_lipschitz(self, k: int) -> None:
+        origin = self.taint[k]
+        if origin is not None:
+            node = self.nodes[origin]
+            raise NotLipschitzError(
+                f"{format_node(origin, node)}: {node.name} is discontinuous (piecewise "
+                "constant) and its result flows into the differentiated output "
+                f"%{k}, so the output is not locally Lipschitz there. Use a continuous "
+                "primitive (asd.abs, asd.relu, asd.maximum, asd.numpy.where, asd.clip) or "
+                "wrap the discontinuous value in asd.stop_gradient(...) if it is a constant "
+                "by intent."
+            )
+
+    def first_nonfinite(self, upto: int) -> int | None:
+        """The first node whose value is not finite although all its inputs are."""
+        for k in range(upto + 1):
+            v = self.values[k]
+            if np.issubdtype(np.result_type(v), np.inexact) and not np.all(np.isfinite(v)):
+                return k
+        return None
+
+    def raise_nonfinite(self, k: int, what: str) -> None:
+        node = self.nodes[k]
+        ins = ", ".join(
+            summarize(self.values[r]) if type(r) is int else repr(r) for r in node.args
+        )
+        raise NonFiniteError(
+            f"{format_node(k, node)} produced {summarize(self.values[k])} from inputs "
+            f"({ins}); {what} is not finite. Keep the inputs in the primitive's domain (for "
+            "example asd.numpy.where(x > 0, x, 1) before log) or rescale to avoid overflow."
+        )
+
+    def program(self, inputs, in_tree, outputs, out_tree) -> Program:
+        return Program(self.nodes, inputs, in_tree, outputs, out_tree)
+
+
+def summarize(v) -> str:
+    a = np.asarray(v)
+    if a.size <= 6:
+        return np.array2string(a, precision=6, separator=", ")
+    bad = ~np.isfinite(a) if np.issubdtype(a.dtype, np.inexact) else np.zeros(a.shape, bool)
+    return f"{a.dtype.name}{list(a.shape)} with {int(bad.sum())} non-finite entries"

@@ -1,0 +1,12 @@
+"""asd's primitive library (installed as ``asd.library``): one module per family.
+
+Importing it registers every primitive with numpy dispatch, so plain numpy calls on traced
+arrays and the ``asd.numpy`` namespace both reach these rules. Each family module lists its
+public functions in ``__all__``; they are re-exported here and at the top level of ``asd``.
+"""
+
+from . import piecewise, smooth
+from .piecewise import *  # noqa: F403
+from .smooth import *  # noqa: F403
+
+__all__ = [*smooth.__all__, *piecewise.__all__]
