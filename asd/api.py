@@ -153,7 +153,8 @@ def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction
             return np.asarray(out)[()], inputs.restore(grads)
         out, k = traced, traced._id
         trace.check_lipschitz(k)
-        ct = trace.pull(k, np.ones((), dtype=out.dtype))
+        with np.errstate(all="ignore"):
+            ct = trace.pull(k, np.ones((), dtype=out.dtype))
         grads = [ct[i] if ct[i] is not None else np.zeros_like(x)
                  for i, x in zip(ids, inputs.leaves, strict=True)]
         _check_finite(trace, k, grads)

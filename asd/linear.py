@@ -225,12 +225,14 @@ def expand_index(index, ndim: int) -> tuple:
         if i is not None and i is not Ellipsis
     )
     out = []
+    has_ellipsis = False
     for i in index:
         if i is Ellipsis:
+            has_ellipsis = True
             out.extend([slice(None)] * (ndim - used))
         else:
             out.append(i)
-    if Ellipsis not in index:
+    if not has_ellipsis:
         out.extend([slice(None)] * (ndim - used))
     return tuple(out)
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ASDError, UnsupportedError
+from .errors import ASDError, NestingError, UnsupportedError
 
 Rule = Callable[..., tuple[Any, Any]]
 
@@ -146,11 +146,10 @@ def bind(prim: Primitive, args: tuple, params: dict):
         t = getattr(a, "_trace", None)
         if t is not None:
             if trace is not None and t is not trace:
-                from .errors import NestingError
-
                 raise NestingError(
-                    f"{prim.name}: traced values from two different sweeps met; nested "
-                    "differentiation is not supported. Differentiate one function at a time."
+                    f"{prim.name}: traced values from two different sweeps met (a value kept "
+                    "from an earlier call, or nested differentiation, which asd does not "
+                    "support). Pass every traced value in as an argument of the function."
                 )
             trace = t
     if trace is None:

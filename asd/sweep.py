@@ -65,13 +65,6 @@ class Trace:
         taint = None
         for a in args:
             if type(a) is Tracer:
-                if a._trace is not self:
-                    from .errors import NestingError
-
-                    raise NestingError(
-                        f"{prim.name}: a traced value from a finished or different sweep was "
-                        "used; do not keep traced values across calls."
-                    )
                 j = a._id
                 xs.append(a.value)
                 refs.append(j)
