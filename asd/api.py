@@ -308,7 +308,9 @@ def trace(f: Callable) -> Callable[..., Any]:
     >>> print(asd.trace(lambda x: asd.relu(x).sum())(np.ones(2)))
     program(%0: float64[2]) {
       %1 = relu %0
-      %2 = sum %0... 
+      %2 = sum %1 axis=None keepdims=False
+      return %2
+    }
     """
 
     def wrapped(*args):
