@@ -85,10 +85,21 @@ def tangent_at(dx, index, shape: tuple) -> np.ndarray:
     """The entries ``index`` (a mask in the output's shape) of an input's tangent, broadcast."""
     if getattr(dx, "is_zero", False):
         return np.zeros(int(np.count_nonzero(index)) if index is not None else shape)
+    in_shape = tuple(getattr(dx, "shape", shape))
+    if index is not None and in_shape == tuple(shape):
+        return dx(index)  # ask for the tied entries only: the engine counts them as ties
+    if index is not None:
+        # A broadcast operand: ask for the input entries some tied output entry reads.
+        lead = len(shape) - len(in_shape)
+        wide = tuple(lead + i for i, n in enumerate(in_shape) if n == 1 and shape[lead + i] != 1)
+        need = np.any(index, axis=tuple(range(lead)) + wide, keepdims=True)
+        need = need.reshape(need.shape[lead:])
+        part = dx(need)
+        t = np.zeros(in_shape, part.dtype)
+        t[need] = part
+        return np.broadcast_to(t, shape)[index]
     t = dx()
-    if np.shape(t) != shape:
-        t = np.broadcast_to(t, shape)
-    return t if index is None else t[index]
+    return t if np.shape(t) == shape else np.broadcast_to(t, shape)
 
 
 def defsmooth(name: str, impl: Callable, derivative: Callable, numpy=None) -> Primitive:

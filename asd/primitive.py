@@ -48,6 +48,10 @@ class FixedTangent:
     def __init__(self, value):
         self.value = np.asarray(value)
 
+    @property
+    def shape(self) -> tuple:
+        return self.value.shape
+
     def __call__(self, index=None) -> np.ndarray:
         return self.value if index is None else self.value[index]
 

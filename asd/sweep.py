@@ -27,15 +27,23 @@ class LazyTangent:
     def __init__(self, trace: Trace, k: int):
         self.trace, self.k = trace, k
 
+    @property
+    def shape(self) -> tuple:
+        return self.trace.nodes[self.k].shape
+
     def __call__(self, index=None) -> np.ndarray:
-        t = self.trace.tangent(self.k)
-        return t if index is None else t[index]
+        trace = self.trace
+        t = trace.tangent(self.k)
+        t = t if index is None else t[index]
+        if rule_context.trace is trace:
+            trace.record_tie(rule_context.node, np.size(t))
+        return t
 
 
 class Trace:
     """One sweep: nodes, primal values, branch linearizations and memoized tangents."""
 
-    __slots__ = ("nodes", "values", "lins", "tangents", "wants", "taint", "degenerate")
+    __slots__ = ("nodes", "values", "lins", "tangents", "wants", "taint", "degenerate", "ties")
 
     def __init__(self):
         self.nodes: list[Node] = []
@@ -45,6 +53,7 @@ class Trace:
         self.wants: list = []
         self.taint: list = []
         self.degenerate: dict[int, int] = {}
+        self.ties: dict[int, int] = {}  # node -> entries its rule asked the tangent of
 
     # ----- recording (the forward sweep) -----
 
@@ -125,6 +134,14 @@ class Trace:
 
     def record_degenerate(self, k: int, count: int) -> None:
         self.degenerate[k] = self.degenerate.get(k, 0) + count
+
+    def record_tie(self, k: int, count: int) -> None:
+        """Node ``k``'s rule met a tie: its linearization depends on the direction.
+
+        A rule asks for each operand's tangent at the same tied entries, so the count is
+        the largest request, not the sum.
+        """
+        self.ties[k] = max(self.ties.get(k, 0), int(count))
 
     # ----- tangents (lazy, memoized) -----
 
