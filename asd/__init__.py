@@ -5,6 +5,7 @@
 1.0
 """
 
+from . import library  # registers the primitives with numpy dispatch
 from .api import directional, jacobian, subgrad, trace, value_and_subgrad
 from .errors import (
     ASDError,
@@ -15,10 +16,9 @@ from .errors import (
     TracerBoolError,
     UnsupportedError,
 )
+from .library import *  # noqa: F403  (the primitives: asd.relu, asd.maximum, ...)
 from .primitive import Primitive
 from .program import Program
-from . import library  # registers the primitives with numpy dispatch
-from .library import *  # noqa: F403  (the primitives: asd.relu, asd.maximum, ...)
 
 __version__ = "0.1.0"
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
 import asd
 
 PROGRAMS = {

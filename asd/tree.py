@@ -1,4 +1,4 @@
-"""Nested tuples, lists and dicts of arrays: flatten to leaves and rebuild, so results mirror inputs."""
+"""Nested tuples, lists and dicts of arrays: flatten to leaves, rebuild; results mirror inputs."""
 
 from __future__ import annotations
 

@@ -45,7 +45,8 @@ def test_directional_derivatives_at_kinks():
     assert asd.directional(asd.relu)(0.0, 1.0) == (0.0, 1.0)
     assert asd.directional(asd.abs)(0.0, -1.0) == (0.0, 1.0)
     assert asd.directional(asd.abs)(0.0, 0.0) == (0.0, 0.0)
-    value, dot = asd.directional(lambda x: asd.maximum(x[0], x[1]))(np.zeros(2), np.array([-1., -3.]))
+    f = lambda x: asd.maximum(x[0], x[1])  # noqa: E731
+    value, dot = asd.directional(f)(np.zeros(2), np.array([-1.0, -3.0]))
     assert (value, dot) == (0.0, -1.0)
 
 

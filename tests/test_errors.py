@@ -19,7 +19,7 @@ def raises(exc, f, x, *fragments):
 
 def test_python_branch_on_a_traced_value():
     raises(asd.TracerBoolError, lambda x: x if x > 0 else -x, 0.0, "where", "direction")
-    raises(asd.TracerBoolError, lambda x: x if bool(x) else x, 1.0, "bool")
+    raises(asd.TracerBoolError, lambda x: x if bool(x) else -x, 1.0, "bool")
     raises(asd.TracerBoolError, lambda x: float(x), 1.0, "float()", "stop_gradient")
     raises(asd.TracerBoolError, lambda x: np.array([x, x]).sum(), 1.0, "stack")
 
