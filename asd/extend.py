@@ -18,10 +18,13 @@ elementwise piecewise functions from their breakpoints and pieces.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 
 import numpy as np
 
+from .errors import NotLipschitzError
 from .linear import (
     Closure,
     Dense,
@@ -132,46 +135,142 @@ def deflinear(name: str, impl: Callable, make_map: Callable[..., LinearMap]) -> 
     return prim
 
 
-def defpiecewise(
-    name: str,
-    breakpoints: Sequence[float],
-    pieces: Sequence[tuple[Callable, Callable]],
-) -> Primitive:
-    """An elementwise piecewise-smooth primitive of one variable.
+def _as_piece(piece) -> tuple[Callable, Callable, tuple | None]:
+    """``(value, slope, coefficients)`` of a piece given as coefficients or a callable pair."""
+    if isinstance(piece, tuple) and len(piece) == 2 and all(callable(p) for p in piece):
+        return piece[0], piece[1], None
+    coeffs = tuple(piece)
+    if not coeffs or not all(isinstance(c, numbers.Real) for c in coeffs):
+        raise ValueError(f"a piece is a list of polynomial coefficients [c0, c1, ...] or a "
+                         f"(value, slope) pair of functions, got {piece!r}")
+    slope_coeffs = tuple(k * c for k, c in enumerate(coeffs))[1:] or (0,)
+    return _horner(coeffs), _horner(slope_coeffs), coeffs
 
-    ``pieces[i] = (value, slope)`` holds on ``[breakpoints[i-1], breakpoints[i]]``; the
-    pieces must agree at the breakpoints (continuity is what makes the function Lipschitz,
-    and asd.prove checks it). At a breakpoint the tangent picks the piece the ray enters:
-    the right piece when ``x_dot >= 0``, the left one otherwise (paper, Algorithm 7).
+
+def _horner(coeffs: tuple) -> Callable:
+    coeffs = tuple(float(c) for c in coeffs)
+
+    def poly(x):
+        out = np.zeros_like(x) + coeffs[-1]
+        for c in coeffs[-2::-1]:
+            out = out * x + c
+        return out
+
+    return poly
+
+
+def _exact_poly(coeffs: tuple, x: Fraction) -> Fraction:
+    return sum((Fraction(c) * x ** k for k, c in enumerate(coeffs)), Fraction(0))
+
+
+def _check_continuous(name: str, bps: tuple, pieces: list) -> None:
+    """Refuse a jump: adjacent pieces must agree at their breakpoint (exactly, for polynomials)."""
+    for i, b in enumerate(bps):
+        (f_left, _, c_left), (f_right, _, c_right) = pieces[i], pieces[i + 1]
+        if c_left is not None and c_right is not None:
+            left, right = _exact_poly(c_left, Fraction(b)), _exact_poly(c_right, Fraction(b))
+            agree = left == right
+        else:
+            at = np.array(float(b))
+            left, right = float(f_left(at)), float(f_right(at))
+            agree = abs(left - right) <= 1e-12 * max(1.0, abs(left), abs(right))
+        if not agree:
+            raise NotLipschitzError(
+                f"{name}: piece {i} ends at {float(left)!r} but piece {i + 1} starts at "
+                f"{float(right)!r} at the breakpoint x = {b!r}; a jump is not Lipschitz, so "
+                "no subgradient exists there. Make adjacent pieces agree at each breakpoint."
+            )
+
+
+def _instantiate(name: str, breakpoints, pieces) -> tuple[np.ndarray, list, np.ndarray]:
+    bps = tuple(float(b) for b in breakpoints)
+    if len(pieces) != len(bps) + 1:
+        raise ValueError(f"{name}: {len(bps)} breakpoints need {len(bps) + 1} pieces, "
+                         f"got {len(pieces)}")
+    if any(not np.isfinite(b) for b in bps) or bool(np.any(np.diff(bps) < 0)):
+        raise ValueError(f"{name}: breakpoints must be finite and nondecreasing, got {bps}")
+    parsed = [_as_piece(p) for p in pieces]
+    _check_continuous(name, bps, parsed)
+    # The value at each breakpoint, rounded once from the exact one where the pieces are
+    # polynomials (so hard_sigmoid(-3) is 0, not 0.5 - 3 * fl(1/6)).
+    at = [_exact_poly(c, Fraction(b)) if c is not None else f(np.array(b))
+          for b, (f, _, c) in zip(bps, parsed[1:])]
+    return np.asarray(bps, dtype=float), parsed, np.asarray(at, dtype=float)
+
+
+def defpiecewise(name: str, breakpoints, pieces: Sequence | None = None) -> Primitive:
+    """An elementwise piecewise-smooth primitive of one variable, from breakpoints and pieces.
+
+    ``pieces[i]`` holds on ``[breakpoints[i-1], breakpoints[i]]``. A piece is a list of
+    polynomial coefficients ``[c0, c1, ...]`` (``c0 + c1 x + ...``; its slope is derived) or
+    a ``(value, slope)`` pair of elementwise functions. Adjacent pieces must agree at their
+    breakpoint (continuity is what makes the function Lipschitz): checked exactly with
+    Fractions for polynomial pieces, else to 1e-12, and a jump raises `NotLipschitzError`.
+
+    For a family with static parameters pass ``breakpoints`` as a function of them returning
+    ``(breakpoints, pieces)``; the primitive then takes the parameters as keywords.
+
+    At a breakpoint the tangent picks the piece the ray ``x + δ x_dot`` enters: the right one
+    when ``x_dot >= 0``, the left one otherwise (paper, Algorithm 7). Repeated breakpoints
+    (an empty piece) are allowed; the ray then skips the empty piece.
+
+    >>> import numpy as np, asd
+    >>> from asd.extend import defpiecewise
+    >>> hinge = defpiecewise("hinge", [1.0], [[1.0, -1.0], [0.0]])
+    >>> float(asd.subgrad(hinge)(1.0)), float(asd.subgrad(hinge, direction=-1.0)(1.0))
+    (0.0, -1.0)
+    >>> leaky = defpiecewise("leaky", lambda slope: ([0.0], [[0.0, slope], [0.0, 1.0]]))
+    >>> leaky(np.array([-2.0, 3.0]), slope=0.5)
+    array([-1.,  3.])
     """
-    if len(pieces) != len(breakpoints) + 1:
-        raise ValueError(f"{name}: {len(breakpoints)} breakpoints need "
-                         f"{len(breakpoints) + 1} pieces")
-    bps = np.asarray(breakpoints, dtype=float)
+    if callable(breakpoints):
+        if pieces is not None:
+            raise ValueError(f"{name}: pass pieces inside the spec function, not beside it")
+        spec, cache = breakpoints, {}
 
-    def piece_index(x):
-        return np.searchsorted(bps, x, side="right")
+        def table(params):
+            key = tuple(sorted(params.items()))
+            if key not in cache:
+                cache[key] = _instantiate(name, *spec(**params))
+            return cache[key]
+    else:
+        fixed = _instantiate(name, breakpoints, pieces)
 
-    def impl(x):
+        def table(params):
+            if params:
+                raise TypeError(f"{name} takes no parameters, got {', '.join(params)}")
+            return fixed
+
+    def select(x, idx, parsed, which):
+        return np.select([idx == i for i in range(len(parsed))],
+                         [np.broadcast_to(p[which](x), x.shape) for p in parsed])
+
+    def value(x, bps, parsed, at, tie):
+        ans = select(x, np.searchsorted(bps, x, side="right"), parsed, 0)
+        if tie.any():
+            ans = np.array(ans)
+            ans[tie] = at[np.searchsorted(bps, x[tie])]
+        return ans.astype(np.result_type(x, np.float16), copy=False)
+
+    def impl(x, **params):
+        bps, parsed, at = table(params)
         x = np.asarray(x)
-        idx = piece_index(x)
-        out = np.select([idx == i for i in range(len(pieces))], [p[0](x) for p in pieces])
-        return out.astype(np.result_type(x, float), copy=False)
+        return value(x, bps, parsed, at, np.isin(x, bps))
 
-    def piecewise_rule(xs, dxs):
+    def piecewise_rule(xs, dxs, **params):
+        bps, parsed, at = table(params)
         (x,) = xs
         x = np.asarray(x)
-        idx = np.asarray(piece_index(x))
-        ans = np.select([idx == i for i in range(len(pieces))], [p[0](x) for p in pieces])
+        dtype = np.result_type(x, np.float16)
         tie = np.isin(x, bps)
+        ans = value(x, bps, parsed, at, tie)
+        idx = np.searchsorted(bps, x, side="right")
         if tie.any():
             left = dxs[0](tie) < 0
-            idx = idx.copy()
-            idx[tie] -= left
-        slope = np.select([idx == i for i in range(len(pieces))],
-                          [np.broadcast_to(p[1](x), x.shape) for p in pieces])
-        dtype = np.result_type(x, float)
-        return ans.astype(dtype, copy=False), Diagonal(slope.astype(dtype, copy=False), x.shape)
+            idx = np.array(idx)
+            idx[tie] = np.where(left, np.searchsorted(bps, x[tie], side="left"), idx[tie])
+        slope = select(x, idx, parsed, 1)
+        return ans, Diagonal(slope.astype(dtype, copy=False), x.shape)
 
     piecewise_rule.__name__ = f"{name}_rule"
     return Primitive(name, impl, piecewise_rule)

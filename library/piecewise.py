@@ -1,4 +1,5 @@
-"""Piecewise primitives: relu, abs, maximum, minimum, comparisons and where.
+"""Piecewise primitives: relu, abs, maximum, minimum, clip, the activation family, comparisons
+and where, and user-defined piecewise polynomials.
 
 Every rule here follows the paper's Algorithm 7: away from a tie the branch is fixed; at a
 tie (``x == 0``, ``a == b``, ``lhs == rhs``) the rule asks for the tangent of the tied
@@ -8,6 +9,8 @@ tangent is tied too.
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from asd.errors import NotLipschitzError, UnsupportedError
@@ -16,8 +19,10 @@ from asd.extend import (
     FanIn,
     Primitive,
     comparison_of,
+    defpiecewise,
     is_traced,
     record_degenerate_tie,
+    register_method,
     register_numpy,
     tangent_at,
 )
@@ -99,6 +104,181 @@ def minimum(a, b, **kwargs):
     if kwargs:
         raise UnsupportedError(f"numpy.minimum with {', '.join(kwargs)}")
     return minimum_p(a, b)
+
+
+# ----- clip: minimum(maximum(x, lo), hi) in one node, bounds constant or traced -----
+
+def _clip_impl(x, lo, hi):
+    return np.minimum(np.maximum(x, lo), hi)
+
+
+clip_p = Primitive("clip", _clip_impl)
+
+
+@clip_p.defrule
+def clip_rule(xs, dxs):
+    """The sequential program ``minimum(maximum(x, lo), hi)``: each tie goes to the operand
+    with the larger (smaller, for the upper bound) tangent, the first operand when tangents
+    tie too. One exception: where ``lo == hi`` with equal tangents the interval is a point
+    along the ray, so the output follows the bound whatever ``x`` does."""
+    x, lo, hi = xs
+    ans = _clip_impl(x, lo, hi)
+    out = np.shape(ans)
+    x_b, lo_b, hi_b = (np.broadcast_to(a, out) for a in (x, lo, hi))
+    pick_x = np.array(x_b > lo_b)  # the maximum step: x (else lo)
+    low_tie = x_b == lo_b
+    if low_tie.any():
+        pick_x[low_tie] = tangent_at(dxs[0], low_tie, out) >= tangent_at(dxs[1], low_tie, out)
+    mid = np.where(pick_x, x_b, lo_b)
+    pick_mid = np.array(mid < hi_b)  # the minimum step: max(x, lo) (else hi)
+    high_tie = mid == hi_b
+    if high_tie.any():
+        mid_dot = np.where(pick_x[high_tie], tangent_at(dxs[0], high_tie, out),
+                           tangent_at(dxs[1], high_tie, out))
+        hi_dot = tangent_at(dxs[2], high_tie, out)
+        point = (lo_b[high_tie] == hi_b[high_tie]) & (
+            tangent_at(dxs[1], high_tie, out) == hi_dot)
+        pick_mid[high_tie] = (mid_dot <= hi_dot) & ~point
+    d_x = pick_mid & pick_x
+    d_lo = pick_mid & ~pick_x
+    return ans, FanIn(Diagonal(d_x, np.shape(x), out), Diagonal(d_lo, np.shape(lo), out),
+                      Diagonal(~pick_mid, np.shape(hi), out))
+
+
+def clip(x, lo=None, hi=None, out=None, **kwargs):
+    """``numpy.clip``: ``minimum(maximum(x, lo), hi)``, bounds scalars or arrays, traced or not.
+
+    At ``x == lo`` or ``x == hi`` the direction decides which side the ray enters; ``lo > hi``
+    gives ``hi`` everywhere, as in numpy. ``None`` leaves that side open.
+
+    >>> import numpy as np, asd
+    >>> float(asd.subgrad(lambda x: asd.clip(x, 0.0, 1.0), direction=-1.0)(1.0))
+    1.0
+    >>> float(asd.subgrad(lambda x: asd.clip(x, 0.0, 1.0), direction=1.0)(1.0))
+    0.0
+    """
+    if "a_min" in kwargs or "a_max" in kwargs:
+        lo, hi = kwargs.pop("a_min", lo), kwargs.pop("a_max", hi)
+    if "min" in kwargs or "max" in kwargs:
+        lo, hi = kwargs.pop("min", lo), kwargs.pop("max", hi)
+    if out is not None or kwargs:
+        extra = ["out"] * (out is not None) + list(kwargs)
+        raise UnsupportedError(f"numpy.clip with {', '.join(extra)}")
+    if lo is None and hi is None:
+        raise ValueError("clip needs at least one of the bounds lo, hi")
+    if hi is None:
+        return maximum(x, lo)
+    if lo is None:
+        return minimum(x, hi)
+    return clip_p(x, lo, hi)
+
+
+# ----- the activation family: each declared from its breakpoints and pieces -----
+# A piece is a coefficient list [c0, c1, ...] (c0 + c1 x + ...); continuity is checked exactly.
+
+leaky_relu_p = defpiecewise("leaky_relu", lambda negative_slope: (
+    [0.0], [[0.0, negative_slope], [0.0, 1.0]]))
+relu6_p = defpiecewise("relu6", [0.0, 6.0], [[0.0], [0.0, 1.0], [6.0]])
+hardtanh_p = defpiecewise("hardtanh", lambda lo, hi: ([lo, hi], [[lo], [0.0, 1.0], [hi]]))
+hard_sigmoid_p = defpiecewise("hard_sigmoid", [-3.0, 3.0],
+                              [[0.0], [Fraction(1, 2), Fraction(1, 6)], [1.0]])
+soft_threshold_p = defpiecewise("soft_threshold", lambda lam: (
+    [-lam, lam], [[lam, 1.0], [0.0], [-lam, 1.0]]))
+hinge_p = defpiecewise("hinge", [1.0], [[1.0, -1.0], [0.0]])
+huber_p = defpiecewise("huber", lambda delta: (
+    [-delta, delta], [[-Fraction(delta) ** 2 / 2, -delta], [0, 0, Fraction(1, 2)],
+                      [-Fraction(delta) ** 2 / 2, delta]]))
+
+
+def _static(name: str, **params) -> dict:
+    for key, value in params.items():
+        if is_traced(value) or np.ndim(value) != 0:
+            raise UnsupportedError(
+                f"{name}: the parameter {key} must be a constant Python number (it fixes the "
+                f"breakpoints), got {value!r}. Write the function with asd.clip, "
+                "asd.maximum or asd.where for traced or array-valued parameters."
+            )
+    return {k: float(v) for k, v in params.items()}
+
+
+def leaky_relu(x, negative_slope: float = 0.01):
+    """``x`` for ``x >= 0``, ``negative_slope * x`` below; the direction decides at 0."""
+    return leaky_relu_p(x, **_static("leaky_relu", negative_slope=negative_slope))
+
+
+def relu6(x):
+    """``min(max(x, 0), 6)`` (MobileNet's activation)."""
+    return relu6_p(x)
+
+
+def hardtanh(x, lo: float = -1.0, hi: float = 1.0):
+    """``clip(x, lo, hi)`` with constant bounds (PyTorch's ``hardtanh``); traced bounds go to
+    `clip`."""
+    if is_traced(lo) or is_traced(hi) or np.ndim(lo) or np.ndim(hi):
+        return clip(x, lo, hi)
+    if lo > hi:
+        raise ValueError(f"hardtanh needs lo <= hi, got lo={lo}, hi={hi}")
+    return hardtanh_p(x, **_static("hardtanh", lo=lo, hi=hi))
+
+
+def hard_sigmoid(x):
+    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between."""
+    return hard_sigmoid_p(x)
+
+
+def soft_threshold(x, lam):
+    """``sign(x) * max(|x| - lam, 0)``: the proximal map of ``lam * ||.||_1`` (ISTA, lasso).
+
+    A traced or array ``lam`` is written as ``x - clip(x, -lam, lam)``, with the same ties.
+
+    >>> import numpy as np, asd
+    >>> asd.soft_threshold(np.array([-2.0, 0.5, 3.0]), 1.0)
+    array([-1.,  0.,  2.])
+    """
+    if is_traced(lam) or np.ndim(lam):
+        return x - clip(x, -lam, lam)
+    if lam < 0:
+        raise ValueError(f"soft_threshold needs lam >= 0, got {lam}")
+    return soft_threshold_p(x, **_static("soft_threshold", lam=lam))
+
+
+def hinge(x):
+    """``max(0, 1 - x)``: the SVM loss of a margin ``x``; at ``x == 1`` the direction decides."""
+    return hinge_p(x)
+
+
+def huber(x, delta: float = 1.0):
+    """``x**2 / 2`` for ``|x| <= delta``, ``delta * (|x| - delta / 2)`` outside (C^1)."""
+    if delta <= 0:
+        raise ValueError(f"huber needs delta > 0, got {delta}")
+    return huber_p(x, **_static("huber", delta=delta))
+
+
+def piecewise_polynomial(breakpoints, pieces, name: str = "piecewise_polynomial") -> Primitive:
+    """A user-defined continuous univariate piecewise polynomial as an elementwise primitive.
+
+    ``pieces[i]`` is the coefficient list ``[c0, c1, ...]`` of ``c0 + c1 x + ...`` on
+    ``[breakpoints[i-1], breakpoints[i]]`` (``len(pieces) == len(breakpoints) + 1``).
+    Continuity at each breakpoint is checked exactly with Fractions; a jump raises
+    `NotLipschitzError`, since a discontinuous function has no subgradient.
+
+    >>> import numpy as np, asd
+    >>> smooth_relu = asd.piecewise_polynomial([0.0, 1.0], [[0.0], [0.0, 0.0, 0.5], [-0.5, 1.0]])
+    >>> smooth_relu(np.array([-1.0, 0.5, 2.0]))
+    array([0.   , 0.125, 1.5  ])
+    >>> asd.piecewise_polynomial([0.0], [[0.0], [1.0]])  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    asd.errors.NotLipschitzError: piecewise_polynomial: piece 0 ends at 0.0 but piece 1 ...
+    """
+    breakpoints = [float(b) for b in breakpoints]
+    if np.any(np.diff(breakpoints) <= 0):
+        raise ValueError(f"{name}: breakpoints must be strictly increasing, got {breakpoints}")
+    for piece in pieces:
+        if callable(piece) or (isinstance(piece, tuple) and any(callable(p) for p in piece)):
+            raise ValueError(f"{name}: pieces are coefficient lists [c0, c1, ...]; for other "
+                             "smooth pieces use asd.extend.defpiecewise")
+    return defpiecewise(name, breakpoints, [list(p) for p in pieces])
 
 
 # ----- comparisons: discontinuous values that `where` reads as branch conditions -----
@@ -189,9 +369,14 @@ register_numpy(np.maximum, maximum)
 register_numpy(np.minimum, minimum)
 register_numpy(np.absolute, absolute)
 register_numpy(np.where, where)
+register_numpy(np.clip, clip)
+register_method("clip", clip)
 for _op, _fn in COMPARISONS.items():
     register_numpy(_fn, comparison_prims[_op])
 
-abs = absolute  # noqa: A001
+abs = absolute
 
-__all__ = ["abs", "absolute", "maximum", "minimum", "relu", "where"]
+__all__ = [
+    "abs", "absolute", "clip", "hard_sigmoid", "hardtanh", "hinge", "huber", "leaky_relu",
+    "maximum", "minimum", "piecewise_polynomial", "relu", "relu6", "soft_threshold", "where",
+]
