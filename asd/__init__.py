@@ -6,7 +6,10 @@
 """
 
 from . import library  # registers the primitives with numpy dispatch
-from .api import directional, jacobian, subgrad, trace, value_and_subgrad
+from .api import asd, directional, jacobian, subgrad, trace, value_and_subgrad
+from .branching import branch, branching
+from .certify import certify
+from .clarke_sample import ClarkeSample, clarke
 from .errors import (
     ASDError,
     NestingError,
@@ -19,12 +22,15 @@ from .errors import (
 from .library import *  # noqa: F403  (the primitives: asd.relu, asd.maximum, ...)
 from .primitive import Primitive
 from .program import Program
+from .result import ASDResult
 
 __version__ = "0.1.0"
 
 __all__ = [
     *library.__all__,
     "ASDError",
+    "ASDResult",
+    "ClarkeSample",
     "NestingError",
     "NonFiniteError",
     "NotLipschitzError",
@@ -33,6 +39,11 @@ __all__ = [
     "ShapeError",
     "TracerBoolError",
     "UnsupportedError",
+    "asd",
+    "branch",
+    "branching",
+    "certify",
+    "clarke",
     "directional",
     "jacobian",
     "library",
