@@ -1,4 +1,4 @@
-"""The public derivative API: subgrad, value_and_subgrad, directional, jacobian, trace."""
+"""The public derivative API: subgrad, value_and_subgrad, asd, directional, jacobian, trace."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ASDError, ShapeError
+from .result import ASDResult, ties_of
 from .sweep import Trace
 from .tracing import Tracer
 from .tree import flatten, unflatten
@@ -91,8 +92,13 @@ def as_float(x, i: int = 0) -> np.ndarray:
 
 
 def _sweep(f, inputs: _Inputs, direction, seed, allow_zero=False):
-    trace = Trace()
     dirs = inputs.direction(direction, seed, allow_zero=allow_zero)
+    return sweep_along(f, inputs, dirs)
+
+
+def sweep_along(f, inputs: _Inputs, dirs: list[np.ndarray]):
+    """Run ``f`` once on traced inputs whose tangents are ``dirs`` (one per leaf)."""
+    trace = Trace()
     tracers = [trace.new_input(x, d) for x, d in zip(inputs.leaves, dirs, strict=True)]
     out = inputs.call(f, tracers)
     return trace, out, [t._id for t in tracers]
@@ -131,13 +137,14 @@ def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
 
 # ----- the public functions -----
 
-def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None
-                      ) -> Callable:
+def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
+                      full: bool = False) -> Callable:
     """Return a function computing ``(f(*args), g)`` with ``g`` in the Clarke subdifferential.
 
     One sweep along a direction drawn uniformly on the unit sphere (or the given
     ``direction``), then reverse mode over the branch linearizations it selected. For the
     given direction ``v`` the result is the limiting gradient ``lim ∇f(x + δv)`` as δ ↓ 0.
+    With ``full=True`` the function returns the whole `ASDResult` instead (see `asd`).
 
     >>> import asd
     >>> asd.value_and_subgrad(lambda x: asd.relu(x) - asd.relu(-x))(0.0)
@@ -145,23 +152,56 @@ def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction
     """
 
     def wrapped(*args):
-        inputs = _Inputs(args, argnums)
-        trace, out, ids = _sweep(f, inputs, direction, seed)
-        traced = _scalar_output(out, trace)
-        if traced is None:
-            grads = [np.zeros_like(x) for x in inputs.leaves]
-            return np.asarray(out)[()], inputs.restore(grads)
-        out, k = traced, traced._id
-        trace.check_lipschitz(k)
-        with np.errstate(all="ignore"):
-            ct = trace.pull(k, np.ones((), dtype=out.dtype))
-        grads = [ct[i] if ct[i] is not None else np.zeros_like(x)
-                 for i, x in zip(ids, inputs.leaves, strict=True)]
-        _check_finite(trace, k, grads)
-        return np.asarray(out.value)[()], inputs.restore(grads)
+        result = _asd_sweep(f, _Inputs(args, argnums), direction, seed, full)
+        return result if full else (result.value, result.subgradient)
 
     wrapped.__doc__ = f"Value and a Clarke subgradient of {getattr(f, '__name__', f)}."
     return wrapped
+
+
+def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Callable:
+    """Return a function running one ASD sweep of scalar ``f`` and returning an `ASDResult`.
+
+    The result holds the value, the subgradient (the limiting gradient along the
+    direction), the exact Dini derivative ``f'(x; v)`` along it, the direction itself, the
+    ties met (``(node, primitive, count)``: the rules whose branch the direction chose) and
+    the degenerate ties (``h == 0`` and ``h_dot == 0``).
+
+    >>> import asd
+    >>> r = asd.asd(lambda x: asd.maximum(x[0], x[1]), direction=[1.0, 2.0])([0.0, 0.0])
+    >>> r.subgradient, float(r.dini), r.ties
+    ([np.float64(0.0), np.float64(1.0)], 2.0, [Tie(node=2, primitive='maximum', count=1)])
+    """
+
+    def wrapped(*args) -> ASDResult:
+        return _asd_sweep(f, _Inputs(args, argnums), direction, seed, True)
+
+    wrapped.__doc__ = f"One ASD sweep of {getattr(f, '__name__', f)}, as an ASDResult."
+    return wrapped
+
+
+def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool) -> ASDResult:
+    """The sweep behind `value_and_subgrad` and `asd`; the Dini derivative only if ``full``."""
+    dirs = inputs.direction(direction, seed)
+    trace, out, ids = sweep_along(f, inputs, dirs)
+    traced = _scalar_output(out, trace)
+    if traced is None:
+        value = np.asarray(out)[()]
+        grads = [np.zeros_like(x) for x in inputs.leaves]
+        return ASDResult(value, inputs.restore(grads), np.zeros_like(value, dtype=float)[()],
+                         inputs.restore(dirs), [], [])
+    k = traced._id
+    trace.check_lipschitz(k)
+    ct = trace.pull(k, np.ones((), dtype=traced.dtype))
+    grads = [ct[i] if ct[i] is not None else np.zeros_like(x)
+             for i, x in zip(ids, inputs.leaves, strict=True)]
+    _check_finite(trace, k, grads)
+    value = np.asarray(traced.value)[()]
+    if not full:
+        return ASDResult(value, inputs.restore(grads), None, None, [], [])
+    dini = np.asarray(trace.tangent(k))[()]
+    return ASDResult(value, inputs.restore(grads), dini, inputs.restore(dirs),
+                     ties_of(trace.nodes, trace.ties), ties_of(trace.nodes, trace.degenerate))
 
 
 def subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Callable:

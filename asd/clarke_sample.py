@@ -1,0 +1,454 @@
+"""Sampling the Clarke subdifferential: many directions, one primal evaluation.
+
+One ASD sweep gives one limiting gradient ``lim grad f(x + δv)``. ``asd.clarke`` collects
+them for ``n`` directions and answers questions about their convex hull: membership (an LP),
+the minimum-norm element (a small QP: the steepest-descent direction and the stationarity
+measure of nonsmooth optimization) and whether ``x`` is Clarke stationary.
+
+How the ``n`` sweeps share the work. A rule's linearization depends on the direction only
+if the rule asked for a tangent, i.e. met a tie (the engine records those nodes in
+``Trace.ties``); every other linearization is a function of the primal values alone. So:
+
+1. one recording sweep gives all values and linearizations, and the set of tie nodes;
+2. the directions walk through the tie nodes in program order as *groups* of directions
+   whose linearizations so far coincide: for each group the tangents a tie rule needs are
+   pushed as one batch, the rule is re-run per direction on the stored primal values, and
+   the group splits by the linearization the rule returned;
+3. one batched reverse sweep pulls one cotangent row per final group: through the shared
+   linearizations as a batch, through each tie node with that group's own map.
+
+Directions come in antithetic pairs ``±v``, so both sides of every one-dimensional kink
+are always sampled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy.optimize import linprog, nnls
+
+from .api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along
+from .errors import ASDError
+from .linear import FanIn
+from .primitive import ZeroTangent, rule_context
+from .result import Tie, ties_of
+from .sweep import Trace
+
+
+class ClarkeSample:
+    """Distinct limiting gradients of ``f`` at ``x`` from ``n`` directions, and their hull.
+
+    The hull of the sampled gradients is an *inner* approximation of the Clarke
+    subdifferential (every sampled gradient is a limiting gradient, so the hull lies inside
+    the Clarke set, but a piece whose gradient no direction selected is missed). It is exact
+    for one-dimensional inputs (both directions are always sampled) and, for piecewise
+    affine functions, as soon as every essentially active piece has been hit: the Clarke set
+    is the hull of the gradients of those pieces.
+
+    ``gradients`` has shape ``(m, *x.shape)`` when one array (or number) is differentiated,
+    and ``(m, N)`` over the flattened, concatenated leaves otherwise; ``directions`` likewise
+    with ``n`` rows; ``counts[i]`` is how many directions produced ``gradients[i]``.
+    """
+
+    def __init__(self, value, flat_gradients: np.ndarray, counts: np.ndarray,
+                 flat_directions: np.ndarray, shape: tuple | None,
+                 degenerate: list[Tie], ties: list[Tie]):
+        self.value = value
+        self._g = flat_gradients
+        self.counts = counts
+        self._v = flat_directions
+        self._shape = shape
+        self.degenerate = degenerate
+        self.ties = ties
+        self._min_norm: tuple[np.ndarray, np.ndarray] | None = None
+
+    # ----- the sample -----
+
+    def _shaped(self, flat: np.ndarray) -> np.ndarray:
+        return flat if self._shape is None else flat.reshape((len(flat), *self._shape))
+
+    @property
+    def gradients(self) -> np.ndarray:
+        return self._shaped(self._g)
+
+    @property
+    def directions(self) -> np.ndarray:
+        return self._shaped(self._v)
+
+    @property
+    def is_singleton(self) -> bool:
+        """One distinct gradient: consistent with ``f`` being strictly differentiable at x."""
+        return len(self._g) == 1
+
+    def __len__(self) -> int:
+        return len(self._g)
+
+    def __repr__(self) -> str:
+        return (f"ClarkeSample({len(self._g)} distinct gradients from {len(self._v)} "
+                f"directions, value={self.value})")
+
+    def _scale(self) -> float:
+        return max(1.0, float(np.max(np.abs(self._g))))
+
+    def _flat(self, g) -> np.ndarray:
+        g = np.asarray(g, dtype=float).reshape(-1)
+        if g.size != self._g.shape[1]:
+            raise ValueError(f"expected a vector with {self._g.shape[1]} entries (shaped like "
+                             f"the differentiated arguments), got {g.size}")
+        return g
+
+    # ----- questions about the hull -----
+
+    def contains(self, g, tol: float | None = None) -> bool:
+        """Whether ``g`` lies in the hull of the sampled gradients, up to ``tol``.
+
+        ``tol`` bounds the max-norm distance (default ``1e-8 * max(1, max |gradient|)``).
+        An LP feasibility problem, ``λ >= 0, sum λ = 1, |G λ - g| <= tol``, solved by HiGHS.
+
+        >>> import asd
+        >>> s = asd.clarke(asd.abs, n=8, seed=0)(0.0)
+        >>> s.contains(0.3), s.contains(1.5)
+        (True, False)
+        """
+        g = self._flat(g)
+        tol = 1e-8 * self._scale() if tol is None else float(tol)
+        G = self._g.T  # (N, m): the generators as columns
+        m = G.shape[1]
+        res = linprog(
+            np.zeros(m),
+            A_ub=np.vstack([G, -G]),
+            b_ub=np.concatenate([g + tol, tol - g]),
+            A_eq=np.ones((1, m)),
+            b_eq=[1.0],
+            bounds=(0, None),
+            method="highs",
+        )
+        if res.status == 0:
+            return True
+        if res.status == 2:
+            return False
+        raise ASDError(f"the hull membership LP did not finish: {res.message} (HiGHS status "
+                       f"{res.status}); try a larger tol")
+
+    def min_norm(self) -> np.ndarray:
+        """The minimum-norm element of the sampled hull, shaped like one gradient.
+
+        Its negative is the steepest-descent direction of nonsmooth optimization and its
+        norm the stationarity measure. Computed exactly (up to rounding) by NNLS: see
+        `min_norm_weights`.
+
+        >>> import asd, numpy as np
+        >>> s = asd.clarke(lambda x: asd.maximum(x[0], x[1]), n=16, seed=0)(np.zeros(2))
+        >>> s.min_norm()
+        array([0.5, 0.5])
+        """
+        z, _ = self._solve_min_norm()
+        return self._shaped(z[None])[0]
+
+    def min_norm_weights(self) -> np.ndarray:
+        """Convex weights ``λ`` (one per gradient) with ``min_norm() == λ @ gradients``."""
+        return self._solve_min_norm()[1]
+
+    def _solve_min_norm(self) -> tuple[np.ndarray, np.ndarray]:
+        # Why NNLS rather than a general QP solver such as SLSQP on the simplex: the
+        # min-norm point of conv{g_i} reduces exactly to one nonnegative least-squares
+        # problem, u = argmin_{u >= 0} |[G; 1ᵀ] u - e|, e = (0, ..., 0, 1) (Lawson & Hanson's
+        # least-distance trick). With w = G u and s = Σu, its optimality conditions read
+        # g_i·w >= 1 - s, with equality where u_i > 0; so |w|² = s(1 - s), s > 0, and
+        # z = w / s (weights u / s) satisfies (g_i - z)·z >= 0 for every i: z is the
+        # projection of 0 onto the hull. The active-set solver terminates finitely with no
+        # step size or stopping tolerance to tune, which SLSQP would need.
+        if self._min_norm is None:
+            scale = self._scale()
+            G = self._g.T / scale
+            E = np.vstack([G, np.ones((1, G.shape[1]))])
+            e = np.zeros(E.shape[0])
+            e[-1] = 1.0
+            u, _ = nnls(E, e)
+            weights = u / u.sum()
+            z = G @ weights
+            if np.linalg.norm(z) <= 64 * np.finfo(float).eps * np.sqrt(G.size):
+                z = np.zeros_like(z)  # 0 is in the hull; what is left is rounding
+            self._min_norm = (scale * z, weights)
+        return self._min_norm
+
+    def is_stationary(self, tol: float = 1e-8) -> bool:
+        """Whether 0 is within ``tol`` (Euclidean) of the hull: the Clarke stationarity test.
+
+        >>> import asd
+        >>> at_kink, off_kink = asd.clarke(asd.abs, seed=0)(0.0), asd.clarke(asd.abs)(1.0)
+        >>> at_kink.is_stationary(), off_kink.is_stationary()
+        (True, False)
+        """
+        z, _ = self._solve_min_norm()
+        return bool(np.linalg.norm(z) <= tol)
+
+
+def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
+           directions=None) -> Callable:
+    """Return a function sampling the Clarke subdifferential of scalar ``f`` at its arguments.
+
+    ``n`` directions (antithetic pairs ``±v``, uniform on the unit sphere) share one primal
+    evaluation: only the rules that met a tie are re-run per direction. The result is a
+    `ClarkeSample`; its hull is an inner approximation of the Clarke set, exact for
+    one-dimensional inputs and for piecewise-affine functions once every essentially active
+    piece is hit. ``directions`` (shape ``(n, *x.shape)``, or ``(n, N)`` over the flattened
+    leaves) replaces the random ones, for reproducible or structured designs.
+
+    >>> import asd
+    >>> s = asd.clarke(asd.abs, seed=0)(0.0)
+    >>> sorted(s.gradients.tolist()), s.contains(0.0), float(s.min_norm())
+    ([-1.0, 1.0], True, 0.0)
+    """
+    if int(n) < 1:
+        raise ValueError(f"n must be a positive number of directions, got {n}")
+    n = int(n)
+
+    def wrapped(*args) -> ClarkeSample:
+        inputs = _Inputs(args, argnums)
+        dirs = (_antithetic(inputs, n, seed) if directions is None
+                else _given(inputs, directions))
+        leaf_dirs = _split_leaves(dirs, inputs.leaves)
+        trace, out, ids = sweep_along(f, inputs, [d[0] for d in leaf_dirs])
+        traced = _scalar_output(out, trace)
+        shape = inputs.leaves[0].shape if len(inputs.leaves) == 1 else None
+        if traced is None:
+            zero = np.zeros((1, dirs.shape[1]))
+            return ClarkeSample(np.asarray(out)[()], zero, np.array([len(dirs)]), dirs, shape,
+                                [], [])
+        k = traced._id
+        trace.check_lipschitz(k)
+        resweep = _Resweep(trace, ids, leaf_dirs)
+        groups = resweep.split_at_ties(sorted(t for t in trace.ties if t <= k))
+        grads = resweep.pull(k, groups)
+        _check_finite(trace, k, [grads])
+        flat, counts = _distinct(grads, np.array([len(g.rows) for g in groups]))
+        return ClarkeSample(np.asarray(traced.value)[()], flat, counts, dirs, shape,
+                            ties_of(trace.nodes, resweep.degenerate),
+                            ties_of(trace.nodes, trace.ties))
+
+    wrapped.__doc__ = f"A sample of the Clarke subdifferential of {getattr(f, '__name__', f)}."
+    return wrapped
+
+
+# ----- directions -----
+
+def _antithetic(inputs: _Inputs, n: int, seed) -> np.ndarray:
+    """``n`` unit directions in the flattened joint input space, as pairs ``v, -v``."""
+    size = sum(x.size for x in inputs.leaves)
+    if size == 0:
+        raise ValueError("the differentiated arguments are empty")
+    rng = np.random.default_rng(seed)
+    half = rng.standard_normal(((n + 1) // 2, size))
+    half /= np.linalg.norm(half, axis=1, keepdims=True)
+    return np.stack([half, -half], axis=1).reshape(-1, size)[:n]
+
+
+def _given(inputs: _Inputs, directions) -> np.ndarray:
+    size = sum(x.size for x in inputs.leaves)
+    dirs = np.asarray(directions, dtype=float)
+    if dirs.ndim == 0 or dirs.size % size or dirs.size == 0:
+        raise ValueError(f"directions of shape {dirs.shape} do not hold whole directions of "
+                         f"{size} entries (the differentiated arguments)")
+    dirs = dirs.reshape(-1, size)
+    if not np.all(np.isfinite(dirs)) or not np.all(np.any(dirs != 0, axis=1)):
+        raise ValueError("every direction must be finite and nonzero")
+    return dirs
+
+
+def _split_leaves(dirs: np.ndarray, leaves: list[np.ndarray]) -> list[np.ndarray]:
+    """The batch of directions as one ``(n, *leaf.shape)`` array per leaf, in its dtype."""
+    out, start = [], 0
+    for x in leaves:
+        out.append(dirs[:, start:start + x.size].reshape((len(dirs), *x.shape)).astype(x.dtype))
+        start += x.size
+    return out
+
+
+def _distinct(grads: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Merge gradients equal up to ``1e-9 * max(1, max |g|)`` in the max norm."""
+    tol = 1e-9 * max(1.0, float(np.max(np.abs(grads), initial=0.0)))
+    kept, kept_counts = [], []
+    for g, c in zip(grads, counts, strict=True):
+        if kept:
+            close = np.max(np.abs(np.asarray(kept) - g), axis=1) <= tol
+            if close.any():
+                kept_counts[int(np.argmax(close))] += c
+                continue
+        kept.append(g)
+        kept_counts.append(c)
+    return np.asarray(kept), np.asarray(kept_counts)
+
+
+# ----- the shared re-sweep -----
+
+class _Group:
+    """Directions (rows of the batch) whose tie linearizations coincide so far."""
+
+    __slots__ = ("lins", "rows", "tangents")
+
+    def __init__(self, rows: np.ndarray, lins: dict, tangents: dict):
+        self.rows = rows  # indices into the n directions
+        self.lins = lins  # tie node -> this group's linearization
+        self.tangents = tangents  # node -> batched tangent (len(rows), *shape), or None for 0
+
+
+class _RowTangent:
+    """The lazy tangent a re-run rule sees: one row of a group's batched tangent."""
+
+    __slots__ = ("batch", "row", "shape")
+    is_zero = False
+
+    def __init__(self, batch, row: int, shape: tuple):
+        self.batch, self.row, self.shape = batch, row, shape
+
+    def __call__(self, index=None) -> np.ndarray:
+        t = self.batch[self.row]
+        return t if index is None else t[index]
+
+
+class _Resweep:
+    """Re-runs tie rules per direction on a finished trace; pulls per group in one batch."""
+
+    def __init__(self, trace: Trace, ids: list[int], leaf_dirs: list[np.ndarray]):
+        self.trace, self.ids, self.leaf_dirs = trace, ids, leaf_dirs
+        self.degenerate: dict[int, int] = {}
+        self.probes = np.random.default_rng(0)
+
+    def record_degenerate(self, k: int, count: int) -> None:  # the rule-context hook
+        self.degenerate[k] = self.degenerate.get(k, 0) + count
+
+    def split_at_ties(self, tie_nodes: list[int]) -> list[_Group]:
+        n = len(self.leaf_dirs[0])
+        seeds = {i: d for i, d in zip(self.ids, self.leaf_dirs, strict=True)}
+        groups = [_Group(np.arange(n), {}, seeds)]
+        for k in tie_nodes:
+            probe = self.probes.standard_normal(self.trace.nodes[k].shape)
+            groups = [part for g in groups for part in self._split(g, k, probe)]
+        return groups
+
+    def _lin(self, group: _Group, j: int):
+        lin = group.lins.get(j)
+        return self.trace.lins[j] if lin is None else lin
+
+    def _tangent(self, group: _Group, k: int):
+        """The batched tangent of node ``k`` for the group's directions (None means zero)."""
+        nodes, memo = self.trace.nodes, group.tangents
+        if k in memo:
+            return memo[k]
+        todo, stack = set(), [k]
+        while stack:
+            j = stack.pop()
+            if j in todo or j in memo:
+                continue
+            todo.add(j)
+            stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
+        for j in sorted(todo):
+            lin = self._lin(group, j)
+            ins = [memo.get(r) if type(r) is int and nodes[r].active else None
+                   for r in nodes[j].args]
+            if lin is None:
+                memo[j] = None
+            elif type(lin) is FanIn:
+                memo[j] = lin.push(*ins)
+            else:
+                memo[j] = None if ins[0] is None else lin.push(ins[0])
+        return memo[k]
+
+    def _split(self, group: _Group, k: int, probe: np.ndarray) -> list[_Group]:
+        trace = self.trace
+        node = trace.nodes[k]
+        xs, dxs_batch = [], []
+        for r in node.args:
+            if type(r) is int:
+                xs.append(trace.values[r])
+                parent = trace.nodes[r]
+                if parent.active:
+                    t = self._tangent(group, r)
+                    if t is None:
+                        t = np.zeros((len(group.rows), *parent.shape), parent.dtype)
+                    dxs_batch.append((t, parent.shape))
+                else:
+                    dxs_batch.append(ZeroTangent(parent.shape, parent.dtype))
+            else:
+                xs.append(r.value)
+                dxs_batch.append(ZeroTangent(np.shape(r.value), np.result_type(r.value)))
+        buckets: dict[bytes, tuple[list[int], Any]] = {}
+        rule_context.trace, rule_context.node = self, k
+        try:
+            for row in range(len(group.rows)):
+                dxs = [d if isinstance(d, ZeroTangent) else _RowTangent(d[0], row, d[1])
+                       for d in dxs_batch]
+                _, lin = node.prim.rule(xs, dxs, **node.params)
+                key = _fingerprint(lin, probe)
+                buckets.setdefault(key, ([], lin))[0].append(row)
+        except ASDError as e:
+            raise e.at(trace.describe(node.prim, node.args, node.params, k)) from None
+        finally:
+            rule_context.trace = None
+        if len(buckets) == 1:
+            ((_, lin),) = buckets.values()
+            return [_Group(group.rows, {**group.lins, k: lin}, group.tangents)]
+        parts = []
+        for rows, lin in buckets.values():
+            sel = np.asarray(rows)
+            tangents = {j: None if t is None else t[sel] for j, t in group.tangents.items()}
+            parts.append(_Group(group.rows[sel], {**group.lins, k: lin}, tangents))
+        return parts
+
+    def pull(self, out: int, groups: list[_Group]) -> np.ndarray:
+        """One reverse sweep with one cotangent row per group; returns ``(n_groups, N)``."""
+        trace = self.trace
+        nodes, lins, wants = trace.nodes, trace.lins, trace.wants
+        ng = len(groups)
+        ct: list = [None] * (out + 1)
+        ct[out] = np.ones((ng, *nodes[out].shape), nodes[out].dtype)
+        for k in range(out, -1, -1):
+            c = ct[k]
+            if c is None or lins[k] is None:
+                continue
+            ct[k] = None
+            if k in groups[0].lins:
+                parts = _stack([_pull_one(g.lins[k], c[i], wants[k])
+                                for i, g in enumerate(groups)])
+            else:
+                parts = _pull_one(lins[k], c, wants[k])
+            for r, p in zip(nodes[k].args, parts, strict=True):
+                if p is not None:
+                    ct[r] = p if ct[r] is None else ct[r] + p
+        rows = [np.zeros((ng, int(np.prod(nodes[i].shape, dtype=int)))) if ct[i] is None
+                else np.broadcast_to(ct[i], (ng, *nodes[i].shape)).reshape(ng, -1)
+                for i in self.ids]
+        return np.concatenate(rows, axis=1)
+
+
+def _pull_one(lin, c, wants) -> tuple:
+    if type(lin) is FanIn:
+        return lin.pull(c, wants)
+    return (lin.pull(c),) if wants[0] else (None,)
+
+
+def _stack(per_group: list[tuple]) -> tuple:
+    """Stack per-group cotangent tuples into batched ones (zeros where a group has None)."""
+    out = []
+    for parts in zip(*per_group, strict=True):
+        present = [p for p in parts if p is not None]
+        if not present:
+            out.append(None)
+            continue
+        like = np.asarray(present[0])
+        out.append(np.stack([np.zeros_like(like) if p is None else np.asarray(p)
+                             for p in parts]))
+    return tuple(out)
+
+
+def _fingerprint(lin, probe: np.ndarray) -> bytes:
+    """Bytes that are equal for equal linear maps: the pull of a fixed random cotangent.
+
+    Two different linear maps pull a random vector to different results with probability
+    one, and a rule that takes the same branch computes the same map bit for bit.
+    """
+    parts = lin.pull(probe) if type(lin) is FanIn else (lin.pull(probe),)
+    return b"|".join(b"-" if p is None else np.ascontiguousarray(p).tobytes() for p in parts)
