@@ -1,0 +1,572 @@
+"""Order primitives: max/min over axes, sort, top-k sums, quantiles, max pooling, cummax.
+
+Each is the paper's sequential program folded into one vectorized rule. A max over entries is
+a chain of pairwise maxima whose ties go to the larger tangent and then to the first operand,
+so the rule picks, among the entries equal to the max, those with the largest tangent, then
+the lowest index. A sort orders entries by (value, tangent, index): exactly the order of
+``x + δv`` for small δ > 0, so its linear map is a permutation (an ``Index`` map). Tangents
+are asked for only where values tie, and only at the tied entries.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asd.errors import UnsupportedError
+from asd.extend import (
+    Index,
+    LinearMap,
+    Primitive,
+    register_method,
+    register_numpy,
+    register_reduce,
+)
+
+# ----- layout: the reduced axes moved last and merged into one -----
+
+def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    out = tuple(sorted({int(a) % ndim if ndim else 0 for a in axes}))
+    if any(not -ndim <= int(a) < (ndim or 1) for a in axes) or len(out) != len(axes):
+        raise np.exceptions.AxisError(f"axis {axis} is out of bounds or repeated for an array of "
+                                      f"dimension {ndim}")
+    return out
+
+
+class Layout:
+    """``x`` seen as ``(outer..., R)``: kept axes first, then the ``axes`` merged into one."""
+
+    def __init__(self, shape: tuple, axes: tuple[int, ...]):
+        self.shape, self.axes = tuple(shape), axes
+        self.keep = tuple(a for a in range(len(shape)) if a not in axes)
+        self.perm = self.keep + axes
+        self.outer = tuple(shape[a] for a in self.keep)
+        self.inner = tuple(shape[a] for a in axes)
+        self.size = int(np.prod(self.inner, dtype=int))
+
+    def to(self, a: np.ndarray) -> np.ndarray:
+        return np.transpose(a, self.perm).reshape(self.outer + (self.size,))
+
+    def back(self, a: np.ndarray) -> np.ndarray:
+        """Inverse of `to` for an array of the same shape."""
+        moved = a.reshape(self.outer + self.inner)
+        return np.transpose(moved, np.argsort(self.perm))
+
+    def tangent(self, dx, need: np.ndarray) -> np.ndarray:
+        """The tangent in this layout at the entries ``need`` (zeros elsewhere)."""
+        mask = self.back(need)
+        t = np.zeros(self.shape, dtype=float)
+        t[mask] = dx(mask)
+        return self.to(t)
+
+    def index(self, sel: np.ndarray, trailing: int = 0) -> tuple:
+        """An index tuple into ``x`` for positions ``sel`` along R; ``sel`` has the shape
+        ``S + outer + T`` with ``trailing = len(T)``."""
+        grids = np.indices(self.outer, sparse=True) if self.outer else ()
+        coords = np.unravel_index(sel, self.inner) if self.inner else ()
+        out = [None] * len(self.shape)
+        for a, g in zip(self.keep, grids, strict=True):
+            out[a] = np.broadcast_to(g.reshape(g.shape + (1,) * trailing), sel.shape)
+        for a, c in zip(self.axes, coords, strict=True):
+            out[a] = c
+        return tuple(out)
+
+
+def lex_argmax(vals: np.ndarray, tangent_of) -> np.ndarray:
+    """Per row (last axis), the first entry with the largest (value, tangent) pair.
+
+    ``tangent_of(need)`` returns the tangents in the layout of ``vals`` at the ``need`` entries;
+    it is called only for rows where the maximum value is tied.
+    """
+    best = vals.max(-1, keepdims=True)
+    tied = vals == best
+    sel = np.argmax(tied, -1)
+    multi = tied.sum(-1) > 1
+    if multi.any():
+        need = tied & multi[..., None]
+        key = np.where(need, tangent_of(need), -np.inf)
+        win = need & (key == key.max(-1, keepdims=True))
+        sel = np.where(multi, np.argmax(win, -1), sel)
+    return sel
+
+
+def lex_order(vals: np.ndarray, tangent_of, descending: bool = False) -> np.ndarray:
+    """Per row, the permutation sorting by (value, tangent, index), ascending or descending
+    in value and tangent (the index always ascending: the first of full ties comes first)."""
+    sign = -1.0 if descending else 1.0
+    order = np.argsort(sign * vals, axis=-1, kind="stable")
+    s = np.take_along_axis(vals, order, -1)
+    dup = s[..., 1:] == s[..., :-1]
+    if not dup.any():
+        return order
+    tied_sorted = np.zeros(vals.shape, bool)
+    tied_sorted[..., 1:] |= dup
+    tied_sorted[..., :-1] |= dup
+    need = np.zeros(vals.shape, bool)
+    np.put_along_axis(need, order, tied_sorted, -1)
+    t = np.where(need, tangent_of(need), 0.0)
+    idx = np.broadcast_to(np.arange(vals.shape[-1]), vals.shape)
+    return np.lexsort((idx, sign * t, sign * vals), axis=-1)
+
+
+class MaskSum(LinearMap):
+    """``t -> sum(t * mask, axis)``: a sum of selected entries (top-k)."""
+
+    __slots__ = ("mask", "axis")
+
+    def __init__(self, mask: np.ndarray, axis: int, in_shape, out_shape):
+        super().__init__(in_shape, out_shape)
+        self.mask, self.axis = mask, axis
+
+    def push(self, t):
+        nb = np.ndim(t) - len(self.in_shape)
+        return np.sum(np.where(self.mask, t, 0), axis=self.axis + nb)
+
+    def pull(self, ct):
+        nb = np.ndim(ct) - len(self.out_shape)
+        return np.where(self.mask, np.expand_dims(ct, self.axis + nb), 0).astype(
+            np.result_type(ct), copy=False)
+
+
+class Lerp(LinearMap):
+    """``t -> (1 - g) t[lo] + g t[hi]``: linear interpolation between two gathers."""
+
+    __slots__ = ("lo", "hi", "g")
+
+    def __init__(self, lo: Index, hi: Index, g: np.ndarray):
+        super().__init__(lo.in_shape, lo.out_shape)
+        self.lo, self.hi, self.g = lo, hi, g
+
+    def push(self, t):
+        return (1 - self.g) * self.lo.push(t) + self.g * self.hi.push(t)
+
+    def pull(self, ct):
+        return self.lo.pull((1 - self.g) * ct) + self.hi.pull(self.g * ct)
+
+
+# ----- max and min over axes -----
+
+def _extreme_impl(x, axis, keepdims, kind):
+    return (np.max if kind == "max" else np.min)(x, axis=axis, keepdims=keepdims)
+
+
+extreme_p = Primitive("reduce_max", _extreme_impl)
+
+
+@extreme_p.defrule
+def extreme_rule(xs, dxs, axis, keepdims, kind):
+    (x,) = xs
+    x = np.asarray(x)
+    ans = _extreme_impl(x, axis, keepdims, kind)
+    lay = Layout(x.shape, normalize_axes(axis, x.ndim))
+    sign = 1.0 if kind == "max" else -1.0
+    sel = lex_argmax(sign * lay.to(x), lambda need: sign * lay.tangent(dxs[0], need))
+    index = tuple(np.reshape(i, np.shape(ans)) for i in lay.index(sel))
+    return ans, Index(index, x.shape, np.shape(ans))
+
+
+def _reduce_args(name, out, initial, where, kwargs):
+    extra = [k for k, bad in (("out", out is not None), ("initial", initial is not np._NoValue),
+                              ("where", where is not True)) if bad] + list(kwargs)
+    if extra:
+        raise UnsupportedError(f"numpy.{name} with {', '.join(extra)} on traced arrays")
+
+
+def amax(x, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True, **kwargs):
+    """The maximum over ``axis`` (int, tuple or None); ties go to the entry with the largest
+    tangent, then the first, as the sequential program ``max(max(x0, x1), x2) ...`` does.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.max(x), direction=np.array([0.0, 1.0, 1.0]))(np.ones(3))
+    array([0., 1., 0.])
+    """
+    _reduce_args("max", out, initial, where, kwargs)
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return extreme_p(x, axis=axis, keepdims=bool(keepdims), kind="max")
+
+
+def amin(x, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True, **kwargs):
+    """The minimum over ``axis``; ties go to the smallest tangent, then the first entry."""
+    _reduce_args("min", out, initial, where, kwargs)
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return extreme_p(x, axis=axis, keepdims=bool(keepdims), kind="min")
+
+
+def _maximum_reduce(x, axis=0, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+                    where=True):
+    _reduce_args("maximum.reduce", out, initial, where, {} if dtype is None else {"dtype": 1})
+    return amax(x, axis=axis, keepdims=keepdims)
+
+
+def _minimum_reduce(x, axis=0, dtype=None, out=None, keepdims=False, initial=np._NoValue,
+                    where=True):
+    _reduce_args("minimum.reduce", out, initial, where, {} if dtype is None else {"dtype": 1})
+    return amin(x, axis=axis, keepdims=keepdims)
+
+
+max, min = amax, amin  # numpy.max and numpy.min; this module never calls the builtins
+
+
+# ----- sort -----
+
+def _sort_impl(x, axis):
+    return np.sort(x, axis=axis)
+
+
+sort_p = Primitive("sort", _sort_impl)
+
+
+@sort_p.defrule
+def sort_rule(xs, dxs, axis):
+    (x,) = xs
+    x = np.asarray(x)
+    ans = np.sort(x, axis=axis)
+    axes = normalize_axes(axis, x.ndim)
+    lay = Layout(x.shape, axes)
+    order = lex_order(lay.to(x), lambda need: lay.tangent(dxs[0], need))
+    index = lay.index(order, trailing=1)
+    if axis is not None:
+        index = tuple(np.moveaxis(i, -1, axes[0]) for i in index)
+    return ans, Index(index, x.shape, ans.shape)
+
+
+def sort(x, axis=-1, kind=None, order=None, **kwargs):
+    """Sorted values along ``axis`` (None: flattened). Tied values are ordered by tangent, then
+    by index: the order of ``x + δv``. The linear map is that permutation.
+
+    >>> import numpy as np, asd
+    >>> asd.jacobian(asd.sort, direction=np.array([1.0, -1.0]))(np.zeros(2))
+    array([[0., 1.],
+           [1., 0.]])
+    """
+    if order is not None or kwargs:
+        raise UnsupportedError("numpy.sort with order= or stable= on traced arrays")
+    if np.ndim(x) == 0:
+        raise ValueError("sort needs an array with at least one axis, got a 0-d value")
+    return sort_p(x, axis=None if axis is None else int(axis) % np.ndim(x))
+
+
+# ----- top-k sum -----
+
+def _topk_impl(x, k, axis):
+    return np.sum(-np.sort(-np.asarray(x), axis=axis)[_head(np.ndim(x), axis, k)], axis=axis)
+
+
+def _head(ndim, axis, k):
+    index = [slice(None)] * ndim
+    index[axis] = slice(0, k)
+    return tuple(index)
+
+
+topk_sum_p = Primitive("topk_sum", _topk_impl)
+
+
+@topk_sum_p.defrule
+def topk_sum_rule(xs, dxs, k, axis):
+    (x,) = xs
+    x = np.asarray(x)
+    lay = Layout(x.shape, (axis,))
+    order = lex_order(lay.to(x), lambda need: lay.tangent(dxs[0], need), descending=True)
+    chosen = np.zeros(order.shape, bool)
+    np.put_along_axis(chosen, order[..., :k], True, -1)
+    mask = np.moveaxis(chosen, -1, axis)
+    ans = _topk_impl(x, k, axis)
+    return ans, MaskSum(mask, axis, x.shape, ans.shape)
+
+
+def topk_sum(x, k: int, axis: int = -1):
+    """The sum of the ``k`` largest entries along ``axis`` (convex, piecewise linear).
+
+    At ties at the k-th place the entries with the larger tangent are taken, then the first.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: asd.topk_sum(x, 2), direction=np.array([0.0, 1.0, 2.0]))(
+    ...     np.array([3.0, 1.0, 1.0]))
+    array([1., 0., 1.])
+    """
+    n = np.shape(x)[axis] if np.ndim(x) else 0
+    if not isinstance(k, int | np.integer) or not 1 <= k <= n:
+        raise ValueError(f"topk_sum needs an integer 1 <= k <= {n} (the axis length), got {k!r}")
+    return topk_sum_p(x, k=int(k), axis=int(axis) % np.ndim(x))
+
+
+# ----- quantiles and the median (numpy's default 'linear' interpolation) -----
+
+def _quantile_impl(x, q, axis, keepdims):
+    return np.quantile(x, q, axis=axis, keepdims=keepdims)
+
+
+def _median_impl(x, q, axis, keepdims):
+    return np.median(x, axis=axis, keepdims=keepdims)
+
+
+def _quantile_rule(impl):
+    def quantile_rule(xs, dxs, q, axis, keepdims):
+        (x,) = xs
+        x = np.asarray(x)
+        ans = np.asarray(impl(x, q, axis, keepdims))
+        lay = Layout(x.shape, normalize_axes(axis, x.ndim))
+        order = lex_order(lay.to(x), lambda need: lay.tangent(dxs[0], need))
+        n = lay.size
+        qs = np.asarray(q, dtype=float)
+        virtual = qs * (n - 1)
+        lo = np.floor(virtual).astype(int)
+        hi = np.minimum(lo + 1, n - 1)
+        g = (virtual - lo).reshape(qs.shape + (1,) * len(lay.outer))
+        maps = []
+        for pos in (lo, hi):
+            pos = np.broadcast_to(pos.reshape(qs.shape + (1,) * len(lay.outer)),
+                                  qs.shape + lay.outer)
+            rows = np.take_along_axis(np.broadcast_to(order, qs.shape + order.shape),
+                                      pos[..., None], -1)[..., 0]
+            index = tuple(np.reshape(i, ans.shape) for i in lay.index(rows))
+            maps.append(Index(index, x.shape, ans.shape))
+        g = np.broadcast_to(g, qs.shape + lay.outer).reshape(ans.shape).astype(ans.dtype)
+        return ans, Lerp(maps[0], maps[1], g)
+
+    return quantile_rule
+
+
+quantile_p = Primitive("quantile", _quantile_impl, _quantile_rule(_quantile_impl))
+median_p = Primitive("median", _median_impl, _quantile_rule(_median_impl))
+
+
+def _check_quantile(q):
+    qs = np.asarray(q, dtype=float)
+    if np.any((qs < 0) | (qs > 1)) or not np.all(np.isfinite(qs)):
+        raise ValueError(f"quantiles must be in [0, 1], got {q!r}")
+    return float(qs) if qs.ndim == 0 else qs
+
+
+def quantile(x, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, **kwargs):
+    """``numpy.quantile`` with the default linear interpolation, via the sorted order.
+
+    The derivative weights the two order statistics it interpolates; ties among them are
+    broken by tangent, then index, like `sort`.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: asd.quantile(x, 0.25))(np.array([4.0, 1.0, 3.0, 2.0]))
+    array([0.  , 0.25, 0.  , 0.75])
+    """
+    if out is not None or method != "linear" or kwargs:
+        raise UnsupportedError(f"numpy.quantile with out=, method={method!r} or "
+                               f"{', '.join(kwargs)} on traced arrays (only method='linear')")
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return quantile_p(x, q=_check_quantile(q), axis=axis, keepdims=bool(keepdims))
+
+
+def percentile(x, q, axis=None, out=None, overwrite_input=False, method="linear",
+               keepdims=False, **kwargs):
+    """``numpy.percentile``: `quantile` at ``q / 100``."""
+    return quantile(x, np.true_divide(q, 100), axis, out, overwrite_input, method, keepdims,
+                    **kwargs)
+
+
+def median(x, axis=None, out=None, overwrite_input=False, keepdims=False):
+    """``numpy.median``: the mean of the middle order statistics (ties by tangent, then index).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(asd.median, direction=np.array([1.0, 0.0, -1.0]))(np.zeros(3))
+    array([0., 1., 0.])
+    """
+    if out is not None:
+        raise UnsupportedError("numpy.median with out= on traced arrays")
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    return median_p(x, q=0.5, axis=axis, keepdims=bool(keepdims))
+
+
+# ----- max pooling over the trailing axes -----
+
+def _pool_positions(spatial: tuple, window: tuple, stride: tuple, padding: tuple):
+    """Per spatial axis, the input position read by each output and window offset.
+
+    Arrays of shape ``out_spatial + (prod(window),)``; positions outside the input are padding.
+    """
+    d = len(spatial)
+    out = tuple((n + 2 * p - w) // s + 1 for n, w, s, p in
+                zip(spatial, window, stride, padding, strict=True))
+    positions = []
+    for i in range(d):
+        o = (np.arange(out[i]) * stride[i] - padding[i]).reshape(
+            (1,) * i + (-1,) + (1,) * (2 * d - i - 1))
+        a = np.arange(window[i]).reshape((1,) * (d + i) + (-1,) + (1,) * (d - i - 1))
+        positions.append(np.broadcast_to(o + a, out + window).reshape(out + (-1,)))
+    valid = np.logical_and.reduce([(p >= 0) & (p < n) for p, n in
+                                   zip(positions, spatial, strict=True)])
+    return positions, valid, out
+
+
+def _gather(a: np.ndarray, positions, valid, fill):
+    d = len(positions)
+    clipped = tuple(np.clip(p, 0, n - 1) for p, n in zip(positions, a.shape[-d:], strict=True))
+    return np.where(valid, a[(Ellipsis, *clipped)], fill)
+
+
+def _max_pool_impl(x, window, stride, padding):
+    x = np.asarray(x)
+    positions, valid, _ = _pool_positions(x.shape[-len(window):], window, stride, padding)
+    return _gather(x, positions, valid, -np.inf).max(-1).astype(x.dtype, copy=False)
+
+
+max_pool_p = Primitive("max_pool", _max_pool_impl)
+
+
+@max_pool_p.defrule
+def max_pool_rule(xs, dxs, window, stride, padding):
+    (x,) = xs
+    x = np.asarray(x)
+    d = len(window)
+    positions, valid, out = _pool_positions(x.shape[-d:], window, stride, padding)
+    vals = _gather(x, positions, valid, -np.inf)
+    lead = x.shape[:-d]
+
+    def tangent_of(need):
+        where = np.nonzero(need)
+        lead_at, out_at, k = where[:len(lead)], where[len(lead):-1], where[-1]
+        mask = np.zeros(x.shape, bool)
+        mask[(*lead_at, *(p[(*out_at, k)] for p in positions))] = True
+        t = np.zeros(x.shape, dtype=float)
+        t[mask] = dxs[0](mask)
+        return _gather(t, positions, valid, 0.0)
+
+    sel = lex_argmax(vals, tangent_of)[..., None]
+    grids = np.indices(lead, sparse=True) if lead else ()
+    shape = lead + out
+    index = tuple(np.broadcast_to(g.reshape(g.shape + (1,) * d), shape) for g in grids)
+    index += tuple(np.take_along_axis(np.broadcast_to(p, shape + p.shape[-1:]), sel, -1)[..., 0]
+                   for p in positions)
+    ans = np.take_along_axis(vals, sel, -1)[..., 0].astype(x.dtype, copy=False)
+    return ans, Index(index, x.shape, ans.shape)
+
+
+def _tuple(v, d: int, what: str) -> tuple[int, ...]:
+    t = (v,) * d if isinstance(v, int | np.integer) else tuple(v)
+    if len(t) != d or any(not isinstance(i, int | np.integer) for i in t):
+        raise ValueError(f"{what} must be an int or {d} ints, got {v!r}")
+    return tuple(int(i) for i in t)
+
+
+def _max_pool(x, window, stride, padding, d: int):
+    window = _tuple(window, d, "window")
+    stride = window if stride is None else _tuple(stride, d, "stride")
+    padding = _tuple(padding, d, "padding")
+    spatial = np.shape(x)[-d:] if np.ndim(x) >= d else ()
+    if len(spatial) != d:
+        raise ValueError(f"max_pool{d}d needs an array with at least {d} axes, got shape "
+                         f"{np.shape(x)}")
+    for n, w, s, p in zip(spatial, window, stride, padding, strict=True):
+        if w < 1 or s < 1 or p < 0 or 2 * p > w or n + 2 * p < w:
+            raise ValueError(
+                f"max_pool{d}d: window {window}, stride {stride}, padding {padding} do not fit "
+                f"the spatial shape {spatial} (need window >= 1, stride >= 1, "
+                "0 <= padding <= window / 2 so every window holds an input entry, and the "
+                "padded input at least as long as the window)"
+            )
+    return max_pool_p(x, window=window, stride=stride, padding=padding)
+
+
+def max_pool1d(x, window, stride=None, padding=0):
+    """Max pooling over the last axis of ``(..., L)``: windows of ``window`` entries every
+    ``stride`` (default ``window``), with ``padding`` entries of -inf at both ends.
+
+    In a window of tied values the entry with the largest tangent wins, then the first.
+
+    >>> import numpy as np, asd
+    >>> asd.max_pool1d(np.array([1.0, 3.0, 2.0, 2.0]), 2)
+    array([3., 2.])
+    """
+    return _max_pool(x, window, stride, padding, 1)
+
+
+def max_pool2d(x, window, stride=None, padding=0):
+    """Max pooling over the last two axes of ``(..., H, W)``; ``window``, ``stride`` and
+    ``padding`` are ints or pairs. Ties: largest tangent, then the first in row-major order.
+
+    >>> import numpy as np, asd
+    >>> asd.max_pool2d(np.arange(16.0).reshape(4, 4), 2)
+    array([[ 5.,  7.],
+           [13., 15.]])
+    """
+    return _max_pool(x, window, stride, padding, 2)
+
+
+# ----- cumulative maximum -----
+
+def _cummax_impl(x, axis):
+    return np.maximum.accumulate(x, axis=axis)
+
+
+cummax_p = Primitive("cummax", _cummax_impl)
+
+
+@cummax_p.defrule
+def cummax_rule(xs, dxs, axis):
+    """``y_i = max(y_{i-1}, x_i)``, the earlier running max winning full ties: ``x_i`` takes
+    over exactly when its (value, tangent) rank exceeds every earlier one."""
+    (x,) = xs
+    x = np.asarray(x)
+    ans = _cummax_impl(x, axis)
+    lay = Layout(x.shape, (axis,))
+    xt, yt = lay.to(x), lay.to(ans)
+    prev = np.concatenate([np.full(xt.shape[:-1] + (1,), -np.inf), yt[..., :-1]], -1)
+    rows_tied = np.any(xt == prev, -1, keepdims=True)
+    n = xt.shape[-1]
+    if rows_tied.any():
+        need = (xt == yt) & rows_tied
+        t = np.where(need, lay.tangent(dxs[0], need), 0.0)
+        order = np.lexsort((t, xt), axis=-1)
+        sx, st = np.take_along_axis(xt, order, -1), np.take_along_axis(t, order, -1)
+        step = np.concatenate([np.zeros(xt.shape[:-1] + (1,), bool),
+                               (sx[..., 1:] != sx[..., :-1]) | (st[..., 1:] != st[..., :-1])], -1)
+        rank = np.empty(xt.shape, int)
+        np.put_along_axis(rank, order, np.cumsum(step, -1), -1)
+        run = np.maximum.accumulate(rank, -1)
+        is_new = rank[..., 1:] > run[..., :-1]
+    else:
+        is_new = xt[..., 1:] > prev[..., 1:]
+    starts = np.where(is_new, np.arange(1, n), 0)
+    sel = np.maximum.accumulate(np.concatenate([np.zeros(xt.shape[:-1] + (1,), int), starts],
+                                               -1), -1)
+    index = tuple(np.moveaxis(i, -1, axis) for i in lay.index(sel, trailing=1))
+    return ans, Index(index, x.shape, ans.shape)
+
+
+def cummax(x, axis: int = -1):
+    """The running maximum along ``axis`` (``numpy.maximum.accumulate``); at ties the earlier
+    maximum stays unless the new entry's tangent is larger.
+
+    >>> import numpy as np, asd
+    >>> asd.cummax(np.array([1.0, 0.0, 2.0, 2.0]))
+    array([1., 1., 2., 2.])
+    """
+    if np.ndim(x) == 0:
+        raise ValueError("cummax needs an array with at least one axis")
+    return cummax_p(x, axis=int(axis) % np.ndim(x))
+
+
+# ----- numpy dispatch -----
+
+register_numpy(np.max, amax)
+register_numpy(np.amax, amax)
+register_numpy(np.min, amin)
+register_numpy(np.amin, amin)
+register_numpy(np.sort, sort)
+register_numpy(np.quantile, quantile)
+register_numpy(np.percentile, percentile)
+register_numpy(np.median, median)
+register_reduce(np.maximum, _maximum_reduce)
+register_reduce(np.minimum, _minimum_reduce)
+register_method("max", amax)
+register_method("min", amin)
+
+__all__ = [
+    "amax", "amin", "cummax", "max", "max_pool1d", "max_pool2d", "median", "min",
+    "percentile", "quantile", "sort", "topk_sum",
+]

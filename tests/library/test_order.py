@@ -1,0 +1,354 @@
+"""Order primitives (library/order.py) on their kinks: tied values and tangents, equal windows.
+
+Each table row pairs an asd function with a plain-numpy reference that the exact oracle runs on
+power series in δ. Two checks per drawn point and direction:
+
+- `check_rule`: value, adjoint maps, the exact Dini derivative and the limiting Jacobian along
+  ``v`` (skipped by the checker where ``v`` leaves a tie unbroken);
+- the full-tie convention: where values *and* tangents tie, asd takes the lowest index (first
+  for max-like rules, stable order for sorts). That is the limit along ``x + δv + δ²w`` with a
+  second-order term ``w`` ordering entries by index, which the oracle evaluates exactly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import asd
+from asd.testing import Jet, Series, check_rule, directional_derivative
+from asd.testing.exact import DEFAULT_ORDER, as_fractions
+from asd.testing.strategies import directions, pool_windows, tied_arrays
+
+
+def tiebreak_jacobian(ref, x, v, w) -> np.ndarray:
+    """``lim J ref(x + δv + δ²w)`` exactly: ``w`` breaks the ties ``v`` leaves."""
+    xf, vf, wf = as_fractions(x), as_fractions(v), as_fractions(w)
+    n = xf.size
+    zero, one = Series((), DEFAULT_ORDER), Series((1,), DEFAULT_ORDER)
+    jets = np.empty(n, dtype=object)
+    jets[:] = [
+        Jet(Series((a, b, c)), [one if j == i else zero for j in range(n)])
+        for i, (a, b, c) in enumerate(zip(xf.flat, vf.flat, wf.flat))
+    ]
+    out = np.asarray(ref(jets.reshape(xf.shape)), dtype=object)
+    rows = [
+        [float(g.coefficient(0)) for g in e.grad] if isinstance(e, Jet) else [0.0] * n
+        for e in out.flat
+    ]
+    return np.array(rows).reshape(out.shape + xf.shape)
+
+
+def first_wins(shape) -> np.ndarray:
+    """Second-order term under which a lower flat index is larger (max, top-k, pooling)."""
+    return -np.arange(int(np.prod(shape)), dtype=float).reshape(shape)
+
+
+def stable(shape) -> np.ndarray:
+    """Second-order term under which a lower flat index is smaller (sort, quantile, min)."""
+    return np.arange(int(np.prod(shape)), dtype=float).reshape(shape)
+
+
+# ----- references the exact oracle runs on object arrays -----
+
+
+def ref_topk(k, axis):
+    def ref(a):
+        s = np.sort(a, axis=axis)
+        return np.sum(np.take(s, range(s.shape[axis] - k, s.shape[axis]), axis=axis), axis=axis)
+
+    return ref
+
+
+def ref_quantile(q):
+    def ref(a):
+        s = np.sort(np.ravel(a))
+        virtual = q * (s.size - 1)
+        lo = int(np.floor(virtual))
+        hi = min(lo + 1, s.size - 1)
+        g = virtual - lo
+        return s[lo] * (1 - g) + s[hi] * g
+
+    return ref
+
+
+def ref_pool(window, stride, padding):
+    """Max pooling over the trailing axes by explicit windows (test code may loop)."""
+    d = len(window)
+
+    def ref(a):
+        spatial = a.shape[-d:]
+        out_sizes = [
+            (n + 2 * p - w) // s + 1 for n, w, s, p in zip(spatial, window, stride, padding)
+        ]
+        out = np.empty(a.shape[:-d] + tuple(out_sizes), dtype=object)
+        for pos in np.ndindex(*out_sizes):
+            sl = tuple(
+                slice(max(o * s - p, 0), min(o * s - p + w, n))
+                for o, s, p, w, n in zip(pos, stride, padding, window, spatial)
+            )
+            block = a[(Ellipsis, *sl)].reshape(a.shape[:-d] + (-1,))
+            out[(Ellipsis, *pos)] = np.max(block, axis=-1)
+        return out if a.dtype == object else out.astype(a.dtype)
+
+    return ref
+
+
+# name, asd function, reference, shape, second-order tie-break
+CASES = [
+    ("max", lambda x: np.max(x), np.max, (5,), first_wins),
+    ("amax axis 0", lambda x: np.amax(x, axis=0), lambda a: np.max(a, axis=0), (3, 2), first_wins),
+    (
+        "max method keepdims",
+        lambda x: x.max(axis=1, keepdims=True),
+        lambda a: np.max(a, axis=1, keepdims=True),
+        (2, 3),
+        first_wins,
+    ),
+    (
+        "max axes (0, 2)",
+        lambda x: np.max(x, axis=(0, 2)),
+        lambda a: np.max(a, axis=(0, 2)),
+        (2, 2, 2),
+        first_wins,
+    ),
+    (
+        "maximum.reduce",
+        lambda x: np.maximum.reduce(x),
+        lambda a: np.max(a, axis=0),
+        (4, 2),
+        first_wins,
+    ),
+    ("min", lambda x: np.min(x, axis=-1), lambda a: np.min(a, axis=-1), (2, 3), stable),
+    ("amin method", lambda x: x.min(), np.min, (4,), stable),
+    ("minimum.reduce axis None", lambda x: np.minimum.reduce(x, axis=None), np.min, (2, 2), stable),
+    ("sort", lambda x: np.sort(x), np.sort, (5,), stable),
+    ("sort axis 0", lambda x: asd.sort(x, axis=0), lambda a: np.sort(a, axis=0), (3, 2), stable),
+    (
+        "sort axis None",
+        lambda x: np.sort(x, axis=None),
+        lambda a: np.sort(a, axis=None),
+        (2, 2),
+        stable,
+    ),
+    ("topk_sum k=2", lambda x: asd.topk_sum(x, 2), ref_topk(2, -1), (5,), first_wins),
+    (
+        "topk_sum k=1 axis 0",
+        lambda x: asd.topk_sum(x, 1, axis=0),
+        ref_topk(1, 0),
+        (3, 2),
+        first_wins,
+    ),
+    ("topk_sum k=n", lambda x: asd.topk_sum(x, 4), ref_topk(4, -1), (4,), first_wins),
+    ("median odd", lambda x: np.median(x), ref_quantile(0.5), (5,), stable),
+    ("median even", lambda x: asd.median(x), ref_quantile(0.5), (4,), stable),
+    ("quantile 0.25", lambda x: np.quantile(x, 0.25), ref_quantile(0.25), (5,), stable),
+    ("quantile 0.75", lambda x: asd.quantile(x, 0.75), ref_quantile(0.75), (4,), stable),
+    ("percentile 100", lambda x: np.percentile(x, 100), ref_quantile(1.0), (3,), stable),
+    ("cummax", lambda x: asd.cummax(x), lambda a: np.maximum.accumulate(a), (5,), first_wins),
+    (
+        "cummax axis 0",
+        lambda x: asd.cummax(x, axis=0),
+        lambda a: np.maximum.accumulate(a, axis=0),
+        (3, 2),
+        first_wins,
+    ),
+    ("max_pool1d", lambda x: asd.max_pool1d(x, 2), ref_pool((2,), (2,), (0,)), (6,), first_wins),
+    (
+        "max_pool1d overlap pad",
+        lambda x: asd.max_pool1d(x, 3, stride=1, padding=1),
+        ref_pool((3,), (1,), (1,)),
+        (2, 4),
+        first_wins,
+    ),
+    (
+        "max_pool2d",
+        lambda x: asd.max_pool2d(x, 2),
+        ref_pool((2, 2), (2, 2), (0, 0)),
+        (4, 4),
+        first_wins,
+    ),
+    (
+        "max_pool2d stride 1 pad 1",
+        lambda x: asd.max_pool2d(x, (2, 3), stride=1, padding=(1, 1)),
+        ref_pool((2, 3), (1, 1), (1, 1)),
+        (3, 3),
+        first_wins,
+    ),
+]
+
+
+@pytest.mark.parametrize("name, fn, ref, shape, tiebreak", CASES, ids=[c[0] for c in CASES])
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_order_rule_on_ties(name, fn, ref, shape, tiebreak, data):
+    x = data.draw(tied_arrays(shape), label="x")
+    v = data.draw(directions(shape), label="v")
+    check_rule(fn, x, direction=v, reference=ref, exact=True, name=name)
+    got = asd.jacobian(fn, direction=v)(x)
+    want = tiebreak_jacobian(ref, x, v, tiebreak(shape))
+    np.testing.assert_allclose(
+        got, want, rtol=1e-12, atol=1e-12, err_msg=f"{name}: full ties must go to the lowest index"
+    )
+
+
+@pytest.mark.parametrize("name, fn, ref, shape, tiebreak", CASES, ids=[c[0] for c in CASES])
+def test_order_rule_off_kinks(name, fn, ref, shape, tiebreak):
+    rng = np.random.default_rng(7)
+    x = rng.permutation(np.arange(int(np.prod(shape)), dtype=float)).reshape(shape) / 4 - 1
+    check_rule(fn, x, reference=ref, exact=True, name=name, n_directions=2)
+
+
+@pytest.mark.parametrize(
+    "name, fn, ref, shape, tiebreak", CASES[:12:3], ids=[c[0] for c in CASES[:12:3]]
+)
+def test_float32_preserved(name, fn, ref, shape, tiebreak):
+    x = np.zeros(shape, np.float32)
+    assert np.asarray(fn(x)).dtype == np.float32
+    g = asd.jacobian(fn, direction=np.ones(shape, np.float32))(x)
+    assert g.dtype == np.float32
+
+
+# ----- pooling windows: all-equal, overlapping, padded -----
+
+
+@settings(max_examples=30, deadline=None)
+@given(data=st.data())
+@pytest.mark.parametrize(
+    "window, stride, padding",
+    [((2, 2), (2, 2), (0, 0)), ((2, 2), (1, 1), (1, 1)), ((2, 1), (1, 2), (1, 0))],
+)
+def test_max_pool2d_on_tied_windows(window, stride, padding, data):
+    shape = (2, 4, 4)
+    x = data.draw(pool_windows(shape, (2, 2)), label="x")
+    v = data.draw(directions(shape), label="v")
+    ref = ref_pool(window, stride, padding)
+
+    def fn(a):
+        return asd.max_pool2d(a, window, stride=stride, padding=padding)
+
+    check_rule(fn, x, direction=v, reference=ref, exact=True, name="max_pool2d")
+    got = asd.jacobian(fn, direction=v)(x)
+    np.testing.assert_allclose(got, tiebreak_jacobian(ref, x, v, first_wins(shape)))
+
+
+# ----- compositions: asd.subgrad against the exact limiting gradient -----
+
+
+def limiting_gradient_first(ref, x, v):
+    return tiebreak_jacobian(ref, x, v, first_wins(np.shape(x)))
+
+
+def test_max_of_affine_functions_at_a_corner():
+    a = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0], [1.0, 1.0]])
+    b = np.array([0.0, 0.0, 0.0, -1.0])
+
+    def f(x):
+        return np.max(a @ x + b)
+
+    x = np.zeros(2)  # three of the four pieces are active: 0 = 0 = 0 > -1
+    for v in (np.array([1.0, 0.5]), np.array([-1.0, -2.0]), np.array([0.5, 1.0])):
+        g = asd.subgrad(f, direction=v)(x)
+        want = tiebreak_jacobian(f, x, v, np.zeros(2))
+        np.testing.assert_array_equal(g, want)
+        assert g @ v == float(directional_derivative(f, x, v))
+
+
+def test_topk_sum_of_ties_composed_with_relu():
+    def f(x):
+        return asd.topk_sum(asd.relu(x) - 0.5 * x, 2)
+
+    x = np.array([0.0, 0.0, 0.0, 1.0])  # 1 relu kink per zero, three-way tie for 2nd place
+    ref = lambda a: ref_topk(2, -1)(np.maximum(a, 0) - 0.5 * a)  # noqa: E731
+    for v in (np.array([1.0, -1.0, 2.0, 0.0]), np.array([-1.0, -2.0, -0.5, 1.0])):
+        g = asd.subgrad(f, direction=v)(x)
+        np.testing.assert_array_equal(g, limiting_gradient_first(ref, x, v))
+
+
+def test_sort_loss_ties_go_by_tangent():
+    w = np.array([3.0, 2.0, 1.0])  # a weighted sorted loss (OWL)
+
+    def f(x):
+        return np.sort(np.abs(x)) @ w
+
+    x = np.zeros(3)
+    v = np.array([1.0, -2.0, 0.5])
+    g = asd.subgrad(f, direction=v)(x)
+    # |x| tangents: 1, 2, 0.5 -> ascending order: entry 2, 0, 1 take weights 3, 2, 1
+    np.testing.assert_array_equal(g, [2.0, -1.0, 3.0])
+
+
+def test_median_subgradient_of_a_robust_loss():
+    def f(theta):
+        return np.median(np.abs(np.array([1.0, 2.0, 3.0]) - theta))
+
+    for theta, v in ((np.float64(2.0), 1.0), (np.float64(2.0), -1.0), (np.float64(1.5), 1.0)):
+        g = asd.subgrad(f, direction=v)(theta)
+        want = tiebreak_jacobian(
+            lambda a: ref_quantile(0.5)(np.abs(np.array([1.0, 2.0, 3.0]) - a)),
+            np.array(theta),
+            np.array(v),
+            np.array(0.0),
+        )
+        assert g == float(want), (theta, v, g, want)
+
+
+# ----- the maps are structured, and errors are clear -----
+
+
+def test_sort_map_is_a_permutation_index():
+    trace = asd.trace(lambda x: np.sort(x))(np.zeros(4))
+    assert "sort" in str(trace)
+    from asd.library.order import sort_rule
+
+    from asd.linear import Index
+    from asd.primitive import FixedTangent
+
+    x = np.array([1.0, 0.0, 1.0, 0.0])
+    _, lin = sort_rule([x], [FixedTangent(np.array([0.0, 1.0, -1.0, 1.0]))], axis=0)
+    assert isinstance(lin, Index)
+    np.testing.assert_array_equal(lin(np.arange(4.0)), [1.0, 3.0, 2.0, 0.0])
+
+
+def test_max_asks_for_tangents_only_at_ties():
+    from asd.library.order import extreme_rule
+
+    class Counting:
+        is_zero = False
+        shape = (5,)
+
+        def __init__(self):
+            self.asked = []
+
+        def __call__(self, index=None):
+            self.asked.append(index)
+            return np.arange(5.0)[index] if index is not None else np.arange(5.0)
+
+    dx = Counting()
+    extreme_rule(
+        [np.array([1.0, 2.0, 0.0, 3.0, -1.0])], [dx], axis=None, keepdims=False, kind="max"
+    )
+    assert dx.asked == []
+    extreme_rule(
+        [np.array([3.0, 2.0, 0.0, 3.0, -1.0])], [dx], axis=None, keepdims=False, kind="max"
+    )
+    assert len(dx.asked) == 1 and dx.asked[0].tolist() == [True, False, False, True, False]
+
+
+@pytest.mark.parametrize(
+    "call, error",
+    [
+        (lambda x: asd.topk_sum(x, 0), ValueError),
+        (lambda x: asd.topk_sum(x, 5), ValueError),
+        (lambda x: asd.max_pool1d(x, 2, padding=2), ValueError),
+        (lambda x: asd.max_pool2d(x, 2), ValueError),
+        (lambda x: np.max(x, initial=0.0), asd.UnsupportedError),
+        (lambda x: np.quantile(x, 0.5, method="nearest"), asd.UnsupportedError),
+        (lambda x: np.quantile(x, 1.5), ValueError),
+    ],
+)
+def test_errors_name_the_problem(call, error):
+    with pytest.raises(error):
+        asd.subgrad(lambda x: call(x).sum())(np.arange(4.0))
