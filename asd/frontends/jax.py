@@ -1,0 +1,569 @@
+"""JAX programs as asd programs: an interpreter from jaxprs to asd's library.
+
+``jax.make_jaxpr`` gives the program as lax primitives (``max``, ``select_n``, ``dot_general``,
+``conv_general_dilated``, ``reduce_window_max``...). `JaxProgram` evaluates that jaxpr on
+numpy or traced arrays, mapping every primitive that depends on the differentiated inputs to
+an asd library function (`LAX`). Nested jaxprs (``jit``/``pjit``, ``custom_jvp_call``,
+``custom_vjp_call``, ``closed_call``, ``remat``) are interpreted recursively; a custom JVP or
+VJP rule is ignored on purpose, because it is exactly the framework's own choice at a kink
+(``jax.nn.relu`` declares ``relu'(0) = 0``) that asd replaces by the direction's.
+
+An equation whose inputs are all constants is evaluated by JAX itself (index arithmetic,
+``iota``, NaN checks): it carries no derivative. One that depends on the differentiated
+inputs and has no mapping raises `asd.UnsupportedError` when the program is imported, naming
+the primitive, the equation and the path of nested calls; nothing falls back to JAX's
+derivative.
+
+Two rewrites keep jax.numpy's idioms correct at kinks:
+- ``x != x`` and ``x == x`` (NaN checks) compare a value with itself: constant for finite
+  inputs, so they are constants here rather than comparisons with a permanent tie.
+- ``sqrt(reduce_sum(x * x))`` and ``sqrt(reduce_sum(x ** 2))`` (``jnp.linalg.norm``) become
+  ``asd.norm``: ``sqrt`` alone is not Lipschitz at 0, the norm is.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import numpy as np
+from jax.extend import core as jcore
+
+import asd
+from asd.errors import UnsupportedError
+
+# ----- helpers -----
+
+
+def _lib(name: str) -> Callable:
+    fn = getattr(asd, name, None)
+    if fn is None:
+        raise UnsupportedError(f"asd.{name} is not available in this build of asd's library, "
+                               "so the JAX primitive that needs it cannot be imported")
+    return fn
+
+
+def _raw(x):
+    return np.asarray(getattr(x, "value", x))
+
+
+def _traced(x) -> bool:
+    return hasattr(x, "_trace")
+
+
+def _zeros(shape, like) -> np.ndarray:
+    return np.zeros(tuple(shape), np.result_type(_raw(like), np.float32))
+
+
+def _transpose(x, perm):
+    perm = tuple(int(a) for a in perm)
+    return x if perm == tuple(range(len(perm))) else np.transpose(x, perm)
+
+
+def _move_to_end(x, axes: tuple[int, ...]):
+    """Transpose ``axes`` to the end; returns the array and the inverse permutation."""
+    rest = tuple(a for a in range(np.ndim(x)) if a not in axes)
+    perm = rest + tuple(axes)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    return _transpose(x, perm), inverse
+
+
+# ----- the lax table -----
+
+def _integer_pow(x, *, y):
+    return x ** int(y)
+
+
+def _select_n(pred, *cases):
+    if len(cases) == 1:
+        return cases[0]
+    if len(cases) != 2:
+        if _traced(pred):
+            raise UnsupportedError("select_n with more than two cases and a traced selector")
+        return np.choose(np.asarray(pred, dtype=int), cases)
+    # select_n(p, a, b) is b where p else a
+    return np.where(pred, cases[1], cases[0])
+
+
+def _reduce(np_fn):
+    def reduce(x, *, axes, **_):
+        return np_fn(x, axis=tuple(int(a) for a in axes))
+
+    return reduce
+
+
+def _argminmax(np_fn):
+    def arg(x, *, axes, index_dtype):
+        return np_fn(_raw(x), axis=int(axes[0])).astype(index_dtype)
+
+    return arg
+
+
+def _dot_general(lhs, rhs, *, dimension_numbers, **_):
+    """Batch axes first, contracted axes last/first, one batched matmul, then reshape."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = (tuple(int(a) for a in t) for t in (lc, rc, lb, rb))
+    ls, rs = np.shape(lhs), np.shape(rhs)
+    lf = tuple(a for a in range(len(ls)) if a not in lc + lb)
+    rf = tuple(a for a in range(len(rs)) if a not in rc + rb)
+    batch = tuple(ls[a] for a in lb)
+    size = lambda shape, axes: int(np.prod([shape[a] for a in axes], dtype=int))  # noqa: E731
+    a = _transpose(lhs, lb + lf + lc).reshape(batch + (size(ls, lf), size(ls, lc)))
+    b = _transpose(rhs, rb + rc + rf).reshape(batch + (size(rs, rc), size(rs, rf)))
+    out = a @ b
+    return out.reshape(batch + tuple(ls[i] for i in lf) + tuple(rs[i] for i in rf))
+
+
+def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+          dimension_numbers, feature_group_count, batch_group_count, **_):
+    if any(d != 1 for d in lhs_dilation):
+        raise UnsupportedError("conv_general_dilated with lhs_dilation (a transposed conv)")
+    if batch_group_count != 1:
+        raise UnsupportedError("conv_general_dilated with batch_group_count != 1")
+    if isinstance(padding, str):
+        raise UnsupportedError(f"conv_general_dilated with padding={padding!r}")
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    x = _transpose(lhs, lhs_spec)
+    w = _transpose(rhs, rhs_spec)
+    y = asd.conv(x, w, None, tuple(window_strides), tuple(tuple(p) for p in padding),
+                 tuple(rhs_dilation), int(feature_group_count))
+    return _transpose(y, np.argsort(out_spec))
+
+
+def _window_axes(window_dimensions, window_strides, padding):
+    return tuple(a for a, (k, s, p) in enumerate(zip(window_dimensions, window_strides, padding))
+                 if k != 1 or s != 1 or tuple(p) != (0, 0))
+
+
+def _reduce_window_max(x, *, window_dimensions, window_strides, padding, base_dilation,
+                       window_dilation):
+    if any(d != 1 for d in base_dilation) or any(d != 1 for d in window_dilation):
+        raise UnsupportedError("reduce_window_max with dilation")
+    axes = _window_axes(window_dimensions, window_strides, padding)
+    if not axes:
+        return x
+    if len(axes) > 2:
+        raise UnsupportedError(f"reduce_window_max over {len(axes)} axes (1 or 2 supported)")
+    moved, inverse = _move_to_end(x, axes)
+    pads = tuple(tuple(padding[a]) for a in axes)
+    if any(lo != hi for lo, hi in pads):
+        raise UnsupportedError(f"reduce_window_max with asymmetric padding {pads}")
+    pool = _lib("max_pool1d" if len(axes) == 1 else "max_pool2d")
+    y = pool(moved, tuple(window_dimensions[a] for a in axes),
+             stride=tuple(window_strides[a] for a in axes),
+             padding=tuple(lo for lo, _ in pads))
+    return _transpose(y, inverse)
+
+
+def _reduce_window_sum(x, *, window_dimensions, window_strides, padding, base_dilation,
+                       window_dilation):
+    if any(d != 1 for d in base_dilation) or any(d != 1 for d in window_dilation):
+        raise UnsupportedError("reduce_window_sum with dilation")
+    axes = _window_axes(window_dimensions, window_strides, padding)
+    if not axes:
+        return x
+    moved, inverse = _move_to_end(x, axes)
+    lead = np.shape(moved)[:np.ndim(moved) - len(axes)]
+    spatial = np.shape(moved)[len(lead):]
+    kernel = tuple(window_dimensions[a] for a in axes)
+    pads = tuple(tuple(padding[a]) for a in axes)
+    if any(lo != hi for lo, hi in pads):
+        raise UnsupportedError(f"reduce_window_sum with asymmetric padding {pads}")
+    flat = moved.reshape((1, int(np.prod(lead, dtype=int))) + spatial)
+    y = asd.avg_pool(flat, kernel, tuple(window_strides[a] for a in axes),
+                     tuple(lo for lo, _ in pads)) * float(np.prod(kernel))
+    y = y.reshape(lead + np.shape(y)[2:])
+    return _transpose(y, inverse)
+
+
+def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **_):
+    shape = tuple(int(s) for s in shape)
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = np.shape(x)[i]
+    y = x.reshape(tuple(expanded)) if np.shape(x) != tuple(expanded) else x
+    return y + _zeros(shape, x) if tuple(expanded) != shape else y
+
+
+def _reshape(x, *, new_sizes, dimensions=None, **_):
+    if dimensions is not None:
+        x = _transpose(x, dimensions)
+    return x.reshape(tuple(int(s) for s in new_sizes))
+
+
+def _squeeze(x, *, dimensions):
+    shape = np.shape(x)
+    return x.reshape(tuple(n for i, n in enumerate(shape) if i not in set(dimensions)))
+
+
+def _expand_dims(x, *, dimensions):
+    shape = list(np.shape(x))
+    for d in sorted(dimensions):
+        shape.insert(d, 1)
+    return x.reshape(tuple(shape))
+
+
+def _convert(x, *, new_dtype, **_):
+    new = np.dtype(new_dtype)
+    if np.issubdtype(new, np.inexact):
+        return x if np.result_type(_raw(x)) == new else x.astype(new)
+    if _traced(x):
+        raise UnsupportedError(f"convert_element_type to {new} of a differentiated value (a "
+                               "step function: rounding to integers or booleans)")
+    return np.asarray(x).astype(new)
+
+
+def _slice(x, *, start_indices, limit_indices, strides=None):
+    strides = strides or (1,) * len(start_indices)
+    return x[tuple(slice(int(a), int(b), int(s))
+                   for a, b, s in zip(start_indices, limit_indices, strides))]
+
+
+def _dynamic_slice(x, *starts, slice_sizes):
+    shape = np.shape(x)
+    idx = tuple(slice(s, s + n) for s, n in
+                ((int(np.clip(_raw(s), 0, dim - n)), n)
+                 for s, n, dim in zip(starts, slice_sizes, shape)))
+    return x[idx]
+
+
+def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value=None,
+            **_):
+    """``x[idx]`` for the gathers jax.numpy emits for integer-array indexing of leading axes."""
+    dn = dimension_numbers
+    if _traced(indices):
+        raise UnsupportedError("gather with differentiated indices")
+    shape = np.shape(x)
+    collapsed, start_map = tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map)
+    simple = (collapsed == start_map and not tuple(dn.operand_batching_dims)
+              and all(slice_sizes[a] == 1 for a in collapsed)
+              and all(slice_sizes[a] == shape[a] for a in range(len(shape))
+                      if a not in collapsed))
+    if not simple:
+        raise UnsupportedError(f"gather with dimension numbers {dn} (only indexing whole "
+                               "axes by integer arrays is supported)")
+    idx = np.asarray(indices)
+    index: list[Any] = [slice(None)] * len(shape)
+    for k, axis in enumerate(start_map):
+        index[axis] = np.clip(idx[..., k], 0, shape[axis] - 1)
+    return x[tuple(index)]
+
+
+def _concatenate(*xs, dimension):
+    return np.concatenate(xs, axis=int(dimension))
+
+
+def _pad(x, value, *, padding_config):
+    if any(int(i) for _, _, i in padding_config):
+        raise UnsupportedError("pad with interior padding")
+    if _traced(value) or float(_raw(value)) != 0.0:
+        raise UnsupportedError("pad with a nonzero or differentiated padding value")
+    pads = tuple((int(lo), int(hi)) for lo, hi, _ in padding_config)
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        raise UnsupportedError("pad with negative padding (cropping)")
+    return _lib("pad")(x, pads)
+
+
+def _sort(*operands, dimension, is_stable=True, num_keys=1):
+    if num_keys != 1:
+        raise UnsupportedError(f"sort with num_keys={num_keys}")
+    keys = operands[0]
+    dimension = int(dimension)
+    values = np.sort(keys, axis=dimension)
+    if len(operands) == 1:
+        return [values]
+    order = np.argsort(_raw(keys), axis=dimension, kind="stable")
+    rest = []
+    for other in operands[1:]:
+        if _traced(other):
+            raise UnsupportedError("sort carrying a differentiated operand along the keys")
+        rest.append(np.take_along_axis(np.asarray(other), order, axis=dimension))
+    return [values, *rest]
+
+
+def _top_k(x, *, k, axis=-1, **_):
+    axis = int(axis) % np.ndim(x)
+    values = np.sort(x, axis=axis)
+    index = [slice(None)] * np.ndim(x)
+    index[axis] = slice(None, -int(k) - 1 if int(k) < np.shape(x)[axis] else None, -1)
+    order = np.flip(np.argsort(_raw(x), axis=axis, kind="stable"), axis)
+    return [values[tuple(index)], np.take(order, np.arange(int(k)), axis=axis).astype(np.int32)]
+
+
+def _clamp(lo, x, hi):
+    return np.clip(x, lo, hi)
+
+
+def _cumulative(name):
+    def op(x, *, axis, reverse=False):
+        if reverse:
+            raise UnsupportedError(f"{name} with reverse=True")
+        return _lib(name)(x, axis=int(axis))
+
+    return op
+
+
+def _identity(x, **_):
+    return x
+
+
+def _logistic(x, **_):
+    return _lib("sigmoid")(x)
+
+
+LAX: dict[str, Callable] = {
+    # arithmetic
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+    "neg": operator.neg, "integer_pow": _integer_pow, "pow": operator.pow,
+    "square": lambda x: x * x, "dot_general": _dot_general,
+    # elementwise
+    "abs": np.abs, "exp": lambda x, **_: np.exp(x), "log": lambda x, **_: np.log(x),
+    "sqrt": lambda x, **_: np.sqrt(x), "tanh": lambda x, **_: np.tanh(x),
+    "expm1": lambda x, **_: np.expm1(x), "log1p": lambda x, **_: np.log1p(x),
+    "logistic": _logistic,
+    # piecewise
+    "max": np.maximum, "min": np.minimum, "select_n": _select_n, "clamp": _clamp,
+    "gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le,
+    "eq": operator.eq, "ne": operator.ne,
+    # reductions and order
+    "reduce_sum": _reduce(np.sum), "reduce_max": _reduce(np.max), "reduce_min": _reduce(np.min),
+    "argmax": _argminmax(np.argmax), "argmin": _argminmax(np.argmin),
+    "sort": _sort, "top_k": _top_k, "cummax": _cumulative("cummax"),
+    # nn
+    "conv_general_dilated": _conv, "reduce_window_max": _reduce_window_max,
+    "reduce_window_sum": _reduce_window_sum,
+    # structure
+    "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape, "squeeze": _squeeze,
+    "expand_dims": _expand_dims, "transpose": lambda x, *, permutation: _transpose(x, permutation),
+    "convert_element_type": _convert, "slice": _slice, "dynamic_slice": _dynamic_slice,
+    "gather": _gather, "concatenate": _concatenate, "pad": _pad,
+    "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
+    "stop_gradient": lambda x: asd.stop_gradient(x),
+}
+"""lax primitive name -> handler on numpy or traced arrays (params as keywords). Handlers of
+primitives with several results return a list. Extend it to teach the importer a primitive."""
+
+MULTIPLE = {"sort", "top_k", "optimization_barrier"}
+
+# Call-like primitives: the name and the parameter holding the body to interpret.
+CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+         "remat": "jaxpr", "checkpoint": "jaxpr", "custom_jvp_call": "call_jaxpr",
+         "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+         "custom_lin": None}
+
+# Primitives whose result is locally constant at every finite point.
+LOCALLY_CONSTANT = {"is_finite"}
+
+
+# ----- the interpreter -----
+
+def _body(eqn):
+    key = CALLS[eqn.primitive.name]
+    body = eqn.params.get(key) if key else None
+    if body is None:
+        for k in ("jaxpr", "call_jaxpr", "fun_jaxpr"):
+            if k in eqn.params:
+                body = eqn.params[k]
+                break
+    if body is None:
+        raise UnsupportedError(f"{eqn.primitive.name}: cannot find the called jaxpr")
+    if isinstance(body, jcore.ClosedJaxpr):
+        return body.jaxpr, list(body.consts)
+    return body, []
+
+
+def _describe(eqn, path: tuple[str, ...]) -> str:
+    where = " > ".join(path) if path else "top level"
+    text = str(eqn).strip().splitlines()
+    line = text[0] if len(text) == 1 else text[0] + " ..."
+    src = ""
+    info = getattr(eqn, "source_info", None)
+    if info is not None:
+        try:
+            from jax._src import source_info_util
+
+            src = source_info_util.summarize(info)
+        except Exception:  # source locations are a courtesy; never fail on them
+            src = ""
+    return f"equation `{line}` in {where}" + (f" (from {src})" if src else "")
+
+
+def _is_same_var_compare(eqn) -> bool:
+    return (eqn.primitive.name in ("ne", "eq") and len(eqn.invars) == 2
+            and not isinstance(eqn.invars[0], jcore.Literal) and eqn.invars[0] is eqn.invars[1])
+
+
+def check(jaxpr, live: list[bool], path: tuple[str, ...] = ()) -> list[bool]:
+    """Raise `UnsupportedError` for the first live equation without a mapping; return which
+    outputs are live (depend on the differentiated inputs)."""
+    flags: dict[Any, bool] = {v: f for v, f in zip(jaxpr.invars, live, strict=True)}
+
+    def is_live(v):
+        return not isinstance(v, jcore.Literal) and flags.get(v, False)
+
+    for eqn in jaxpr.eqns:
+        ins = [is_live(v) for v in eqn.invars]
+        name = eqn.primitive.name
+        if not any(ins) or name in LOCALLY_CONSTANT or _is_same_var_compare(eqn):
+            outs = [False] * len(eqn.outvars)
+        elif name in CALLS:
+            body, _ = _body(eqn)
+            label = eqn.params.get("name") or name
+            outs = check(body, ins, (*path, f"{name}[{label}]"))
+        elif name in LAX:
+            outs = [True] * len(eqn.outvars)
+        else:
+            raise UnsupportedError(
+                f"JAX primitive `{name}` has no asd mapping ({_describe(eqn, path)}). asd never "
+                "falls back to JAX's own derivative at a kink. Rewrite it with a supported "
+                f"operation, or register a handler: asd.frontends.jax.LAX[{name!r}] = fn."
+            )
+        for v, f in zip(eqn.outvars, outs, strict=True):
+            flags[v] = f
+    return [is_live(v) for v in jaxpr.outvars]
+
+
+def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> list:
+    """Evaluate a jaxpr on numpy or traced arrays with asd's library."""
+    env: dict[Any, Any] = {}
+
+    def read(v):
+        return v.val if isinstance(v, jcore.Literal) else env[v]
+
+    for v, c in zip(jaxpr.constvars, consts, strict=True):
+        env[v] = np.asarray(c)
+    for v, a in zip(jaxpr.invars, args, strict=True):
+        env[v] = a
+    for eqn in jaxpr.eqns:
+        vals = [read(v) for v in eqn.invars]
+        name = eqn.primitive.name
+        if not any(_traced(v) for v in vals):
+            outs = _constant(eqn, vals)
+        elif name in LOCALLY_CONSTANT or _is_same_var_compare(eqn):
+            outs = _constant(eqn, [_raw(v) for v in vals])
+        elif name in CALLS:
+            body, body_consts = _body(eqn)
+            label = eqn.params.get("name") or name
+            outs = evaluate(body, body_consts, vals, (*path, f"{name}[{label}]"))
+        else:
+            handler = LAX.get(name)
+            if handler is None:
+                raise UnsupportedError(f"JAX primitive `{name}` has no asd mapping "
+                                       f"({_describe(eqn, path)})")
+            params = {k: v for k, v in eqn.params.items() if k not in ("sharding",
+                                                                         "out_sharding")}
+            try:
+                out = handler(*vals, **params)
+            except asd.ASDError as e:
+                raise type(e)(f"{e} [while importing {_describe(eqn, path)}]") from e
+            outs = list(out) if name in MULTIPLE else [out]
+        for v, o in zip(eqn.outvars, outs, strict=True):
+            env[v] = o
+    return [read(v) for v in jaxpr.outvars]
+
+
+def _constant(eqn, vals) -> list:
+    """An equation on constants: JAX computes it (no derivative flows through it)."""
+    out = eqn.primitive.bind(*vals, **eqn.params)
+    outs = out if eqn.primitive.multiple_results else [out]
+    return [np.asarray(o) for o in outs]
+
+
+class JaxProgram:
+    """``fn``'s jaxpr at example arguments, as a function of numpy (or traced) pytrees."""
+
+    def __init__(self, fn: Callable, args: tuple, live: tuple[int, ...] | None = None):
+        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+        self.closed = closed
+        self.in_tree = jax.tree_util.tree_structure(args)
+        self.out_tree = jax.tree_util.tree_structure(out_shape)
+        leaves_per_arg = [len(jax.tree_util.tree_leaves(a)) for a in args]
+        live_args = range(len(args)) if live is None else live
+        flags = [i in live_args for i, n in enumerate(leaves_per_arg) for _ in range(n)]
+        check(closed.jaxpr, flags)
+
+    def numpy_fn(self, *args):
+        leaves = jax.tree_util.tree_leaves(args, is_leaf=_traced)
+        outs = evaluate(self.closed.jaxpr, list(self.closed.consts), leaves)
+        return jax.tree_util.tree_unflatten(self.out_tree, outs)
+
+
+def _to_numpy(tree):
+    return jax.tree_util.tree_map(lambda a: np.asarray(a), tree)
+
+
+def _argnum_tuple(argnums) -> tuple[int, ...]:
+    return (int(argnums),) if isinstance(argnums, int) else tuple(int(a) for a in argnums)
+
+
+def program(fn: Callable, *args) -> asd.Program:
+    """The asd ``Program`` of a JAX function at example arguments."""
+    prog = JaxProgram(fn, args)
+    return asd.trace(prog.numpy_fn)(*_to_numpy(args))
+
+
+def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> Callable:
+    """``(value, subgradient)`` of a scalar JAX function, as JAX arrays."""
+
+    def wrapped(*args):
+        prog = JaxProgram(fn, args, _argnum_tuple(argnums))
+        arrays = _to_numpy(args)
+        d = None if direction is None else _to_numpy(direction)
+        value, g = asd.value_and_subgrad(prog.numpy_fn, argnums, seed=seed, direction=d)(
+            *arrays)
+        to_jax = lambda a: jax.numpy.asarray(a)  # noqa: E731
+        return to_jax(value), jax.tree_util.tree_map(to_jax, g)
+
+    return wrapped
+
+
+def subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> Callable:
+    """A Clarke subgradient of scalar ``fn``, as JAX arrays (see ``asd.jax``)."""
+    vg = value_and_subgrad(fn, argnums, seed=seed, direction=direction)
+    return lambda *args: vg(*args)[1]
+
+
+# ----- the drop-in custom_vjp -----
+
+def function(fn: Callable, *, seed=None) -> Callable:
+    """``fn`` with asd's vector-Jacobian product as its JAX reverse rule.
+
+    The backward pass runs on the host (``jax.pure_callback``), so it works under ``jit``.
+    """
+
+    @jax.custom_vjp
+    def wrapped(*args):
+        return fn(*args)
+
+    def fwd(*args):
+        return fn(*args), args
+
+    def bwd(args, ct):
+        shapes = jax.tree_util.tree_map(
+            lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
+        prog = JaxProgram(fn, shapes)
+        n = len(args)
+
+        def host(*flat):
+            host_args = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(args),
+                                                     [np.asarray(a) for a in flat[:-1]])
+            ct_np = np.asarray(flat[-1])
+
+            def scalarized(*xs):
+                return (prog.numpy_fn(*xs) * ct_np).sum()
+
+            g = asd.subgrad(scalarized, tuple(range(n)), seed=seed)(*host_args)
+            leaves = jax.tree_util.tree_leaves(g)
+            return tuple(np.asarray(leaf, dtype=np.asarray(a).dtype)
+                         for leaf, a in zip(leaves, flat[:-1], strict=True))
+
+        flat_args = jax.tree_util.tree_leaves(args)
+        result_shapes = tuple(jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in flat_args)
+        flat_grads = jax.pure_callback(host, result_shapes, *flat_args, ct)
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(args),
+                                            list(flat_grads))
+
+    wrapped.defvjp(fwd, bwd)
+    return wrapped

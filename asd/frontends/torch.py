@@ -1,0 +1,751 @@
+"""PyTorch programs as asd programs, via ``torch.export``.
+
+Why ``torch.export`` and not ``torch.fx.symbolic_trace``: both were tried on the model set
+(MLP, CNN with conv/batch norm/pooling/dropout, and functions using topk, sort, norm, where,
+clamp and the losses). ``fx`` records the *spelling* of the source (``F.relu``,
+``torch.relu``, ``x.relu()``, ``nn.ReLU`` modules, ``operator.add``, ``torch.add``, named-tuple
+attribute access ...), so every spelling needs its own mapping, modules stay opaque
+``call_module`` nodes, and a model with Python logic on shapes breaks its symbolic proxies.
+``export`` runs the real Python (through dynamo) and yields the closed, canonical ATen
+operator set: every spelling of relu is ``aten.relu``, ``Linear`` is ``aten.linear``, eval-mode
+dropout disappears, eval batch norm is an explicit no-training op, and parameters and buffers
+are *lifted to graph inputs* with their qualified names, which is exactly what differentiating
+with respect to module parameters needs. Its cost (about 0.1 s per export after the first) is
+paid once per function and input signature: exports are cached.
+
+The graph becomes a Python function on numpy arrays (`TorchProgram.numpy_fn`) whose every
+node calls asd's library (``asd.relu``, ``asd.conv2d``, ``np.sort`` on traced arrays...).
+A node that depends on the differentiated inputs and has no mapping raises
+`asd.UnsupportedError` when the program is imported, naming the ATen op, the node, the module
+path and the source line; nothing ever falls back to PyTorch's own derivative. Nodes that
+depend only on constants (``torch.zeros``, index arithmetic) are evaluated by PyTorch itself:
+they carry no derivative.
+"""
+
+from __future__ import annotations
+
+import operator
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.export.graph_signature import InputKind, OutputKind
+
+import asd
+from asd.errors import UnsupportedError
+
+# ----- helpers -----
+
+
+def _lib(name: str) -> Callable:
+    """A library function by its documented name (``asd.softmax``...), or a clear error."""
+    fn = getattr(asd, name, None)
+    if fn is None:
+        raise UnsupportedError(f"asd.{name} is not available in this build of asd's library, "
+                               "so the PyTorch operation that needs it cannot be imported")
+    return fn
+
+
+def _raw(x):
+    """The numpy value of a possibly traced array (for discrete outputs such as indices)."""
+    return np.asarray(getattr(x, "value", x))
+
+
+def _dims(dim, ndim: int) -> tuple[int, ...] | None:
+    if dim is None or (isinstance(dim, list | tuple) and len(dim) == 0):
+        return None
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(d % max(ndim, 1) for d in dims)
+
+
+def _zeros(shape, like) -> np.ndarray:
+    return np.zeros(tuple(shape), np.result_type(_raw(like), np.float32))
+
+
+def _flip(x, axis: int):
+    index = [slice(None)] * np.ndim(x)
+    index[axis] = slice(None, None, -1)
+    return x[tuple(index)]
+
+
+def _take(x, axis: int, stop: int):
+    index = [slice(None)] * np.ndim(x)
+    index[axis] = slice(0, stop)
+    return x[tuple(index)]
+
+
+REDUCTION = {0: "none", 1: "mean", 2: "sum"}
+
+
+# ----- the ATen table: op name -> handler on numpy / traced arrays -----
+
+def _add(a, b, alpha=1):
+    return a + (b if alpha == 1 else alpha * b)
+
+
+def _sub(a, b, alpha=1):
+    return a - (b if alpha == 1 else alpha * b)
+
+
+def _div(a, b, rounding_mode=None):
+    if rounding_mode is not None:
+        raise UnsupportedError(f"aten.div with rounding_mode={rounding_mode!r} (a step function)")
+    return a / b
+
+
+def _linear(x, w, b=None):
+    y = x @ w.T
+    return y if b is None else y + b
+
+
+def _addmm(bias, a, b, beta=1, alpha=1):
+    return beta * bias + alpha * (a @ b)
+
+
+def _clamp(x, lo=None, hi=None):
+    return np.clip(x, lo, hi)
+
+
+def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
+    if scale != 1.0 or input_scale != 1.0:
+        return scale * _lib("elu")(input_scale * x, alpha)
+    return _lib("elu")(x, alpha)
+
+
+def _reduce(np_fn):
+    def reduce(x, dim=None, keepdim=False, dtype=None):
+        axes = _dims(dim, np.ndim(x))
+        y = np_fn(x, axis=axes, keepdims=bool(keepdim))
+        return y if dtype is None else y.astype(_np_dtype(dtype))
+
+    return reduce
+
+
+def _max_or_min(np_fn, arg_fn):
+    def op(x, dim=None, keepdim=False):
+        if dim is None:
+            return np_fn(x)
+        if not isinstance(dim, int):        # max.other / min.other: elementwise
+            return (np.maximum if np_fn is np.max else np.minimum)(x, dim)
+        values = np_fn(x, axis=dim, keepdims=bool(keepdim))
+        indices = arg_fn(_raw(x), axis=dim)
+        return values, np.expand_dims(indices, dim) if keepdim else indices
+
+    return op
+
+
+def _sort(x, dim=-1, descending=False, stable=None):
+    dim = dim % np.ndim(x)
+    values = np.sort(x, axis=dim)
+    indices = np.argsort(_raw(x), axis=dim, kind="stable")
+    if descending:
+        values, indices = _flip(values, dim), np.flip(indices, dim)
+    return values, indices
+
+
+def _sort_stable(x, *, stable=None, dim=-1, descending=False):
+    return _sort(x, dim, descending)
+
+
+def _topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
+    dim = dim % np.ndim(x)
+    values, indices = _sort(x, dim, descending=largest)
+    return _take(values, dim, k), np.take(indices, np.arange(k), axis=dim)
+
+
+def _median(x):
+    flat = np.sort(x.reshape(-1))
+    return flat[(flat.shape[0] - 1) // 2]
+
+
+def _vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
+    return _lib("norm")(x, ord=ord, axis=_dims(dim, np.ndim(x)), keepdims=bool(keepdim))
+
+
+def _norm_p(x, p=2, dim=None, keepdim=False, dtype=None):
+    return _vector_norm(x, 2 if p is None else p, dim, keepdim)
+
+
+def _linalg_norm(x, ord=None, dim=None, keepdim=False, dtype=None):  # noqa: A002
+    if ord is not None and not (dim is None or len(dim) == 1):
+        raise UnsupportedError(f"aten.linalg_norm with a matrix norm (ord={ord!r}, dim={dim})")
+    return _vector_norm(x, 2 if ord is None else ord, dim, keepdim)
+
+
+def _softmax(x, dim, dtype_or_half=None):
+    return _lib("softmax")(x, axis=dim)
+
+
+def _log_softmax(x, dim, dtype_or_half=None):
+    return _lib("log_softmax")(x, axis=dim)
+
+
+def _cross_entropy(z, target, weight=None, reduction=1, ignore_index=-100,
+                   label_smoothing=0.0):
+    if weight is not None or label_smoothing:
+        raise UnsupportedError("aten.cross_entropy_loss with class weights or label smoothing")
+    t = _raw(target)
+    if np.issubdtype(t.dtype, np.integer) and np.any(t == ignore_index):
+        raise UnsupportedError(f"aten.cross_entropy_loss with targets equal to ignore_index "
+                               f"({ignore_index})")
+    return asd.cross_entropy(z, t, reduction=REDUCTION[reduction])
+
+
+def _nll_loss(x, target, weight=None, reduction=1, ignore_index=-100):
+    if weight is not None:
+        raise UnsupportedError("aten.nll_loss with class weights")
+    t = _raw(target)
+    picked = x[np.arange(t.shape[0]), t] if np.ndim(x) == 2 else x[t]
+    return {0: -picked, 1: -picked.mean(), 2: -picked.sum()}[reduction]
+
+
+def _mse(a, b, reduction=1):
+    d = a - b
+    sq = d * d
+    return {0: sq, 1: sq.mean(), 2: sq.sum()}[reduction]
+
+
+def _conv(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    if isinstance(padding, str):
+        raise UnsupportedError(f"convolution with padding={padding!r}; give numbers")
+    return asd.conv(x, w, b, stride, padding, dilation, groups)
+
+
+def _convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
+    if transposed:
+        raise UnsupportedError("aten.convolution with transposed=True (ConvTranspose)")
+    return asd.conv(x, w, b, stride, padding, dilation, groups)
+
+
+def _max_pool(nd: int):
+    def pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
+        if ceil_mode:
+            raise UnsupportedError(f"max_pool{nd}d with ceil_mode=True")
+        if dilation not in (1, [1] * nd, (1,) * nd, [1]):
+            raise UnsupportedError(f"max_pool{nd}d with dilation={dilation}")
+        kernel = tuple(kernel_size) if isinstance(kernel_size, list | tuple) else kernel_size
+        stride = None if stride in ((), [], None) else (
+            tuple(stride) if isinstance(stride, list | tuple) else stride)
+        padding = tuple(padding) if isinstance(padding, list | tuple) else padding
+        return _lib(f"max_pool{nd}d")(x, kernel, stride=stride, padding=padding)
+
+    return pool
+
+
+def _max_pool_with_indices(nd: int):
+    pool = _max_pool(nd)
+
+    def op(*args, **kwargs):
+        y = pool(*args, **kwargs)
+        return y, np.zeros(np.shape(_raw(y)), np.int64)
+
+    return op
+
+
+def _avg_pool(nd: int):
+    def pool(x, kernel_size, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+             divisor_override=None):
+        if ceil_mode or divisor_override is not None:
+            raise UnsupportedError(f"avg_pool{nd}d with ceil_mode or divisor_override")
+        stride = None if stride in ((), [], None) else stride
+        return asd.avg_pool(x, tuple(kernel_size) if isinstance(kernel_size, list | tuple)
+                            else (kernel_size,) * nd, stride, padding, count_include_pad)
+
+    return pool
+
+
+def _batch_norm_eval(x, w, b, mean, var, momentum, eps):
+    return asd.batch_norm(x, _raw(mean), _raw(var), w, b, eps), None, None
+
+
+def _batch_norm(x, w, b, mean, var, training, momentum, eps, cudnn_enabled=True):
+    if training:
+        raise UnsupportedError("batch_norm in training mode; call model.eval() first")
+    return asd.batch_norm(x, _raw(mean), _raw(var), w, b, eps)
+
+
+def _dropout(x, p=0.5, train=False):
+    if train:
+        raise UnsupportedError("dropout in training mode (random masks); call model.eval()")
+    return x
+
+
+def _view(x, shape):
+    return x.reshape(tuple(shape))
+
+
+def _flatten(x, start_dim=0, end_dim=-1):
+    shape = np.shape(x)
+    if not shape:
+        return x.reshape((1,))
+    s, e = start_dim % len(shape), end_dim % len(shape)
+    return x.reshape(shape[:s] + (-1,) + shape[e + 1:])
+
+
+def _unsqueeze(x, dim):
+    dim = dim % (np.ndim(x) + 1)
+    return x.reshape(np.shape(x)[:dim] + (1,) + np.shape(x)[dim:])
+
+
+def _squeeze(x, dim=None):
+    shape = np.shape(x)
+    dims = set(range(len(shape))) if dim is None else set(_dims(dim, len(shape)) or ())
+    return x.reshape(tuple(n for i, n in enumerate(shape) if not (i in dims and n == 1)))
+
+
+def _permute(x, dims):
+    return np.transpose(x, tuple(d % np.ndim(x) for d in dims))
+
+
+def _transpose(x, d0, d1):
+    return np.swapaxes(x, d0, d1)
+
+
+def _t(x):
+    return x if np.ndim(x) < 2 else np.swapaxes(x, 0, 1)
+
+
+def _select(x, dim, index):
+    idx = [slice(None)] * np.ndim(x)
+    idx[dim % np.ndim(x)] = index
+    return x[tuple(idx)]
+
+
+def _slice(x, dim=0, start=None, end=None, step=1):
+    idx = [slice(None)] * np.ndim(x)
+    n = np.shape(x)[dim]
+    idx[dim % np.ndim(x)] = slice(start, None if end is None or end >= n else end, step)
+    return x[tuple(idx)]
+
+
+def _index(x, indices):
+    index = tuple(slice(None) if i is None else _raw(i) for i in indices)
+    return x[index]
+
+
+def _expand(x, size, implicit=False):
+    shape = tuple(np.shape(x)[i - (len(size) - np.ndim(x))] if s == -1 else s
+                  for i, s in enumerate(size))
+    return x + _zeros(shape, x)
+
+
+def _broadcast_tensors(tensors):
+    shape = np.broadcast_shapes(*(np.shape(t) for t in tensors))
+    return [t + _zeros(shape, t) if np.shape(t) != shape else t for t in tensors]
+
+
+def _np_dtype(dtype):
+    return torch.empty((), dtype=dtype).numpy().dtype
+
+
+def _to_copy(x, dtype=None, **kwargs):
+    if dtype is None:
+        return x
+    return x.astype(_np_dtype(dtype))
+
+
+def _where(cond, a, b):
+    return np.where(cond, a, b)
+
+
+def _identity(x, *args, **kwargs):
+    return x
+
+
+def _pow(x, p):
+    return x ** p
+
+
+def _cat(tensors, dim=0):
+    return np.concatenate(tensors, axis=dim)
+
+
+def _stack(tensors, dim=0):
+    return np.stack(tensors, axis=dim)
+
+
+ATEN: dict[str, Callable] = {
+    # arithmetic
+    "add": _add, "sub": _sub, "rsub": lambda a, b, alpha=1: _sub(b, a, alpha),
+    "mul": operator.mul, "div": _div, "neg": operator.neg, "pow": _pow,
+    "square": lambda x: x * x, "reciprocal": lambda x: 1.0 / x,
+    "matmul": operator.matmul, "mm": operator.matmul, "bmm": operator.matmul,
+    "mv": operator.matmul, "dot": operator.matmul, "addmm": _addmm, "linear": _linear,
+    # elementwise functions
+    "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
+    "sigmoid": lambda x: _lib("sigmoid")(x),
+    # piecewise activations
+    "relu": lambda x: asd.relu(x),
+    "leaky_relu": lambda x, slope=0.01: _lib("leaky_relu")(x, slope),
+    "hardtanh": lambda x, lo=-1.0, hi=1.0: _lib("hardtanh")(x, lo, hi),
+    "relu6": lambda x: _lib("relu6")(x), "elu": _elu,
+    "clamp": _clamp, "clip": _clamp, "clamp_min": lambda x, lo: np.clip(x, lo, None),
+    "clamp_max": lambda x, hi: np.clip(x, None, hi),
+    "maximum": np.maximum, "minimum": np.minimum, "where": _where,
+    "gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le,
+    "eq": operator.eq, "ne": operator.ne,
+    # reductions and order statistics
+    "sum": _reduce(np.sum), "mean": _reduce(np.mean), "amax": _reduce(np.max),
+    "amin": _reduce(np.min), "max": _max_or_min(np.max, np.argmax),
+    "min": _max_or_min(np.min, np.argmin), "sort": _sort, "topk": _topk, "median": _median,
+    "linalg_vector_norm": _vector_norm, "norm": _norm_p, "linalg_norm": _linalg_norm,
+    # nn
+    "softmax": _softmax, "_softmax": _softmax, "log_softmax": _log_softmax,
+    "_log_softmax": _log_softmax, "cross_entropy_loss": _cross_entropy,
+    "nll_loss": _nll_loss, "nll_loss_forward": lambda *a: (_nll_loss(*a), None),
+    "mse_loss": _mse, "conv1d": _conv, "conv2d": _conv, "convolution": _convolution,
+    "max_pool1d": _max_pool(1), "max_pool2d": _max_pool(2),
+    "max_pool2d_with_indices": _max_pool_with_indices(2),
+    "avg_pool1d": _avg_pool(1), "avg_pool2d": _avg_pool(2),
+    "_native_batch_norm_legit_no_training": _batch_norm_eval, "batch_norm": _batch_norm,
+    "dropout": _dropout,
+    # structure
+    "view": _view, "reshape": _view, "_unsafe_view": _view, "flatten": _flatten,
+    "unsqueeze": _unsqueeze, "squeeze": _squeeze, "permute": _permute,
+    "transpose": _transpose, "t": _t, "select": _select, "slice": _slice, "index": _index,
+    "expand": _expand, "broadcast_tensors": _broadcast_tensors, "cat": _cat, "stack": _stack,
+    "clone": _identity, "contiguous": _identity, "alias": _identity,
+    "lift_fresh_copy": _identity, "_to_copy": _to_copy, "to": _to_copy,
+    "detach": lambda x: asd.stop_gradient(x),
+}
+"""ATen operator name (the overload packet, e.g. ``relu`` for ``aten.relu.default``) ->
+handler on numpy or traced arrays. Extend it to teach the importer a new operation."""
+
+ATEN["sort.stable"] = _sort_stable
+
+
+# ----- the importer -----
+
+class _FunctionModule(torch.nn.Module):
+    """Wraps a plain function for ``torch.export``; modules it closes over become submodules,
+    so their parameters are lifted as parameters (named after the closure variable)."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+        for name, value in _closure_modules(fn):
+            self.add_module(name, value)
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def _closure_modules(fn) -> list[tuple[str, torch.nn.Module]]:
+    found = []
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, torch.nn.Module):
+        found.append(("self", owner))
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    if code is not None:
+        for name, cell in zip(code.co_freevars, cells):
+            try:
+                value = cell.cell_contents
+            except ValueError:
+                continue
+            if isinstance(value, torch.nn.Module):
+                found.append((name, value))
+        for name in code.co_names:
+            value = getattr(fn, "__globals__", {}).get(name)
+            if isinstance(value, torch.nn.Module) and all(v is not value for _, v in found):
+                found.append((name, value))
+    return found
+
+
+def _where_from(node) -> str:
+    stack = node.meta.get("nn_module_stack") or {}
+    path = " / ".join(f"{p or 'root'} ({t.split('.')[-1] if isinstance(t, str) else t})"
+                      for p, t in stack.values())
+    src = (node.meta.get("stack_trace") or "").strip().splitlines()
+    line = src[-1].strip() if src else ""
+    parts = [f"node '{node.name}'"]
+    if path:
+        parts.append(f"module path {path}")
+    if line:
+        parts.append(f"source `{line}`")
+    return ", ".join(parts)
+
+
+def _op_key(target) -> tuple[str, str]:
+    if target is operator.getitem:
+        return "getitem", ""
+    packet = getattr(target, "overloadpacket", None)
+    if packet is None:
+        return getattr(target, "__name__", str(target)), ""
+    return packet.__name__, target._overloadname
+
+
+class TorchProgram:
+    """A ``torch.export``-ed function or module as a numpy function asd can sweep.
+
+    ``numpy_fn(*inputs, params)`` evaluates the graph on numpy (or traced) arrays; ``params``
+    maps parameter names (``'0.weight'``, or ``'lin.weight'`` for a module captured by a
+    function as ``lin``) to arrays. `params` reads the module's current parameter values.
+    """
+
+    def __init__(self, fn: Callable, example: tuple):
+        self.module = fn if isinstance(fn, torch.nn.Module) else _FunctionModule(fn)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            self.exported = torch.export.export(self.module, example).run_decompositions({})
+        self.graph = self.exported.graph_module.graph
+        sig = self.exported.graph_signature
+        self.user_inputs: list[str] = []
+        self.param_names: dict[str, str] = {}
+        self.fixed: dict[str, Any] = {}
+        for spec in sig.input_specs:
+            name = spec.arg.name
+            if spec.kind == InputKind.USER_INPUT:
+                self.user_inputs.append(name)
+            elif spec.kind == InputKind.PARAMETER:
+                self.param_names[name] = spec.target
+            elif spec.kind == InputKind.BUFFER:
+                self.fixed[name] = ("buffer", spec.target)
+            elif spec.kind == InputKind.CONSTANT_TENSOR:
+                self.fixed[name] = ("constant", spec.target)
+            else:
+                raise UnsupportedError(f"torch.export input {name} of kind {spec.kind}")
+        self.outputs = [s.arg.name for s in sig.output_specs if s.kind == OutputKind.USER_OUTPUT]
+        self._check()
+
+    # ----- validation: every op on the differentiated path needs a mapping -----
+    def _check(self) -> None:
+        live = set(self.user_inputs) | set(self.param_names)
+        self.constant_nodes: set[str] = set()
+        for node in self.graph.nodes:
+            if node.op != "call_function":
+                continue
+            deps = {a.name for a in node.all_input_nodes}
+            if not deps & live:
+                self.constant_nodes.add(node.name)
+                continue
+            live.add(node.name)
+            name, overload = _op_key(node.target)
+            if name == "getitem" or f"{name}.{overload}" in ATEN or name in ATEN:
+                continue
+            raise UnsupportedError(
+                f"PyTorch operation aten.{name}.{overload} has no asd mapping "
+                f"({_where_from(node)}). asd never falls back to PyTorch's own derivative "
+                "at a kink. Rewrite it with a supported operation, or register a handler "
+                "on numpy/traced arrays: "
+                f"asd.frontends.torch.ATEN[{name!r}] = fn."
+            )
+
+    def params(self) -> dict[str, np.ndarray]:
+        """Current values of the module's parameters, by qualified name."""
+        named = dict(self.module.named_parameters())
+        return {target: _to_numpy(named[target]) for target in self.param_names.values()}
+
+    def _fixed_values(self) -> dict[str, np.ndarray]:
+        buffers = dict(self.module.named_buffers())
+        out = {}
+        for name, (kind, target) in self.fixed.items():
+            t = buffers[target] if kind == "buffer" else self.exported.constants[target]
+            out[name] = _to_numpy(t)
+        return out
+
+    def numpy_fn(self, *inputs, params: dict | None = None):
+        """Evaluate the program; ``params`` defaults to the module's current parameters."""
+        params = self.params() if params is None else params
+        env: dict[str, Any] = self._fixed_values()
+        for name, x in zip(self.user_inputs, inputs, strict=True):
+            env[name] = x
+        for name, target in self.param_names.items():
+            env[name] = params[target]
+        for node in self.graph.nodes:
+            if node.op == "call_function":
+                env[node.name] = self._run(node, env)
+            elif node.op == "output":
+                break
+        outs = [env[name] for name in self.outputs]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _run(self, node, env):
+        def read(a):
+            if isinstance(a, torch.fx.Node):
+                return env[a.name]
+            if isinstance(a, list | tuple):
+                return type(a)(read(b) for b in a)
+            return a
+
+        args, kwargs = read(node.args), {k: read(v) for k, v in node.kwargs.items()}
+        if node.target is operator.getitem:
+            return args[0][args[1]]
+        if node.name in self.constant_nodes:
+            return _constant(node.target, args, kwargs)
+        name, overload = _op_key(node.target)
+        handler = ATEN.get(f"{name}.{overload}") or ATEN[name]
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout",
+                                                                "memory_format")}
+        try:
+            return handler(*args, **kwargs)
+        except asd.ASDError as e:
+            raise type(e)(f"{e} [while importing aten.{name}.{overload}, {_where_from(node)}]"
+                          ) from e
+
+
+def _to_numpy(t) -> np.ndarray:
+    if isinstance(t, torch.Tensor):
+        return t.detach().cpu().numpy()
+    return np.asarray(t)
+
+
+def _to_torch(a):
+    if isinstance(a, np.ndarray | np.generic):
+        return torch.from_numpy(np.asarray(a))
+    if isinstance(a, list | tuple):
+        return type(a)(_to_torch(b) for b in a)
+    return a
+
+
+def _constant(target, args, kwargs):
+    """Evaluate a node that depends on constants only with PyTorch itself (no derivative)."""
+    out = target(*_to_torch(args), **_to_torch(kwargs))
+    if isinstance(out, list | tuple):
+        return type(out)(_to_numpy(o) if isinstance(o, torch.Tensor) else o for o in out)
+    return _to_numpy(out) if isinstance(out, torch.Tensor) else out
+
+
+_CACHE: dict[tuple, TorchProgram] = {}
+
+
+def _signature(tensors) -> tuple:
+    return tuple((tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t)
+                 for t in tensors)
+
+
+def import_program(fn: Callable, *tensors) -> TorchProgram:
+    """Export ``fn`` (a function or ``nn.Module``) at example tensors, cached per signature."""
+    key = (id(fn), _signature(tensors))
+    cached = _CACHE.get(key)
+    if cached is not None and (cached.module is fn or getattr(cached.module, "fn", None) is fn):
+        return cached
+    if len(_CACHE) > 64:
+        _CACHE.clear()
+    prog = TorchProgram(fn, tuple(tensors))
+    _CACHE[key] = prog
+    return prog
+
+
+def program(fn: Callable, *tensors) -> asd.Program:
+    """The asd ``Program`` of a PyTorch function or module at example tensors."""
+    prog = import_program(fn, *tensors)
+    arrays = [_to_numpy(t) for t in tensors]
+    params = prog.params()
+    return asd.trace(lambda *xs: prog.numpy_fn(*xs[:-1], params=xs[-1]))(*arrays, params)
+
+
+def _prepare(fn, tensors, argnums):
+    prog = import_program(fn, *tensors)
+    arrays = [_to_numpy(t) for t in tensors]
+    n = len(arrays)
+    if argnums == "params":
+        if not prog.param_names:
+            raise ValueError("argnums='params' but the function has no module parameters")
+        nums: int | tuple = n
+    elif isinstance(argnums, int):
+        nums = argnums
+    else:
+        nums = tuple(n if a == "params" else a for a in argnums)
+    return prog, arrays, nums
+
+
+def _direction(direction):
+    if direction is None:
+        return None
+    if isinstance(direction, dict):
+        return {k: _to_numpy(v) for k, v in direction.items()}
+    if isinstance(direction, list | tuple):
+        return type(direction)(_direction(d) for d in direction)
+    return _to_numpy(direction)
+
+
+def _as_torch_result(g):
+    if isinstance(g, dict):
+        return {k: _as_torch_result(v) for k, v in g.items()}
+    if isinstance(g, list | tuple):
+        return type(g)(_as_torch_result(v) for v in g)
+    return torch.from_numpy(np.array(g))
+
+
+def value_and_subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=None):
+    """``(value, subgradient)`` of a scalar PyTorch function, both as torch tensors."""
+    prog, arrays, nums = _prepare(fn, tensors, argnums)
+    params = prog.params()
+
+    def f(*xs):
+        return prog.numpy_fn(*xs[:-1], params=xs[-1])
+
+    value, g = asd.value_and_subgrad(f, nums, seed=seed, direction=_direction(direction))(
+        *arrays, params)
+    return torch.from_numpy(np.array(value)), _as_torch_result(g)
+
+
+def subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=None):
+    """A Clarke subgradient of scalar ``fn(*tensors)``, as torch tensors (see ``asd.torch``)."""
+    return value_and_subgrad(fn, *tensors, argnums=argnums, seed=seed, direction=direction)[1]
+
+
+# ----- the drop-in autograd function -----
+
+def function(fn: Callable, *, seed=None) -> Callable:
+    """``fn`` with PyTorch's backward replaced by asd's (see ``asd.torch.function``)."""
+
+    class ASDFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, n_inputs, *flat):
+            inputs = flat[:n_inputs]
+            ctx.n_inputs = n_inputs
+            ctx.save_for_backward(*inputs)
+            with torch.no_grad():
+                out = fn(*inputs)
+            if isinstance(out, tuple):
+                return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
+            return out.clone() if isinstance(out, torch.Tensor) else out
+
+        @staticmethod
+        def backward(ctx, *cts):
+            inputs = ctx.saved_tensors
+            prog = import_program(fn, *inputs)
+            arrays = [_to_numpy(t) for t in inputs]
+            wants = [i for i, t in enumerate(inputs)
+                     if ctx.needs_input_grad[1 + i] and t.is_floating_point()]
+            want_params = any(ctx.needs_input_grad[1 + len(inputs):])
+            cts_np = [_to_numpy(c) if c is not None else None for c in cts]
+
+            def scalarized(*xs):
+                out = prog.numpy_fn(*xs[:-1], params=xs[-1])
+                outs = out if isinstance(out, tuple) else (out,)
+                total = 0.0
+                for o, c in zip(outs, cts_np, strict=True):
+                    if c is not None:
+                        total = total + (o * c).sum()
+                return total
+
+            nums = tuple(wants) + ((len(inputs),) if want_params else ())
+            grads_in: list = [None] * len(inputs)
+            names = [name for name, _ in _named_params(fn)]
+            grads_params: list = [None] * len(names)
+            if nums:
+                g = asd.subgrad(scalarized, nums, seed=seed)(*arrays, prog.params())
+                for i, gi in zip(nums, g, strict=True):
+                    if i == len(inputs):
+                        grads_params = [torch.from_numpy(np.array(gi[name])) for name in names]
+                    else:
+                        grads_in[i] = torch.from_numpy(np.array(gi)).to(inputs[i].dtype)
+            return (None, *grads_in, *grads_params)
+
+    def wrapped(*inputs):
+        params = [p for _, p in _named_params(fn)]
+        return ASDFunction.apply(len(inputs), *inputs, *params)
+
+    wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
+    wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its backward."
+    return wrapped
+
+
+def _named_params(fn) -> list[tuple[str, torch.nn.Parameter]]:
+    """The parameters ``fn`` uses, named as the importer names them."""
+    module = fn if isinstance(fn, torch.nn.Module) else _FunctionModule(fn)
+    return list(module.named_parameters())
