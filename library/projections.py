@@ -1,0 +1,931 @@
+"""Euclidean projections onto convex sets, with limiting Jacobians chosen by the direction.
+
+Each projection is ONE primitive. Its rule returns the projection and, as linear map, the
+limiting Jacobian along the tangent ``d`` of its input: ``lim ∇P(x + δd)`` as δ → 0+. Away
+from kinks that is the ordinary Jacobian. At a kink the rule asks for the tangent and takes
+the piece the ray ``x + δd`` enters:
+
+- polyhedral sets (orthants, box, halfspace, simplices, l1 ball): the active set along the
+  ray; for the simplex-like sets the threshold ``τ(x + δd) = τ + δτ'`` is solved from the
+  tied coordinates by the same sort that computes ``τ``;
+- l2 ball and second-order cones: the sign of the constraint's first-order change, then
+  its second-order change when the tangent is tangent to the boundary (a tangent to a
+  curved boundary leaves the set);
+- PSD cone and nuclear ball: the tied eigenvalues split along the ray as ``δμ + δ²ν``
+  (see ``library/spectral.py``), which fixes the limit eigenbasis and which directions
+  enter the cone.
+
+Where the ray stays on a kink (the tangent is tied too, to every order examined) the rule
+takes the side "inside the set" (identity on that piece), the ``>=`` side of DESIGN.md.
+Every such choice is a limit of Jacobians at nearby points, so it is an element of the
+Clarke Jacobian, symmetric with eigenvalues in [0, 1].
+
+Ties are detected with the scale-aware tolerance ``8 n eps scale`` (``scale``: the size of
+the quantities compared), because thresholds, norms and eigenvalues are computed values
+that miss exact ties by a few ulps. Jacobians are structured: diagonal, diagonal plus low
+rank, or an action in an eigenbasis; never a dense n x n matrix.
+
+Set parameters (``a``, ``b``, ``radius``) are constants; only ``box`` also differentiates
+with respect to its bounds. Matrix inputs of ``psd`` are symmetrized: ``psd(X)`` projects
+``(X + X.T) / 2``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from asd.errors import ASDError, ShapeError, UnsupportedError
+from asd.extend import Closure, Diagonal, FanIn, FixedTangent, Primitive, Zero, identity
+
+from .spectral import embed, gradient_map, refine_cluster, sym, tie_tolerance
+
+EPS = float(np.finfo(float).eps)
+SQRT_HALF = float(np.sqrt(0.5))
+
+
+# ----- helpers -----
+
+def _tol(n: int, scale: float) -> float:
+    return 8.0 * max(int(n), 1) * EPS * float(scale)
+
+
+def _static(name: str, dxs, labels: tuple[str, ...]) -> None:
+    """Refuse a set parameter that depends on the differentiated arguments."""
+    for dx, label in zip(dxs, labels, strict=True):
+        fixed_zero = isinstance(dx, FixedTangent) and not np.any(dx())
+        if not getattr(dx, "is_zero", False) and not fixed_zero:
+            raise UnsupportedError(
+                f"projections.{name}: the set parameter {label!r} depends on the differentiated "
+                f"arguments, but asd differentiates {name} with respect to x only. Pass "
+                f"asd.stop_gradient({label}) if it is a constant by intent, or write the "
+                "projection as a program of library primitives."
+            )
+
+
+def _radius(r, name: str) -> float:
+    if np.ndim(r) != 0:
+        raise ShapeError(f"projections.{name}: radius must be a scalar, got shape {np.shape(r)}")
+    r = float(r)
+    if not np.isfinite(r) or r < 0:
+        raise ASDError(f"projections.{name}: radius = {r} must be finite and >= 0 (the set "
+                       "is empty otherwise)")
+    return r
+
+
+def _floats(x) -> np.ndarray:
+    x = np.asarray(x)
+    return x if np.issubdtype(x.dtype, np.floating) else x.astype(float)
+
+
+def _tail_sum(t: np.ndarray, nd: int) -> np.ndarray:
+    """Sum over the last ``nd`` axes, keeping them (a leading batch axis survives)."""
+    return np.sum(t, axis=tuple(range(np.ndim(t) - nd, np.ndim(t))), keepdims=True)
+
+
+def _symmetric(push: Callable, shape: tuple) -> Closure:
+    """A self-adjoint map: the pull is the push."""
+    return Closure(push, push, shape, shape)
+
+
+def _active_map(active: np.ndarray, signs: np.ndarray | None, shape: tuple) -> Closure:
+    """``t -> m*t - m*s <m*s, t> / k``: the Jacobian of a soft threshold with a sum constraint.
+
+    ``m`` is the active mask, ``s`` the signs (l1 ball) or ones (simplex), ``k = sum(m)``;
+    the rank-one part keeps ``sum(s * P)`` fixed.
+    """
+    m = active.reshape(shape).astype(float)
+    ms = m if signs is None else m * signs.reshape(shape)
+    k = float(m.sum())
+    nd = len(shape)
+
+    def active_push(t):
+        out = m * t
+        return out - ms * (_tail_sum(ms * t, nd) / k) if k else out
+
+    return _symmetric(active_push, shape)
+
+
+def _rank_one_map(w: np.ndarray, scale: float, shape: tuple) -> Closure:
+    """``t -> scale * (t - w <w, t>)`` for a unit vector ``w`` (normal cone directions)."""
+    nd = len(shape)
+
+    def rank_one_push(t):
+        return scale * (t - w * _tail_sum(w * t, nd))
+
+    return _symmetric(rank_one_push, shape)
+
+
+def threshold(u: np.ndarray, r: float) -> float:
+    """``τ`` with ``sum(max(u - τ, 0)) = r`` (``r > 0``), by one sort."""
+    s = np.sort(u)[::-1]
+    tau_k = (np.cumsum(s) - r) / np.arange(1, s.size + 1)
+    return float(tau_k[np.flatnonzero(s > tau_k)[-1]])
+
+
+def ray_threshold(c_active: np.ndarray, c_tied: np.ndarray) -> float:
+    """``τ'`` with ``sum(c_active - τ') + sum(max(c_tied - τ', 0)) = 0``.
+
+    This is the first-order change of the threshold along the ray: the always-active
+    coordinates move with slope ``c_active``, the tied ones join when ``c_tied > τ'``.
+    """
+    s = np.sort(c_tied)[::-1]
+    cs = np.concatenate([[0.0], np.cumsum(s)])
+    count = c_active.size + np.arange(s.size + 1)
+    if count[-1] == 0:
+        return 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tau_k = (np.sum(c_active) + cs) / count
+    joined = np.count_nonzero(s > tau_k[1:])
+    if count[joined] == 0:
+        return float(s[0])
+    return float(tau_k[joined])
+
+
+def _flat_tangent(dx, size: int) -> np.ndarray:
+    return np.asarray(dx(), dtype=float).reshape(size)
+
+
+# ----- trivial sets: {0} and the whole space -----
+
+zeros_p = Primitive("proj_zeros", lambda x: np.zeros_like(_floats(x)))
+
+
+@zeros_p.defrule
+def zeros_rule(xs, dxs):
+    x = _floats(xs[0])
+    return np.zeros_like(x), Zero(x.shape, x.shape)
+
+
+reals_p = Primitive("proj_reals", lambda x: _floats(x).copy())
+
+
+@reals_p.defrule
+def reals_rule(xs, dxs):
+    x = _floats(xs[0])
+    return x.copy(), identity(x.shape)
+
+
+# ----- orthants and boxes (elementwise) -----
+
+nonneg_p = Primitive("proj_nonneg", lambda x: np.maximum(_floats(x), 0))
+
+
+@nonneg_p.defrule
+def nonneg_rule(xs, dxs):
+    x = _floats(xs[0])
+    slope = np.asarray(x > 0)
+    tie = x == 0
+    if tie.any():
+        slope[tie] = dxs[0](tie) >= 0
+    return np.maximum(x, 0), Diagonal(slope.astype(x.dtype), x.shape)
+
+
+nonpos_p = Primitive("proj_nonpos", lambda x: np.minimum(_floats(x), 0))
+
+
+@nonpos_p.defrule
+def nonpos_rule(xs, dxs):
+    x = _floats(xs[0])
+    slope = np.asarray(x < 0)
+    tie = x == 0
+    if tie.any():
+        slope[tie] = dxs[0](tie) <= 0
+    return np.minimum(x, 0), Diagonal(slope.astype(x.dtype), x.shape)
+
+
+def _check_box(lo, hi, name: str) -> None:
+    if np.any(np.asarray(lo) > np.asarray(hi)):
+        raise ASDError(f"projections.{name}: some lower bound exceeds its upper bound, so the "
+                       "box is empty; pass lo <= hi elementwise")
+
+
+def _box_impl(x, lo, hi):
+    _check_box(lo, hi, "box")
+    return np.minimum(np.maximum(_floats(x), lo), hi)
+
+
+def _tangent_or_zero(dx, index, shape) -> np.ndarray:
+    if getattr(dx, "is_zero", False):
+        return np.zeros(int(np.count_nonzero(index)))
+    return np.broadcast_to(dx(), shape)[index]
+
+
+def box_pieces(x, lo, hi, dxs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Masks ``(inside, at_lo, at_hi)`` of the piece the ray enters, in the output's shape.
+
+    A tie ``x == lo`` follows the sign of ``x_dot - lo_dot`` (inside when >= 0), ``x == hi``
+    that of ``hi_dot - x_dot``; a degenerate box ``lo == hi`` is the constant ``lo``.
+    """
+    out = np.broadcast_shapes(np.shape(x), np.shape(lo), np.shape(hi))
+    xb, lob, hib = (np.broadcast_to(v, out) for v in (x, lo, hi))
+    above = np.array(xb > lob)
+    below = np.array(xb < hib)
+    t_lo, t_hi = xb == lob, xb == hib
+    if t_lo.any():
+        above[t_lo] = (_tangent_or_zero(dxs[0], t_lo, out)
+                       - _tangent_or_zero(dxs[1], t_lo, out)) >= 0
+    if t_hi.any():
+        below[t_hi] = (_tangent_or_zero(dxs[2], t_hi, out)
+                       - _tangent_or_zero(dxs[0], t_hi, out)) >= 0
+    flat = lob == hib
+    inside = above & below & ~flat
+    at_lo = (~above & ~flat) | flat
+    return inside, at_lo & ~inside, ~inside & ~at_lo
+
+
+box_p = Primitive("proj_box", _box_impl)
+
+
+@box_p.defrule
+def box_rule(xs, dxs):
+    x, lo, hi = _floats(xs[0]), np.asarray(xs[1], float), np.asarray(xs[2], float)
+    _check_box(lo, hi, "box")
+    ans = np.minimum(np.maximum(x, lo), hi)
+    out = ans.shape
+    inside, at_lo, at_hi = box_pieces(x, lo, hi, dxs)
+    return ans, FanIn(Diagonal(inside.astype(float), x.shape, out),
+                      Diagonal(at_lo.astype(float), lo.shape, out),
+                      Diagonal(at_hi.astype(float), hi.shape, out))
+
+
+linf_ball_p = Primitive(
+    "proj_linf_ball", lambda x, r: np.clip(_floats(x), -_radius(r, "linf_ball"), r))
+
+
+@linf_ball_p.defrule
+def linf_ball_rule(xs, dxs):
+    x, r = _floats(xs[0]), _radius(xs[1], "linf_ball")
+    _static("linf_ball", dxs[1:], ("radius",))
+    lo, hi = np.full(x.shape, -r), np.full(x.shape, r)
+    zero = FixedTangent(np.zeros(x.shape))
+    inside, _, _ = box_pieces(x, lo, hi, (dxs[0], zero, zero))
+    return np.clip(x, -r, r), FanIn(Diagonal(inside.astype(x.dtype), x.shape), None)
+
+
+# ----- hyperplane and halfspace -----
+
+def _normal(a, x, name: str) -> tuple[np.ndarray, float]:
+    a = np.asarray(a, dtype=float)
+    if a.shape != np.shape(x):
+        raise ShapeError(f"projections.{name}: a has shape {a.shape} but x has shape "
+                         f"{np.shape(x)}; they must match")
+    nrm = float(np.linalg.norm(a))
+    if nrm == 0:
+        raise ASDError(f"projections.{name}: a = 0 does not define a {name}; pass a nonzero "
+                       "normal vector")
+    return a, nrm
+
+
+def _hyperplane_impl(x, a, b):
+    x = _floats(x)
+    a, nrm = _normal(a, x, "hyperplane")
+    return x - (np.sum(a * x) - b) / nrm**2 * a
+
+
+hyperplane_p = Primitive("proj_hyperplane", _hyperplane_impl)
+
+
+@hyperplane_p.defrule
+def hyperplane_rule(xs, dxs):
+    x = _floats(xs[0])
+    _static("hyperplane", dxs[1:], ("a", "b"))
+    a, nrm = _normal(xs[1], x, "hyperplane")
+    return _hyperplane_impl(x, a, xs[2]), FanIn(_rank_one_map(a / nrm, 1.0, x.shape), None,
+                                                None)
+
+
+def _halfspace_impl(x, a, b):
+    x = _floats(x)
+    a, nrm = _normal(a, x, "halfspace")
+    return x - max(float(np.sum(a * x) - b), 0.0) / nrm**2 * a
+
+
+halfspace_p = Primitive("proj_halfspace", _halfspace_impl)
+
+
+@halfspace_p.defrule
+def halfspace_rule(xs, dxs):
+    x = _floats(xs[0])
+    _static("halfspace", dxs[1:], ("a", "b"))
+    a, nrm = _normal(xs[1], x, "halfspace")
+    b = float(xs[2])
+    h = float(np.sum(a * x)) - b
+    project = h > _tol(x.size, nrm * np.linalg.norm(x) + abs(b))
+    if not project and h >= -_tol(x.size, nrm * np.linalg.norm(x) + abs(b)):
+        d = np.asarray(dxs[0](), dtype=float)
+        project = float(np.sum(a * d)) > _tol(x.size, nrm * np.linalg.norm(d))
+    lin = _rank_one_map(a / nrm, 1.0, x.shape) if project else identity(x.shape)
+    return _halfspace_impl(x, a, b), FanIn(lin, None, None)
+
+
+# ----- l2 ball -----
+
+def _l2_impl(x, r):
+    x, r = _floats(x), _radius(r, "l2_ball")
+    nrm = float(np.linalg.norm(x))
+    return x * (r / nrm) if nrm > r else x.copy()
+
+
+l2_ball_p = Primitive("proj_l2_ball", _l2_impl)
+
+
+@l2_ball_p.defrule
+def l2_ball_rule(xs, dxs):
+    x, r = _floats(xs[0]), _radius(xs[1], "l2_ball")
+    _static("l2_ball", dxs[1:], ("radius",))
+    if r == 0:
+        return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
+    nrm = float(np.linalg.norm(x))
+    tol = _tol(x.size, max(nrm, r))
+    outside = nrm > r + tol
+    if not outside and nrm >= r - tol:
+        d = np.asarray(dxs[0](), dtype=float)
+        w = x / nrm
+        wd = float(np.sum(w * d))
+        tol_d = _tol(x.size, np.linalg.norm(d))
+        # a tangent to the sphere still leaves the ball at second order
+        outside = wd > tol_d or (wd >= -tol_d and np.linalg.norm(d - wd * w) > tol_d)
+    if not outside:
+        return x.copy(), FanIn(identity(x.shape), None)
+    return x * (r / nrm) if nrm > r else x.copy(), FanIn(
+        _rank_one_map(x / nrm, min(r / nrm, 1.0), x.shape), None)
+
+
+# ----- simplex, standard simplex, l1 ball (soft thresholds with a sum constraint) -----
+
+def _simplex_impl(x, r):
+    x, r = _floats(x), _radius(r, "simplex")
+    if r == 0:
+        return np.zeros_like(x)
+    u = x.reshape(-1)
+    return np.maximum(x - threshold(u, r), 0)
+
+
+simplex_p = Primitive("proj_simplex", _simplex_impl)
+
+
+@simplex_p.defrule
+def simplex_rule(xs, dxs):
+    x, r = _floats(xs[0]), _radius(xs[1], "simplex")
+    _static("simplex", dxs[1:], ("radius",))
+    if r == 0 or x.size == 0:
+        return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
+    u = x.reshape(-1)
+    tau = threshold(u, r)
+    h = u - tau
+    tol = _tol(u.size, max(float(np.max(np.abs(u))), r))
+    active, tied = h > tol, np.abs(h) <= tol
+    if tied.any():
+        d = _flat_tangent(dxs[0], u.size)
+        tau_dot = ray_threshold(d[active], d[tied])
+        active = active | (tied & (d >= tau_dot))
+    return np.maximum(x - tau, 0), FanIn(_active_map(active, None, x.shape), None)
+
+
+def _standard_simplex_impl(x, r):
+    x, r = _floats(x), _radius(r, "standard_simplex")
+    p = np.maximum(x, 0)
+    if p.sum() <= r:
+        return p
+    return np.maximum(x - threshold(x.reshape(-1), r), 0) if r > 0 else np.zeros_like(x)
+
+
+standard_simplex_p = Primitive("proj_standard_simplex", _standard_simplex_impl)
+
+
+@standard_simplex_p.defrule
+def standard_simplex_rule(xs, dxs):
+    x, r = _floats(xs[0]), _radius(xs[1], "standard_simplex")
+    _static("standard_simplex", dxs[1:], ("radius",))
+    if r == 0 or x.size == 0:
+        return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
+    u = x.reshape(-1)
+    tol = _tol(u.size, max(float(np.max(np.abs(u))), r))
+    excess = float(np.sum(np.maximum(u, 0))) - r
+    boundary = abs(excess) <= tol
+    tau = threshold(u, r) if excess > tol else 0.0
+    h = u - tau
+    active, tied = h > tol, np.abs(h) <= tol
+    coupled = excess > tol  # the sum constraint is active: rank-one part in the Jacobian
+    if tied.any() or boundary:
+        d = _flat_tangent(dxs[0], u.size)
+        tau_dot = ray_threshold(d[active], d[tied]) if (coupled or boundary) else 0.0
+        if boundary:
+            coupled = tau_dot > 0
+            tau_dot = max(tau_dot, 0.0)
+        active = active | (tied & (d >= tau_dot))
+    ans = np.maximum(x - tau, 0)
+    lin = _active_map(active, None, x.shape) if coupled else Diagonal(
+        active.reshape(x.shape).astype(float), x.shape)
+    return ans, FanIn(lin, None)
+
+
+def _l1_impl(x, r):
+    x, r = _floats(x), _radius(r, "l1_ball")
+    a = np.abs(x)
+    if a.sum() <= r:
+        return x.copy()
+    if r == 0:
+        return np.zeros_like(x)
+    return np.sign(x) * np.maximum(a - threshold(a.reshape(-1), r), 0)
+
+
+l1_ball_p = Primitive("proj_l1_ball", _l1_impl)
+
+
+@l1_ball_p.defrule
+def l1_ball_rule(xs, dxs):
+    x, r = _floats(xs[0]), _radius(xs[1], "l1_ball")
+    _static("l1_ball", dxs[1:], ("radius",))
+    if r == 0 or x.size == 0:
+        return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
+    u = x.reshape(-1)
+    a = np.abs(u)
+    tol = _tol(u.size, max(float(np.max(a)), r))
+    excess = float(a.sum()) - r
+    if excess < -tol:
+        return x.copy(), FanIn(identity(x.shape), None)
+    boundary = excess <= tol
+    tau = 0.0 if boundary else threshold(a, r)
+    h = a - tau
+    active, tied = h > tol, np.abs(h) <= tol
+    signs = np.sign(u)
+    if tied.any() or boundary:
+        d = _flat_tangent(dxs[0], u.size)
+        signs = np.where(u == 0, np.sign(d), signs)
+        c = signs * d  # the rate at which |x_i| grows along the ray
+        tau_dot = ray_threshold(c[active], c[tied])
+        if boundary and tau_dot <= 0:  # the ray stays in the ball
+            return x.copy(), FanIn(identity(x.shape), None)
+        active = active | (tied & (c >= tau_dot))
+    ans = x.copy() if boundary else np.sign(x) * np.maximum(np.abs(x) - tau, 0)
+    return ans, FanIn(_active_map(active, signs, x.shape), None)
+
+
+# ----- second-order cones -----
+
+def _vector(x, name: str, min_size: int) -> np.ndarray:
+    x = _floats(x)
+    if x.ndim != 1 or x.size < min_size:
+        raise ShapeError(f"projections.{name} needs a vector of length >= {min_size}, got "
+                         f"shape {x.shape}")
+    return x
+
+
+def _soc_value(x: np.ndarray) -> np.ndarray:
+    t, z = x[0], x[1:]
+    nz = float(np.linalg.norm(z))
+    if nz <= t:
+        return x.copy()
+    if nz <= -t:
+        return np.zeros_like(x)
+    return (t + nz) / 2 * np.concatenate([[1.0], z / nz])
+
+
+def _soc_between(w: np.ndarray, alpha: float, beta: float) -> Callable:
+    """Jacobian between the cone and its polar: ``½[[1, wᵀ], [w, 2αI - 2βwwᵀ]]``."""
+
+    def soc_push(v):
+        v0, vz = v[..., :1], v[..., 1:]
+        wz = np.sum(w * vz, axis=-1, keepdims=True)
+        return np.concatenate([(v0 + wz) / 2, v0 * w / 2 + alpha * vz - beta * w * wz], axis=-1)
+
+    return soc_push
+
+
+def _soc_identity(v):
+    return v
+
+
+def _soc_zero(v):
+    return np.zeros_like(v)
+
+
+def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], depth: int = 0) -> Callable:
+    """Push function of the limiting Jacobian of the SOC projection at ``x`` along the tangent.
+
+    Interior, polar interior and the region between are smooth. On the cone's boundary
+    ``t = |z|`` the ray leaves the cone when ``t_dot < w.z_dot`` (``w = z/|z|``), or when they
+    are equal and ``z_dot`` has a part orthogonal to ``w`` (second order); symmetrically on
+    the polar's boundary. At the apex the projection is positively homogeneous, so the
+    Jacobian at ``δd`` is the one at ``d`` (itself resolved along ``d``).
+    """
+    t, z = float(x[0]), x[1:]
+    nz = float(np.linalg.norm(z))
+    tol = _tol(x.size, np.hypot(t, nz))
+    if nz - abs(t) > tol:
+        return _soc_between(z / nz, (t + nz) / (2 * nz), t / (2 * nz))
+    if t - nz > tol:
+        return _soc_identity
+    if -t - nz > tol:
+        return _soc_zero
+    d = np.asarray(tangent(), dtype=float).reshape(x.shape)
+    if nz <= tol and abs(t) <= tol:
+        if depth or not np.any(d):
+            return _soc_identity
+        return soc_jacobian(d, lambda: d, depth + 1)
+    w = z / nz
+    wd = float(w @ d[1:])
+    tol_d = _tol(x.size, np.linalg.norm(d))
+    perp = float(np.linalg.norm(d[1:] - wd * w)) > tol_d
+    if t > 0:  # on the cone's boundary: h = t - |z|
+        h_dot = d[0] - wd
+        leaves = h_dot < -tol_d or (h_dot <= tol_d and perp)
+        return _soc_between(w, 1.0, 0.5) if leaves else _soc_identity
+    h_dot = -d[0] - wd  # on the polar's boundary: h = -t - |z|
+    leaves = h_dot < -tol_d or (h_dot <= tol_d and perp)
+    return _soc_between(w, 0.0, -0.5) if leaves else _soc_zero
+
+
+soc_p = Primitive("proj_soc", lambda x: _soc_value(_vector(x, "soc", 1)))
+
+
+@soc_p.defrule
+def soc_rule(xs, dxs):
+    x = _vector(xs[0], "soc", 1)
+    push = soc_jacobian(x, dxs[0])
+    return _soc_value(x), _symmetric(push, x.shape)
+
+
+def _rotate(v: np.ndarray) -> np.ndarray:
+    """The symmetric orthogonal involution taking the rotated cone to the standard one."""
+    u, w = v[..., :1], v[..., 1:2]
+    return np.concatenate([(u + w) * SQRT_HALF, (u - w) * SQRT_HALF, v[..., 2:]], axis=-1)
+
+
+rsoc_p = Primitive("proj_rsoc", lambda x: _rotate(_soc_value(_rotate(_vector(x, "rsoc", 2)))))
+
+
+@rsoc_p.defrule
+def rsoc_rule(xs, dxs):
+    x = _vector(xs[0], "rsoc", 2)
+    y = _rotate(x)
+    push = soc_jacobian(y, lambda: _rotate(np.asarray(dxs[0](), dtype=float)))
+
+    def rsoc_push(v):
+        return _rotate(push(_rotate(v)))
+
+    return _rotate(_soc_value(y)), _symmetric(rsoc_push, x.shape)
+
+
+# ----- spectral sets: PSD cone and nuclear-norm ball -----
+
+def _lex_sign(levels: np.ndarray, tols: np.ndarray) -> np.ndarray:
+    """Sign of the first coefficient (row) above its tolerance; 0 when all vanish."""
+    nonzero = np.abs(levels) > tols[:, None]
+    first = np.argmax(nonzero, axis=0)
+    lead = np.take_along_axis(levels, first[None], axis=0)[0]
+    return np.where(nonzero.any(axis=0), np.sign(lead), 0.0)
+
+
+def divided_differences(e: np.ndarray, g: np.ndarray, tols: np.ndarray,
+                        fallback: np.ndarray) -> np.ndarray:
+    """``lim (g_i - g_j) / (e_i - e_j)`` for eigenvalue expansions ``e`` (levels x n).
+
+    The first level where ``e_i`` and ``e_j`` differ decides; pairs that never differ (one
+    cluster) take ``fallback_i and fallback_j``, the derivative of ``g`` there.
+    """
+    de = e[:, :, None] - e[:, None, :]
+    dg = g[:, :, None] - g[:, None, :]
+    differ = np.abs(de) > tols[:, None, None]
+    level = np.argmax(differ, axis=0)[None]
+    num = np.take_along_axis(dg, level, axis=0)[0]
+    den = np.take_along_axis(de, level, axis=0)[0]
+    some = differ.any(axis=0)
+    ratio = np.divide(num, den, out=np.zeros_like(num), where=some)
+    return np.where(some, ratio, np.logical_and.outer(fallback, fallback))
+
+
+def _eigen_map(V: np.ndarray, gamma: np.ndarray, shape: tuple,
+               diag_fix: Callable | None = None) -> Callable:
+    """``T -> V (Γ ∘ Vᵀ sym(T) V) Vᵀ`` (+ a correction of the diagonal), batched."""
+
+    def eigen_push(T):
+        H = V.T @ sym(T) @ V
+        out = gamma * H
+        if diag_fix is not None:
+            idx = np.arange(V.shape[1])
+            out[..., idx, idx] += diag_fix(H[..., idx, idx])
+        return V @ out @ V.T
+
+    return eigen_push
+
+
+def _square(X, name: str) -> np.ndarray:
+    X = _floats(X)
+    if X.ndim != 2 or X.shape[0] != X.shape[1]:
+        raise ShapeError(f"projections.{name} needs a square matrix, got shape {X.shape}")
+    return X
+
+
+def _psd_impl(X):
+    lam, V = np.linalg.eigh(sym(_square(X, "psd")))
+    return (V * np.maximum(lam, 0)) @ V.T
+
+
+psd_p = Primitive("proj_psd", _psd_impl)
+
+
+@psd_p.defrule
+def psd_rule(xs, dxs):
+    X = _square(xs[0], "psd")
+    n = X.shape[0]
+    lam, V = np.linalg.eigh(sym(X))
+    ans = (V * np.maximum(lam, 0)) @ V.T
+    tol = tie_tolerance(n, np.max(np.abs(lam), initial=0.0))
+    null = np.abs(lam) <= tol
+    levels = np.zeros((3, n))
+    tols = np.array([tol, np.inf, np.inf])
+    if null.any():
+        D = sym(np.asarray(dxs[0](), dtype=float))
+        idx = np.flatnonzero(null)
+        V = V.copy()
+        V[:, idx], levels[1, idx], levels[2, idx] = refine_cluster(lam, V, idx, D, 0.0)
+        lam = np.where(null, 0.0, lam)
+        scale_d = float(np.linalg.norm(D))
+        gap = np.min(np.abs(lam[~null]), initial=np.inf)
+        tols = np.array([tol, tie_tolerance(n, scale_d),
+                         tie_tolerance(n, scale_d**2 / gap if np.isfinite(gap) else 0.0)])
+    levels[0] = lam
+    sign = _lex_sign(levels, tols)
+    active = sign >= 0  # an eigenvalue tied at 0 to every order counts as entering the cone
+    gamma = divided_differences(levels, levels * active, tols, active)
+    return ans, _symmetric(_eigen_map(V, gamma, X.shape), X.shape)
+
+
+def _nuclear_impl(X, r):
+    X, r = _floats(X), _radius(r, "nuclear_ball")
+    if X.ndim != 2:
+        raise ShapeError(f"projections.nuclear_ball needs a matrix, got shape {X.shape}")
+    U, s, Vt = np.linalg.svd(X, full_matrices=False)
+    if s.sum() <= r:
+        return X.copy()
+    if r == 0:
+        return np.zeros_like(X)
+    return (U * np.maximum(s - threshold(s, r), 0)) @ Vt
+
+
+nuclear_ball_p = Primitive("proj_nuclear_ball", _nuclear_impl)
+
+
+@nuclear_ball_p.defrule
+def nuclear_ball_rule(xs, dxs):
+    """Through ``E(X) = [[0, X], [Xᵀ, 0]]``: soft-thresholding its eigenvalues ``±σ`` with
+    the l1 threshold of radius ``2r`` is ``E`` of the projection, so the l1-ball analysis runs
+    on eigenvalues (with the spectral tie analysis), and ``J(Ẋ)`` is the top-right block of
+    the embedded Jacobian applied to ``E(Ẋ)`` (self-adjoint, since ``E/√2`` is an isometry).
+    """
+    X, r = _floats(xs[0]), _radius(xs[1], "nuclear_ball")
+    _static("nuclear_ball", dxs[1:], ("radius",))
+    if X.ndim != 2:
+        raise ShapeError(f"projections.nuclear_ball needs a matrix, got shape {X.shape}")
+    m = X.shape[0]
+    if r == 0:
+        return np.zeros_like(X), FanIn(Zero(X.shape, X.shape), None)
+    lam, V = np.linalg.eigh(embed(X))
+    N = lam.size
+    a = np.abs(lam)
+    tol = tie_tolerance(N, np.max(a, initial=0.0))
+    excess = float(a.sum()) - 2 * r
+    if excess < -tol:
+        return X.copy(), FanIn(identity(X.shape), None)
+    boundary = excess <= tol
+    tau = 0.0 if boundary else threshold(a, 2 * r)
+    h = a - tau
+    active, tied = h > tol, np.abs(h) <= tol
+    signs = np.sign(lam)
+    mu = np.zeros(N)
+    tau_dot = 0.0
+    tol_mu = np.inf
+    if tied.any() or boundary:
+        D = embed(np.asarray(dxs[0](), dtype=float))
+        V = V.copy()
+        for center in {-tau, tau}:
+            idx = np.flatnonzero(tied & (np.abs(lam - center) <= tol))
+            if idx.size:
+                V[:, idx], _, _ = refine_cluster(lam, V, idx, D, center)
+        lam = np.where(tied, np.sign(lam) * tau, lam)
+        mu = np.einsum("ij,ik,kj->j", V, D, V)
+        tol_mu = tie_tolerance(N, np.linalg.norm(D))
+        signs = np.where(np.abs(lam) > tol, np.sign(lam),
+                         np.where(np.abs(mu) > tol_mu, np.sign(mu), 0.0))
+        c = signs * mu  # the rate at which |λ_i| grows along the ray
+        tau_dot = ray_threshold(c[active], c[tied])
+        if boundary and tau_dot <= 0:
+            return X.copy(), FanIn(identity(X.shape), None)
+        active = active | (tied & (c >= tau_dot))
+    act = active.astype(float)
+    levels = np.stack([lam, mu])
+    g = act * np.stack([lam - signs * tau, mu - signs * tau_dot])
+    gamma = divided_differences(levels, g, np.array([tol, tol_mu]), active)
+    ms = act * signs
+    k = float(act.sum())
+
+    def l1_diag_fix(diag):
+        return -ms * (np.sum(ms * diag, axis=-1, keepdims=True) / k) if k else 0 * diag
+
+    embedded = _eigen_map(V, gamma, (N, N), l1_diag_fix)
+
+    def nuclear_push(T):
+        return embedded(embed(T))[..., :m, m:]
+
+    ans = X.copy() if boundary else ((V * (signs * np.maximum(a - tau, 0))) @ V.T)[:m, m:]
+    return ans, FanIn(_symmetric(nuclear_push, X.shape), None)
+
+
+# ----- distance to a set -----
+
+RULES = {
+    "zeros": zeros_rule, "reals": reals_rule, "nonneg": nonneg_rule, "nonpos": nonpos_rule,
+    "box": box_rule, "hyperplane": hyperplane_rule, "halfspace": halfspace_rule,
+    "l1_ball": l1_ball_rule, "l2_ball": l2_ball_rule, "linf_ball": linf_ball_rule,
+    "simplex": simplex_rule, "standard_simplex": standard_simplex_rule, "soc": soc_rule,
+    "rsoc": rsoc_rule, "psd": psd_rule, "nuclear_ball": nuclear_ball_rule,
+}
+IMPLS = {
+    "zeros": zeros_p, "reals": reals_p, "nonneg": nonneg_p, "nonpos": nonpos_p, "box": box_p,
+    "hyperplane": hyperplane_p, "halfspace": halfspace_p, "l1_ball": l1_ball_p,
+    "l2_ball": l2_ball_p, "linf_ball": linf_ball_p, "simplex": simplex_p,
+    "standard_simplex": standard_simplex_p, "soc": soc_p, "rsoc": rsoc_p, "psd": psd_p,
+    "nuclear_ball": nuclear_ball_p,
+}
+
+
+def _distance_impl(x, *params, set):
+    x = _floats(x)
+    return np.linalg.norm(x - IMPLS[set].impl(x, *params))
+
+
+distance_p = Primitive("distance", _distance_impl)
+
+
+@distance_p.defrule
+def distance_rule(xs, dxs, set):
+    """Outside the set the gradient is ``(x - P(x)) / dist``. On the set it is the unit
+    vector of ``d - P'(x; d)`` (the ray's escape direction), or 0 when the ray stays in."""
+    x = _floats(xs[0])
+    _static("distance", dxs[1:], ("set parameter",) * (len(xs) - 1))
+    ans, lin = RULES[set]((x, *xs[1:]), dxs)
+    proj_map = lin.maps[0] if isinstance(lin, FanIn) else lin
+    res = x - ans
+    dist = float(np.linalg.norm(res))
+    if dist > _tol(x.size, np.linalg.norm(x) + np.linalg.norm(ans)):
+        g = res / dist
+    else:
+        d = np.asarray(dxs[0](), dtype=float).reshape(x.shape)
+        w = d - proj_map(d)
+        nw = float(np.linalg.norm(w))
+        g = w / nw if nw > _tol(x.size, np.linalg.norm(d)) else np.zeros_like(x)
+    return np.asarray(dist), FanIn(gradient_map(g, x.shape), *([None] * (len(xs) - 1)))
+
+
+# ----- public functions -----
+
+def zeros(x):
+    """Projection onto ``{0}``: always zero, Jacobian 0."""
+    return zeros_p(x)
+
+
+def reals(x):
+    """Projection onto the whole space: the identity."""
+    return reals_p(x)
+
+
+def nonneg(x):
+    """Projection onto ``{x >= 0}``; at ``x_i = 0`` the slope follows the sign of ``d_i``.
+
+    >>> import numpy as np, asd
+    >>> asd.jacobian(asd.projections.nonneg, direction=np.array([1.0, -1.0]))(np.zeros(2))
+    array([[1., 0.],
+           [0., 0.]])
+    """
+    return nonneg_p(x)
+
+
+def nonpos(x):
+    """Projection onto ``{x <= 0}``."""
+    return nonpos_p(x)
+
+
+def box(x, lo, hi):
+    """Projection onto ``{lo <= x <= hi}`` (broadcasting); differentiable in ``lo``, ``hi`` too."""
+    return box_p(x, lo, hi)
+
+
+def hyperplane(x, a, b):
+    """Projection onto ``{y : <a, y> = b}`` (``a`` shaped like ``x``, ``b`` a scalar)."""
+    return hyperplane_p(x, a, b)
+
+
+def halfspace(x, a, b):
+    """Projection onto ``{y : <a, y> <= b}``; on the boundary the sign of ``<a, d>`` decides."""
+    return halfspace_p(x, a, b)
+
+
+def l1_ball(x, radius=1.0):
+    """Projection onto ``{||x||_1 <= radius}`` (entries of any shape form one vector)."""
+    return l1_ball_p(x, radius)
+
+
+def l2_ball(x, radius=1.0):
+    """Projection onto ``{||x||_2 <= radius}``.
+
+    >>> import numpy as np, asd
+    >>> asd.jacobian(asd.projections.l2_ball, direction=np.array([1.0, 0.0]))(
+    ...     np.array([1.0, 0.0]))
+    array([[0., 0.],
+           [0., 1.]])
+    """
+    return l2_ball_p(x, radius)
+
+
+def linf_ball(x, radius=1.0):
+    """Projection onto ``{max |x_i| <= radius}``."""
+    return linf_ball_p(x, radius)
+
+
+def simplex(x, radius=1.0):
+    """Projection onto ``{x >= 0, sum(x) = radius}`` (the probability simplex scaled).
+
+    >>> import numpy as np, asd
+    >>> J = asd.jacobian(asd.projections.simplex, direction=np.array([1.0, 0.0, -1.0]))
+    >>> J(np.array([0.5, 0.5, 0.0]))
+    array([[ 0.5, -0.5,  0. ],
+           [-0.5,  0.5,  0. ],
+           [ 0. ,  0. ,  0. ]])
+    """
+    return simplex_p(x, radius)
+
+
+def standard_simplex(x, radius=1.0):
+    """Projection onto ``{x >= 0, sum(x) <= radius}``."""
+    return standard_simplex_p(x, radius)
+
+
+def soc(x):
+    """Projection onto the second-order cone ``{(t, z) : ||z|| <= t}`` (``x[0]`` is ``t``).
+
+    >>> import numpy as np, asd
+    >>> asd.jacobian(asd.projections.soc, direction=np.array([1.0, 0.0]))(np.zeros(2))
+    array([[1., 0.],
+           [0., 1.]])
+    """
+    return soc_p(x)
+
+
+def rsoc(x):
+    """Projection onto the rotated cone ``{(u, v, w) : 2uv >= ||w||², u, v >= 0}``."""
+    return rsoc_p(x)
+
+
+def psd(X):
+    """Projection of ``(X + X.T)/2`` onto the positive semidefinite cone.
+
+    At zero eigenvalues the direction restricted to the null space decides which
+    directions enter the cone.
+
+    >>> import numpy as np, asd
+    >>> J = asd.jacobian(asd.projections.psd, direction=np.diag([1.0, -1.0]))(np.zeros((2, 2)))
+    >>> J.reshape(4, 4).diagonal()
+    array([1.  , 0.25, 0.25, 0.  ])
+    """
+    return psd_p(X)
+
+
+def nuclear_ball(X, radius=1.0):
+    """Projection onto ``{||X||_* <= radius}`` (sum of singular values)."""
+    return nuclear_ball_p(X, radius)
+
+
+SETS: dict[Callable, str] = {
+    zeros: "zeros", reals: "reals", nonneg: "nonneg", nonpos: "nonpos", box: "box",
+    hyperplane: "hyperplane", halfspace: "halfspace", l1_ball: "l1_ball", l2_ball: "l2_ball",
+    linf_ball: "linf_ball", simplex: "simplex", standard_simplex: "standard_simplex",
+    soc: "soc", rsoc: "rsoc", psd: "psd", nuclear_ball: "nuclear_ball",
+}
+
+
+def distance(x, set, *params):
+    """Euclidean distance from ``x`` to a set, e.g. ``distance(x, projections.l2_ball, 1.0)``.
+
+    ``set`` is one of the projection functions (or its name); ``params`` are its parameters.
+    Its subgradient is the unit residual outside the set, and inside the limiting gradient
+    along the direction (0 unless the ray leaves the set).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: asd.projections.distance(x, "nonneg"),
+    ...             direction=np.array([-1.0, 1.0]))(np.zeros(2))
+    array([-1.,  0.])
+    """
+    name = SETS.get(set, set) if callable(set) else set
+    if name not in RULES:
+        raise UnsupportedError(f"projections.distance: unknown set {set!r}; use one of "
+                               f"{sorted(RULES)}")
+    return distance_p(x, *params, set=name)
+
+
+__all__ = ["box", "distance", "halfspace", "hyperplane", "l1_ball", "l2_ball", "linf_ball",
+           "nonneg", "nonpos", "nuclear_ball", "psd", "reals", "rsoc", "simplex", "soc",
+           "standard_simplex", "zeros"]

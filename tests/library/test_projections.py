@@ -1,0 +1,453 @@
+"""Projections at their kinks: limiting Jacobians against one-sided oracles along the same ray.
+
+For every set and every kind of kink (faces, vertices, boundaries, the cone apex, points on the
+cone's and on the polar's boundary, PSD matrices with multiple zero eigenvalues, tied singular
+values) and four random directions ``d``, ``asd.jacobian(proj, direction=d)(x)`` must equal
+``lim J P(x + δd)`` as δ ↓ 0. The oracle is `asd.testing.check_rule`: exact Fraction power
+series for the polyhedral sets, forward differences at ``x + δd`` in 60-digit mpmath for the
+curved ones (δ = 1e-20, step 1e-30), with references written independently below as plain
+scalar code (and mpmath's own eigen/singular value decompositions). Every Jacobian must also
+be symmetric with eigenvalues in [0, 1], as limits of Jacobians of projections onto convex sets
+are. Kink points are exact in binary (integers and dyadic rationals) so the oracle sees the very
+same kink asd sees.
+"""
+
+from __future__ import annotations
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from asd.library.projections import RULES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import asd
+from asd.errors import ASDError, ShapeError, UnsupportedError
+from asd.extend import Dense, FixedTangent
+from asd.testing import check_rule
+from asd.testing.precise import to_mpf
+
+P = asd.projections
+
+
+# ----- independent references: scalar code that runs on floats, Fractions series, Precise -----
+
+def _array(values, like) -> np.ndarray:
+    out = np.empty(len(values), dtype=object if np.asarray(like).dtype == object else float)
+    out[:] = list(values)
+    return out.reshape(np.shape(like))
+
+
+def _sqrt(v):
+    return v.sqrt() if hasattr(v, "sqrt") else math.sqrt(v)
+
+
+def ref_threshold(u, r):
+    """The largest candidate ``(sum of top k - r) / k`` whose k-th entry is above it."""
+    total, tau = 0, None
+    for k, s in enumerate(sorted(u, reverse=True)):
+        total = total + s
+        cand = (total - r) / (k + 1)
+        if s > cand:
+            tau = cand
+    return tau
+
+
+def ref_simplex(x, r=1.0):
+    u = list(x.flat)
+    tau = ref_threshold(u, r)
+    return _array([max(v - tau, 0) for v in u], x)
+
+
+def ref_standard_simplex(x, r=1.0):
+    u = list(x.flat)
+    if sum(max(v, 0) for v in u) <= r:
+        return _array([max(v, 0) for v in u], x)
+    return ref_simplex(x, r)
+
+
+def ref_l1(x, r=1.0):
+    u = list(x.flat)
+    if sum(abs(v) for v in u) <= r:
+        return _array(u, x)
+    tau = ref_threshold([abs(v) for v in u], r)
+    return _array([max(v - tau, 0) + min(v + tau, 0) for v in u], x)
+
+
+def ref_l2(x, r=1.0):
+    u = list(x.flat)
+    n2 = sum(v * v for v in u)
+    if n2 <= r * r:
+        return _array(u, x)
+    scale = r / _sqrt(n2)
+    return _array([v * scale for v in u], x)
+
+
+def ref_box(lo, hi):
+    def box(x):
+        return _array([min(max(v, a), b) for v, a, b in
+                       zip(x.flat, np.broadcast_to(lo, x.shape).flat,
+                           np.broadcast_to(hi, x.shape).flat)], x)
+    return box
+
+
+def ref_halfspace(a, b, equality=False):
+    def halfspace(x):
+        u = list(x.flat)
+        h = sum(ai * v for ai, v in zip(a, u)) - b
+        s = (h if equality else max(h, 0)) / float(np.dot(a, a))
+        return _array([v - s * ai for v, ai in zip(u, a)], x)
+    return halfspace
+
+
+def ref_soc(x):
+    t, z = x[0], list(x[1:])
+    nz = _sqrt(sum(v * v for v in z) + 0 * t)
+    if nz <= t:
+        return _array(list(x), x)
+    if nz <= -t:
+        return _array([0 * t] * len(x), x)
+    c = (t + nz) / 2
+    return _array([c] + [c * v / nz for v in z], x)
+
+
+def _rotate(x):
+    h = _sqrt(x[0] * 0 + 0.5)
+    return _array([(x[0] + x[1]) * h, (x[0] - x[1]) * h] + list(x[2:]), x)
+
+
+def ref_rsoc(x):
+    return _rotate(ref_soc(_rotate(x)))
+
+
+def _mp(X) -> mpmath.matrix:
+    return mpmath.matrix([[to_mpf(v) for v in row] for row in X])
+
+
+def _unmp(M, shape) -> np.ndarray:
+    out = np.empty(shape, dtype=object)
+    for i in range(shape[0]):
+        for j in range(shape[1]):
+            out[i, j] = M[i, j]
+    return out
+
+
+def ref_psd(X):
+    S = (X + X.T) / 2
+    if X.dtype != object:
+        lam, V = np.linalg.eigh(S)
+        return (V * np.maximum(lam, 0)) @ V.T
+    E, Q = mpmath.eigsy(_mp(S))
+    n = X.shape[0]
+    L = mpmath.diag([max(E[i], 0) for i in range(n)])
+    return _unmp(Q * L * Q.T, X.shape)
+
+
+def ref_nuclear(r):
+    def nuclear(X):
+        if X.dtype != object:
+            return P.nuclear_ball(X, r)
+        U, S, V = mpmath.svd_r(_mp(X))
+        s = [S[i] for i in range(len(S))]
+        if sum(s) <= r:
+            return X
+        tau = ref_threshold(s, r)
+        L = mpmath.diag([max(v - tau, 0) for v in s])
+        return _unmp(U * L * V, X.shape)
+    return nuclear
+
+
+# ----- the kink table: (id, projection, point, reference, oracle is exact) -----
+
+A3 = np.array([1.0, 2.0, -1.0])
+LO = np.array([-1.0, -1.0, 0.0, 0.0])
+HI = np.array([1.0, 1.0, 2.0, 0.0])
+B4 = np.array([[1.0, 0.0], [1.0, 1.0], [0.0, 1.0], [2.0, -1.0]])  # rank 2
+C4 = np.array([[1.0], [0.0], [-1.0], [1.0]])
+
+
+def _perm_sign(n, seed):
+    """An exact orthogonal matrix (signed permutation) to hide diagonal structure."""
+    rng = np.random.default_rng(seed)
+    return np.eye(n)[rng.permutation(n)] * rng.choice([-1.0, 1.0], n)
+
+
+Q3, Q2 = _perm_sign(3, 1), _perm_sign(2, 2)
+HADAMARD = np.array([[1.0, 1.0, 1.0, 1.0], [1.0, -1.0, 1.0, -1.0], [1.0, 1.0, -1.0, -1.0],
+                     [1.0, -1.0, -1.0, 1.0]])  # orthogonal up to the factor 2
+
+CASES = [
+    ("zeros", P.zeros, np.array([0.0, 1.0, -2.0]), lambda x: 0 * x, True),
+    ("reals", P.reals, np.array([0.0, 1.0, -2.0]), lambda x: 1 * x, True),
+    ("nonneg faces", P.nonneg, np.array([0.0, 0.0, 1.0, -1.0]),
+     lambda x: _array([max(v, 0) for v in x.flat], x), True),
+    ("nonneg vertex", P.nonneg, np.zeros(4), lambda x: _array([max(v, 0) for v in x.flat], x),
+     True),
+    ("nonpos vertex", P.nonpos, np.array([0.0, 0.0, 2.0]),
+     lambda x: _array([min(v, 0) for v in x.flat], x), True),
+    ("box faces", lambda x: P.box(x, LO, HI), np.array([-1.0, 1.0, 0.5, 0.0]), ref_box(LO, HI),
+     True),
+    ("box vertex", lambda x: P.box(x, LO, HI), np.array([-1.0, -1.0, 2.0, 0.0]),
+     ref_box(LO, HI), True),
+    ("linf faces", lambda x: P.linf_ball(x, 1.0), np.array([1.0, -1.0, 0.5, 2.0]),
+     ref_box(-1.0, 1.0), True),
+    ("linf vertex", lambda x: P.linf_ball(x, 1.0), np.array([1.0, 1.0, -1.0]),
+     ref_box(-1.0, 1.0), True),
+    ("hyperplane", lambda x: P.hyperplane(x, A3, 1.0), np.array([1.0, 0.0, 0.0]),
+     ref_halfspace(A3, 1.0, equality=True), True),
+    ("halfspace boundary", lambda x: P.halfspace(x, A3, 1.0), np.array([1.0, 0.5, 1.0]),
+     ref_halfspace(A3, 1.0), True),
+    ("halfspace outside", lambda x: P.halfspace(x, A3, 1.0), np.array([3.0, 0.5, 1.0]),
+     ref_halfspace(A3, 1.0), True),
+    ("l1 boundary face", lambda x: P.l1_ball(x, 1.0), np.array([0.5, -0.5, 0.0, 0.0]),
+     ref_l1, True),
+    ("l1 vertex", lambda x: P.l1_ball(x, 1.0), np.array([0.0, -1.0, 0.0]), ref_l1, True),
+    ("l1 outside tie", lambda x: P.l1_ball(x, 1.0), np.array([1.0, -1.0, 0.5, 0.0]), ref_l1,
+     True),
+    ("l1 center", lambda x: P.l1_ball(x, 1.0), np.zeros(3), ref_l1, True),
+    ("simplex face", P.simplex, np.array([0.5, 0.5, 0.0, 0.0]), ref_simplex, True),
+    ("simplex vertex", P.simplex, np.array([1.0, 0.0, 0.0]), ref_simplex, True),
+    ("simplex outside tie", lambda x: P.simplex(x, 1.5), np.array([1.5, 1.0, 0.5, 0.0]),
+     lambda x: ref_simplex(x, 1.5), True),
+    ("simplex all tied", P.simplex, np.full(4, 0.25), ref_simplex, True),
+    ("std simplex face", P.standard_simplex, np.array([0.5, 0.5, 0.0, 0.0]),
+     ref_standard_simplex, True),
+    ("std simplex inside zeros", P.standard_simplex, np.array([0.25, 0.0, 0.5, -1.0]),
+     ref_standard_simplex, True),
+    ("std simplex vertex", P.standard_simplex, np.array([0.0, 1.0, 0.0]), ref_standard_simplex,
+     True),
+    ("std simplex origin", P.standard_simplex, np.zeros(3), ref_standard_simplex, True),
+    ("std simplex outside tie", lambda x: P.standard_simplex(x, 1.5),
+     np.array([1.5, 1.0, 0.5, 0.0]), lambda x: ref_standard_simplex(x, 1.5), True),
+    ("l2 boundary", lambda x: P.l2_ball(x, 5.0), np.array([3.0, 4.0, 0.0]),
+     lambda x: ref_l2(x, 5.0), False),
+    ("l2 outside", lambda x: P.l2_ball(x, 1.0), np.array([3.0, 4.0, 0.0]), ref_l2, False),
+    ("l2 center", lambda x: P.l2_ball(x, 1.0), np.zeros(3), ref_l2, False),
+    ("soc apex", P.soc, np.zeros(4), ref_soc, False),
+    ("soc boundary", P.soc, np.array([5.0, 3.0, 4.0, 0.0]), ref_soc, False),
+    ("soc polar boundary", P.soc, np.array([-5.0, 3.0, 0.0, 4.0]), ref_soc, False),
+    ("soc between", P.soc, np.array([0.0, 3.0, 4.0]), ref_soc, False),
+    ("soc 1-d apex", P.soc, np.zeros(1), ref_soc, False),
+    ("rsoc apex", P.rsoc, np.zeros(3), ref_rsoc, False),
+    ("rsoc boundary", P.rsoc, np.array([1.0, 2.0, 2.0, 0.0]), ref_rsoc, False),
+    ("rsoc face u=0", P.rsoc, np.array([0.0, 1.0, 0.0]), ref_rsoc, False),
+    ("rsoc polar boundary", P.rsoc, np.array([-1.0, -2.0, 0.0, 2.0]), ref_rsoc, False),
+    ("psd zero matrix", P.psd, np.zeros((3, 3)), ref_psd, False),
+    ("psd rank 2, null dim 2", P.psd, B4 @ B4.T, ref_psd, False),
+    ("psd mixed signs, null dim 1", P.psd, B4 @ B4.T - C4 @ C4.T, ref_psd, False),
+    ("psd mixed signs, null dim 2", P.psd, np.diag([3.0, 0.0, 0.0, -2.0]), ref_psd, False),
+    ("psd repeated nonzero", P.psd, HADAMARD @ np.diag([2.0, 2.0, 0.0, 0.0]) @ HADAMARD.T / 4,
+     ref_psd, False),
+    ("nuclear boundary, zero sv", lambda X: P.nuclear_ball(X, 1.0),
+     Q2 @ np.diag([1.0, 0.0]), ref_nuclear(1.0), False),
+    ("nuclear boundary, rectangular", lambda X: P.nuclear_ball(X, 2.0),
+     np.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]), ref_nuclear(2.0), False),
+    ("nuclear outside tie", lambda X: P.nuclear_ball(X, 1.5),
+     Q3 @ np.diag([1.5, 1.0, 0.5]) @ Q3.T, ref_nuclear(1.5), False),
+    ("nuclear outside repeated", lambda X: P.nuclear_ball(X, 1.0),
+     np.diag([2.0, 2.0, 0.0]), ref_nuclear(1.0), False),
+    ("nuclear inside", lambda X: P.nuclear_ball(X, 4.0), np.array([[1.0, 2.0], [0.0, -1.0]]),
+     ref_nuclear(4.0), False),
+]
+
+
+def _directions(x, seed, k=4):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(np.shape(x)) for _ in range(k)]
+
+
+def assert_projection_jacobian(J, n):
+    """Symmetric with eigenvalues in [0, 1]: what limits of projection Jacobians are."""
+    J = np.asarray(J).reshape(n, n)
+    assert np.allclose(J, J.T, atol=1e-10), "the limiting Jacobian is not symmetric"
+    eig = np.linalg.eigvalsh((J + J.T) / 2)
+    assert eig.min() >= -1e-10 and eig.max() <= 1 + 1e-10, f"eigenvalues {eig} outside [0, 1]"
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_limiting_jacobian_at_kinks(case):
+    name, proj, x, ref, exact = case
+    dirs = _directions(x, abs(hash(name)) % 2**32)
+    report = check_rule(proj, x, directions=dirs, reference=ref, exact=exact, name=name,
+                        rtol=1e-9)
+    assert report.checks["jacobian"] == 4 and not report.skipped
+    for d in dirs:
+        assert_projection_jacobian(asd.jacobian(proj, direction=d)(x), x.size)
+
+
+# ----- hypothesis: random kink points of the polyhedral sets, exact oracle -----
+
+SMALL = st.sampled_from([0.0, 0.0, 0.25, -0.25, 0.5, -0.5, 1.0, -1.0, 0.75])
+POLYHEDRAL = [
+    (lambda x: P.simplex(x, 1.0), ref_simplex),
+    (lambda x: P.standard_simplex(x, 1.0), ref_standard_simplex),
+    (lambda x: P.l1_ball(x, 1.0), ref_l1),
+    (lambda x: P.linf_ball(x, 0.5), ref_box(-0.5, 0.5)),
+]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, len(POLYHEDRAL) - 1), st.lists(SMALL, min_size=2, max_size=5),
+       st.integers(0, 2**31))
+def test_polyhedral_kinks_hypothesis(which, values, seed):
+    """Entries from a small dyadic pool land on faces, vertices and threshold ties."""
+    proj, ref = POLYHEDRAL[which]
+    x = np.array(values)
+    dirs = _directions(x, seed, k=2)
+    check_rule(proj, x, directions=dirs, reference=ref, exact=True)
+    for d in dirs:
+        assert_projection_jacobian(asd.jacobian(proj, direction=d)(x), x.size)
+
+
+# ----- tangent directions: the ray leaves a curved boundary at second order -----
+
+def mp_limiting_jacobian(ref, x, d, delta="1e-12", h="1e-40"):
+    """Forward differences at ``x + δd`` in 80 digits, for rays that leave at second order."""
+    with mpmath.workdps(80):
+        delta, h = mpmath.mpf(delta), mpmath.mpf(h)
+        base = np.array([to_mpf(a) + delta * to_mpf(b) for a, b in zip(x.flat, d.flat)],
+                        dtype=object).reshape(x.shape)
+        f0 = ref(base).ravel()
+        cols = []
+        for i in range(x.size):
+            step = base.copy().ravel()
+            step[i] = step[i] + h
+            cols.append((ref(step.reshape(x.shape)).ravel() - f0) / h)
+        return np.array([[float(c[j]) for c in cols] for j in range(x.size)])
+
+
+TANGENT_CASES = [
+    ("l2", lambda x: P.l2_ball(x, 5.0), lambda x: ref_l2(x, 5.0), np.array([3.0, 4.0, 0.0]),
+     np.array([-4.0, 3.0, 1.0])),
+    ("soc cone", P.soc, ref_soc, np.array([5.0, 3.0, 4.0]), np.array([0.6, 0.0, 1.0])),
+    ("soc polar", P.soc, ref_soc, np.array([-5.0, 3.0, 4.0]), np.array([-0.6, 0.0, 1.0])),
+]
+
+
+@pytest.mark.parametrize("case", TANGENT_CASES, ids=[c[0] for c in TANGENT_CASES])
+def test_tangent_to_curved_boundary_leaves_the_set(case):
+    _, proj, ref, x, d = case
+    J = asd.jacobian(proj, direction=d)(x)
+    np.testing.assert_allclose(J, mp_limiting_jacobian(ref, x, d), atol=1e-9)
+    assert not np.allclose(J, np.eye(x.size)) and not np.allclose(J, 0)
+
+
+def test_ray_along_the_boundary_takes_the_inside_piece():
+    """A ray that stays on the kink (here along the cone's generator) takes the inside side."""
+    x = np.array([5.0, 3.0, 4.0])
+    assert np.array_equal(asd.jacobian(P.soc, direction=x)(x), np.eye(3))
+    assert np.array_equal(asd.jacobian(P.nonneg, direction=np.zeros(2) + [1.0, 0.0])(
+        np.zeros(2)), np.eye(2))
+
+
+# ----- the PSD cone: the direction restricted to the null space decides -----
+
+def test_psd_null_space_rule():
+    """At X with a null space N of dimension 3, J(w wᵀ) = w wᵀ for eigenvectors w of D on N with
+    positive eigenvalue and 0 for negative ones; directions mixing N and range(X) get 1."""
+    X = np.diag([2.0, 0.0, 0.0, 0.0])
+    rng = np.random.default_rng(7)
+    D = rng.standard_normal((4, 4))
+    D = D + D.T
+    J = asd.jacobian(P.psd, direction=D)(X).reshape(16, 16)
+    mu, W = np.linalg.eigh(D[1:, 1:])
+    for m, w in zip(mu, W.T):
+        v = np.concatenate([[0.0], w])
+        H = np.outer(v, v)
+        np.testing.assert_allclose(J @ H.ravel(), (H if m > 0 else 0 * H).ravel(), atol=1e-12)
+    mixed = np.zeros((4, 4))
+    mixed[0, 1] = mixed[1, 0] = 1.0
+    np.testing.assert_allclose(J @ mixed.ravel(), mixed.ravel(), atol=1e-12)
+
+
+def test_psd_symmetrizes_asymmetric_input():
+    X = np.array([[1.0, 2.0], [0.0, -1.0]])
+    np.testing.assert_allclose(P.psd(X), P.psd((X + X.T) / 2))
+    J = asd.jacobian(P.psd)(X).reshape(4, 4)
+    skew = np.array([0.0, 1.0, -1.0, 0.0])
+    np.testing.assert_allclose(J @ skew, 0, atol=1e-12)
+
+
+# ----- distance to a set and its subgradient -----
+
+DISTANCE_CASES = [
+    ("outside simplex", np.array([1.0, 1.0, -1.0]), "simplex", (1.0,), ref_simplex),
+    ("on l2 sphere", np.array([3.0, 4.0]), P.l2_ball, (5.0,), lambda x: ref_l2(x, 5.0)),
+    ("soc apex", np.zeros(3), P.soc, (), ref_soc),
+    ("psd null", B4 @ B4.T, P.psd, (), ref_psd),
+]
+
+
+@pytest.mark.parametrize("case", DISTANCE_CASES, ids=[c[0] for c in DISTANCE_CASES])
+def test_distance_subgradient(case):
+    _, x, s, params, ref = case
+
+    def dist_ref(z):
+        r = (z - ref(z)).ravel()
+        return _sqrt(sum(v * v for v in r))
+
+    dirs = _directions(x, 3)
+    check_rule(lambda z: P.distance(z, s, *params), x, directions=dirs, reference=dist_ref,
+               exact=False, rtol=1e-8)
+
+
+def test_distance_is_zero_and_flat_inside():
+    g = asd.subgrad(lambda x: P.distance(x, P.l2_ball, 2.0))(np.array([0.5, 0.5]))
+    assert np.array_equal(g, np.zeros(2))
+    g = asd.subgrad(lambda x: P.distance(x, "nonneg"), direction=np.array([1.0, -2.0]))(
+        np.zeros(2))
+    np.testing.assert_allclose(g, [0.0, -1.0])
+
+
+# ----- structure, batching, errors -----
+
+STRUCTURE_CASES = [
+    ("simplex", (np.array([1.5, 1.0, 0.5, 0.0]), 1.5)),
+    ("l1_ball", (np.array([1.0, -1.0, 0.5, 0.0]), 1.0)),
+    ("l2_ball", (np.array([3.0, 4.0, 0.0]), 1.0)),
+    ("soc", (np.array([0.0, 3.0, 4.0]),)),
+    ("psd", (B4 @ B4.T,)),
+    ("nuclear_ball", (np.diag([2.0, 2.0, 0.0]), 1.0)),
+]
+
+
+@pytest.mark.parametrize("name, args", STRUCTURE_CASES, ids=[c[0] for c in STRUCTURE_CASES])
+def test_maps_are_structured_and_batched(name, args):
+    """The rule's map is never Dense; a batch of tangents pushes and pulls in one call."""
+    x = args[0]
+    rng = np.random.default_rng(0)
+    dxs = [FixedTangent(rng.standard_normal(x.shape))] + [FixedTangent(0.0)] * (len(args) - 1)
+    _, lin = RULES[name](args, dxs)
+    m = lin.maps[0] if hasattr(lin, "maps") else lin
+    assert not isinstance(m, Dense)
+    batch = rng.standard_normal((5, *x.shape))
+    pushed = m.push(batch)
+    assert pushed.shape == batch.shape
+    np.testing.assert_allclose(pushed[2], m.push(batch[2]), atol=1e-12)
+    np.testing.assert_allclose(m.pull(batch), pushed, atol=1e-12)  # self-adjoint
+
+
+@pytest.mark.parametrize("call, error", [
+    (lambda: P.l2_ball(np.ones(2), -1.0), ASDError),
+    (lambda: P.box(np.ones(2), 1.0, 0.0), ASDError),
+    (lambda: P.psd(np.ones((2, 3))), ShapeError),
+    (lambda: P.hyperplane(np.ones(2), np.zeros(2), 1.0), ASDError),
+    (lambda: P.distance(np.ones(2), "sphere"), UnsupportedError),
+])
+def test_errors(call, error):
+    with pytest.raises(error):
+        call()
+
+
+def test_traced_radius_is_refused():
+    with pytest.raises(UnsupportedError, match="radius"):
+        asd.subgrad(lambda r: P.l2_ball(np.array([3.0, 4.0]), r).sum())(1.0)
+
+
+def test_box_bounds_are_differentiable():
+    x, lo, hi = np.array([-2.0, 0.5, 3.0]), np.zeros(3), np.ones(3)
+    g_lo, g_hi = asd.subgrad(lambda lo, hi: P.box(x, lo, hi).sum(), argnums=(0, 1))(lo, hi)
+    np.testing.assert_allclose(g_lo, [1.0, 0.0, 0.0])
+    np.testing.assert_allclose(g_hi, [0.0, 0.0, 1.0])
