@@ -5,7 +5,11 @@
 1.0
 """
 
-from . import library  # registers the primitives with numpy dispatch
+from . import (
+    library,  # registers the primitives with numpy dispatch
+    projections,  # namespace asd.projections (asd.projections.simplex, ...)
+    spectral,  # namespace asd.spectral (asd.spectral.lambda_max, ...)
+)
 from .api import asd, directional, jacobian, subgrad, trace, value_and_subgrad
 from .branching import branch, branching
 from .certify import certify
@@ -47,6 +51,8 @@ __all__ = [
     "directional",
     "jacobian",
     "library",
+    "projections",
+    "spectral",
     "subgrad",
     "trace",
     "value_and_subgrad",
