@@ -1,0 +1,66 @@
+"""``asd bench``: asd against the numpy primal, hand-written backprop and its peers.
+
+The programs and the measurement live in the ``asd.benchmarks`` package (the top-level
+``benchmarks/`` folder); this module is the command line: it runs them, prints the table
+and the targets, and writes the JSON report when asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+PEERS = ("autograd", "torch", "jax")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks; 0 when every correctness check passed (timing never fails).
+
+    >>> main(["--help"])  # doctest: +ELLIPSIS
+    usage: asd bench ...
+    0
+    """
+    parser = argparse.ArgumentParser(prog="asd bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="small sizes and 3 rounds: a smoke run for CI")
+    parser.add_argument("--json", metavar="PATH", help="write the full report as JSON")
+    parser.add_argument("--reps", type=int, help="timed rounds per contender (default 11)")
+    parser.add_argument("--only", metavar="TEXT", help="run the programs whose name has TEXT")
+    parser.add_argument("--peers", default=",".join(PEERS),
+                        help="comma-separated peers to include if installed (default: all)")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+
+    from rich.console import Console
+
+    from .benchmarks import runner
+
+    console = Console()
+    if not console.is_terminal:  # a log or a pipe: keep the table's columns on one line
+        console = Console(width=160)
+    peers = tuple(p for p in args.peers.split(",") if p)
+    unknown = set(peers) - set(PEERS)
+    if unknown:
+        print(f"asd bench: unknown peer(s) {sorted(unknown)}; choose from {PEERS}",
+              file=sys.stderr)
+        return 2
+    report = runner.run(quick=args.quick, reps=args.reps, peers=peers, only=args.only,
+                        progress=lambda name: console.log(f"running {name}"))
+    if not report["programs"]:
+        print(f"asd bench: no program name contains {args.only!r}", file=sys.stderr)
+        return 2
+    for table in runner.tables(report):
+        console.print(table)
+    console.print(f"memory: {report['memory']}")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(report, fh, indent=1)
+        console.print(f"wrote {args.json}")
+    failed = [p["name"] for p in report["programs"] if not p["check"]["ok"]]
+    if failed:
+        print(f"asd bench: asd's subgradient disagrees with the reference on {failed}",
+              file=sys.stderr)
+    return 1 if failed else 0

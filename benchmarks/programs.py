@@ -1,0 +1,270 @@
+"""The benchmark programs: each a loss written once against an ``ops`` namespace, its
+parameters and data, and a hand-written numpy forward+backward where one is short enough.
+
+Every program returns a scalar loss of ``params`` (a list of arrays: all weights, so the
+subgradient is taken with respect to every one of them). ``build(quick)`` gives the sizes of
+the full run or of the CI smoke run.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class Benchmark:
+    """One program at one size and dtype, with everything needed to time and check it.
+
+    ``ties`` says the program has exact ties by construction: frameworks that fix a value at
+    kinks then return a different element, so only the direction-aware hand-written
+    reference (given asd's direction) is compared with asd. ``hand(params, data,
+    direction)`` returns ``(value, grads)``; ``direction`` is used only when ``ties``.
+    """
+
+    name: str
+    about: str
+    dtype: np.dtype
+    params: list
+    data: tuple
+    loss: Callable
+    hand: Callable | None = None
+    hand_label: str = "numpy fwd+bwd"
+    ties: bool = False
+    notes: dict = field(default_factory=dict)
+
+
+# ----- multilayer perceptrons (wide, tied, deep and narrow) -----
+
+def mlp_loss(ops, params, data):
+    x, y = data
+    h = x
+    for i in range(0, len(params) - 2, 2):
+        h = ops.relu(h @ params[i] + params[i + 1])
+    d = h @ params[-2] + params[-1] - y
+    return (d * d).sum() * (0.5 / x.shape[0])
+
+
+def mlp_hand(params, data, direction=None):
+    """Plain reverse mode: forward storing the activations, then the backward pass."""
+    x, y = data
+    hs, masks, h = [x], [], x
+    for i in range(0, len(params) - 2, 2):
+        z = h @ params[i] + params[i + 1]
+        mask = z > 0
+        h = np.maximum(z, 0)
+        hs.append(h)
+        masks.append(mask)
+    d = h @ params[-2] + params[-1] - y
+    scale = 0.5 / x.shape[0]
+    g = d * (2 * scale)
+    grads = [None] * len(params)
+    for layer in range(len(params) // 2 - 1, -1, -1):
+        grads[2 * layer] = hs[layer].T @ g
+        grads[2 * layer + 1] = g.sum(axis=0)
+        if layer:
+            g = (g @ params[2 * layer].T) * masks[layer - 1]
+    return (d * d).sum() * scale, grads
+
+
+def draw_direction(params, rng=None) -> list:
+    """A direction uniform on the unit sphere of all parameters, as asd draws one."""
+    rng = np.random.default_rng() if rng is None else rng
+    draws = [rng.standard_normal(np.shape(p)) for p in params]
+    norm = np.sqrt(sum(float(np.sum(d * d)) for d in draws))
+    return [(d / norm).astype(p.dtype) for d, p in zip(draws, params, strict=True)]
+
+
+def mlp_hand_tangent(params, data, direction=None):
+    """The hand-written ASD of the MLP: forward with a dense tangent, relu slopes chosen by
+    the tangent where ``z == 0`` (the ray's side), then the backward pass."""
+    x, y = data
+    v = draw_direction(params) if direction is None else direction
+    hs, slopes, h, t = [x], [], x, None
+    for i in range(0, len(params) - 2, 2):
+        z = h @ params[i] + params[i + 1]
+        tz = (0 if t is None else t @ params[i]) + h @ v[i] + v[i + 1]
+        slope = np.where(z == 0, tz >= 0, z > 0)
+        h, t = np.maximum(z, 0), tz * slope
+        hs.append(h)
+        slopes.append(slope)
+    d = h @ params[-2] + params[-1] - y
+    scale = 0.5 / x.shape[0]
+    g = d * (2 * scale)
+    grads = [None] * len(params)
+    for layer in range(len(params) // 2 - 1, -1, -1):
+        grads[2 * layer] = hs[layer].T @ g
+        grads[2 * layer + 1] = g.sum(axis=0)
+        if layer:
+            g = (g @ params[2 * layer].T) * slopes[layer - 1]
+    return (d * d).sum() * scale, grads
+
+
+def mlp_params(sizes, dtype, rng, bias: float) -> list:
+    params = []
+    for a, b in itertools.pairwise(sizes):
+        params.append((rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(dtype))
+        params.append(np.full(b, bias, dtype))
+    return params
+
+
+def mlp(dtype, quick: bool, *, ties: bool = False) -> Benchmark:
+    rng = np.random.default_rng(0)
+    batch, sizes = (32, [784, 64, 64, 64, 10]) if quick else (256, [784, 512, 512, 512, 10])
+    x = rng.standard_normal((batch, sizes[0])).astype(dtype)
+    y = rng.standard_normal((batch, sizes[-1])).astype(dtype)
+    if ties:
+        x[: batch // 4] = 0.0  # with zero biases these rows are exactly 0 in every layer
+    params = mlp_params(sizes, dtype, rng, 0.0 if ties else 0.01)
+    arch = "-".join(map(str, sizes))
+    kind = "mlp-ties" if ties else "mlp"
+    about = (f"ReLU MLP {arch}, batch {batch}"
+             + (": 1/4 of the rows zero, zero biases (ties in every layer)" if ties else ""))
+    return Benchmark(f"{kind} {np.dtype(dtype).name}", about, np.dtype(dtype), params, (x, y),
+                     mlp_loss, mlp_hand_tangent if ties else mlp_hand,
+                     "numpy fwd+tangent+bwd" if ties else "numpy fwd+bwd", ties)
+
+
+def deep_narrow(quick: bool) -> Benchmark:
+    rng = np.random.default_rng(1)
+    batch, depth = (16, 20) if quick else (256, 20)
+    sizes = [64] * depth + [10]
+    x = rng.standard_normal((batch, 64))
+    y = rng.standard_normal((batch, 10))
+    return Benchmark("deep-narrow float64", f"ReLU net, {depth} layers of width 64, batch "
+                     f"{batch}", np.dtype(np.float64), mlp_params(sizes, np.float64, rng, 0.01),
+                     (x, y), mlp_loss, mlp_hand)
+
+
+# ----- a small CNN with max pooling -----
+
+def cnn_loss(ops, params, data):
+    x, y = data
+    w1, b1, w2, b2, w3, b3 = params
+    h = ops.maxpool2(ops.relu(ops.conv2d(x, w1) + b1.reshape(1, -1, 1, 1)))
+    h = ops.maxpool2(ops.relu(ops.conv2d(h, w2) + b2.reshape(1, -1, 1, 1)))
+    d = h.reshape(x.shape[0], -1) @ w3 + b3 - y
+    return (d * d).sum() * (0.5 / x.shape[0])
+
+
+def cnn(quick: bool) -> Benchmark:
+    rng = np.random.default_rng(2)
+    batch = 4 if quick else 64
+    x = rng.standard_normal((batch, 1, 30, 30))
+    y = rng.standard_normal((batch, 10))
+    params = [rng.standard_normal((8, 1, 3, 3)) / 3, np.full(8, 0.01),
+              rng.standard_normal((16, 8, 3, 3)) / np.sqrt(72), np.full(16, 0.01),
+              rng.standard_normal((16 * 6 * 6, 10)) / 24, np.zeros(10)]
+    return Benchmark("cnn float64", f"conv(1->8,3x3)-relu-maxpool2-conv(8->16,3x3)-relu-"
+                     f"maxpool2-dense, 30x30 input, batch {batch}", np.dtype(np.float64),
+                     params, (x, y), cnn_loss)
+
+
+# ----- a 1000-operation scalar chain (per-operation overhead) -----
+
+def chain_loss(ops, params, data):
+    (y,) = params
+    for _ in range(data[0]):
+        y = ops.abs(y * 0.9 + 0.1) - 0.05
+    return y
+
+
+def chain_hand(params, data, direction=None):
+    (y,) = params
+    signs = []
+    for _ in range(data[0]):
+        z = y * 0.9 + 0.1
+        signs.append(1.0 if z >= 0 else -1.0)
+        y = abs(z) - 0.05
+    g = 1.0
+    for s in reversed(signs):
+        g *= 0.9 * s
+    return y, [np.asarray(g)]
+
+
+def scalar_chain(quick: bool) -> Benchmark:
+    blocks = 50 if quick else 250
+    return Benchmark("scalar-chain float64", f"{4 * blocks} scalar operations (y = |0.9 y + "
+                     "0.1| - 0.05, repeated)", np.dtype(np.float64), [np.asarray(0.3)],
+                     (blocks,), chain_loss, chain_hand)
+
+
+# ----- a projection-heavy program: unrolled projected gradient onto a box -----
+
+def projection_loss(ops, params, data):
+    (q,) = params
+    a, target, steps, eta = data
+    x = ops.clip(q * eta, -1.0, 1.0)
+    for _ in range(steps - 1):
+        x = ops.clip(x - (x @ a - q) * eta, -1.0, 1.0)
+    d = x - target
+    return (d * d).sum() * 0.5
+
+
+def projection_hand(params, data, direction=None):
+    (q,) = params
+    a, target, steps, eta = data
+    masks, x = [], None
+    for _ in range(steps):
+        pre = q * eta if x is None else x - (x @ a - q) * eta
+        masks.append((pre > -1.0) & (pre < 1.0))
+        x = np.clip(pre, -1.0, 1.0)
+    d = x - target
+    g_x, g_q = d, np.zeros_like(q)
+    for k in range(steps - 1, -1, -1):
+        g_pre = g_x * masks[k]
+        g_q += g_pre * eta
+        if k:
+            g_x = g_pre - (g_pre @ a.T) * eta
+    return (d * d).sum() * 0.5, [g_q]
+
+
+def projection(quick: bool) -> Benchmark:
+    rng = np.random.default_rng(3)
+    batch, n, steps = (4, 16, 5) if quick else (64, 100, 30)
+    m = rng.standard_normal((n, n))
+    a = m @ m.T / n
+    q = rng.standard_normal((batch, n)) * 3
+    target = rng.uniform(-1, 1, (batch, n))
+    return Benchmark("projection float64", f"{steps} projected-gradient steps onto a box "
+                     f"(clip), {batch} problems of size {n}", np.dtype(np.float64), [q],
+                     (a, target, steps, 0.1), projection_loss, projection_hand)
+
+
+# ----- a sort-based loss: sum of the k largest scores of every row -----
+
+def sort_loss(ops, params, data):
+    (w,) = params
+    x, k = data
+    return ops.top_sum(x @ w, k)
+
+
+def sort_hand(params, data, direction=None):
+    (w,) = params
+    x, k = data
+    s = x @ w
+    top = np.argsort(s, axis=1)[:, -k:]
+    g = np.zeros_like(s)
+    np.put_along_axis(g, top, 1.0, axis=1)
+    return np.take_along_axis(s, top, axis=1).sum(), [x.T @ g]
+
+
+def sort_topk(quick: bool) -> Benchmark:
+    rng = np.random.default_rng(4)
+    batch, d = (8, 16) if quick else (256, 128)
+    x = rng.standard_normal((batch, d))
+    w = rng.standard_normal((d, 16)) / np.sqrt(d)
+    return Benchmark("sort-topk float64", f"sum of the 4 largest of 16 scores per row, batch "
+                     f"{batch}", np.dtype(np.float64), [w], (x, 4), sort_loss, sort_hand)
+
+
+def build(quick: bool = False) -> list[Benchmark]:
+    """All programs, in table order."""
+    return [
+        mlp(np.float32, quick), mlp(np.float64, quick),
+        mlp(np.float32, quick, ties=True), mlp(np.float64, quick, ties=True),
+        cnn(quick), deep_narrow(quick), scalar_chain(quick), projection(quick), sort_topk(quick),
+    ]

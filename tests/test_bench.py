@@ -1,0 +1,116 @@
+"""``asd bench``: the smoke run prints the table, writes a complete JSON report, and asd's
+subgradient on every program equals the references (hand-written backprop, the
+direction-aware hand-written ASD for the programs with ties, the peers). Never timing."""
+
+from __future__ import annotations
+
+import itertools
+import json
+
+import numpy as np
+import pytest
+from asd.benchmarks import ops, peers, programs, runner
+
+from asd import bench
+
+QUICK = programs.build(quick=True)
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "report.json"
+    return path
+
+
+def test_quick_run_prints_the_table_and_writes_json(quick_run, capsys):
+    code = bench.main(["--quick", "--json", str(quick_run), "--peers", "autograd,torch"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "asd bench: median ms per call" in out and "targets (this run)" in out
+    report = json.loads(quick_run.read_text())
+    names = [p["name"] for p in report["programs"]]
+    assert names == [b.name for b in QUICK]
+    for p in report["programs"]:
+        rows = p["contenders"]
+        assert {"primal", "asd", "autograd"} <= set(rows), p["name"]
+        assert all(len(r["times_ms"]) == report["settings"]["reps"] for r in rows.values())
+        assert rows["asd"]["peak_mb"] is not None and rows["asd"]["peak_mb"] > 0
+        assert p["ratios"]["asd/primal"] > 0
+    assert {t["program"] for t in report["targets"]} >= {
+        "mlp float32", "mlp float64", "mlp-ties float64", "scalar-chain float64"}
+
+
+def test_every_program_is_checked_against_a_reference(quick_run):
+    report = json.loads(quick_run.read_text())
+    for p in report["programs"]:
+        check = p["check"]
+        assert check["ok"], (p["name"], check)
+        assert check["required"], p["name"]
+        if p["ties"]:
+            assert check["required"] == ["hand"]
+        else:
+            assert "autograd" in check["required"]
+        for name in check["required"]:
+            assert check["relative_error"][name] <= check["tolerance"]
+
+
+HANDED = [b for b in QUICK if b.hand is not None]
+
+
+@pytest.mark.parametrize("bench_", HANDED, ids=[b.name for b in HANDED])
+def test_asd_matches_the_hand_written_reference(bench_):
+    """The check itself can fail: a wrong gradient (scaled by 1.01) is caught."""
+    import asd
+
+    direction = programs.draw_direction(bench_.params, np.random.default_rng(7))
+    vg = asd.value_and_subgrad(lambda p: bench_.loss(ops.asd_ops(), p, bench_.data),
+                               direction=direction)
+    value, grads = vg(bench_.params)
+    ref = bench_.hand(bench_.params, bench_.data, direction)
+    ours = (float(value), [np.asarray(g) for g in grads])
+    want = (float(ref[0]), [np.asarray(g) for g in ref[1]])
+    tol = 1e-3 if bench_.dtype == np.float32 else 1e-8
+    assert runner.rel_error(ours, want) <= tol
+    wrong = (want[0], [g * 1.01 for g in want[1]])
+    assert runner.rel_error(ours, wrong) > tol
+
+
+def test_ties_really_occur_in_every_layer():
+    """The tied MLP meets ties in all of its relus, and asd answers them by direction."""
+    import asd
+
+    b = next(b for b in QUICK if b.name == "mlp-ties float64")
+    result = asd.asd(lambda p: b.loss(ops.asd_ops(), p, b.data), seed=0)(b.params)
+    relus = [t for t in result.ties if t.primitive == "relu"]
+    assert len(relus) == len(b.params) // 2 - 1
+    assert all(t.count == b.data[0].shape[0] // 4 * b.params[2 * i].shape[1]
+               for i, t in enumerate(relus))
+
+
+@pytest.mark.parametrize("n", [2, 4, 8, 16])
+def test_sorting_network_sorts_every_zero_one_input(n):
+    """The 0-1 principle: a comparator network that sorts all 0/1 inputs sorts everything."""
+    s = np.array(list(itertools.product([0.0, 1.0], repeat=n)))
+    cols = ops.network_sort_columns(s, np.minimum, np.maximum)
+    np.testing.assert_array_equal(np.stack(cols, axis=1), np.sort(s, axis=1))
+
+
+def test_jax_contenders_agree_when_installed():
+    pytest.importorskip("jax")
+    b = next(b for b in QUICK if b.name.startswith("scalar-chain"))
+    with runner._jax_x64(("jax",)):
+        report = runner.run_one(b, reps=1, warmup=1, peers=("jax",))
+    assert {"jax", "jax.jit"} <= set(report["contenders"])
+    assert report["check"]["ok"], report["check"]
+
+
+def test_bench_rejects_unknown_peers_and_programs(capsys):
+    assert bench.main(["--quick", "--peers", "tensorflowx"]) == 2
+    assert bench.main(["--quick", "--only", "no-such-program", "--peers", ""]) == 2
+    assert "no program name contains" in capsys.readouterr().err
+
+
+def test_contenders_follow_the_installed_peers():
+    b = QUICK[-1]
+    names = [c.name for c in peers.contenders(b, ops.asd_ops(), ())]
+    assert names == ["primal", "hand", "asd"]
