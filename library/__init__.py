@@ -5,10 +5,11 @@ arrays and the ``asd.numpy`` namespace both reach these rules. Each family modul
 public functions in ``__all__``; they are re-exported here and at the top level of ``asd``.
 """
 
-from . import nn, order, piecewise, smooth
+from . import nn, norms, order, piecewise, smooth
 from .nn import *  # noqa: F403
+from .norms import *  # noqa: F403
 from .order import *  # noqa: F403
 from .piecewise import *  # noqa: F403
 from .smooth import *  # noqa: F403
 
-__all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__]
+__all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__, *norms.__all__]

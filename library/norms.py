@@ -1,0 +1,224 @@
+"""Norms: l1, l2, l-infinity, p-norms, Frobenius and the induced 1/inf matrix norms.
+
+``sqrt(sum(x**2))`` is not Lipschitz-differentiable through ``sqrt`` at 0, so the l2 and
+p-norms are primitives of their own: away from 0 the gradient is ``x / ||x||`` (scaled by a
+power of two first, so neither the value nor the gradient overflows or underflows); at a zero
+vector the branch the ray ``δd`` enters gives ``d / ||d||`` for the tangent ``d`` (0 if
+``d = 0``), the gradient of the norm at the tangent. l1, l-infinity and the induced matrix
+norms are compositions of ``abs``, ``sum`` and ``max``, whose rules already decide every kink.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asd.errors import NotLipschitzError, UnsupportedError
+from asd.extend import LinearMap, Primitive, register_numpy
+
+from . import smooth
+from .order import Layout, amax, amin, normalize_axes
+from .piecewise import absolute
+
+# ----- p-norms, 1 < p < inf, as one primitive -----
+
+
+class WeightedSum(LinearMap):
+    """``t -> sum(w * t, axes)``: the gradient of a reduction, applied along its axes."""
+
+    __slots__ = ("w", "axes", "keepdims")
+
+    def __init__(self, w: np.ndarray, axes: tuple, keepdims: bool, in_shape, out_shape):
+        super().__init__(in_shape, out_shape)
+        self.w, self.axes, self.keepdims = w, axes, keepdims
+
+    def push(self, t):
+        nb = np.ndim(t) - len(self.in_shape)
+        return np.sum(self.w * t, axis=tuple(a + nb for a in self.axes), keepdims=self.keepdims)
+
+    def pull(self, ct):
+        nb = np.ndim(ct) - len(self.out_shape)
+        if not self.keepdims:
+            ct = np.expand_dims(ct, tuple(a + nb for a in self.axes))
+        return self.w * ct
+
+
+def _scaled(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rows / 2**e, 2**e)`` with ``2**e`` near each row's largest magnitude: exact scaling,
+    so the sums below neither overflow nor underflow. Zero rows get scale 1."""
+    big = np.max(np.abs(rows), axis=-1, keepdims=True)
+    _, e = np.frexp(np.where(big > 0, big, 1).astype(float))
+    scale = np.ldexp(np.ones_like(big, dtype=float), e).astype(rows.dtype)
+    return rows / scale, scale
+
+
+def _norm_and_gradient(rows: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
+    """Row norms (keepdims) and their gradients; a zero row gets norm 0 and gradient 0."""
+    y, scale = _scaled(rows)
+    if p == 2:
+        s = np.sum(y * y, axis=-1, keepdims=True)
+        root = np.sqrt(s)
+        grad = y / np.where(root > 0, root, 1)
+    else:
+        a = np.abs(y)
+        s = np.sum(a ** p, axis=-1, keepdims=True)
+        root = s ** (1 / p)
+        grad = np.sign(y) * a ** (p - 1) / np.where(root > 0, root, 1) ** (p - 1)
+    return root * scale, grad
+
+
+def _pnorm_impl(x, p, axis, keepdims):
+    x = np.asarray(x)
+    lay = Layout(x.shape, axis)
+    value, _ = _norm_and_gradient(lay.to(x), p)
+    out = value.reshape(lay.outer)
+    if keepdims:
+        out = out.reshape(tuple(1 if a in axis else n for a, n in enumerate(x.shape)))
+    return out.astype(np.result_type(x, np.float16), copy=False)
+
+
+pnorm_p = Primitive("pnorm", _pnorm_impl)
+
+
+@pnorm_p.defrule
+def pnorm_rule(xs, dxs, p, axis, keepdims):
+    (x,) = xs
+    x = np.asarray(x)
+    dtype = np.result_type(x, np.float16)
+    lay = Layout(x.shape, axis)
+    rows = lay.to(x)
+    value, grad = _norm_and_gradient(rows, p)
+    zero = value[..., 0] == 0
+    if zero.any():
+        # At 0 the ray δd gives ||δd|| = δ||d||: the branch gradient is that of the norm at d.
+        need = np.broadcast_to(zero[..., None], rows.shape)
+        d = lay.tangent(dxs[0], need)
+        _, at_d = _norm_and_gradient(np.where(need, d, 0).astype(dtype), p)
+        grad = np.where(need, at_d, grad)
+    ans = value.reshape(lay.outer)
+    if keepdims:
+        ans = ans.reshape(tuple(1 if a in axis else n for a, n in enumerate(x.shape)))
+    w = lay.back(grad.astype(dtype, copy=False))
+    return ans.astype(dtype, copy=False), WeightedSum(w, axis, keepdims, x.shape, ans.shape)
+
+
+def pnorm(x, p: float = 2.0, axis=None, keepdims: bool = False):
+    """``(sum |x|**p) ** (1/p)`` over ``axis`` (None: all entries) for ``p >= 1``.
+
+    At a zero vector the subgradient is the gradient of the norm at the tangent ``d``
+    (``d / ||d||`` for p = 2), 0 when ``d = 0``.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(asd.pnorm, direction=np.array([3.0, -4.0]))(np.zeros(2))
+    array([ 0.6, -0.8])
+    >>> big = np.array([3.0, 4.0]) * 2.0 ** 600  # x * x overflows; the norm does not
+    >>> bool(asd.pnorm(big) == 5 * 2.0 ** 600)
+    True
+    """
+    p = float(p)
+    if not p >= 1:
+        raise UnsupportedError(
+            f"pnorm with p = {p}: for p < 1 (s**(1/p) of sum |x|**p) the function is not a "
+            "norm and is not Lipschitz at zeros; asd supports p >= 1"
+        )
+    axes = normalize_axes(axis, np.ndim(x))
+    if p == 1:
+        return smooth.sum(absolute(x), axis=axes, keepdims=keepdims)
+    if p == np.inf:
+        return amax(absolute(x), axis=axes, keepdims=keepdims)
+    return pnorm_p(x, p=p, axis=axes, keepdims=bool(keepdims))
+
+
+def l1_norm(x, axis=None, keepdims: bool = False):
+    """``sum |x|``; at a zero entry the sign of its tangent decides (+1 if it is 0 too)."""
+    return pnorm(x, 1.0, axis, keepdims)
+
+
+def l2_norm(x, axis=None, keepdims: bool = False):
+    """The Euclidean norm, stable for huge and tiny entries; ``d / ||d||`` at 0."""
+    return pnorm(x, 2.0, axis, keepdims)
+
+
+def linf_norm(x, axis=None, keepdims: bool = False):
+    """``max |x|``; ties go to the largest tangent of ``|x|``, then the first entry."""
+    return pnorm(x, np.inf, axis, keepdims)
+
+
+def frobenius_norm(x, axis=(-2, -1), keepdims: bool = False):
+    """The Frobenius norm over two axes (default the last two): l2 of the entries."""
+    return pnorm(x, 2.0, axis, keepdims)
+
+
+# ----- numpy.linalg.norm -----
+
+def _matrix_norm(x, ord, axes: tuple[int, int], keepdims: bool):
+    row, col = axes
+    if ord in (None, "fro"):
+        return pnorm(x, 2.0, axes, keepdims)
+    if ord in (1, -1, np.inf, -np.inf):
+        # Induced norms: the extreme column (ord 1) or row (ord inf) absolute sum.
+        inner, outer = (row, col) if ord in (1, -1) else (col, row)
+        sums = smooth.sum(absolute(x), axis=inner, keepdims=True)
+        pick = amax if ord in (1, np.inf) else amin
+        out = pick(sums, axis=outer, keepdims=True)
+        if keepdims:
+            return out
+        shape = tuple(n for a, n in enumerate(np.shape(x)) if a not in axes)
+        return smooth.reshape(out, shape)
+    if ord in (2, -2, "nuc"):
+        raise UnsupportedError(
+            f"norm(ord={ord!r}) of a matrix needs its singular values; use the spectral "
+            "functions in asd.spectral (e.g. the largest singular value or nuclear norm)"
+        )
+    raise ValueError(f"invalid norm order {ord!r} for matrices")
+
+
+def _vector_norm(x, ord, axis: int, keepdims: bool):
+    if ord is None:
+        return pnorm(x, 2.0, axis, keepdims)
+    if isinstance(ord, str):
+        raise ValueError(f"invalid norm order {ord!r} for vectors")
+    if ord == -np.inf:
+        return amin(absolute(x), axis=axis, keepdims=keepdims)
+    if ord == 0:
+        raise NotLipschitzError(
+            "norm(ord=0) counts the nonzero entries: it is piecewise constant and jumps at "
+            "every zero, so it has no subgradient. Use ord=1 as its convex surrogate."
+        )
+    return pnorm(x, ord, axis, keepdims)
+
+
+def norm(x, ord=None, axis=None, keepdims: bool = False):
+    """``numpy.linalg.norm`` on traced arrays, with a correct subgradient at every kink.
+
+    Vector norms: ord in {None, 2, 1, inf, -inf} or any p >= 1; matrix norms (two axes, or a
+    2-D array with ``axis=None`` and ``ord`` given): 'fro', 1, -1, inf, -inf. ``ord=None``
+    with ``axis=None`` is the l2 norm of all entries, as in numpy.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.linalg.norm(x), direction=np.array([0.0, 2.0]))(np.zeros(2))
+    array([0., 1.])
+    >>> float(asd.norm(np.array([[1.0, -2.0], [3.0, 4.0]]), ord=1))
+    6.0
+    """
+    nd = np.ndim(x)
+    if axis is None:
+        if ord is None:
+            return pnorm(x, 2.0, None, keepdims)
+        if nd == 1:
+            return _vector_norm(x, ord, 0, keepdims)
+        if nd == 2:
+            return _matrix_norm(x, ord, (0, 1), keepdims)
+        raise ValueError("improper number of dimensions to norm: give axis for ord with "
+                         f"a {nd}-D array")
+    axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
+    axes = tuple(int(a) % nd for a in axes)
+    if len(axes) == 1:
+        return _vector_norm(x, ord, axes[0], keepdims)
+    if len(axes) == 2 and axes[0] != axes[1]:
+        return _matrix_norm(x, ord, axes, keepdims)
+    raise ValueError(f"improper axis {axis!r} for norm: one axis (vector) or two (matrix)")
+
+
+register_numpy(np.linalg.norm, norm)
+
+__all__ = ["frobenius_norm", "l1_norm", "l2_norm", "linf_norm", "norm", "pnorm"]
