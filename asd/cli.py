@@ -11,6 +11,7 @@ import sys
 
 COMMANDS = {
     "demo": ("asd.demo", "the paper's examples: asd against the installed frameworks"),
+    "audit": ("asd.audit", "framework gradients against the Clarke set"),
     "bench": ("asd.bench", "benchmarks: asd against the primal and its peers"),
 }
 

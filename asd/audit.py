@@ -1,0 +1,233 @@
+"""``asd audit``: a framework's gradient against the Clarke subdifferential.
+
+``asd audit file.py:fn --at '[0, 0]'`` (or ``--at point.npy``) loads ``fn``, detects the
+framework it is written in (PyTorch, JAX, TensorFlow, autograd, or plain numpy/asd), runs
+the framework's own autodiff and asd on the *same* program (imported through
+``asd.frontends`` for PyTorch and JAX), samples the Clarke set with ``asd.clarke`` and
+prints a verdict: the framework's gradient is inside the sampled set, outside it, or outside
+a set that is a single gradient (the function is differentiable there and the framework is
+simply wrong). Exit code 1 when the framework's gradient is outside.
+
+The sample is an inner approximation of the Clarke set (exact in one dimension and for
+piecewise-affine programs once every piece is hit), so "outside" means outside the hull of
+the limiting gradients found; ``--samples`` raises the number of directions.
+
+``asd audit --battery`` runs the built-in catalog (``asd.battery``) through every installed
+framework against exact Clarke sets, prints the table and, with ``--write-docs PATH``, writes
+it as Markdown. It exits 0 after printing unless asd itself leaves an exact set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+FRAMEWORK_PREFIXES = {"torch": "torch", "jax": "jax", "tensorflow": "tensorflow",
+                      "autograd": "autograd"}
+
+
+def load(spec: str) -> Callable:
+    """``'path/to/file.py:name'`` -> the function (or module object) ``name`` in that file."""
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path:
+        raise ValueError(f"expected FILE.py:FUNCTION, got {spec!r}")
+    file = Path(path)
+    if not file.exists():
+        raise FileNotFoundError(f"no such file: {file}")
+    module_name = f"_asd_audit_{file.stem}"
+    loader_spec = importlib.util.spec_from_file_location(module_name, file)
+    if loader_spec is None or loader_spec.loader is None:
+        raise ImportError(f"cannot import {file}")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module
+    loader_spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise AttributeError(f"{file} has no attribute {name!r}")
+    return getattr(module, name)
+
+
+def detect(fn) -> str:
+    """The framework ``fn`` is written in: 'torch', 'jax', 'tensorflow', 'autograd' or 'numpy'.
+
+    Judged from the modules its file (its globals) and its closure refer to.
+
+    >>> detect(lambda x: np.maximum(x, 0))
+    'numpy'
+    """
+    names: list[str] = []
+    owner = type(fn).__module__ if not isinstance(fn, types.FunctionType) else ""
+    names.append(owner)
+    glob = getattr(fn, "__globals__", {}) or getattr(sys.modules.get(fn.__module__ or ""),
+                                                        "__dict__", {})
+    cells = [c.cell_contents for c in (getattr(fn, "__closure__", None) or ())
+             if _has_contents(c)]
+    for value in [*glob.values(), *cells]:
+        if isinstance(value, types.ModuleType):
+            names.append(value.__name__)
+        else:
+            names.append(getattr(type(value), "__module__", "") or "")
+    for framework, prefix in FRAMEWORK_PREFIXES.items():
+        if any(n == prefix or n.startswith(prefix + ".") for n in names):
+            return framework
+    return "numpy"
+
+
+def _has_contents(cell) -> bool:
+    try:
+        _ = cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def parse_point(text: str) -> np.ndarray:
+    """``'[0, 0]'`` (JSON) or a path to an ``.npy`` file.
+
+    >>> parse_point("[0, 1.5]")
+    array([0. , 1.5])
+    """
+    if text.endswith(".npy"):
+        return np.load(text).astype(float)
+    try:
+        return np.asarray(json.loads(text), dtype=float)
+    except json.JSONDecodeError as e:
+        raise ValueError(f"--at must be JSON like '[0, 0]' or a .npy file, got {text!r}") from e
+
+
+def asd_program(fn, framework: str, x: np.ndarray) -> Callable:
+    """``fn`` as a function of numpy arrays that asd can sweep (imported if need be)."""
+    if framework == "torch":
+        import torch
+
+        from .frontends import torch as frontend
+
+        prog = frontend.import_program(fn, torch.tensor(x))
+        return lambda a: prog.numpy_fn(a)
+    if framework == "jax":
+        import jax.numpy as jnp
+
+        from .frontends import jax as frontend
+
+        jprog = frontend.JaxProgram(fn, (jnp.asarray(x),))
+        return jprog.numpy_fn
+    if framework == "tensorflow":
+        from .errors import UnsupportedError
+
+        raise UnsupportedError("asd has no TensorFlow importer; audit a PyTorch, JAX, autograd "
+                               "or numpy version of the function")
+    return fn
+
+
+def audit(fn, x: np.ndarray, framework: str | None = None, samples: int = 256,
+          seed: int = 0) -> dict:
+    """Everything ``asd audit`` prints, as a dict (see `main`)."""
+    import asd
+
+    from . import frameworks as fw
+
+    framework = framework or detect(fn)
+    program = asd_program(fn, framework, x)
+    dtype = np.float32 if framework == "jax" else np.float64
+    xa = np.asarray(x, dtype=dtype)
+    g = np.asarray(asd.subgrad(program, seed=seed)(xa), dtype=float)
+    sample = asd.clarke(program, n=samples, seed=seed)(xa)
+    framework_grad = None
+    if framework != "numpy":
+        framework_grad = fw.gradient(framework, fn, x)
+    tol = 1e-5 * max(1.0, float(np.max(np.abs(sample.gradients)))) if framework == "jax" \
+        else None
+    if framework_grad is None:
+        status = "no framework gradient (plain numpy function)"
+    elif not np.all(np.isfinite(framework_grad)):
+        status = "outside (not finite)"
+    elif sample.contains(framework_grad, tol):
+        status = "inside"
+    elif sample.is_singleton:
+        status = "outside (the Clarke set is a single gradient)"
+    else:
+        status = "outside"
+    return {"framework": framework, "x": np.asarray(x, dtype=float), "asd": g,
+            "framework_gradient": framework_grad, "clarke": sample.gradients,
+            "counts": sample.counts, "asd_inside": sample.contains(g, tol), "verdict": status}
+
+
+def _print_audit(report: dict, target: str) -> None:
+    from rich.console import Console
+
+    from .frameworks import LABELS
+
+    console = Console()
+    fw_label = LABELS.get(report["framework"], report["framework"])
+    console.print(f"[bold]asd audit[/bold] {target} at x = {report['x'].tolist()} "
+                  f"({fw_label})")
+    console.print(f"  asd subgradient        {np.round(report['asd'], 6).tolist()}")
+    if report["framework_gradient"] is not None:
+        console.print(f"  {fw_label + ' gradient':<22} "
+                      f"{np.round(report['framework_gradient'], 6).tolist()}")
+    grads = report["clarke"]
+    console.print(f"  sampled Clarke set     {len(grads)} distinct limiting gradient(s):")
+    for g, c in list(zip(grads, report["counts"], strict=True))[:16]:
+        console.print(f"      {np.round(np.asarray(g), 6).tolist()}  ({c} directions)")
+    if len(grads) > 16:
+        console.print(f"      ... {len(grads) - 16} more")
+    style = "green" if report["verdict"] == "inside" else (
+        "red" if report["verdict"].startswith("outside") else "yellow")
+    console.print(f"  verdict                [{style}]{report['verdict']}[/{style}]")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="asd audit",
+        description="Check a framework's gradient against the Clarke subdifferential.")
+    parser.add_argument("target", nargs="?", help="FILE.py:FUNCTION (a scalar function)")
+    parser.add_argument("--at", help="the point: JSON ('[0, 0]') or a .npy file")
+    parser.add_argument("--framework", choices=[*FRAMEWORK_PREFIXES, "numpy"],
+                        help="override the detected framework")
+    parser.add_argument("--samples", type=int, default=256,
+                        help="directions for the Clarke sample (default 256)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--battery", action="store_true",
+                        help="run the built-in catalog of nonsmooth patterns")
+    parser.add_argument("--write-docs", metavar="PATH",
+                        help="with --battery: write the table as Markdown to PATH")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    args = parser.parse_args(argv)
+
+    if args.battery:
+        return _battery(args)
+    if not args.target or args.at is None:
+        parser.error("give FILE.py:FUNCTION and --at POINT, or --battery")
+    fn = load(args.target)
+    x = parse_point(args.at)
+    report = audit(fn, x, args.framework, args.samples, args.seed)
+    _print_audit(report, args.target)
+    return 1 if report["verdict"].startswith("outside") else 0
+
+
+def _battery(args) -> int:
+    from . import battery
+    from . import frameworks as fw
+
+    names = fw.available()
+    rows = battery.run(names, seed=args.seed, progress=not args.no_progress)
+    battery.print_table(rows, names)
+    if args.write_docs:
+        Path(args.write_docs).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.write_docs).write_text(battery.markdown(rows, names), encoding="utf-8")
+        print(f"wrote {args.write_docs}")
+    bad = [r.pattern.name for r in rows if not (r.asd_ok and r.sampled_ok)]
+    if bad:
+        print(f"asd left the exact Clarke set on: {', '.join(bad)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
