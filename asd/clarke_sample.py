@@ -99,6 +99,24 @@ class ClarkeSample:
                              f"the differentiated arguments), got {g.size}")
         return g
 
+    def with_gradients(self, extra) -> ClarkeSample:
+        """A sample that also holds ``extra`` gradients (rows shaped like `gradients`).
+
+        Gradient sampling adds the gradients at random points within ``ε`` of ``x``: the
+        hull then approximates the Goldstein ε-subdifferential, whose min-norm element is
+        the descent direction and stationarity measure of Burke, Lewis and Overton.
+
+        >>> import asd
+        >>> s = asd.clarke(asd.abs, n=2, seed=0)(1.0).with_gradients([-1.0])
+        >>> s.is_stationary(), len(s)
+        (True, 2)
+        """
+        extra = np.asarray(extra, dtype=float).reshape(-1, self._g.shape[1])
+        flat, counts = _distinct(np.concatenate([self._g, extra]),
+                                 np.concatenate([self.counts, np.ones(len(extra), int)]))
+        return ClarkeSample(self.value, flat, counts, self._v, self._shape, self.degenerate,
+                            self.ties)
+
     # ----- questions about the hull -----
 
     def contains(self, g, tol: float | None = None) -> bool:

@@ -5,7 +5,10 @@ are signed basis vectors shifted, where hull membership has a closed form), the 
 limiting gradient along each direction on random programs, and single ASD sweeps.
 """
 
+import subprocess
+import sys
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -136,7 +139,7 @@ def test_max_of_affine_finds_every_piece_and_decides_zero(case):
 
 # ----- the shared re-sweep against the exact oracle and single sweeps -----
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=150, deadline=None)
 @given(programs(), st.data())
 def test_sampled_gradients_are_the_limiting_gradients(case, data):
     program, x, v = case
@@ -220,3 +223,39 @@ def test_ties_and_degenerate_ties_are_reported():
 def test_bad_calls_raise(call, error):
     with pytest.raises(error):
         call()
+
+
+# ----- the examples run end to end -----
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run_example(name: str, *args: str, without_matplotlib: bool = False):
+    script = str(EXAMPLES / name)
+    block = "sys.modules['matplotlib'] = None; " if without_matplotlib else ""
+    code = (f"import runpy, sys; {block}sys.argv = [{script!r}, *{list(args)!r}]; "
+            f"runpy.run_path({script!r}, run_name='__main__')")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_nonsmooth_optimization_example_stops_at_the_stationary_point():
+    done = run_example("nonsmooth_optimization.py")
+    assert done.returncode == 0, done.stderr
+    assert "x* is Clarke stationary" in done.stdout
+
+
+def test_clarke_plot_example_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib", reason="the plot example needs matplotlib")
+    done = run_example("clarke_plot.py", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    png = tmp_path / "clarke_set.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "4 limiting gradients" in done.stdout
+
+
+def test_clarke_plot_example_skips_cleanly_without_matplotlib(tmp_path):
+    done = run_example("clarke_plot.py", "--out", str(tmp_path), without_matplotlib=True)
+    assert done.returncode == 0, done.stderr
+    assert "skipped: matplotlib is not installed" in done.stdout
+    assert not any(tmp_path.iterdir())
