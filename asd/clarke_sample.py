@@ -49,7 +49,9 @@ class ClarkeSample:
 
     ``gradients`` has shape ``(m, *x.shape)`` when one array (or number) is differentiated,
     and ``(m, N)`` over the flattened, concatenated leaves otherwise; ``directions`` likewise
-    with ``n`` rows; ``counts[i]`` is how many directions produced ``gradients[i]``.
+    with ``n`` rows; ``counts[i]`` is how many directions produced ``gradients[i]``;
+    ``value`` is ``f(x)``; ``ties`` lists the nodes whose rule met a tie (the only rules
+    re-run per direction) and ``degenerate`` the degenerate ties met, summed over directions.
     """
 
     def __init__(self, value, flat_gradients: np.ndarray, counts: np.ndarray,
