@@ -161,7 +161,7 @@ def selected_gradient(lam: np.ndarray, V: np.ndarray, dxs, select: np.ndarray,
 
 # ----- eigvalsh: all eigenvalues, ascending -----
 
-eigvalsh_p = Primitive("eigvalsh", lambda X: np.linalg.eigvalsh(sym(np.asarray(X))))
+eigvalsh_p = Primitive("eigvalsh", lambda X: np.linalg.eigvalsh(sym(square(X, "eigvalsh"))))
 
 
 @eigvalsh_p.defrule
@@ -197,7 +197,7 @@ def eigvalsh(X) -> np.ndarray:
 # ----- extreme eigenvalues and Ky Fan sums -----
 
 def _topk_impl(X, k):
-    lam = np.linalg.eigvalsh(sym(np.asarray(X)))
+    lam = np.linalg.eigvalsh(sym(square(X, "topk_eigsum")))
     return np.sum(lam[len(lam) - k:])
 
 
@@ -252,7 +252,8 @@ def lambda_max(X):
     return topk_eigsum_p(X, k=1)
 
 
-lambda_min_p = Primitive("lambda_min", lambda X: np.linalg.eigvalsh(sym(np.asarray(X)))[0])
+lambda_min_p = Primitive("lambda_min",
+                         lambda X: np.linalg.eigvalsh(sym(square(X, "lambda_min")))[0])
 
 
 @lambda_min_p.defrule
