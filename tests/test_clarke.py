@@ -32,6 +32,9 @@ def test_abs_at_zero():
     assert as_set(s.gradients) == {(-1.0,), (1.0,)}
     assert s.contains(0.0) and s.contains(-1.0) and s.contains(0.5)
     assert not s.contains(1.5) and not s.contains(-1.01)
+    assert s.distance(1.5) == pytest.approx(0.5, abs=1e-12)
+    assert s.distance(-3.0) == pytest.approx(2.0, abs=1e-12)
+    assert s.distance(0.25) <= 1e-12
     assert s.min_norm() == 0.0
     assert s.is_stationary() and not s.is_singleton
     assert s.gradients.shape == (2,) and s.directions.shape == (64,)
@@ -135,6 +138,23 @@ def test_max_of_affine_finds_every_piece_and_decides_zero(case):
     assert s.contains(z)
     # the min-norm point is the projection of 0: no generator lies strictly on 0's side of it
     assert np.all(a @ z >= z @ z - 1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(1, 5).flatmap(lambda d: st.lists(
+    st.lists(st.integers(-4, 4).map(float), min_size=d, max_size=d), min_size=1, max_size=8)))
+def test_min_norm_certificate_on_arbitrary_hulls(rows):
+    """The min-norm element z is in the hull and (g - z) . z >= 0 for every generator g:
+    the optimality certificate of the projection of 0, checked without any solver."""
+    g = np.array(rows)
+    s = asd.clarke(lambda x: x @ g[0], n=2, seed=0)(np.zeros(g.shape[1])).with_gradients(g[1:])
+    assert as_set(s.gradients) == as_set(g)
+    z = s.min_norm()
+    assert s.contains(z)
+    assert all(s.distance(row) <= 1e-9 for row in g)
+    assert np.all((g - z) @ z >= -1e-9 * max(1.0, float(z @ z)))
+    assert np.isclose(s.min_norm_weights() @ s.gradients, z, atol=1e-9).all()
+    assert s.contains(np.zeros_like(z)) == s.is_stationary(1e-7)
 
 
 # ----- the shared re-sweep against the exact oracle and single sweeps -----
