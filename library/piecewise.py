@@ -21,10 +21,10 @@ from asd.extend import (
     comparison_of,
     defpiecewise,
     is_traced,
-    record_degenerate_tie,
     register_method,
     register_numpy,
     tangent_at,
+    tie_sign,
 )
 
 # ----- relu and abs (written out: they are on every hot path) -----
@@ -39,7 +39,7 @@ def relu_rule(xs, dxs):
     slope = np.asarray(x > 0)
     tie = x == 0
     if tie.any():
-        slope[tie] = dxs[0](tie) >= 0
+        slope[tie] = tie_sign(x, dxs[0], 0.0, None, tie) >= 0
     return np.maximum(x, 0), Diagonal(slope, x.shape)
 
 
@@ -53,31 +53,29 @@ def abs_rule(xs, dxs):
     positive = np.asarray(x >= 0)
     tie = x == 0
     if tie.any():
-        positive[tie] = dxs[0](tie) >= 0
+        positive[tie] = tie_sign(x, dxs[0], 0.0, None, tie) >= 0
     return np.abs(x), Diagonal(np.where(positive, 1.0, -1.0).astype(x.dtype), x.shape)
 
 
 # ----- maximum and minimum: ties broken by (value, tangent), then the first operand -----
 
-def _select_rule(np_op, first_wins_strictly):
+def _select_rule(np_op, first_wins, sign_of_first):
     def rule(xs, dxs):
         a, b = xs
         ans = np_op(a, b)
         out = np.shape(ans)
-        pick_a = np.asarray(np.broadcast_to(first_wins_strictly(a, b), out))
+        pick_a = np.asarray(np.broadcast_to(first_wins(a, b), out))
         tie = np.asarray(np.broadcast_to(np.equal(a, b), out))
         if tie.any():
             pick_a = pick_a.copy()
-            a_dot = tangent_at(dxs[0], tie, out)
-            b_dot = tangent_at(dxs[1], tie, out)
-            pick_a[tie] = first_wins_strictly(a_dot, b_dot) | (a_dot == b_dot)
+            pick_a[tie] = sign_of_first * tie_sign(a, dxs[0], b, dxs[1], tie) >= 0
         return ans, FanIn(Diagonal(pick_a, np.shape(a), out), Diagonal(~pick_a, np.shape(b), out))
 
     return rule
 
 
-maximum_p = Primitive("maximum", np.maximum, _select_rule(np.maximum, np.greater))
-minimum_p = Primitive("minimum", np.minimum, _select_rule(np.minimum, np.less))
+maximum_p = Primitive("maximum", np.maximum, _select_rule(np.maximum, np.greater, 1))
+minimum_p = Primitive("minimum", np.minimum, _select_rule(np.minimum, np.less, -1))
 
 
 def relu(x):
@@ -319,16 +317,9 @@ def where_cmp_rule(xs, dxs, op):
                 "discontinuous there. Make both branches agree on the boundary, or use a "
                 "continuous primitive."
             )
-        h_dot = tangent_at(dxs[0], tie, out) - tangent_at(dxs[1], tie, out)
-        if op in (">", ">="):
-            cond[tie] = h_dot >= 0
-        elif op in ("<", "<="):
-            cond[tie] = h_dot <= 0
-        elif op == "==":
-            cond[tie] = h_dot == 0
-        else:
-            cond[tie] = h_dot != 0
-        record_degenerate_tie(int(np.count_nonzero(h_dot == 0)))
+        side = tie_sign(lhs, dxs[0], rhs, dxs[1], tie, record=True)
+        cond[tie] = {">": side >= 0, ">=": side >= 0, "<": side <= 0, "<=": side <= 0,
+                     "==": side == 0, "!=": side != 0}[op]
     return ans, FanIn(None, None, Diagonal(cond, np.shape(a), out),
                       Diagonal(~cond, np.shape(b), out))
 

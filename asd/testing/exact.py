@@ -1,16 +1,16 @@
 """Exact one-sided derivatives of piecewise-polynomial numpy programs: the oracle of asd's tests.
 
-Along the ray ``x + delta * v``, ``delta -> 0+``, every branch of a piecewise-polynomial program is
-eventually fixed, so the program is a polynomial in ``delta`` there. Evaluating it on truncated power
-series in ``delta`` with exact rational coefficients (`Series`) therefore decides every branch the way
-the ray does: by the sign of the leading nonzero coefficient ("lexicographic" evaluation). From the
-value series, ``f(x)`` is the delta**0 coefficient and ``f'(x; v)`` the delta**1 coefficient. Carrying
-a forward-mode gradient alongside (`Jet`) gives ``lim grad f(x + delta * v)`` as the delta**0
-coefficients of the gradient series.
+Along the ray ``x + delta * v``, ``delta -> 0+``, every branch of a piecewise-polynomial program
+is eventually fixed, so the program is a polynomial in ``delta`` there. Evaluating it on truncated
+power series in ``delta`` with exact rational coefficients (`Series`) therefore decides every
+branch the way the ray does: by the sign of the leading nonzero coefficient ("lexicographic"
+evaluation). From the value series, ``f(x)`` is the delta**0 coefficient and ``f'(x; v)`` the
+delta**1 coefficient. Carrying a forward-mode gradient alongside (`Jet`) gives
+``lim grad f(x + delta * v)`` as the delta**0 coefficients of the gradient series.
 
 Programs run unchanged on numpy object arrays of `Series` or `Jet`: numpy's object loops call the
-elements' operators (``np.maximum`` uses ``>=``, ``np.minimum`` ``<=``, ``np.abs`` ``abs``, ``@`` and
-``np.dot`` ``*`` and ``+``, ``x ** 2`` ``__pow__`` with a Python int).
+elements' operators (``np.maximum`` uses ``>=``, ``np.minimum`` ``<=``, ``np.abs`` ``abs``, ``@``
+and ``np.dot`` ``*`` and ``+``, ``x ** 2`` ``__pow__`` with a Python int).
 
 Example:
     >>> import numpy as np
@@ -22,14 +22,22 @@ Example:
 
 from __future__ import annotations
 
-import numbers
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from fractions import Fraction
-from itertools import zip_longest
 from typing import Any
 
 import numpy as np
+
+from asd.series import (
+    _NOT_POLYNOMIAL,
+    DEFAULT_ORDER,
+    Series,
+    _comparison,
+    _not_polynomial,
+    object_array,
+    to_fraction,
+)
 
 __all__ = [
     "DEFAULT_ORDER",
@@ -45,236 +53,20 @@ __all__ = [
     "to_fraction",
 ]
 
-DEFAULT_ORDER = 24
-"""Highest power of delta kept. Ties whose sign shows only beyond it are taken as exact ties."""
-
-Scalar = numbers.Real | Fraction
-
-# Unary ufuncs that numpy's object loops call as methods (``np.sqrt(a)`` calls ``a.sqrt()``); none
-# is a polynomial, so the oracle cannot evaluate them exactly.
-_NOT_POLYNOMIAL = frozenset(
-    "sqrt cbrt exp exp2 expm1 log log2 log10 log1p sin cos tan arcsin arccos arctan sinh cosh tanh"
-    " arcsinh arccosh arctanh rint floor ceil trunc".split()
-)
-
-
 class DegenerateTie(ArithmeticError):
     """A branch the ray cannot decide, so the limiting gradient is not determined by ``v``.
 
     Raised by `Jet` comparisons and ``abs`` when the compared quantity ``h`` vanishes identically
-    along the ray (to the truncation order) while its gradient at ``x`` does not: the program then
-    follows the tie, and the two branches give different limiting gradients. Callers skip such cases.
+    along the ray (to the truncation order) while its gradient at ``x`` does not: the ray then runs
+    along the kink, and the two branches give different limiting gradients. With ``tie_order``,
+    also when ``h`` shows only beyond that order. Callers skip such cases.
     """
-
-
-def to_fraction(a: Scalar) -> Fraction:
-    """``a`` as an exact Fraction; floats convert exactly (``0.1`` is not ``1/10``)."""
-    if isinstance(a, Fraction):
-        return a
-    if isinstance(a, numbers.Integral):
-        return Fraction(int(a))
-    if isinstance(a, numbers.Real):
-        return Fraction(float(a))
-    raise TypeError(f"expected an int, float or Fraction, got {type(a).__name__}: {a!r}")
 
 
 def as_fractions(a: Any) -> np.ndarray:
     """``a`` (a number, nested list or array) as an object array of exact Fractions."""
     a = np.asarray(a)
-    return _object_array([to_fraction(e) for e in a.flat], a.shape)
-
-
-def _object_array(items: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray:
-    """An object array of ``items`` (flat, C order) without numpy looking inside them."""
-    out = np.empty(len(items), dtype=object)
-    out[:] = items
-    return out.reshape(shape)
-
-
-def _comparison(test: Callable[[int, int], bool]) -> Callable[[Any, Any], Any]:
-    """A rich comparison decided by ``test(sign(self - other), 0)``."""
-
-    def compare(self: Any, other: Any) -> Any:
-        sign = self._compare(other)
-        return sign if sign is NotImplemented else test(sign, 0)
-
-    return compare
-
-
-def _not_polynomial(kind: str, name: str) -> Callable[..., Any]:
-    def unsupported(*args: Any) -> Any:
-        raise TypeError(
-            f"np.{name} is not supported on {kind}: the exact oracle evaluates piecewise-polynomial"
-            " programs only (+ - * /, integer powers, abs, maximum/minimum, where on comparisons)"
-        )
-
-    return unsupported
-
-
-class Series:
-    """A power series in an infinitesimal ``delta > 0``, truncated after ``delta**order``.
-
-    Coefficients are exact Fractions. A series is ordered like the function it represents for small
-    ``delta``: by the sign of its leading nonzero coefficient; one zero to the truncation order equals
-    0. Mixes with int, float (converted exactly) and Fraction.
-
-    >>> d = Series([0, 1])
-    >>> (1 + d) ** 2
-    Series(1 + 2*d + d^2)
-    >>> d ** 2 - 3 * d < 0 < d ** 5
-    True
-    """
-
-    __slots__ = ("coeffs", "order")
-
-    coeffs: tuple[Fraction, ...]
-    order: int
-
-    def __init__(self, coeffs: Sequence[Scalar] | Scalar = (), order: int = DEFAULT_ORDER) -> None:
-        if not isinstance(coeffs, Sequence):
-            coeffs = (coeffs,)
-        self._set([to_fraction(c) for c in coeffs], order)
-
-    def _set(self, coeffs: list[Fraction], order: int) -> None:
-        """Store ``coeffs`` truncated after ``delta**order`` and without trailing zeros."""
-        del coeffs[order + 1 :]
-        while coeffs and not coeffs[-1]:
-            coeffs.pop()
-        self.coeffs = tuple(coeffs)
-        self.order = order
-
-    @classmethod
-    def _new(cls, coeffs: list[Fraction], order: int) -> Series:
-        """Construct from Fractions already checked (the arithmetic's fast path)."""
-        series = object.__new__(cls)
-        series._set(coeffs, order)
-        return series
-
-    def coefficient(self, k: int) -> Fraction:
-        """The coefficient of ``delta**k`` (zero past the stored ones)."""
-        return self.coeffs[k] if k < len(self.coeffs) else Fraction(0)
-
-    def valuation(self) -> int | None:
-        """The power of delta of the leading nonzero coefficient; None for the zero series."""
-        return next((k for k, c in enumerate(self.coeffs) if c), None)
-
-    def sign(self) -> int:
-        """-1, 0 or 1: the sign of the represented function for all small ``delta > 0``."""
-        k = self.valuation()
-        return 0 if k is None else (1 if self.coeffs[k] > 0 else -1)
-
-    # ----- arithmetic -----
-
-    def _coerce(self, other: Any) -> Series | None:
-        if isinstance(other, Series):
-            return other
-        if isinstance(other, numbers.Real):
-            return Series._new([to_fraction(other)], self.order)
-        return None
-
-    def __add__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        if other is None:
-            return NotImplemented
-        zero = Fraction(0)
-        coeffs = [a + b for a, b in zip_longest(self.coeffs, other.coeffs, fillvalue=zero)]
-        return Series._new(coeffs, min(self.order, other.order))
-
-    __radd__ = __add__
-
-    def __neg__(self) -> Series:
-        return Series._new([-c for c in self.coeffs], self.order)
-
-    def __pos__(self) -> Series:
-        return self
-
-    def __sub__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        return NotImplemented if other is None else self + -other
-
-    def __rsub__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        return NotImplemented if other is None else other + -self
-
-    def __mul__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        if other is None:
-            return NotImplemented
-        order = min(self.order, other.order)
-        a, b = self.coeffs, other.coeffs
-        coeffs = [Fraction(0)] * max(0, min(len(a) + len(b) - 1, order + 1))
-        for i, ai in enumerate(a[: order + 1]):
-            if ai:
-                for j, bj in enumerate(b[: order + 1 - i]):
-                    coeffs[i + j] += ai * bj
-        return Series._new(coeffs, order)
-
-    __rmul__ = __mul__
-
-    def reciprocal(self) -> Series:
-        """``1 / self`` as a power series; needs a nonzero constant term."""
-        a = self.coeffs
-        if not a or not a[0]:
-            raise ZeroDivisionError(
-                f"1/{self!r}: the constant term is zero, so the reciprocal is a Laurent series in"
-                " delta (a pole at the point), which the oracle does not represent"
-            )
-        inverse = 1 / a[0]
-        b = [inverse]
-        for n in range(1, self.order + 1 if len(a) > 1 else 1):
-            b.append(-inverse * sum(a[k] * b[n - k] for k in range(1, min(n, len(a) - 1) + 1)))
-        return Series._new(b, self.order)
-
-    def __truediv__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        return NotImplemented if other is None else self * other.reciprocal()
-
-    def __rtruediv__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        return NotImplemented if other is None else other * self.reciprocal()
-
-    def __pow__(self, n: int) -> Series:
-        if not isinstance(n, numbers.Integral) or n < 0:
-            raise TypeError(f"Series ** {n!r}: only integer exponents >= 0 are polynomial")
-        result, base = Series._new([Fraction(1)], self.order), self
-        for bit in bin(int(n))[:1:-1]:
-            if bit == "1":
-                result = result * base
-            base = base * base
-        return result
-
-    def __abs__(self) -> Series:
-        return -self if self.sign() < 0 else self
-
-    # ----- order -----
-
-    def _compare(self, other: Any) -> int:
-        other = self._coerce(other)
-        return NotImplemented if other is None else (self - other).sign()
-
-    __lt__ = _comparison(operator.lt)
-    __le__ = _comparison(operator.le)
-    __gt__ = _comparison(operator.gt)
-    __ge__ = _comparison(operator.ge)
-    __eq__ = _comparison(operator.eq)  # type: ignore[assignment]
-    __ne__ = _comparison(operator.ne)  # type: ignore[assignment]
-    __hash__ = None  # type: ignore[assignment]
-
-    def __bool__(self) -> bool:
-        return bool(self.coeffs)
-
-    def __getattr__(self, name: str) -> Any:
-        if name in _NOT_POLYNOMIAL:
-            return _not_polynomial("Series", name)
-        raise AttributeError(f"'Series' object has no attribute {name!r}")
-
-    def __repr__(self) -> str:
-        terms = [
-            f"{c}" if k == 0 else f"{'' if c == 1 else f'{c}*'}d{'' if k == 1 else f'^{k}'}"
-            for k, c in enumerate(self.coeffs)
-            if c
-        ]
-        return f"Series({' + '.join(terms).replace('+ -', '- ') or '0'})"
+    return object_array([to_fraction(e) for e in a.flat], a.shape)
 
 
 class Jet:
@@ -282,13 +74,15 @@ class Jet:
 
     Both are series along the ray; comparisons and ``abs`` look at the value only and decide by
     its sign for small ``delta``. Where the compared quantity ``h`` is undecided (zero to the
-    truncation order, or beyond ``tie_order`` when given) the branch is harmless if the gradient of
-    ``h`` at ``x`` (its delta**0 coefficients) vanishes -- both branches then agree to first order
-    -- and a `DegenerateTie` otherwise. After a harmless tie only the delta**0 gradient
-    coefficients are meaningful, which is all the oracle reads.
+    truncation order, or beyond ``tie_order`` when given), the branch is harmless if the gradient
+    of ``h`` at ``x`` (its delta**0 coefficients) vanishes -- the branches of max, abs and of the
+    continuous ``where`` forms then have the same limiting gradient -- and a `DegenerateTie`
+    otherwise. After a harmless tie only the delta**0 gradient coefficients are meaningful, which
+    is all the oracle reads.
 
-    ``tie_order=1`` mimics first-order rules such as the paper's (decide by ``h``, then ``h_dot``):
-    ties they cannot decide but the exact limit can are reported as `DegenerateTie` too.
+    ``tie_order=1`` mimics first-order rules such as the paper's (decide by ``h``, then by its
+    derivative along ``v``): ties that only a higher order breaks, where the branch matters, are
+    reported as `DegenerateTie` too, since such rules may pick the other branch there.
     """
 
     __slots__ = ("grad", "tie_order", "value")
@@ -376,10 +170,10 @@ class Jet:
         k = self.value.valuation()
         undecided = k is None or (self.tie_order is not None and k > self.tie_order)
         if undecided and any(g.coefficient(0) for g in self.grad):
-            gradient = [str(g.coefficient(0)) for g in self.grad]
-            where = "vanishes along the ray" if k is None else f"is decided only at delta^{k}"
+            gradient = ", ".join(str(g.coefficient(0)) for g in self.grad)
+            where = "vanishes along the ray" if k is None else f"shows only at delta^{k}"
             raise DegenerateTie(
-                f"a tie {where} but its gradient at x, [{', '.join(gradient)}], does not vanish:"
+                f"a compared quantity {where} but its gradient at x, [{gradient}], does not:"
                 " the branch (and the limiting gradient) is not determined by the direction;"
                 " skip this case or choose another direction"
             )
@@ -426,12 +220,10 @@ def _ray(x: Any, v: Any) -> tuple[np.ndarray, np.ndarray]:
 def series_ray(x: Any, v: Any, order: int = DEFAULT_ORDER) -> np.ndarray:
     """The object array of `Series` ``x + delta * v``: feed it to ``f`` for ``f(x + delta * v)``."""
     x, v = _ray(x, v)
-    return _object_array([Series((a, b), order) for a, b in zip(x.flat, v.flat)], x.shape)
+    return object_array([Series((a, b), order) for a, b in zip(x.flat, v.flat)], x.shape)
 
 
-def jet_ray(
-    x: Any, v: Any, order: int = DEFAULT_ORDER, tie_order: int | None = None
-) -> np.ndarray:
+def jet_ray(x: Any, v: Any, order: int = DEFAULT_ORDER, tie_order: int | None = None) -> np.ndarray:
     """The object array of `Jet` ``x + delta * v`` seeded with the identity gradient."""
     x, v = _ray(x, v)
     zero, one = Series((), order), Series((1,), order)
@@ -439,7 +231,7 @@ def jet_ray(
         Jet(Series((a, b), order), [one if j == i else zero for j in range(x.size)], tie_order)
         for i, (a, b) in enumerate(zip(x.flat, v.flat))
     ]
-    return _object_array(jets, x.shape)
+    return object_array(jets, x.shape)
 
 
 def _value(element: Any, order: int) -> Series:
@@ -477,7 +269,7 @@ def limiting_gradient(
     if out.shape != ():
         raise ValueError(f"f must return a scalar, got shape {out.shape}; use limiting_jacobian")
     element = out[()]
-    gradient = _object_array(_gradient(element, xs.size), xs.shape)
+    gradient = object_array(_gradient(element, xs.size), xs.shape)
     return _value(element, order).coefficient(0), gradient
 
 
@@ -489,11 +281,11 @@ def limiting_jacobian(
     *,
     tie_order: int | None = None,
 ) -> np.ndarray:
-    """``lim J f(x + delta * v)`` for array-valued ``f``: Fractions shaped ``out.shape + x.shape``."""
+    """``lim J f(x + delta * v)`` for array-valued ``f``: Fractions, ``out.shape + x.shape``."""
     xs = jet_ray(x, v, order, tie_order)
     out = np.asarray(f(xs), dtype=object)
     rows = [_gradient(element, xs.size) for element in out.flat]
-    return _object_array([g for row in rows for g in row], out.shape + xs.shape)
+    return object_array([g for row in rows for g in row], out.shape + xs.shape)
 
 
 def directional_derivative(
@@ -505,5 +297,5 @@ def directional_derivative(
     gradients, so it is exact even at ties the direction cannot break (``f`` is continuous).
     """
     out = np.asarray(f(series_ray(x, v, order)), dtype=object)
-    slopes = _object_array([_value(e, order).coefficient(1) for e in out.flat], out.shape)
+    slopes = object_array([_value(e, order).coefficient(1) for e in out.flat], out.shape)
     return slopes[()] if slopes.ndim == 0 else slopes
