@@ -1,4 +1,4 @@
-"""The paper's ASD routine in literal form, built from the same rule: [g(x), D[g; v](x), ∇p_z(x)]."""
+"""The paper's ASD routine in literal form, from the same rule: [g(x), D[g; v](x), ∇p_z(x)]."""
 
 import numpy as np
 import pytest
@@ -22,7 +22,7 @@ def test_maximum_asd_triple_breaks_ties_by_tangent_then_first_operand():
 
 
 def test_vector_asd_returns_the_branch_jacobian():
-    value, d, jac = asd.library.piecewise.relu_p.asd(np.zeros(2), direction=np.array([1.0, -1.0]))
+    _, d, jac = asd.library.piecewise.relu_p.asd(np.zeros(2), direction=np.array([1.0, -1.0]))
     np.testing.assert_array_equal(d, [1.0, 0.0])
     np.testing.assert_array_equal(jac, np.diag([1.0, 0.0]))
 
