@@ -50,20 +50,20 @@ class Smooth:
     name: str
     numpy: Callable
     derivative: Callable  # (x, ans) -> slope
-    sympy: str  # the sympy function of the same name (resolved lazily by the certifier)
+    sympy: Callable  # (sympy module, expr) -> the same function in sympy (used by the certifier)
 
 
 SMOOTH: dict[str, Smooth] = {
     s.name: s
     for s in (
-        Smooth("exp", np.exp, lambda x, a: a, "exp"),
-        Smooth("expm1", np.expm1, lambda x, a: a + 1, "expm1"),
-        Smooth("log", np.log, lambda x, a: 1 / x, "log"),
-        Smooth("log1p", np.log1p, lambda x, a: 1 / (1 + x), "log1p"),
-        Smooth("sin", np.sin, lambda x, a: np.cos(x), "sin"),
-        Smooth("cos", np.cos, lambda x, a: -np.sin(x), "cos"),
-        Smooth("tanh", np.tanh, lambda x, a: 1 - a * a, "tanh"),
-        Smooth("arctan", np.arctan, lambda x, a: 1 / (1 + x * x), "atan"),
+        Smooth("exp", np.exp, lambda x, a: a, lambda sp, e: sp.exp(e)),
+        Smooth("expm1", np.expm1, lambda x, a: a + 1, lambda sp, e: sp.exp(e) - 1),
+        Smooth("log", np.log, lambda x, a: 1 / x, lambda sp, e: sp.log(e)),
+        Smooth("log1p", np.log1p, lambda x, a: 1 / (1 + x), lambda sp, e: sp.log(1 + e)),
+        Smooth("sin", np.sin, lambda x, a: np.cos(x), lambda sp, e: sp.sin(e)),
+        Smooth("cos", np.cos, lambda x, a: -np.sin(x), lambda sp, e: sp.cos(e)),
+        Smooth("tanh", np.tanh, lambda x, a: 1 - a * a, lambda sp, e: sp.tanh(e)),
+        Smooth("arctan", np.arctan, lambda x, a: 1 / (1 + x * x), lambda sp, e: sp.atan(e)),
     )
 }
 _SMOOTH_BY_UFUNC = {s.numpy: s for s in SMOOTH.values()}

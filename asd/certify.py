@@ -38,6 +38,7 @@ import sympy
 
 from .branching import (
     _ACTIVE,
+    SMOOTH,
     BranchingPrimitive,
     Smooth,
     _CallableModule,
@@ -110,7 +111,7 @@ class Symbolic:
 
     def apply_smooth(self, s: Smooth):
         self.run.check_declared(s.name)
-        return self._new(getattr(sympy, s.sympy)(self.expr))
+        return self._new(s.sympy(sympy, self.expr))
 
     def __bool__(self):
         raise TracerBoolError("a branching program used a value in Python control flow; "
@@ -256,6 +257,7 @@ def certify(fn: Callable, *, smooth: Iterable[str] | None = None) -> Certificate
     except ASDError as e:
         cert.failures.append(Failure("model", str(e)))
         return cert
+    cert.paths = [p for p in cert.paths if _nonempty(p, symbols)]
     seen = []
     for p in cert.paths:
         for h, _ in p.constraints:
@@ -302,14 +304,10 @@ def enumerate_paths(program: BranchingPrimitive, symbols) -> list[Path]:
 def _is_model_expr(expr, symbols, program) -> bool:
     if expr.is_polynomial(*symbols):
         return True
-    allowed = {getattr(sympy, program_smooth.sympy) for program_smooth in _declared(program)}
+    t = sympy.Symbol("t")
+    allowed = {f.func for name in program.smooth
+               for f in SMOOTH[name].sympy(sympy, t).atoms(sympy.Function)}
     return all(f.func in allowed for f in expr.atoms(sympy.Function))
-
-
-def _declared(program):
-    from .branching import SMOOTH
-
-    return [SMOOTH[n] for n in program.smooth]
 
 
 def _check_pieces(cert: Certificate, program) -> None:
@@ -448,32 +446,25 @@ def _agree_on_boundary(h, a: Path, b: Path, symbols) -> tuple[str, dict | None]:
 
 
 def _linear_face(h, constraints, diff, symbols) -> tuple[str, dict | None]:
-    """Affine constraints: find the affine hull of the common face exactly (rational LP)."""
+    """Affine constraints: find the affine hull of the common face exactly (rational LP).
+
+    An inequality is an implicit equality of the face iff its maximum over the face is 0;
+    the difference of the pieces must vanish on the affine hull those equalities span.
+    """
     from sympy.solvers.simplex import InfeasibleLPError, UnboundedLPError, lpmax
 
-    ineqs = [c if d else -c for c, d in constraints]  # each >= 0 on the face
+    ineqs = [g for g in dict.fromkeys(c if d else -c for c, d in constraints) if g.free_symbols]
+    cons = [sympy.Eq(h, 0)] + [g >= 0 for g in ineqs]
     eqs = [h]
-    for _ in range(len(ineqs) + 1):
-        cons = [sympy.Eq(e, 0) for e in eqs] + [g >= 0 for g in ineqs if g not in eqs]
-        cons = [c for c in cons if c is not sympy.true]
-        if any(c is sympy.false for c in cons):
-            return "proved", None
-        moved = False
-        for g in ineqs:
-            if g in eqs or not g.free_symbols:
-                continue
-            try:
-                best, _ = lpmax(g, cons)
-            except InfeasibleLPError:
-                return "proved", None  # the two pieces do not touch
-            except UnboundedLPError:
-                continue
-            if best == 0:
-                eqs.append(g)
-                moved = True
-                break
-        if not moved:
-            break
+    for g in ineqs:
+        try:
+            best, _ = lpmax(g, cons)
+        except InfeasibleLPError:
+            return "proved", None  # the two pieces do not touch
+        except UnboundedLPError:
+            continue
+        if best == 0:
+            eqs.append(g)
     sol = sympy.solve(eqs, symbols, dict=True)
     if not sol:
         return "proved", None
@@ -482,17 +473,39 @@ def _linear_face(h, constraints, diff, symbols) -> tuple[str, dict | None]:
         return "proved", None
     cons = [sympy.Eq(e, 0) for e in eqs] + [g >= 0 for g in ineqs if g not in eqs]
     cons = [c for c in cons if c is not sympy.true]
-    for weights in itertools.product(_GRID[1:6], repeat=len(symbols)):
+    box = [s <= 3 for s in symbols] + [s >= -3 for s in symbols]
+    vertices: list[dict] = []
+    for weights in itertools.islice(itertools.product(_GRID[1:6], repeat=len(symbols)), 40):
         objective = sum(w * s for w, s in zip(weights, symbols, strict=True))
         try:
-            _, point = lpmax(objective, cons + [s <= 3 for s in symbols] +
-                             [s >= -3 for s in symbols])
+            _, point = lpmax(objective, cons + box)
         except (InfeasibleLPError, UnboundedLPError):
             continue
         point = {s: point.get(s, sympy.Integer(0)) for s in symbols}
-        if diff.subs(point) != 0:
-            return "failed", point
+        for q in [point] + [{s: (point[s] + v[s]) / 2 for s in symbols} for v in vertices]:
+            if diff.subs(q) != 0:
+                return "failed", q
+        vertices.append(point)
     return "failed", None
+
+
+def _nonempty(path: Path, symbols) -> bool:
+    """False only when a path's region is provably empty (affine constraints, exact LP)."""
+    from sympy.solvers.simplex import InfeasibleLPError, UnboundedLPError, lpmax
+
+    cs = [(h, d) for h, d in path.constraints if h.free_symbols]
+    if not all(h.is_polynomial(*symbols) and sympy.Poly(h, *symbols).total_degree() <= 1
+               for h, _ in cs):
+        return True
+    t = sympy.Dummy("t")
+    cons = [h >= 0 if d else -h >= t for h, d in cs] + [t <= 1]
+    try:
+        best, _ = lpmax(t, cons)
+    except InfeasibleLPError:
+        return False
+    except UnboundedLPError:
+        return True
+    return best > 0 or all(d for _, d in cs)
 
 
 def _sample_boundary(h, constraints, diff, symbols) -> tuple[str, dict | None]:

@@ -1,0 +1,126 @@
+"""``asd prove``: run every certificate of the library and print the table, or certify a
+user's branching program (``asd prove file.py:function``).
+
+The exit status is the verdict: 0 when every certificate holds (and every library primitive
+has one), 1 otherwise, 2 for bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+STATUS_STYLE = {"proved": "green", "sampled": "yellow", "failed": "bold red"}
+
+
+def _style(text: str) -> str:
+    for word, style in STATUS_STYLE.items():
+        if text.startswith(word):
+            return f"[{style}]{text}[/{style}]"
+    if text.isupper() or text.startswith(("MISMATCH", "ERROR", "MISSING")):
+        return f"[bold red]{text}[/bold red]"
+    return text
+
+
+def _short(text: str, n: int = 34) -> str:
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def prove_library(console: Console, family: str | None = None) -> int:
+    """Run every certificate (of one family if given); print the table and the verdict."""
+    from asd import proofs
+
+    start = time.perf_counter()
+    rows = proofs.run_all(family)
+    missing = [] if family else proofs.uncovered()
+    table = Table(title="asd prove: certificates of the library primitives", show_lines=False)
+    for col in ("family", "primitive", "constraints", "CQ", "continuity", "gradient check",
+                "ok"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(r.family, r.primitive, _short(r.constraints), _style(r.cq),
+                      _style(r.continuity), _style(r.gradient),
+                      "[green]yes[/green]" if r.ok else "[bold red]NO[/bold red]")
+    for module, name in missing:
+        table.add_row(module, name, "-", "-", "-", "[bold red]NO CERTIFICATE[/bold red]",
+                      "[bold red]NO[/bold red]")
+    console.print(table)
+    for r in rows:
+        if not r.ok:
+            console.print(f"[bold red]{r.primitive}[/bold red]: {r.detail}", soft_wrap=True)
+    failed = [r for r in rows if not r.ok]
+    covered = len({r.primitive for r in rows})
+    elapsed = time.perf_counter() - start
+    if failed or missing:
+        console.print(f"[bold red]REJECTED[/bold red]: {len(failed)} failing certificates, "
+                      f"{len(missing)} primitives without one ({elapsed:.1f} s)")
+        return 1
+    console.print(f"[bold green]VERIFIED[/bold green]: {len(rows)} certificates, {covered} "
+                  f"primitives, all passed ({elapsed:.1f} s)")
+    return 0
+
+
+def load_function(spec: str):
+    """``path/to/file.py:function`` -> the function object."""
+    path, _, name = spec.rpartition(":")
+    if not path or not name:
+        raise ValueError(f"expected FILE.py:FUNCTION, got {spec!r}")
+    file = Path(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"no such file: {path}")
+    module_spec = importlib.util.spec_from_file_location(file.stem, file)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise AttributeError(f"{path} defines no {name!r}")
+    return getattr(module, name)
+
+
+def prove_program(console: Console, spec: str, smooth: list[str]) -> int:
+    """Certify one user branching program; print its pieces, checks and failures."""
+    from asd.certify import certify
+
+    fn = load_function(spec)
+    cert = certify(fn, smooth=smooth or None)
+    console.print(str(cert), highlight=False, markup=False)
+    console.print("[bold green]VERIFIED[/bold green]" if cert.ok else
+                  "[bold red]REJECTED[/bold red]")
+    return 0 if cert.ok else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of ``asd prove``.
+
+    >>> main(["--help"])  # doctest: +ELLIPSIS
+    usage: asd prove ...
+    0
+    """
+    parser = argparse.ArgumentParser(
+        prog="asd prove", description="Certificates (CQ, continuity, gradient checks) for every "
+        "library primitive, or for FILE.py:FUNCTION, a branching program of yours.")
+    parser.add_argument("program", nargs="?", help="FILE.py:FUNCTION to certify")
+    parser.add_argument("--family", help="only this library family (piecewise, order, ...)")
+    parser.add_argument("--smooth", action="append", default=[],
+                        help="a smooth function the program may use (exp, log, ...); repeat")
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:
+        return int(e.code or 0)
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    if args.program:
+        try:
+            return prove_program(console, args.program, args.smooth)
+        except (ValueError, FileNotFoundError, AttributeError) as e:
+            console.print(f"asd prove: {e}", markup=False)
+            return 2
+    return prove_library(console, args.family)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
