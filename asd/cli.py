@@ -12,6 +12,7 @@ import sys
 COMMANDS = {
     "demo": ("asd.demo", "the paper's examples: asd against the installed frameworks"),
     "audit": ("asd.audit", "framework gradients against the Clarke set"),
+    "prove": ("asd.prove", "certificates for every primitive"),
     "bench": ("asd.bench", "benchmarks: asd against the primal and its peers"),
 }
 
