@@ -242,8 +242,8 @@ box_p = Primitive("proj_box", _box_impl)
 def box_rule(xs, dxs):
     x, lo, hi = _floats(xs[0]), np.asarray(xs[1], float), np.asarray(xs[2], float)
     _check_box(lo, hi, "box")
-    ans = np.minimum(np.maximum(x, lo), hi)
-    out = ans.shape
+    ans = np.minimum(np.maximum(x, xs[1]), xs[2])
+    out = np.shape(ans)
     inside, at_lo, at_hi = box_pieces(x, lo, hi, dxs)
     return ans, FanIn(Diagonal(inside.astype(float), x.shape, out),
                       Diagonal(at_lo.astype(float), lo.shape, out),
@@ -281,7 +281,7 @@ def _normal(a, x, name: str) -> tuple[np.ndarray, float]:
 def _hyperplane_impl(x, a, b):
     x = _floats(x)
     a, nrm = _normal(a, x, "hyperplane")
-    return x - (np.sum(a * x) - b) / nrm**2 * a
+    return (x - (np.sum(a * x) - b) / nrm**2 * a).astype(x.dtype, copy=False)
 
 
 hyperplane_p = Primitive("proj_hyperplane", _hyperplane_impl)
@@ -299,7 +299,7 @@ def hyperplane_rule(xs, dxs):
 def _halfspace_impl(x, a, b):
     x = _floats(x)
     a, nrm = _normal(a, x, "halfspace")
-    return x - max(float(np.sum(a * x) - b), 0.0) / nrm**2 * a
+    return (x - max(float(np.sum(a * x) - b), 0.0) / nrm**2 * a).astype(x.dtype, copy=False)
 
 
 halfspace_p = Primitive("proj_halfspace", _halfspace_impl)
@@ -481,7 +481,7 @@ def _soc_value(x: np.ndarray) -> np.ndarray:
         return x.copy()
     if nz <= -t:
         return np.zeros_like(x)
-    return (t + nz) / 2 * np.concatenate([[1.0], z / nz])
+    return ((t + nz) / 2 * np.concatenate([[1.0], z / nz])).astype(x.dtype, copy=False)
 
 
 def _soc_between(w: np.ndarray, alpha: float, beta: float) -> Callable:
@@ -732,6 +732,7 @@ def nuclear_ball_rule(xs, dxs):
         return embedded(embed(T))[..., :m, m:]
 
     ans = X.copy() if boundary else ((V * (signs * np.maximum(a - tau, 0))) @ V.T)[:m, m:]
+    ans = ans.astype(X.dtype, copy=False)
     return ans, FanIn(_symmetric(nuclear_push, X.shape), None)
 
 

@@ -110,20 +110,26 @@ def limit_eigh(lam: np.ndarray, V: np.ndarray, tangent, refine: np.ndarray | Non
 def embed(X: np.ndarray) -> np.ndarray:
     """``[[0, X], [X.T, 0]]``: symmetric, eigenvalues ``±σ(X)`` plus ``|m - n|`` zeros."""
     m, n = X.shape[-2:]
-    top = np.concatenate([np.zeros(X.shape[:-2] + (m, m)), X], axis=-1)
-    bottom = np.concatenate([np.swapaxes(X, -1, -2), np.zeros(X.shape[:-2] + (n, n))], axis=-1)
+    top = np.concatenate([np.zeros(X.shape[:-2] + (m, m), X.dtype), X], axis=-1)
+    bottom = np.concatenate([np.swapaxes(X, -1, -2), np.zeros(X.shape[:-2] + (n, n), X.dtype)],
+                            axis=-1)
     return np.concatenate([top, bottom], axis=-2)
 
 
+def _floats(X) -> np.ndarray:
+    X = np.asarray(X)
+    return X if np.issubdtype(X.dtype, np.floating) else X.astype(float)
+
+
 def square(X, name: str) -> np.ndarray:
-    X = np.asarray(X, dtype=np.result_type(X, float))
+    X = _floats(X)
     if X.ndim != 2 or X.shape[0] != X.shape[1]:
         raise ShapeError(f"{name} needs a square matrix, got shape {X.shape}")
     return X
 
 
 def matrix(X, name: str) -> np.ndarray:
-    X = np.asarray(X, dtype=np.result_type(X, float))
+    X = _floats(X)
     if X.ndim != 2:
         raise ShapeError(f"{name} needs a matrix (2-D array), got shape {X.shape}")
     return X
@@ -278,12 +284,16 @@ def lambda_min(X):
 
 # ----- matrix norms through the symmetric embedding -----
 
-spectral_norm_p = Primitive(
-    "spectral_norm", lambda X: np.linalg.norm(np.asarray(X, dtype=float), 2)
-    if min(np.shape(X)) else 0.0)
-nuclear_norm_p = Primitive(
-    "nuclear_norm", lambda X: np.linalg.norm(np.asarray(X, dtype=float), "nuc")
-    if min(np.shape(X)) else 0.0)
+def _norm_impl(name, order):
+    def impl(X):
+        X = matrix(X, name)
+        return np.linalg.norm(X, order) if min(X.shape) else X.dtype.type(0)
+
+    return impl
+
+
+spectral_norm_p = Primitive("spectral_norm", _norm_impl("spectral_norm", 2))
+nuclear_norm_p = Primitive("nuclear_norm", _norm_impl("nuclear_norm", "nuc"))
 
 
 def _norm_rule(name, k_of):

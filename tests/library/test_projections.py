@@ -451,3 +451,27 @@ def test_box_bounds_are_differentiable():
     g_lo, g_hi = asd.subgrad(lambda lo, hi: P.box(x, lo, hi).sum(), argnums=(0, 1))(lo, hi)
     np.testing.assert_allclose(g_lo, [1.0, 0.0, 0.0])
     np.testing.assert_allclose(g_hi, [0.0, 0.0, 1.0])
+
+
+@pytest.mark.parametrize("name", sorted(RULES))
+def test_float32_stays_float32(name):
+    args = {"box": (0.0, 1.0), "hyperplane": (np.ones(4, np.float32), 1.0),
+            "halfspace": (np.ones(4, np.float32), 0.5)}.get(name, ())
+    x = np.array([[0.5, 0.5], [0.0, -1.0]], np.float32)
+    x = x if name in ("psd", "nuclear_ball") else x.ravel()
+    fn = getattr(P, name)
+    value = fn(x, *args)
+    traced, g = asd.value_and_subgrad(lambda z: fn(z, *args).sum(), seed=1)(x)
+    assert value.dtype == np.float32 and traced.dtype == np.float32 and g.dtype == np.float32
+
+
+# ----- the examples this module backs (they assert their own claims) -----
+
+@pytest.mark.parametrize("script", ["semismooth_newton.py", "qp_sensitivity.py"])
+def test_example_runs(script, capsys):
+    import runpy
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / script
+    assert runpy.run_path(str(path))["main"]() == 0
+    assert "FAIL" not in capsys.readouterr().out
