@@ -138,13 +138,16 @@ def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
 # ----- the public functions -----
 
 def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
-                      full: bool = False) -> Callable:
+                      full: bool = False, diagnostics: bool = False) -> Callable:
     """Return a function computing ``(f(*args), g)`` with ``g`` in the Clarke subdifferential.
 
     One sweep along a direction drawn uniformly on the unit sphere (or the given
     ``direction``), then reverse mode over the branch linearizations it selected. For the
     given direction ``v`` the result is the limiting gradient ``lim ∇f(x + δv)`` as δ ↓ 0.
     With ``full=True`` the function returns the whole `ASDResult` instead (see `asd`).
+    With ``diagnostics=True`` it returns ``(value, subgradient, degenerate)``: the degenerate
+    ties met (``Tie(node, primitive, count)``, ``h == 0`` and ``h_dot == 0``), which flag a
+    possible constraint-qualification failure in user-written branches.
 
     >>> import asd
     >>> asd.value_and_subgrad(lambda x: asd.relu(x) - asd.relu(-x))(0.0)
@@ -152,8 +155,12 @@ def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction
     """
 
     def wrapped(*args):
-        result = _asd_sweep(f, _Inputs(args, argnums), direction, seed, full)
-        return result if full else (result.value, result.subgradient)
+        result = _asd_sweep(f, _Inputs(args, argnums), direction, seed, full or diagnostics)
+        if full:
+            return result
+        if diagnostics:
+            return result.value, result.subgradient, result.degenerate
+        return result.value, result.subgradient
 
     wrapped.__doc__ = f"Value and a Clarke subgradient of {getattr(f, '__name__', f)}."
     return wrapped
