@@ -161,7 +161,16 @@ def _median(x):
 
 
 def _vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
-    return _lib("norm")(x, ord=ord, axis=_dims(dim, np.ndim(x)), keepdims=bool(keepdim))
+    axes = _dims(dim, np.ndim(x))
+    if axes is None or len(axes) > 1:   # a vector norm over several axes: flatten them
+        axes = tuple(range(np.ndim(x))) if axes is None else axes
+        moved = np.transpose(x, tuple(a for a in range(np.ndim(x)) if a not in axes) + axes)
+        flat = moved.reshape(np.shape(moved)[:np.ndim(x) - len(axes)] + (-1,))
+        y = _lib("norm")(flat, ord=ord, axis=-1)
+        if keepdim:
+            y = y.reshape(tuple(1 if a in axes else n for a, n in enumerate(np.shape(x))))
+        return y
+    return _lib("norm")(x, ord=ord, axis=axes[0], keepdims=bool(keepdim))
 
 
 def _norm_p(x, p=2, dim=None, keepdim=False, dtype=None):
@@ -358,6 +367,10 @@ def _pow(x, p):
     return x ** p
 
 
+def _trace(x):
+    return (x * np.eye(*np.shape(x))).sum()
+
+
 def _cat(tensors, dim=0):
     return np.concatenate(tensors, axis=dim)
 
@@ -373,6 +386,7 @@ ATEN: dict[str, Callable] = {
     "square": lambda x: x * x, "reciprocal": lambda x: 1.0 / x,
     "matmul": operator.matmul, "mm": operator.matmul, "bmm": operator.matmul,
     "mv": operator.matmul, "dot": operator.matmul, "addmm": _addmm, "linear": _linear,
+    "trace": _trace,
     # elementwise functions
     "abs": np.abs, "exp": np.exp, "log": np.log, "sqrt": np.sqrt, "tanh": np.tanh,
     "sigmoid": lambda x: _lib("sigmoid")(x),
