@@ -267,7 +267,7 @@ def defpiecewise(name: str, breakpoints, pieces: Sequence | None = None) -> Prim
         ans = value(x, bps, parsed, at, tie)
         idx = np.searchsorted(bps, x, side="right")
         if tie.any():
-            left = dxs[0](tie) <= 0
+            left = dxs[0](tie) < 0
             idx = np.array(idx)
             idx[tie] = np.where(left, np.searchsorted(bps, x[tie], side="left"), idx[tie])
         slope = select(x, idx, parsed, 1)
