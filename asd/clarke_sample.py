@@ -35,6 +35,7 @@ from .linear import FanIn
 from .primitive import ZeroTangent, rule_context
 from .result import Tie, ties_of
 from .sweep import Trace
+from .tree import flatten
 
 
 class ClarkeSample:
@@ -95,7 +96,9 @@ class ClarkeSample:
         return max(1.0, float(np.max(np.abs(self._g))))
 
     def _flat(self, g) -> np.ndarray:
-        g = np.asarray(g, dtype=float).reshape(-1)
+        """``g`` as one flat vector: an array, or a structure like the arguments."""
+        leaves, _ = flatten(g)
+        g = np.concatenate([np.ravel(np.asarray(leaf, dtype=float)) for leaf in leaves])
         if g.size != self._g.shape[1]:
             raise ValueError(f"expected a vector with {self._g.shape[1]} entries (shaped like "
                              f"the differentiated arguments), got {g.size}")

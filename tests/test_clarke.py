@@ -216,6 +216,11 @@ def test_structured_arguments_are_flattened():
     s = asd.clarke(lambda a, b: asd.maximum(a, b), argnums=(0, 1), seed=0)(1.0, 1.0)
     assert as_set(s.gradients) == {(1.0, 0.0), (0.0, 1.0)}
     assert s.directions.shape == (64, 2)
+    assert s.contains((0.5, 0.5)) and s.contains([np.float64(0.25), 0.75])
+    assert not s.contains((1.0, 1.0))
+    d = asd.clarke(lambda p: asd.maximum(p["a"], p["b"]).sum(), seed=0)(
+        {"a": np.zeros(1), "b": np.zeros(1)})
+    assert d.contains({"a": np.array([0.5]), "b": np.array([0.5])})
 
 
 def test_constant_function_has_the_zero_gradient():
