@@ -251,6 +251,11 @@ def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value
     return x[tuple(index)]
 
 
+def _rev(x, *, dimensions):
+    return x[tuple(slice(None, None, -1) if a in set(dimensions) else slice(None)
+                   for a in range(np.ndim(x)))]
+
+
 def _concatenate(*xs, dimension):
     return np.concatenate(xs, axis=int(dimension))
 
@@ -309,24 +314,35 @@ def _identity(x, **_):
     return x
 
 
+def _plain(fn: Callable) -> Callable:
+    """A handler for a primitive whose parameters (``accuracy``...) do not change the math."""
+
+    def handler(*args, **_):
+        return fn(*args)
+
+    handler.__name__ = getattr(fn, "__name__", "handler")
+    return handler
+
+
 def _logistic(x, **_):
     return _lib("sigmoid")(x)
 
 
 LAX: dict[str, Callable] = {
     # arithmetic
-    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
-    "neg": operator.neg, "integer_pow": _integer_pow, "pow": operator.pow,
-    "square": lambda x: x * x, "dot_general": _dot_general,
+    "add": _plain(operator.add), "sub": _plain(operator.sub), "mul": _plain(operator.mul),
+    "div": _plain(operator.truediv), "neg": _plain(operator.neg), "pow": _plain(operator.pow),
+    "integer_pow": _integer_pow, "square": _plain(lambda x: x * x),
+    "dot_general": _dot_general,
     # elementwise
-    "abs": np.abs, "exp": lambda x, **_: np.exp(x), "log": lambda x, **_: np.log(x),
-    "sqrt": lambda x, **_: np.sqrt(x), "tanh": lambda x, **_: np.tanh(x),
-    "expm1": lambda x, **_: np.expm1(x), "log1p": lambda x, **_: np.log1p(x),
-    "logistic": _logistic,
+    "abs": _plain(np.abs), "exp": _plain(np.exp), "log": _plain(np.log),
+    "sqrt": _plain(np.sqrt), "tanh": _plain(np.tanh), "expm1": _plain(np.expm1),
+    "log1p": _plain(np.log1p), "logistic": _logistic,
     # piecewise
-    "max": np.maximum, "min": np.minimum, "select_n": _select_n, "clamp": _clamp,
-    "gt": operator.gt, "ge": operator.ge, "lt": operator.lt, "le": operator.le,
-    "eq": operator.eq, "ne": operator.ne,
+    "max": _plain(np.maximum), "min": _plain(np.minimum), "select_n": _select_n,
+    "clamp": _clamp, "gt": _plain(operator.gt), "ge": _plain(operator.ge),
+    "lt": _plain(operator.lt), "le": _plain(operator.le), "eq": _plain(operator.eq),
+    "ne": _plain(operator.ne),
     # reductions and order
     "reduce_sum": _reduce(np.sum), "reduce_max": _reduce(np.max), "reduce_min": _reduce(np.min),
     "argmax": _argminmax(np.argmax), "argmin": _argminmax(np.argmin),
@@ -336,11 +352,12 @@ LAX: dict[str, Callable] = {
     "reduce_window_sum": _reduce_window_sum,
     # structure
     "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape, "squeeze": _squeeze,
-    "expand_dims": _expand_dims, "transpose": lambda x, *, permutation: _transpose(x, permutation),
+    "expand_dims": _expand_dims,
+    "transpose": lambda x, *, permutation: _transpose(x, permutation),
     "convert_element_type": _convert, "slice": _slice, "dynamic_slice": _dynamic_slice,
-    "gather": _gather, "concatenate": _concatenate, "pad": _pad,
+    "gather": _gather, "concatenate": _concatenate, "pad": _pad, "rev": _rev,
     "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
-    "stop_gradient": lambda x: asd.stop_gradient(x),
+    "stop_gradient": _plain(lambda x: asd.stop_gradient(x)),
 }
 """lax primitive name -> handler on numpy or traced arrays (params as keywords). Handlers of
 primitives with several results return a list. Extend it to teach the importer a primitive."""
@@ -395,6 +412,19 @@ def _is_same_var_compare(eqn) -> bool:
             and not isinstance(eqn.invars[0], jcore.Literal) and eqn.invars[0] is eqn.invars[1])
 
 
+def _needed(jaxpr) -> list[bool]:
+    """Which equations contribute to the outputs (jax.numpy leaves dead ones, like the
+    ``sign`` logsumexp computes and drops)."""
+    used = {v for v in jaxpr.outvars if not isinstance(v, jcore.Literal)}
+    keep = [False] * len(jaxpr.eqns)
+    for i in range(len(jaxpr.eqns) - 1, -1, -1):
+        eqn = jaxpr.eqns[i]
+        if any(v in used for v in eqn.outvars) or eqn.effects:
+            keep[i] = True
+            used.update(v for v in eqn.invars if not isinstance(v, jcore.Literal))
+    return keep
+
+
 def check(jaxpr, live: list[bool], path: tuple[str, ...] = ()) -> list[bool]:
     """Raise `UnsupportedError` for the first live equation without a mapping; return which
     outputs are live (depend on the differentiated inputs)."""
@@ -403,7 +433,9 @@ def check(jaxpr, live: list[bool], path: tuple[str, ...] = ()) -> list[bool]:
     def is_live(v):
         return not isinstance(v, jcore.Literal) and flags.get(v, False)
 
-    for eqn in jaxpr.eqns:
+    for eqn, needed in zip(jaxpr.eqns, _needed(jaxpr), strict=True):
+        if not needed:
+            continue
         ins = [is_live(v) for v in eqn.invars]
         name = eqn.primitive.name
         if not any(ins) or name in LOCALLY_CONSTANT or _is_same_var_compare(eqn):
@@ -436,11 +468,18 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
         env[v] = np.asarray(c)
     for v, a in zip(jaxpr.invars, args, strict=True):
         env[v] = a
-    for eqn in jaxpr.eqns:
+    producer: dict[Any, Any] = {}
+    for eqn, needed in zip(jaxpr.eqns, _needed(jaxpr), strict=True):
+        if not needed:
+            continue
         vals = [read(v) for v in eqn.invars]
         name = eqn.primitive.name
+        squares = _sum_of_squares(eqn, producer) if name == "sqrt" else None
         if not any(_traced(v) for v in vals):
             outs = _constant(eqn, vals)
+        elif squares is not None:
+            base, axes = squares
+            outs = [_norm_over(env[base], axes)]
         elif name in LOCALLY_CONSTANT or _is_same_var_compare(eqn):
             outs = _constant(eqn, [_raw(v) for v in vals])
         elif name in CALLS:
@@ -461,7 +500,36 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
             outs = list(out) if name in MULTIPLE else [out]
         for v, o in zip(eqn.outvars, outs, strict=True):
             env[v] = o
+            producer[v] = eqn
     return [read(v) for v in jaxpr.outvars]
+
+
+def _sum_of_squares(eqn, producer) -> tuple[Any, tuple[int, ...]] | None:
+    """``(x, axes)`` when ``eqn`` is ``sqrt(reduce_sum(x * x))`` or ``sqrt(reduce_sum(x**2))``."""
+    (arg,) = eqn.invars
+    total = producer.get(arg)
+    if total is None or total.primitive.name != "reduce_sum":
+        return None
+    square = producer.get(total.invars[0])
+    if square is None:
+        return None
+    name, ins = square.primitive.name, square.invars
+    is_square = ((name == "mul" and len(ins) == 2 and ins[0] is ins[1]
+                  and not isinstance(ins[0], jcore.Literal))
+                 or (name == "integer_pow" and square.params.get("y") == 2))
+    if not is_square or isinstance(ins[0], jcore.Literal):
+        return None
+    return ins[0], tuple(int(a) for a in total.params["axes"])
+
+
+def _norm_over(x, axes: tuple[int, ...]):
+    """The Euclidean norm over ``axes`` (several axes are flattened into one)."""
+    norm = _lib("norm")
+    if len(axes) == 1:
+        return norm(x, axis=axes[0])
+    moved, _ = _move_to_end(x, axes)
+    flat = moved.reshape(np.shape(moved)[:np.ndim(x) - len(axes)] + (-1,))
+    return norm(flat, axis=-1)
 
 
 def _constant(eqn, vals) -> list:

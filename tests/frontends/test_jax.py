@@ -1,0 +1,278 @@
+"""asd.jax: jax.numpy programs interpreted from their jaxprs, checked on their kinks.
+
+The same checks as the PyTorch frontend: an MLP and a small CNN at zero pre-activations and
+tied pooling windows against the exact limiting gradient of the plain-numpy model along the
+same direction (JAX computes in float32, hence the tolerances), JAX's own gradient differing
+there, the custom_vjp drop-in, off-kink agreement with jax.grad for each mapped primitive, and
+clear errors for primitives without a mapping.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+
+import asd  # noqa: E402
+import asd.jax  # noqa: E402
+from asd.testing.exact import limiting_gradient  # noqa: E402
+
+F32 = dict(rtol=2e-5, atol=2e-6)
+
+
+def unit(seed: int, shape) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def exact(f, x, v) -> np.ndarray:
+    return limiting_gradient(f, x, v)[1].astype(float)
+
+
+def f32(a) -> np.ndarray:
+    """Weights rounded to float32 once, so JAX and the exact oracle use the same numbers."""
+    return np.asarray(a, dtype=np.float32).astype(np.float64)
+
+
+# ----- the MLP with (a, -a) pairs in its first layer -----
+
+RNG = np.random.default_rng(0)
+A = f32(RNG.standard_normal((3, 3)))
+W1, B1 = np.concatenate([A, -A]), np.zeros(6)
+W2, B2 = f32(RNG.standard_normal((4, 6))), np.array([0.5, -0.5, 1.0, 0.0])
+W3, B3 = f32(RNG.standard_normal((1, 4))), np.zeros(1)
+
+
+def np_mlp(x):
+    h = np.maximum(W1 @ x + B1, 0)
+    h = np.maximum(W2 @ h + B2, 0)
+    return (W3 @ h + B3)[0]
+
+
+def jax_mlp(x):
+    h = jax.nn.relu(jnp.asarray(W1, jnp.float32) @ x + jnp.asarray(B1, jnp.float32))
+    h = jax.nn.relu(jnp.asarray(W2, jnp.float32) @ h + jnp.asarray(B2, jnp.float32))
+    return (jnp.asarray(W3, jnp.float32) @ h + jnp.asarray(B3, jnp.float32))[0]
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(0, 2**16))
+def test_mlp_at_zero_preactivations_matches_exact(seed):
+    x, v = np.zeros(3), unit(seed, 3)
+    got = asd.jax.subgrad(jax_mlp, direction=v)(jnp.zeros(3))
+    assert isinstance(got, jax.Array)
+    np.testing.assert_allclose(np.asarray(got), exact(np_mlp, x, v), **F32)
+
+
+def test_mlp_jax_gradient_differs_at_zero():
+    want = exact(np_mlp, np.zeros(3), unit(1, 3))
+    theirs = np.asarray(jax.grad(jax_mlp)(jnp.zeros(3)))
+    assert np.abs(want).max() > 1e-3
+    assert not np.allclose(theirs, want, **F32)
+
+
+def test_pytree_arguments_and_argnums():
+    def loss(params, x):
+        w, b = params["w"], params["b"]
+        return jnp.sum(jax.nn.relu(w @ x + b))
+
+    params = {"w": jnp.ones((2, 2)), "b": jnp.zeros(2)}
+    x = jnp.array([1.0, -1.0])                     # w @ x + b == 0: both units tied
+    v = {"w": jnp.array([[1.0, 0.0], [0.0, 0.0]]), "b": jnp.array([0.0, -1.0])}
+    g = asd.jax.subgrad(loss, direction=v)(params, x)
+    np.testing.assert_allclose(np.asarray(g["w"]), [[1.0, -1.0], [0.0, 0.0]])
+    np.testing.assert_allclose(np.asarray(g["b"]), [1.0, 0.0])
+    gx = asd.jax.subgrad(loss, argnums=1, direction=jnp.array([1.0, 0.0]))(params, x)
+    np.testing.assert_allclose(np.asarray(gx), [2.0, 2.0])
+
+
+# ----- the CNN: conv (NCHW) -> relu -> reduce_window max -> dense -----
+
+WC = f32(np.random.default_rng(1).standard_normal((2, 1, 3, 3)))
+WF = f32(np.random.default_rng(2).standard_normal((1, 8)))
+
+
+def np_cnn(x):
+    xp = np.zeros((6, 6), dtype=object)
+    xp[...] = 0.0
+    xp[1:5, 1:5] = x[0, 0]
+    conv = np.empty((2, 4, 4), dtype=object)
+    for o in range(2):
+        acc = 0.0
+        for i in range(3):
+            for j in range(3):
+                acc = acc + WC[o, 0, i, j] * xp[i:i + 4, j:j + 4]
+        conv[o] = acc
+    y = np.maximum(conv, 0)
+    windows = y.reshape(2, 2, 2, 2, 2).transpose(0, 1, 3, 2, 4).reshape(2, 2, 2, 4)
+    return (WF @ np.max(windows, axis=-1).reshape(-1))[0]
+
+
+def jax_cnn(x):
+    y = jax.lax.conv_general_dilated(x, jnp.asarray(WC, jnp.float32), (1, 1), ((1, 1), (1, 1)))
+    y = jax.nn.relu(y)
+    y = jax.lax.reduce_window(y, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+    return (jnp.asarray(WF, jnp.float32) @ y.reshape(-1))[0]
+
+
+def jax_cnn_nhwc(x):
+    """The same CNN in flax's layout (NHWC, HWIO), pooling over axes 1 and 2."""
+    w = jnp.transpose(jnp.asarray(WC, jnp.float32), (2, 3, 1, 0))
+    y = jax.lax.conv_general_dilated(jnp.transpose(x, (0, 2, 3, 1)), w, (1, 1), "SAME",
+                                     dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    y = jax.nn.relu(y)
+    y = jax.lax.reduce_window(y, -jnp.inf, jax.lax.max, (1, 2, 2, 1), (1, 2, 2, 1), "VALID")
+    return (jnp.asarray(WF, jnp.float32) @ jnp.transpose(y, (0, 3, 1, 2)).reshape(-1))[0]
+
+
+TIED = {
+    "zeros": np.zeros((1, 1, 4, 4)),
+    "blocks": np.kron(np.array([[1.0, -1.0], [0.5, 0.0]]), np.ones((2, 2)))[None, None],
+}
+
+
+@pytest.mark.parametrize("model", [jax_cnn, jax_cnn_nhwc], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize("point", sorted(TIED))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cnn_on_ties_matches_exact(model, point, seed):
+    x = TIED[point]
+    v = unit(seed, x.shape)
+    got = asd.jax.subgrad(model, direction=v)(jnp.asarray(x, jnp.float32))
+    np.testing.assert_allclose(np.asarray(got), exact(np_cnn, x, v), **F32)
+
+
+def test_cnn_jax_gradient_differs_at_zero():
+    x = TIED["zeros"]
+    want = exact(np_cnn, x, unit(0, x.shape))
+    assert np.abs(want).max() > 1e-3
+    assert not np.allclose(np.asarray(jax.grad(jax_cnn)(jnp.asarray(x, jnp.float32))), want,
+                           **F32)
+
+
+# ----- the custom_vjp drop-in -----
+
+
+def test_function_gives_ones_for_the_identity_at_zero():
+    f = asd.jax.function(lambda x: jax.nn.relu(x) - jax.nn.relu(-x))
+    g = jax.grad(lambda x: f(x).sum())(jnp.zeros(4))
+    np.testing.assert_array_equal(np.asarray(g), np.ones(4))
+    plain = jax.grad(lambda x: (jax.nn.relu(x) - jax.nn.relu(-x)).sum())(jnp.zeros(4))
+    np.testing.assert_array_equal(np.asarray(plain), np.zeros(4))
+
+
+def test_function_works_under_jit_and_weights_the_cotangent():
+    f = asd.jax.function(lambda x: jax.nn.relu(x) - jax.nn.relu(-x))
+    w = jnp.array([2.0, -1.0, 0.5])
+    g = jax.jit(jax.grad(lambda x: (f(x) * w).sum()))(jnp.zeros(3))
+    np.testing.assert_allclose(np.asarray(g), np.asarray(w))
+
+
+def test_function_of_several_arguments():
+    f = asd.jax.function(lambda x, y: jnp.maximum(x, y) + jnp.minimum(x, y))
+    gx, gy = jax.grad(lambda x, y: f(x, y).sum(), argnums=(0, 1))(jnp.zeros(2), jnp.zeros(2))
+    np.testing.assert_allclose(np.asarray(gx), np.ones(2))
+    np.testing.assert_allclose(np.asarray(gy), np.ones(2))
+
+
+# ----- every mapped primitive agrees with jax.grad off the kinks -----
+
+X = jnp.array([[0.31, -1.7, 0.52, 2.3], [-0.8, 0.13, 1.9, -0.45]])
+
+SMOOTH_POINT_OPS = {
+    "relu/abs/max/min": lambda x: (jax.nn.relu(x) + jnp.abs(x) + jnp.maximum(x, 0.2)
+                                   + jnp.minimum(x, -x)).sum(),
+    "leaky_relu/elu": lambda x: (jax.nn.leaky_relu(x, 0.1) + jax.nn.elu(x)).sum(),
+    "clip/relu6/hard_tanh": lambda x: (jnp.clip(x, -1, 1) + jax.nn.relu6(3 * x)
+                                       + jax.nn.hard_tanh(x)).sum(),
+    "where/select_n": lambda x: jnp.where(x > 0, x, 3 * x).sum(),
+    "reduce_max/min": lambda x: jnp.max(x) + jnp.min(x, axis=1).sum() + x.max(axis=0).sum(),
+    "sort/top_k": lambda x: (jnp.sort(x, axis=1) * jnp.arange(4.0)).sum()
+    + jax.lax.top_k(x, 2)[0].sum(),
+    "median": lambda x: jnp.median(x[0]) + jnp.median(x[1, :3]),
+    "norm": lambda x: jnp.linalg.norm(x) + jnp.linalg.norm(x, axis=1).sum(),
+    "dot_general": lambda x: (x @ x.T).sum() + jnp.einsum("ij,ij->", x, x)
+    + jnp.dot(x[0], x[1]),
+    "integer_pow/div": lambda x: (x ** 3 / (1 + x ** 2)).sum(),
+    "exp/log/tanh/logistic": lambda x: (jnp.exp(x) + jnp.log(1 + x * x) + jnp.tanh(x)
+                                        + jax.nn.sigmoid(x)).sum(),
+    "softmax/log_softmax": lambda x: (jax.nn.softmax(x) * jnp.arange(4.0)).sum()
+    + jax.nn.log_softmax(x, axis=0)[1].sum(),
+    "logsumexp": lambda x: jax.scipy.special.logsumexp(x),
+    "structure": lambda x: (jnp.concatenate([x, x[::-1]], 1).reshape(4, 4).T[1:, ::2]
+                            * jnp.arange(6.0).reshape(3, 2)).sum() + x[1, 2]
+    + x[jnp.array([0, 1, 1]), jnp.array([3, 0, 2])].sum(),
+    "pad/expand_dims": lambda x: (jnp.pad(x, 1) * 2).sum() + jnp.expand_dims(x, 0).sum(),
+    "mean/var": lambda x: jnp.mean(x) + jnp.var(x),
+    "avg pool": lambda x: jax.lax.reduce_window(x, 0.0, jax.lax.add, (1, 2), (1, 2),
+                                                "VALID").sum() * 0.5,
+}
+
+
+@pytest.mark.parametrize("name", sorted(SMOOTH_POINT_OPS))
+def test_mapped_primitives_agree_with_jax_off_kinks(name):
+    f = SMOOTH_POINT_OPS[name]
+    got = asd.jax.subgrad(f, seed=0)(X)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(jax.grad(f)(X)), rtol=1e-5,
+                               atol=1e-6)
+
+
+# ----- piecewise primitives on their kinks against the exact oracle -----
+
+KINKS = [
+    ("relu", lambda x: jax.nn.relu(x).sum(), lambda x: np.maximum(x, 0.0).sum(), np.zeros(4)),
+    ("leaky_relu", lambda x: jax.nn.leaky_relu(x, 0.5).sum(),
+     lambda x: np.where(x >= 0, x, 0.5 * x).sum(), np.zeros(4)),
+    ("clip", lambda x: jnp.clip(x, -1.0, 1.0).sum(), lambda x: np.clip(x, -1.0, 1.0).sum(),
+     np.array([1.0, -1.0, 1.0, -1.0])),
+    ("max pair", lambda x: jnp.maximum(x[:2], x[2:]).sum(),
+     lambda x: np.maximum(x[:2], x[2:]).sum(), np.array([1.0, 0.0, 1.0, 0.0])),
+    ("reduce_max", lambda x: jnp.max(x), lambda x: np.max(x), np.array([2.0, 2.0, 1.0, 2.0])),
+    ("sort", lambda x: jnp.sort(x) @ jnp.arange(1.0, 5.0),
+     lambda x: np.sort(x) @ np.arange(1.0, 5.0), np.array([1.0, 1.0, 1.0, 0.0])),
+    ("top_k", lambda x: jax.lax.top_k(x, 2)[0].sum(), lambda x: np.sort(x)[2:].sum(),
+     np.array([3.0, 3.0, 3.0, 0.0])),
+    ("abs", lambda x: (jnp.abs(x) - jax.nn.relu(x)).sum(),
+     lambda x: (np.abs(x) - np.maximum(x, 0.0)).sum(), np.zeros(4)),
+]
+
+
+@pytest.mark.parametrize("name, fn, ref, x", KINKS, ids=[k[0] for k in KINKS])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_piecewise_primitives_on_kinks_match_exact(name, fn, ref, x, seed):
+    v = unit(seed + 10, x.shape)
+    got = asd.jax.subgrad(fn, direction=v)(jnp.asarray(x, jnp.float32))
+    np.testing.assert_allclose(np.asarray(got), exact(ref, x, v), **F32)
+
+
+def test_norm_at_zero_is_imported_as_a_norm():
+    v = np.array([3.0, -4.0])
+    got = asd.jax.subgrad(lambda x: jnp.linalg.norm(x), direction=v)(jnp.zeros(2))
+    np.testing.assert_allclose(np.asarray(got), v / 5.0, **F32)
+
+
+# ----- errors -----
+
+
+def test_unknown_primitive_names_the_primitive_and_the_equation():
+    def f(x):
+        return jnp.sum(jax.lax.cumprod(x))
+
+    with pytest.raises(asd.UnsupportedError, match=r"cumprod.*equation"):
+        asd.jax.subgrad(f)(jnp.ones(3))
+
+
+def test_nested_primitive_error_names_the_call_path():
+    @jax.jit
+    def inner(x):
+        return jnp.floor(x)
+
+    with pytest.raises(asd.UnsupportedError, match=r"floor.*jit\[inner\]"):
+        asd.jax.subgrad(lambda x: inner(x).sum())(jnp.ones(2))
+
+
+def test_program_prints():
+    text = str(asd.jax.program(jax_cnn, jnp.zeros((1, 1, 4, 4))))
+    assert "conv" in text and "max_pool" in text and "relu" in text
