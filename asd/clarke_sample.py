@@ -34,7 +34,7 @@ from .errors import ASDError
 from .linear import FanIn
 from .primitive import ZeroTangent, rule_context
 from .result import Tie, ties_of
-from .sweep import Trace
+from .sweep import LazyTangent, Trace
 from .tree import flatten
 
 
@@ -333,14 +333,44 @@ class _Group:
         self.tangents = tangents  # node -> batched tangent (len(rows), *shape), or None for 0
 
 
-class _RowTangent:
-    """The lazy tangent a re-run rule sees: one row of a group's batched tangent."""
+class _DirectionView:
+    """The parts of a trace that exact tie-breaking (``asd.ray``) reads, for one direction.
 
-    __slots__ = ("batch", "row", "shape")
-    is_zero = False
+    ``asd.ray`` re-runs a tied quantity's ancestors on power series along ``x + δv``,
+    starting from the inputs' tangents; here those are the given direction's, not the
+    recording sweep's.
+    """
 
-    def __init__(self, batch, row: int, shape: tuple):
-        self.batch, self.row, self.shape = batch, row, shape
+    __slots__ = ("nodes", "tangents", "values")
+
+    def __init__(self, trace: Trace, inputs: dict[int, np.ndarray]):
+        self.nodes, self.values, self.tangents = trace.nodes, trace.values, _InputTangents(inputs)
+
+
+class _InputTangents:
+    """``tangents[k]``: the direction at input nodes, unknown (None) elsewhere."""
+
+    __slots__ = ("inputs",)
+
+    def __init__(self, inputs: dict[int, np.ndarray]):
+        self.inputs = inputs
+
+    def __getitem__(self, k: int):
+        return self.inputs.get(k)
+
+
+class _RowTangent(LazyTangent):
+    """The lazy tangent a re-run rule sees: one row of a group's batched tangent.
+
+    A ``LazyTangent`` of a `_DirectionView`, so a rule that breaks a degenerate tie along
+    the exact ray follows this direction.
+    """
+
+    __slots__ = ("batch", "row")
+
+    def __init__(self, view: _DirectionView, k: int, batch, row: int):
+        super().__init__(view, k)
+        self.batch, self.row = batch, row
 
     def __call__(self, index=None) -> np.ndarray:
         t = self.batch[self.row]
@@ -407,7 +437,7 @@ class _Resweep:
                     t = self._tangent(group, r)
                     if t is None:
                         t = np.zeros((len(group.rows), *parent.shape), parent.dtype)
-                    dxs_batch.append((t, parent.shape))
+                    dxs_batch.append(t)
                 else:
                     dxs_batch.append(ZeroTangent(parent.shape, parent.dtype))
             else:
@@ -416,9 +446,11 @@ class _Resweep:
         buckets: dict[bytes, tuple[list[int], Any]] = {}
         rule_context.trace, rule_context.node = self, k
         try:
-            for row in range(len(group.rows)):
-                dxs = [d if isinstance(d, ZeroTangent) else _RowTangent(d[0], row, d[1])
-                       for d in dxs_batch]
+            for row, direction in enumerate(group.rows):
+                view = _DirectionView(trace, {i: d[direction] for i, d in
+                                              zip(self.ids, self.leaf_dirs, strict=True)})
+                dxs = [d if isinstance(d, ZeroTangent) else _RowTangent(view, r, d, row)
+                       for r, d in zip(node.args, dxs_batch, strict=True)]
                 _, lin = node.prim.rule(xs, dxs, **node.params)
                 key = _fingerprint(lin, probe)
                 buckets.setdefault(key, ([], lin))[0].append(row)
