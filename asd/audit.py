@@ -222,9 +222,11 @@ def _battery(args) -> int:
         Path(args.write_docs).parent.mkdir(parents=True, exist_ok=True)
         Path(args.write_docs).write_text(battery.markdown(rows, names), encoding="utf-8")
         print(f"wrote {args.write_docs}")
-    bad = [r.pattern.name for r in rows if not (r.asd_ok and r.sampled_ok)]
+    bad = [r for r in rows if not (r.asd_ok and r.sampled_ok)]
+    for r in bad:
+        why = r.asd_error or "its subgradient is outside the exact Clarke set"
+        print(f"asd failed on {r.pattern.name!r}: {why}", file=sys.stderr)
     if bad:
-        print(f"asd left the exact Clarke set on: {', '.join(bad)}", file=sys.stderr)
         return 1
     return 0
 

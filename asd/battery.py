@@ -203,6 +203,7 @@ class Row:
     asd_ok: bool
     sampled_ok: bool
     framework: dict[str, tuple[np.ndarray | None, str]]
+    asd_error: str = ""
 
 
 def verdict(clarke: Hull | Ball, g) -> str:
@@ -228,9 +229,16 @@ def evaluate(pattern: Pattern, frameworks: list[str], seed: int = 0) -> Row:
     def f(t):
         return pattern.f(o, t)
 
-    g = np.asarray(asd.subgrad(f, seed=seed)(x), dtype=float)
-    sample = asd.clarke(f, n=32, seed=seed)(x)
-    sampled_ok = all(pattern.clarke.contains(s) for s in sample.gradients)
+    try:
+        g = np.asarray(asd.subgrad(f, seed=seed)(x), dtype=float)
+        sample = asd.clarke(f, n=32, seed=seed)(x)
+    except Exception as e:  # asd failing is a battery failure: reported in the table, exit 1
+        g = np.full(np.shape(x), np.nan)
+        asd_error = f"error: {type(e).__name__}: {e}"
+        sampled_ok = False
+    else:
+        asd_error = ""
+        sampled_ok = all(pattern.clarke.contains(s) for s in sample.gradients)
     results: dict[str, tuple[np.ndarray | None, str]] = {}
     for name in frameworks:
         ops = fw.ops(name)
@@ -241,7 +249,7 @@ def evaluate(pattern: Pattern, frameworks: list[str], seed: int = 0) -> Row:
             results[name] = (None, f"error: {type(e).__name__}")
             continue
         results[name] = (fg, verdict(pattern.clarke, fg))
-    return Row(pattern, g, pattern.clarke.contains(g), sampled_ok, results)
+    return Row(pattern, g, pattern.clarke.contains(g), sampled_ok, results, asd_error)
 
 
 def run(frameworks: list[str] | None = None, seed: int = 0, progress: bool = True
@@ -279,7 +287,8 @@ def table_rows(rows: list[Row], frameworks: list[str]) -> tuple[list[str], list[
     header = ["pattern", "f", "x", "exact Clarke set", "asd"] + [LABELS[f] for f in frameworks]
     body = []
     for r in rows:
-        asd_cell = cell(r.asd, "inside" if r.asd_ok and r.sampled_ok else "outside")
+        asd_cell = (f"error: {r.asd_error.split(':')[1].strip()}" if r.asd_error
+                    else cell(r.asd, "inside" if r.asd_ok and r.sampled_ok else "outside"))
         body.append([r.pattern.name, r.pattern.formula, _fmt(r.pattern.point),
                      str(r.pattern.clarke), asd_cell]
                     + [cell(*r.framework[f]) for f in frameworks])

@@ -1,0 +1,178 @@
+"""``asd audit`` and ``asd.frameworks``: framework gradients against the Clarke set.
+
+- a PyTorch MLP at zero pre-activations (first layer of (a, -a) pairs, so the function is
+  linear near 0 and its Clarke set is one gradient): PyTorch's gradient is outside, exit 1;
+- the same for a JAX function, and an inside verdict (exit 0) where the framework's choice
+  happens to lie in the set;
+- the battery runs, writes its table and exits 0, and asd is inside every exact set;
+- ``asd.frameworks.derivative`` reports what each framework says for the paper's programs.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import numpy as np
+import pytest
+
+import asd
+from asd import audit, battery, frameworks
+
+
+def write(tmp_path, name: str, source: str):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(source))
+    return path
+
+
+TORCH_MLP = """
+    import torch
+    import torch.nn as nn
+
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(3, 3, generator=g, dtype=torch.float64)
+    mlp = nn.Sequential(nn.Linear(3, 6), nn.ReLU(), nn.Linear(6, 3), nn.ReLU(),
+                        nn.Linear(3, 1)).double()
+    with torch.no_grad():
+        mlp[0].weight.copy_(torch.cat([a, -a]))
+        mlp[0].bias.zero_()
+        mlp[2].weight.copy_(torch.cat([torch.eye(3), -torch.eye(3)], 1).double())
+        mlp[2].bias.fill_(1.0)
+
+
+    def f(x):
+        return mlp(x).sum()
+
+
+    def relu_sum(x):
+        return torch.relu(x).sum()
+"""
+
+
+def test_audit_flags_torch_gradient_outside_a_singleton_set(tmp_path, capsys):
+    pytest.importorskip("torch")
+    path = write(tmp_path, "model.py", TORCH_MLP)
+    code = audit.main([f"{path}:f", "--at", "[0, 0, 0]", "--samples", "64"])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert "PyTorch gradient" in out and "[0.0, 0.0, 0.0]" in out
+    assert "outside (the Clarke set is a single gradient)" in out
+
+
+def test_audit_report_holds_the_true_gradient(tmp_path):
+    torch = pytest.importorskip("torch")
+    fn = audit.load(f"{write(tmp_path, 'model2.py', TORCH_MLP)}:f")
+    report = audit.audit(fn, np.zeros(3), samples=32)
+    assert report["framework"] == "torch"
+    assert len(report["clarke"]) == 1 and report["asd_inside"]
+    x = torch.full((3,), 1e-3, dtype=torch.float64, requires_grad=True)
+    fn(x).backward()                                  # f is linear near 0: any nearby gradient
+    np.testing.assert_allclose(report["asd"], x.grad.numpy(), rtol=1e-12)
+    assert not np.allclose(report["framework_gradient"], report["asd"])
+
+
+def test_audit_inside_when_the_framework_choice_is_a_limiting_gradient(tmp_path, capsys):
+    pytest.importorskip("torch")
+    path = write(tmp_path, "model3.py", TORCH_MLP)
+    assert audit.main([f"{path}:relu_sum", "--at", "[0, 0]", "--samples", "64"]) == 0
+    assert "inside" in capsys.readouterr().out
+
+
+def test_audit_jax_function_and_npy_point(tmp_path, capsys):
+    pytest.importorskip("jax")
+    path = write(tmp_path, "jmodel.py", """
+        import jax
+
+
+        def f(x):
+            return (jax.nn.relu(x) - jax.nn.relu(-x)).sum()
+    """)
+    point = tmp_path / "x.npy"
+    np.save(point, np.zeros(2))
+    assert audit.main([f"{path}:f", "--at", str(point), "--samples", "16"]) == 1
+    out = capsys.readouterr().out
+    assert "JAX gradient" in out and "outside" in out
+
+
+def test_audit_plain_numpy_function_has_no_framework_verdict(tmp_path, capsys):
+    path = write(tmp_path, "npmodel.py", """
+        import numpy as np
+
+
+        def f(x):
+            return np.maximum(x[0], x[1])
+    """)
+    assert audit.main([f"{path}:f", "--at", "[1, 1]", "--samples", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "2 distinct limiting gradient(s)" in out
+
+
+def test_detect_reads_the_framework_from_the_file(tmp_path):
+    pytest.importorskip("torch")
+    fn = audit.load(f"{write(tmp_path, 'model4.py', TORCH_MLP)}:relu_sum")
+    assert audit.detect(fn) == "torch"
+
+
+@pytest.mark.parametrize("bad", ["nofile.py:f", "no_colon", ":f"])
+def test_audit_rejects_bad_targets(bad):
+    with pytest.raises((ValueError, FileNotFoundError)):
+        audit.load(bad)
+
+
+# ----- the battery -----
+
+
+def test_battery_runs_writes_the_table_and_exits_zero(tmp_path, capsys):
+    doc = tmp_path / "framework-gradients.md"
+    code = audit.main(["--battery", "--no-progress", "--write-docs", str(doc)])
+    out = capsys.readouterr().out
+    assert code == 0
+    text = doc.read_text()
+    assert len(battery.CATALOG) >= 25
+    for p in battery.CATALOG:
+        assert p.name in out and p.name in text
+    assert f"asd: {len(battery.CATALOG)}/{len(battery.CATALOG)} inside" in text
+    for name in frameworks.available():
+        assert frameworks.LABELS[name] in text
+
+
+@pytest.mark.parametrize("pattern", battery.CATALOG, ids=[p.name for p in battery.CATALOG])
+def test_every_asd_limiting_gradient_lies_in_the_exact_set(pattern):
+    o = battery.asd_ops()
+    sample = asd.clarke(lambda t: pattern.f(o, t), n=16, seed=1)(pattern.point)
+    for g in sample.gradients:
+        assert pattern.clarke.contains(g), (pattern.name, g)
+
+
+def test_exact_sets_reject_points_outside():
+    assert battery.Hull([1, 0], [0, 1]).contains([0.5, 0.5])
+    assert not battery.Hull([1, 0], [0, 1]).contains([0.5, 0.6])
+    assert not battery.Hull(1.0).contains(float("nan"))
+    assert battery.Ball([0, 0], 1).contains([0.6, 0.8])
+    assert not battery.Ball([0, 0], 1).contains([0.6, 0.81])
+
+
+# ----- asd.frameworks -----
+
+
+@pytest.mark.parametrize("name", frameworks.available())
+def test_framework_derivatives_of_the_paper_programs(name):
+    got = {p: frameworks.derivative(name, p, 0.0) for p in frameworks.PROGRAMS}
+    assert got["f1"] == 1.0
+    away = {p: frameworks.derivative(name, p, 0.7) for p in frameworks.PROGRAMS}
+    assert away == {"f1": 1.0, "f2": 1.0, "f3": 1.0, "f4": 0.0}
+    truth = {"f1": 1.0, "f2": 1.0, "f3": 1.0, "f4": 0.0}
+    assert any(got[p] != truth[p] for p in ("f2", "f3", "f4")), (name, got)
+
+
+def test_relu_frameworks_pick_zero_at_the_kink():
+    for name in set(frameworks.available()) & {"torch", "jax"}:
+        assert frameworks.derivative(name, "f2", 0.0) == 0.0
+        assert frameworks.derivative(name, "f3", 0.0) == 10.0
+
+
+def test_unknown_framework_and_program_are_errors():
+    with pytest.raises(ValueError, match="unknown framework"):
+        frameworks.derivative("caffe", "f1", 0.0)
+    with pytest.raises(ValueError, match="unknown program"):
+        frameworks.derivative(frameworks.available()[0], "f9", 0.0)
