@@ -103,7 +103,8 @@ class _Split(Exception):
 
 
 class _NeedTangent(Exception):
-    pass
+    def __init__(self, mask):
+        self.mask = mask
 
 
 def _not_in_model(what: str) -> UnsupportedError:
@@ -276,7 +277,7 @@ class _Run:
             if self.mode == "value":
                 side = side | tie
             elif not self.with_tangent:
-                raise _NeedTangent
+                raise _NeedTangent(tie)
             else:
                 side = side | (tie & (h.dot >= 0))
                 self.degenerate += int(np.count_nonzero(tie & (h.dot == 0)))
@@ -341,46 +342,35 @@ def evaluate(program: BranchingPrimitive, args: Sequence, tangents: Sequence | N
     if not np.issubdtype(dtype, np.inexact):
         dtype = np.dtype(np.float64)
     flat = [np.broadcast_to(a, shape).astype(dtype).ravel() for a in arrays]
-    size = flat[0].size if flat else 1
-    tangent_flat: list | None = None
-
-    def fetch_tangents():
-        out = []
-        for t, a in zip(tangents, arrays, strict=True):
-            if callable(t):
-                if getattr(t, "is_zero", False):
-                    out.append(np.zeros(size, dtype))
-                    continue
-                t = t()
-            out.append(np.broadcast_to(np.asarray(t, dtype), a.shape).astype(dtype, copy=False))
-        return [np.broadcast_to(t, shape).ravel() for t in out]
-
-    if mode == "rule" and tangents is not None and not any(callable(t) for t in tangents):
-        tangent_flat = fetch_tangents()
-    dot_complete = tangent_flat is not None
+    size = int(np.prod(shape))
+    tangent = _Tangents(tangents, arrays, shape, dtype) if mode == "rule" and tangents else None
     value = np.zeros(size, dtype)
     dot = np.zeros(size, dtype) if mode == "rule" else None
     grads = [np.zeros(size, dtype) for _ in arrays] if mode == "rule" else []
     ev = Evaluation(value, dot, grads)
-    work = [np.arange(size)]
+    eager = tangent is not None and tangent.eager
+    if eager:
+        tangent.ensure(np.arange(size))
+    work = [(np.arange(size), eager)]
     while work:
-        idx = work.pop()
-        run = _Run(program, mode, tangent_flat is not None)
+        idx, with_tangent = work.pop()
+        run = _Run(program, mode, with_tangent)
         ev.runs += 1
-        ins = [Dual(run, x[idx], None if tangent_flat is None else t[idx])
-               for x, t in zip(flat, tangent_flat or [None] * len(flat), strict=True)]
+        ins = [Dual(run, x[idx], tangent.flat[i][idx] if with_tangent else None)
+               for i, x in enumerate(flat)]
         _ACTIVE.append(run)
         try:
             out = program.fn(*ins)
         except _Split as s:
-            work += [idx[~s.mask], idx[s.mask]]
+            work += [(idx[~s.mask], with_tangent), (idx[s.mask], with_tangent)]
             continue
-        except _NeedTangent:
-            if tangents is None:
+        except _NeedTangent as need:
+            if tangent is None:
                 raise ASDError(f"{program.name}: a branch is tied and no direction was given "
                                "to decide it") from None
-            tangent_flat = fetch_tangents()
-            work.append(idx)
+            tied = idx[need.mask]  # only these elements need the direction
+            tangent.ensure(tied)
+            work += [(idx[~need.mask], False), (tied, True)]
             continue
         finally:
             _ACTIVE.pop()
@@ -400,9 +390,42 @@ def evaluate(program: BranchingPrimitive, args: Sequence, tangents: Sequence | N
         else:
             raise _not_in_model(f"returning {type(out).__name__} (return one value per element)")
     ev.value = value.reshape(shape)
-    ev.dot = dot.reshape(shape) if dot_complete else None
+    ev.dot = dot.reshape(shape) if eager else None
     ev.grads = [g.reshape(shape) for g in grads]
     return ev
+
+
+class _Tangents:
+    """The inputs' tangents on the broadcast, flattened element set, fetched on demand.
+
+    The engine's lazy tangents are asked for the tied elements only (a bool mask in the
+    input's shape), so tangent work follows the number of ties.
+    """
+
+    def __init__(self, tangents: Sequence, arrays: list, shape: tuple, dtype):
+        self.tangents, self.arrays, self.shape, self.dtype = tangents, arrays, shape, dtype
+        size = int(np.prod(shape))
+        self.flat = [np.zeros(size, dtype) for _ in arrays]
+        self.known = np.zeros(size, bool)
+        self.eager = not any(callable(t) for t in tangents)
+
+    def ensure(self, elements: np.ndarray) -> None:
+        need = elements[~self.known[elements]]
+        if need.size == 0:
+            return
+        mask = np.zeros(self.known.shape, bool)
+        mask[need] = True
+        where = np.flatnonzero(mask)
+        for i, (t, a) in enumerate(zip(self.tangents, self.arrays, strict=True)):
+            if callable(t) and getattr(t, "is_zero", False):
+                continue
+            if callable(t) and a.shape == self.shape:
+                self.flat[i][where] = np.asarray(t(mask.reshape(self.shape)), self.dtype)
+                continue
+            full = t() if callable(t) else t
+            full = np.broadcast_to(np.asarray(full, self.dtype), a.shape)
+            self.flat[i][where] = np.broadcast_to(full, self.shape).ravel()[where]
+        self.known[need] = True
 
 
 # ----- the primitive -----

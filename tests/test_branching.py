@@ -94,12 +94,19 @@ def test_tangents_asked_only_when_a_branch_ties():
 
     def lazy(index=None):
         asked.append(index)
-        return np.ones(3)
+        t = np.array([1.0, -1.0, 1.0])
+        return t if index is None else t[index]
 
     relu._rule([np.array([1.0, -2.0, 3.0])], [lazy])
     assert asked == []
-    relu._rule([np.array([1.0, 0.0, 3.0])], [lazy])
-    assert len(asked) == 1
+    _, lin = relu._rule([np.array([1.0, 0.0, 3.0])], [lazy])
+    assert len(asked) == 1 and asked[0].tolist() == [False, True, False]  # the tied entry only
+    np.testing.assert_array_equal(lin.d, [1.0, 0.0, 1.0])
+
+
+def test_engine_counts_the_tied_entries_only():
+    r = asd.asd(lambda x: relu(x).sum(), direction=np.ones(4))(np.array([0.0, 1.0, 0.0, -1.0]))
+    assert [(t.primitive, t.count) for t in r.ties] == [("relu", 2)]
 
 
 def test_broadcasting_like_a_ufunc():
