@@ -212,14 +212,15 @@ def defpiecewise(name: str, breakpoints, pieces: Sequence | None = None) -> Prim
     ``(breakpoints, pieces)``; the primitive then takes the parameters as keywords.
 
     At a breakpoint the tangent picks the piece the ray ``x + δ x_dot`` enters: the right one
-    when ``x_dot >= 0``, the left one otherwise (paper, Algorithm 7). Repeated breakpoints
-    (an empty piece) are allowed; the ray then skips the empty piece.
+    when ``x_dot > 0``, the left one when ``x_dot < 0`` (paper, Algorithm 7); when ``x_dot``
+    is 0, `tie_sign` decides by the exact series along the ray, and the right piece is taken if
+    that is 0 too. Repeated breakpoints (an empty piece) are allowed; the ray skips it.
 
     >>> import numpy as np, asd
     >>> from asd.extend import defpiecewise
     >>> hinge = defpiecewise("hinge", [1.0], [[1.0, -1.0], [0.0]])
-    >>> float(asd.subgrad(hinge)(1.0)), float(asd.subgrad(hinge, direction=-1.0)(1.0))
-    (0.0, -1.0)
+    >>> [float(asd.subgrad(hinge, direction=v)(1.0)) for v in (1.0, -1.0)]
+    [0.0, -1.0]
     >>> leaky = defpiecewise("leaky", lambda slope: ([0.0], [[0.0, slope], [0.0, 1.0]]))
     >>> leaky(np.array([-2.0, 3.0]), slope=0.5)
     array([-1.,  3.])
@@ -267,7 +268,8 @@ def defpiecewise(name: str, breakpoints, pieces: Sequence | None = None) -> Prim
         ans = value(x, bps, parsed, at, tie)
         idx = np.searchsorted(bps, x, side="right")
         if tie.any():
-            left = dxs[0](tie) < 0
+            # the sign of x - breakpoint along the ray: tangent first, exact series if it is 0
+            left = tie_sign(x, dxs[0], x, None, tie) < 0
             idx = np.array(idx)
             idx[tie] = np.where(left, np.searchsorted(bps, x[tie], side="left"), idx[tie])
         slope = select(x, idx, parsed, 1)

@@ -16,7 +16,7 @@ from asd.errors import NotLipschitzError, UnsupportedError
 from asd.extend import LinearMap, Primitive, register_numpy
 
 from . import smooth
-from .order import Layout, amax, amin, normalize_axes
+from .order import Layout, Ray, amax, amin, normalize_axes
 from .piecewise import absolute
 
 # ----- p-norms, 1 < p < inf, as one primitive -----
@@ -91,7 +91,7 @@ def pnorm_rule(xs, dxs, p, axis, keepdims):
     if zero.any():
         # At 0 the ray δd gives ||δd|| = δ||d||: the branch gradient is that of the norm at d.
         need = np.broadcast_to(zero[..., None], rows.shape)
-        d = lay.tangent(dxs[0], need)
+        d = Ray(lay, x, dxs[0]).tangent(need)
         _, at_d = _norm_and_gradient(np.where(need, d, 0).astype(dtype), p)
         grad = np.where(need, at_d, grad)
     ans = value.reshape(lay.outer)

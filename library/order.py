@@ -10,6 +10,8 @@ are asked for only where values tie, and only at the tied entries.
 
 from __future__ import annotations
 
+from functools import cmp_to_key
+
 import numpy as np
 
 from asd.errors import UnsupportedError
@@ -21,6 +23,7 @@ from asd.extend import (
     register_numpy,
     register_reduce,
 )
+from asd.ray import SeriesUnavailable, input_series
 
 # ----- layout: the reduced axes moved last and merged into one -----
 
@@ -54,13 +57,6 @@ class Layout:
         moved = a.reshape(self.outer + self.inner)
         return np.transpose(moved, np.argsort(self.perm))
 
-    def tangent(self, dx, need: np.ndarray) -> np.ndarray:
-        """The tangent in this layout at the entries ``need`` (zeros elsewhere)."""
-        mask = self.back(need)
-        t = np.zeros(self.shape, dtype=float)
-        t[mask] = dx(mask)
-        return self.to(t)
-
     def index(self, sel: np.ndarray, trailing: int = 0) -> tuple:
         """An index tuple into ``x`` for positions ``sel`` along R; ``sel`` has the shape
         ``S + outer + T`` with ``trailing = len(T)``."""
@@ -74,27 +70,69 @@ class Layout:
         return tuple(out)
 
 
-def lex_argmax(vals: np.ndarray, tangent_of) -> np.ndarray:
-    """Per row (last axis), the first entry with the largest (value, tangent) pair.
+class Ray:
+    """The input ``x`` along the sweep's ray ``x + δv``, read in a `Layout` (``sign=-1``
+    flips it, so a min is a max): tangents where values tie, and where tangents tie too, the
+    exact power series of the entries in δ (``None`` when they cannot be computed exactly)."""
 
-    ``tangent_of(need)`` returns the tangents in the layout of ``vals`` at the ``need`` entries;
-    it is called only for rows where the maximum value is tied.
+    def __init__(self, lay: Layout, x: np.ndarray, dx, sign: float = 1.0):
+        self.lay, self.x, self.dx, self.sign = lay, x, dx, sign
+
+    def tangent(self, need: np.ndarray) -> np.ndarray:
+        mask = self.lay.back(need)
+        t = np.zeros(self.lay.shape, dtype=float)
+        t[mask] = self.dx(mask)
+        return self.sign * self.lay.to(t)
+
+    def series(self, need: np.ndarray) -> np.ndarray | None:
+        mask = self.lay.back(need)
+        try:
+            s = input_series(self.x, self.dx, self.lay.shape)
+        except SeriesUnavailable:
+            return None
+        out = np.full(self.lay.shape, None, dtype=object)
+        out[mask] = [e * self.sign for e in s[mask]]
+        return self.lay.to(out)
+
+
+def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
+    """Per row (last axis), the first entry with the largest (value, tangent, series) triple.
+
+    The sequential program ``max(max(x0, x1), x2)...`` with ties going to the larger tangent
+    (then to the larger series along the ray, ``asd.extend.tie_sign``), then the first operand.
+    ``ray.tangent(need)`` is called only for rows whose maximum value is tied, ``ray.series``
+    only where the tangents tie too.
     """
-    best = vals.max(-1, keepdims=True)
-    tied = vals == best
+    shape = vals.shape
+    rows = vals.reshape(-1, shape[-1])
+    best = rows.max(-1, keepdims=True)
+    tied = rows == best
     sel = np.argmax(tied, -1)
     multi = tied.sum(-1) > 1
     if multi.any():
-        need = tied & multi[..., None]
-        key = np.where(need, tangent_of(need), -np.inf)
+        need = tied & multi[:, None]
+        key = np.where(need, ray.tangent(need.reshape(shape)).reshape(rows.shape), -np.inf)
         win = need & (key == key.max(-1, keepdims=True))
         sel = np.where(multi, np.argmax(win, -1), sel)
-    return sel
+        many = win.sum(-1) > 1
+        if many.any():
+            series = ray.series((win & many[:, None]).reshape(shape))
+            if series is not None:
+                series = series.reshape(rows.shape)
+                for r in np.flatnonzero(many):
+                    sr, cands = series[r], np.flatnonzero(win[r])
+                    best = cands[0]
+                    for c in cands[1:]:
+                        if (sr[c] - sr[best]).sign() > 0:
+                            best = c
+                    sel[r] = best
+    return sel.reshape(shape[:-1])
 
 
-def lex_order(vals: np.ndarray, tangent_of, descending: bool = False) -> np.ndarray:
-    """Per row, the permutation sorting by (value, tangent, index), ascending or descending
-    in value and tangent (the index always ascending: the first of full ties comes first)."""
+def lex_order(vals: np.ndarray, ray, descending: bool = False) -> np.ndarray:
+    """Per row, the permutation sorting by (value, tangent, series along the ray, index),
+    ascending or descending in the first three (the index always ascending: the first of full
+    ties comes first)."""
     sign = -1.0 if descending else 1.0
     order = np.argsort(sign * vals, axis=-1, kind="stable")
     s = np.take_along_axis(vals, order, -1)
@@ -106,9 +144,43 @@ def lex_order(vals: np.ndarray, tangent_of, descending: bool = False) -> np.ndar
     tied_sorted[..., :-1] |= dup
     need = np.zeros(vals.shape, bool)
     np.put_along_axis(need, order, tied_sorted, -1)
-    t = np.where(need, tangent_of(need), 0.0)
+    t = np.where(need, ray.tangent(need), 0.0)
     idx = np.broadcast_to(np.arange(vals.shape[-1]), vals.shape)
-    return np.lexsort((idx, sign * t, sign * vals), axis=-1)
+    order = np.lexsort((idx, sign * t, sign * vals), axis=-1)
+    return refine_full_ties(order, vals, t, ray, sign)[0]
+
+
+def refine_full_ties(order, vals, t, ray, sign: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Reorder each run of equal (value, tangent) in ``order`` by the exact series along the
+    ray (stable, so exact ties keep index order). Also returns ``same``: whether each sorted
+    entry ties its predecessor exactly. The slow exact path, taken at degenerate ties only."""
+    sv, st = np.take_along_axis(vals, order, -1), np.take_along_axis(t, order, -1)
+    same = np.zeros(vals.shape, bool)
+    same[..., 1:] = (sv[..., 1:] == sv[..., :-1]) & (st[..., 1:] == st[..., :-1])
+    if not same.any():
+        return order, same
+    in_run = same.copy()
+    in_run[..., :-1] |= same[..., 1:]
+    need = np.zeros(vals.shape, bool)
+    np.put_along_axis(need, order, in_run, -1)
+    series = ray.series(need)
+    if series is None:
+        return order, same
+    n = vals.shape[-1]
+    order, same = order.reshape(-1, n).copy(), same.reshape(-1, n).copy()
+    series = series.reshape(-1, n)
+    for r in np.flatnonzero(same[:, 1:].any(-1)):
+        sr = series[r]
+        starts = np.flatnonzero(same[r] & ~np.concatenate([[False], same[r][:-1]])) - 1
+        for a in starts:
+            b = a + 1
+            while b < n and same[r, b]:
+                b += 1
+            run = sorted(order[r, a:b], key=cmp_to_key(
+                lambda i, j, sr=sr: int(sign * (sr[i] - sr[j]).sign())))
+            order[r, a:b] = run
+            same[r, a + 1:b] = [(sr[i] - sr[j]).sign() == 0 for i, j in zip(run[1:], run[:-1])]
+    return order.reshape(vals.shape), same.reshape(vals.shape)
 
 
 class MaskSum(LinearMap):
@@ -162,7 +234,7 @@ def extreme_rule(xs, dxs, axis, keepdims, kind):
     ans = _extreme_impl(x, axis, keepdims, kind)
     lay = Layout(x.shape, normalize_axes(axis, x.ndim))
     sign = 1.0 if kind == "max" else -1.0
-    sel = lex_argmax(sign * lay.to(x), lambda need: sign * lay.tangent(dxs[0], need))
+    sel = lex_argmax(sign * lay.to(x), Ray(lay, x, dxs[0], sign))
     index = tuple(np.reshape(i, np.shape(ans)) for i in lay.index(sel))
     return ans, Index(index, x.shape, np.shape(ans))
 
@@ -227,7 +299,7 @@ def sort_rule(xs, dxs, axis):
     ans = np.sort(x, axis=axis)
     axes = normalize_axes(axis, x.ndim)
     lay = Layout(x.shape, axes)
-    order = lex_order(lay.to(x), lambda need: lay.tangent(dxs[0], need))
+    order = lex_order(lay.to(x), Ray(lay, x, dxs[0]))
     index = lay.index(order, trailing=1)
     if axis is not None:
         index = tuple(np.moveaxis(i, -1, axes[0]) for i in index)
@@ -270,7 +342,7 @@ def topk_sum_rule(xs, dxs, k, axis):
     (x,) = xs
     x = np.asarray(x)
     lay = Layout(x.shape, (axis,))
-    order = lex_order(lay.to(x), lambda need: lay.tangent(dxs[0], need), descending=True)
+    order = lex_order(lay.to(x), Ray(lay, x, dxs[0]), descending=True)
     chosen = np.zeros(order.shape, bool)
     np.put_along_axis(chosen, order[..., :k], True, -1)
     mask = np.moveaxis(chosen, -1, axis)
@@ -310,7 +382,7 @@ def _quantile_rule(impl):
         x = np.asarray(x)
         ans = np.asarray(impl(x, q, axis, keepdims))
         lay = Layout(x.shape, normalize_axes(axis, x.ndim))
-        order = lex_order(lay.to(x), lambda need: lay.tangent(dxs[0], need))
+        order = lex_order(lay.to(x), Ray(lay, x, dxs[0]))
         n = lay.size
         qs = np.asarray(q, dtype=float)
         virtual = qs * (n - 1)
@@ -387,7 +459,9 @@ def median(x, axis=None, out=None, overwrite_input=False, keepdims=False):
 def _pool_positions(spatial: tuple, window: tuple, stride: tuple, padding: tuple):
     """Per spatial axis, the input position read by each output and window offset.
 
-    Arrays of shape ``out_spatial + (prod(window),)``; positions outside the input are padding.
+    Arrays of shape ``out_spatial + (prod(window),)``. A padding position is clipped to the
+    input's edge: that entry lies in the same window (every window holds an input entry), so
+    the window's maximum is the one over its input entries, as with -inf padding.
     """
     d = len(spatial)
     out = tuple((n + 2 * p - w) // s + 1 for n, w, s, p in
@@ -397,25 +471,46 @@ def _pool_positions(spatial: tuple, window: tuple, stride: tuple, padding: tuple
         o = (np.arange(out[i]) * stride[i] - padding[i]).reshape(
             (1,) * i + (-1,) + (1,) * (2 * d - i - 1))
         a = np.arange(window[i]).reshape((1,) * (d + i) + (-1,) + (1,) * (d - i - 1))
-        positions.append(np.broadcast_to(o + a, out + window).reshape(out + (-1,)))
-    valid = np.logical_and.reduce([(p >= 0) & (p < n) for p, n in
-                                   zip(positions, spatial, strict=True)])
-    return positions, valid, out
-
-
-def _gather(a: np.ndarray, positions, valid, fill):
-    d = len(positions)
-    clipped = tuple(np.clip(p, 0, n - 1) for p, n in zip(positions, a.shape[-d:], strict=True))
-    return np.where(valid, a[(Ellipsis, *clipped)], fill)
+        pos = np.clip(o + a, 0, spatial[i] - 1)
+        positions.append(np.broadcast_to(pos, out + window).reshape(out + (-1,)))
+    return positions, out
 
 
 def _max_pool_impl(x, window, stride, padding):
     x = np.asarray(x)
-    positions, valid, _ = _pool_positions(x.shape[-len(window):], window, stride, padding)
-    return _gather(x, positions, valid, -np.inf).max(-1).astype(x.dtype, copy=False)
+    positions, _ = _pool_positions(x.shape[-len(window):], window, stride, padding)
+    return x[(Ellipsis, *positions)].max(-1)
 
 
 max_pool_p = Primitive("max_pool", _max_pool_impl)
+
+
+class PoolRay:
+    """`Ray` for pooling windows: ``x`` along the ray, gathered as ``(..., out..., K)``."""
+
+    def __init__(self, x: np.ndarray, dx, positions: list):
+        self.x, self.dx, self.positions = x, dx, positions
+
+    def _mask(self, need: np.ndarray) -> np.ndarray:
+        where = np.nonzero(need)
+        lead = self.x.ndim - len(self.positions)
+        out_at, k = where[lead:-1], where[-1]
+        mask = np.zeros(self.x.shape, bool)
+        mask[(*where[:lead], *(p[(*out_at, k)] for p in self.positions))] = True
+        return mask
+
+    def tangent(self, need: np.ndarray) -> np.ndarray:
+        mask = self._mask(need)
+        t = np.zeros(self.x.shape, dtype=float)
+        t[mask] = self.dx(mask)
+        return t[(Ellipsis, *self.positions)]
+
+    def series(self, need: np.ndarray) -> np.ndarray | None:
+        try:
+            s = input_series(self.x, self.dx, self.x.shape)
+        except SeriesUnavailable:
+            return None
+        return s[(Ellipsis, *self.positions)]
 
 
 @max_pool_p.defrule
@@ -423,26 +518,16 @@ def max_pool_rule(xs, dxs, window, stride, padding):
     (x,) = xs
     x = np.asarray(x)
     d = len(window)
-    positions, valid, out = _pool_positions(x.shape[-d:], window, stride, padding)
-    vals = _gather(x, positions, valid, -np.inf)
+    positions, out = _pool_positions(x.shape[-d:], window, stride, padding)
+    vals = x[(Ellipsis, *positions)]
+    sel = lex_argmax(vals, PoolRay(x, dxs[0], positions))[..., None]
     lead = x.shape[:-d]
-
-    def tangent_of(need):
-        where = np.nonzero(need)
-        lead_at, out_at, k = where[:len(lead)], where[len(lead):-1], where[-1]
-        mask = np.zeros(x.shape, bool)
-        mask[(*lead_at, *(p[(*out_at, k)] for p in positions))] = True
-        t = np.zeros(x.shape, dtype=float)
-        t[mask] = dxs[0](mask)
-        return _gather(t, positions, valid, 0.0)
-
-    sel = lex_argmax(vals, tangent_of)[..., None]
     grids = np.indices(lead, sparse=True) if lead else ()
     shape = lead + out
     index = tuple(np.broadcast_to(g.reshape(g.shape + (1,) * d), shape) for g in grids)
     index += tuple(np.take_along_axis(np.broadcast_to(p, shape + p.shape[-1:]), sel, -1)[..., 0]
                    for p in positions)
-    ans = np.take_along_axis(vals, sel, -1)[..., 0].astype(x.dtype, copy=False)
+    ans = np.take_along_axis(vals, sel, -1)[..., 0]
     return ans, Index(index, x.shape, ans.shape)
 
 
@@ -520,13 +605,11 @@ def cummax_rule(xs, dxs, axis):
     n = xt.shape[-1]
     if rows_tied.any():
         need = (xt == yt) & rows_tied
-        t = np.where(need, lay.tangent(dxs[0], need), 0.0)
-        order = np.lexsort((t, xt), axis=-1)
-        sx, st = np.take_along_axis(xt, order, -1), np.take_along_axis(t, order, -1)
-        step = np.concatenate([np.zeros(xt.shape[:-1] + (1,), bool),
-                               (sx[..., 1:] != sx[..., :-1]) | (st[..., 1:] != st[..., :-1])], -1)
+        ray = Ray(lay, x, dxs[0])
+        t = np.where(need, ray.tangent(need), 0.0)
+        order, same = refine_full_ties(np.lexsort((t, xt), axis=-1), xt, t, ray)
         rank = np.empty(xt.shape, int)
-        np.put_along_axis(rank, order, np.cumsum(step, -1), -1)
+        np.put_along_axis(rank, order, np.cumsum(~same, -1), -1)
         run = np.maximum.accumulate(rank, -1)
         is_new = rank[..., 1:] > run[..., :-1]
     else:

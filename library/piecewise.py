@@ -23,7 +23,6 @@ from asd.extend import (
     is_traced,
     register_method,
     register_numpy,
-    tangent_at,
     tie_sign,
 )
 
@@ -115,10 +114,10 @@ clip_p = Primitive("clip", _clip_impl)
 
 @clip_p.defrule
 def clip_rule(xs, dxs):
-    """The sequential program ``minimum(maximum(x, lo), hi)``: each tie goes to the operand
-    with the larger (smaller, for the upper bound) tangent, the first operand when tangents
-    tie too. One exception: where ``lo == hi`` with equal tangents the interval is a point
-    along the ray, so the output follows the bound whatever ``x`` does."""
+    """The sequential program ``minimum(maximum(x, lo), hi)``: each tie goes to the side the
+    ray enters (`tie_sign`: tangents, then exact series), to the first operand ``x`` when the
+    ray runs along the bound. One exception: where ``lo == hi`` along the whole ray the
+    interval is a point, so the output follows the bound whatever ``x`` does."""
     x, lo, hi = xs
     ans = _clip_impl(x, lo, hi)
     out = np.shape(ans)
@@ -126,17 +125,19 @@ def clip_rule(xs, dxs):
     pick_x = np.array(x_b > lo_b)  # the maximum step: x (else lo)
     low_tie = x_b == lo_b
     if low_tie.any():
-        pick_x[low_tie] = tangent_at(dxs[0], low_tie, out) >= tangent_at(dxs[1], low_tie, out)
+        pick_x[low_tie] = tie_sign(x, dxs[0], lo, dxs[1], low_tie) >= 0
     mid = np.where(pick_x, x_b, lo_b)
     pick_mid = np.array(mid < hi_b)  # the minimum step: max(x, lo) (else hi)
     high_tie = mid == hi_b
     if high_tie.any():
-        mid_dot = np.where(pick_x[high_tie], tangent_at(dxs[0], high_tie, out),
-                           tangent_at(dxs[1], high_tie, out))
-        hi_dot = tangent_at(dxs[2], high_tie, out)
-        point = (lo_b[high_tie] == hi_b[high_tie]) & (
-            tangent_at(dxs[1], high_tie, out) == hi_dot)
-        pick_mid[high_tie] = (mid_dot <= hi_dot) & ~point
+        at_x, at_lo = high_tie & pick_x, high_tie & ~pick_x
+        if at_x.any():
+            pick_mid[at_x] = tie_sign(x, dxs[0], hi, dxs[2], at_x) <= 0
+        if at_lo.any():
+            pick_mid[at_lo] = tie_sign(lo, dxs[1], hi, dxs[2], at_lo) < 0
+        point = high_tie & (lo_b == hi_b)
+        if point.any():
+            pick_mid[point] &= tie_sign(lo, dxs[1], hi, dxs[2], point) != 0
     d_x = pick_mid & pick_x
     d_lo = pick_mid & ~pick_x
     return ans, FanIn(Diagonal(d_x, np.shape(x), out), Diagonal(d_lo, np.shape(lo), out),

@@ -79,7 +79,10 @@ MPMATH_ATOL = 1e-4
 @given(data=st.data())
 def test_norm_on_kinks(name, fn, ref, shape, exact, data):
     x = data.draw(points(shape), label="x")
-    v = data.draw(directions(shape), label="v")
+    # At a zero vector whose tangent is zero too the limit along v does not exist (asd takes
+    # 0 there, tested below); the mpmath differences would see 1, so those cases use
+    # directions without zero entries.
+    v = data.draw(directions(shape, allow_zero_entries=exact), label="v")
     check_rule(fn, x, direction=v, reference=ref, exact=exact, name=name,
                atol=None if exact else MPMATH_ATOL)
 

@@ -352,3 +352,47 @@ def test_max_asks_for_tangents_only_at_ties():
 def test_errors_name_the_problem(call, error):
     with pytest.raises(error):
         asd.subgrad(lambda x: call(x).sum())(np.arange(4.0))
+
+
+# ----- ties the tangents leave open are decided by the exact series along the ray -----
+
+E = np.eye(3)
+
+
+def curved(x):
+    """Three entries tied at 0 whose tangents along (v0, 0) tie too: -2δ², -3δ², -δ² (× v0²).
+
+    First-order rules would keep index order at such ties; the series order differs from it
+    for every primitive below, so these cases fail unless the series decides.
+    """
+    a = 0.5 * x[1] - 2 * x[0] * x[0]
+    b = -x[1] - 3 * x[0] * x[0]
+    c = x[1] - x[0] * x[0]
+    return a * E[0] + b * E[1] + c * E[2]
+
+
+W = np.array([1.0, 2.0, 4.0])
+# name, asd function, plain numpy reference
+SERIES_CASES = [
+    ("max", lambda x: np.max(curved(x)), lambda x: np.max(curved(x))),
+    ("min", lambda x: np.min(curved(x)), lambda x: np.min(curved(x))),
+    ("sort", lambda x: np.sort(curved(x)) @ W, lambda x: np.sort(curved(x)) @ W),
+    ("topk_sum 2", lambda x: asd.topk_sum(curved(x), 2), lambda x: np.sum(np.sort(curved(x))[1:])),
+    ("median", lambda x: np.median(curved(x)), lambda x: np.sort(curved(x))[1]),
+    ("quantile 0.25", lambda x: np.quantile(curved(x), 0.25),
+     lambda x: 0.5 * np.sort(curved(x))[0] + 0.5 * np.sort(curved(x))[1]),
+    ("cummax", lambda x: asd.cummax(curved(x)) @ W,
+     lambda x: np.maximum.accumulate(curved(x)) @ W),
+    ("max_pool1d", lambda x: np.sum(asd.max_pool1d(curved(x), 3)), lambda x: np.max(curved(x))),
+]
+
+
+@pytest.mark.parametrize("name, f, ref", SERIES_CASES, ids=[c[0] for c in SERIES_CASES])
+@pytest.mark.parametrize("v", [np.array([1.0, 0.0]), np.array([-2.0, 0.0])])
+def test_degenerate_ties_follow_the_exact_series(name, f, ref, v):
+    from asd.testing import limiting_gradient
+
+    x = np.zeros(2)
+    g = asd.subgrad(f, direction=v)(x)
+    _, want = limiting_gradient(ref, x, v)
+    np.testing.assert_array_equal(g, np.asarray(want, dtype=float), err_msg=name)
