@@ -86,6 +86,8 @@ class Pattern:
     x: Any
     f: Callable[[Any, Any], Any]
     clarke: Hull | Ball
+    asd_f: Callable[[Any], Any] | None = None
+    """asd's own spelling when it has one (``asd.projections.*``); else ``f`` with asd's ops."""
 
     @property
     def point(self) -> np.ndarray:
@@ -102,6 +104,17 @@ def _sort_dot(o, x):
 
 def _l2_ball_sum(o, x):
     return (x / o.maximum(o.asarray(1.0), o.norm(x))).sum()
+
+
+def _projection(name: str, x, *args):
+    """``asd.projections.<name>`` (asd's projection primitive) when present, else the formula."""
+    import asd
+
+    proj = getattr(getattr(asd, "projections", None), name, None)
+    if proj is not None:
+        return proj(x, *args)
+    o = asd_ops()
+    return x / o.maximum(1.0, o.norm(x)) if name == "l2_ball" else np.clip(x, *args)
 
 
 CATALOG: list[Pattern] = [
@@ -170,9 +183,10 @@ CATALOG: list[Pattern] = [
     Pattern("zero via norm", "|x - x|_2", [1.0, 2.0], lambda o, x: o.norm(x - x),
             Hull([0, 0])),
     Pattern("projection onto the l2 ball", "sum(x / max(1, |x|))", [1.0, 0.0], _l2_ball_sum,
-            Hull([1, 1], [0, 1])),
+            Hull([1, 1], [0, 1]), lambda x: _projection("l2_ball", x).sum()),
     Pattern("projection onto a box", "sum(clip(x, 0, 1))", [0.0, 1.0],
-            lambda o, x: o.clip(x, 0.0, 1.0).sum(), Hull([0, 0], [1, 0], [0, 1], [1, 1])),
+            lambda o, x: o.clip(x, 0.0, 1.0).sum(), Hull([0, 0], [1, 0], [0, 1], [1, 1]),
+            lambda x: _projection("box", x, 0.0, 1.0).sum()),
 ]
 """The patterns of ``asd audit --battery``, in table order."""
 
@@ -227,7 +241,7 @@ def evaluate(pattern: Pattern, frameworks: list[str], seed: int = 0) -> Row:
     x = pattern.point
 
     def f(t):
-        return pattern.f(o, t)
+        return pattern.asd_f(t) if pattern.asd_f is not None else pattern.f(o, t)
 
     try:
         g = np.asarray(asd.subgrad(f, seed=seed)(x), dtype=float)
@@ -310,6 +324,15 @@ def summary(rows: list[Row], frameworks: list[str]) -> list[str]:
     return lines
 
 
+def _version(module: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(module)
+    except metadata.PackageNotFoundError:
+        return "(version unknown)"
+
+
 def markdown(rows: list[Row], frameworks: list[str]) -> str:
     """The battery table as Markdown (what ``--write-docs`` writes)."""
     import platform
@@ -317,12 +340,7 @@ def markdown(rows: list[Row], frameworks: list[str]) -> str:
     from .frameworks import _MODULES, LABELS
 
     header, body = table_rows(rows, frameworks)
-    versions = []
-    for f in frameworks:
-        import importlib
-
-        mod = importlib.import_module(_MODULES[f])
-        versions.append(f"{LABELS[f]} {getattr(mod, '__version__', '?')}")
+    versions = [f"{LABELS[f]} {_version(_MODULES[f])}" for f in frameworks]
     esc = lambda s: s.replace("|", "\\|")  # noqa: E731
     lines = [
         "# Framework gradients at kinks",
@@ -336,7 +354,8 @@ def markdown(rows: list[Row], frameworks: list[str]) -> str:
         "along a random direction) and each framework's own gradient. "
         "✓ inside the Clarke set; ✗ outside it; ✗✗ outside although the set is a single "
         "gradient (the function is differentiable there and the framework's answer is simply "
-        "wrong). nan is a framework returning NaN.",
+        "wrong). nan is a framework returning NaN. asd computes the projection rows with "
+        "its own `asd.projections.l2_ball` and `asd.projections.box`.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),
