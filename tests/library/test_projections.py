@@ -475,3 +475,27 @@ def test_example_runs(script, capsys):
     path = Path(__file__).resolve().parents[2] / "examples" / script
     assert runpy.run_path(str(path))["main"]() == 0
     assert "FAIL" not in capsys.readouterr().out
+
+
+# ----- hypothesis: small integer symmetric matrices, full of multiple zero eigenvalues -----
+
+@st.composite
+def integer_symmetric(draw, n=3):
+    """``B Bᵀ - C Cᵀ`` from small integer factors: exact in binary, often singular, often with
+    a null space of dimension >= 2 and repeated nonzero eigenvalues."""
+    rank_b, rank_c = draw(st.integers(0, 2)), draw(st.integers(0, 1))
+    entries = st.integers(-1, 1)
+    B = np.array(draw(st.lists(entries, min_size=n * rank_b, max_size=n * rank_b)),
+                 float).reshape(n, rank_b)
+    C = np.array(draw(st.lists(entries, min_size=n * rank_c, max_size=n * rank_c)),
+                 float).reshape(n, rank_c)
+    return B @ B.T - C @ C.T
+
+
+@settings(max_examples=12, deadline=None)
+@given(integer_symmetric(), st.integers(0, 2**31))
+def test_psd_kinks_hypothesis(X, seed):
+    dirs = _directions(X, seed, k=2)
+    check_rule(P.psd, X, directions=dirs, reference=ref_psd, exact=False, rtol=1e-8)
+    for d in dirs:
+        assert_projection_jacobian(asd.jacobian(P.psd, direction=d)(X), X.size)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import asd
 from asd.errors import ShapeError, UnsupportedError
@@ -203,3 +205,23 @@ def test_maps_are_batched():
 def test_errors(call, error):
     with pytest.raises(error):
         call()
+
+
+@st.composite
+def integer_symmetric(draw, n=3):
+    """Symmetric matrices with entries in {-1, 0, 1} on a scaled identity: repeated
+    eigenvalues are common (and exact, since the entries are)."""
+    upper = draw(st.lists(st.integers(-1, 1), min_size=n * (n + 1) // 2,
+                          max_size=n * (n + 1) // 2))
+    X = np.zeros((n, n))
+    X[np.triu_indices(n)] = upper
+    X = X + np.triu(X, 1).T
+    return X if draw(st.booleans()) else np.diag(np.diag(X))
+
+
+@settings(max_examples=15, deadline=None)
+@given(integer_symmetric(), st.integers(1, 3), st.integers(0, 2**31))
+def test_topk_hypothesis(X, k, seed):
+    D = np.random.default_rng(seed).standard_normal(X.shape)
+    check_rule(lambda A: S.topk_eigsum(A, k), X, directions=[D], reference=ref_topk(k),
+               exact=False, rtol=1e-8)
