@@ -301,6 +301,21 @@ def test_polyhedral_kinks_hypothesis(which, values, seed):
         assert_projection_jacobian(asd.jacobian(proj, direction=d)(x), x.size)
 
 
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, len(POLYHEDRAL) - 1), st.lists(SMALL, min_size=2, max_size=5),
+       st.lists(SMALL, min_size=5, max_size=5))
+def test_polyhedral_degenerate_directions_hypothesis(which, values, direction):
+    """Dyadic directions with zeros and repeats: the ray may stay on a kink. The Dini
+    derivative J d must still be exact, and wherever the ray decides, so must J."""
+    proj, ref = POLYHEDRAL[which]
+    x = np.array(values)
+    d = np.array(direction[:x.size])
+    if not d.any():
+        d[0] = 1.0
+    check_rule(proj, x, direction=d, reference=ref, exact=True)
+    assert_projection_jacobian(asd.jacobian(proj, direction=d)(x), x.size)
+
+
 # ----- tangent directions: the ray leaves a curved boundary at second order -----
 
 def mp_limiting_jacobian(ref, x, d, delta="1e-12", h="1e-40"):
