@@ -153,9 +153,12 @@ class _SymbolicRun:
     def decide(self, h) -> bool:
         if not isinstance(h, Symbolic):
             return bool(h >= 0)
+        expr = sympy.expand(h.expr)
+        if not expr.free_symbols:  # a constant condition is not a constraint
+            return bool(expr >= 0)
         i = len(self.decisions)
         d = self.prefix[i] if i < len(self.prefix) else True
-        self.decisions.append((sympy.expand(h.expr), d))
+        self.decisions.append((expr, d))
         return d
 
 
@@ -401,7 +404,15 @@ def _check_continuity(cert: Certificate) -> None:
         h = a.constraints[k][0]
         if (k, a.decisions[:k], a.piece, b.piece) in reported:
             continue
-        verdict, witness = _agree_on_boundary(h, a, b, cert.symbols)
+        try:
+            verdict, witness = _agree_on_boundary(h, a, b, cert.symbols)
+        except (NotImplementedError, sympy.polys.polyerrors.PolynomialError,
+                sympy.polys.polyerrors.ComputationFailed) as e:
+            cert.failures.append(Failure(
+                "continuity", f"could not decide whether {a.piece} and {b.piece} agree on "
+                f"{h} = 0 ({type(e).__name__})"))
+            status = "failed"
+            continue
         if verdict == "sampled" and status == "proved":
             status = "sampled"
         if verdict == "failed":

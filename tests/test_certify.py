@@ -187,3 +187,29 @@ def test_certify_accepts_decorated_programs():
     prim = asd.branching(max3)
     cert = asd.certify(prim)
     assert cert.ok and cert.name == "max3"
+
+
+def test_constant_conditions_are_not_constraints():
+    def running_max(x):  # max(x, 2) written with a loop; later conditions become constants
+        k = 0
+        while k < 3:
+            x = x if asd.branch(x - k) else k + 0 * x
+            k += 1
+        return x
+
+    cert = asd.certify(running_max)
+    assert cert.ok, str(cert)
+    (x,) = cert.symbols
+    assert set(cert.constraints) == {x, x - 1, x - 2}
+
+
+def test_jump_on_a_curved_boundary():
+    cert = asd.certify(lambda x, y: x * y if asd.branch(x * x - y) else y * y)
+    assert cert.checks["CQ"] == "proved"
+    assert [f.kind for f in cert.failures] == ["continuity"]
+    _check_jump_witness(cert, cert.failures[0])
+
+
+def test_non_polynomial_constraint_with_a_declared_function():
+    cert = asd.certify(lambda x: x if asd.branch(np.exp(x) - 1) else 0, smooth={"exp"})
+    assert cert.ok, str(cert)
