@@ -649,6 +649,8 @@ def psd_rule(xs, dxs):
         tols = np.array([tol, tie_tolerance(n, scale_d),
                          tie_tolerance(n, scale_d**2 / gap if np.isfinite(gap) else 0.0)])
     levels[0] = lam
+    if not null.any():  # no kink: the eigenvalues alone decide
+        levels, tols = levels[:1], tols[:1]
     sign = _lex_sign(levels, tols)
     active = sign >= 0  # an eigenvalue tied at 0 to every order counts as entering the cone
     gamma = divided_differences(levels, levels * active, tols, active)
