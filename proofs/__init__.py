@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import Any
 
 from asd.primitive import Primitive
 
@@ -18,16 +19,23 @@ FAMILIES = ("piecewise", "order", "smooth", "norms", "nn", "projections", "spect
 
 
 def proofs() -> list[tuple[str, Proof]]:
-    """``(family, proof)`` for every certificate of every family module present."""
-    out = []
+    """``(family, proof)`` for every certificate of every family module that imports."""
+    return [(family, p) for family, module in _modules()
+            if not isinstance(module, Exception) for p in module.PROOFS]
+
+
+def _modules() -> list[tuple[str, Any]]:
+    """``(family, module)``; a module whose import fails (a renamed primitive) gives
+    ``(family, exception)`` so ``run_all`` reports it instead of crashing."""
+    out: list[tuple[str, Any]] = []
     for family in FAMILIES:
         try:
-            module = importlib.import_module(f"{__name__}.{family}")
+            out.append((family, importlib.import_module(f"{__name__}.{family}")))
         except ModuleNotFoundError as e:
             if e.name != f"{__name__}.{family}":
-                raise
-            continue
-        out += [(family, p) for p in module.PROOFS]
+                out.append((family, e))
+        except Exception as e:  # reported as a failed row by run_all
+            out.append((family, e))
     return out
 
 
@@ -55,6 +63,11 @@ def uncovered() -> list[tuple[str, str]]:
 def run_all(family: str | None = None) -> list[Row]:
     """Run every certificate (of one family if given); one row each, failures included."""
     rows = []
+    for fam, module in _modules():
+        if isinstance(module, Exception) and family in (None, fam):
+            rows.append(Row(f"<{fam} certificates>", family=fam, ok=False, gradient="ERROR",
+                            detail=f"proofs/{fam}.py does not import: "
+                                   f"{type(module).__name__}: {module}"))
     for fam, proof in proofs():
         if family not in (None, fam):
             continue

@@ -132,3 +132,16 @@ def test_clip_agrees_on_its_bounds(data):
     v = [data.draw(_nonzero((3,))) for _ in range(3)]
     generic = bool(np.all((v[0] != v[1]) & (v[0] != v[2]) & (v[1] != v[2])))
     _agree(pw.clip, asd.clip, tuple(xlh), tuple(v), generic)
+
+
+def test_a_broken_certificate_module_is_reported_not_raised(monkeypatch):
+    def broken(name, *args, **kwargs):
+        if name == "asd.proofs.norms":
+            raise AttributeError("module 'asd.library.norms' has no attribute 'pnorm_p'")
+        return real(name, *args, **kwargs)
+
+    real = proofs.importlib.import_module
+    monkeypatch.setattr(proofs.importlib, "import_module", broken)
+    rows = proofs.run_all("norms")
+    assert [(r.primitive, r.ok) for r in rows] == [("<norms certificates>", False)]
+    assert "pnorm_p" in rows[0].detail
