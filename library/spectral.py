@@ -8,8 +8,9 @@ of every function here is a symmetric matrix.
 Repeated eigenvalues are where these functions are not differentiable. There the direction
 decides (DESIGN.md, Algorithm 7 in spirit): along the ray ``X + δD`` the eigenvalues of a
 cluster tied at ``λ`` split as ``λ + δμ + δ²ν``, where ``μ`` are the eigenvalues of
-``D`` restricted to the cluster's eigenspace and, inside a tie of ``μ``, ``ν`` those of the
-second-order matrix ``W.T D V_r (λ - Λ_r)^-1 V_r.T D W`` (``V_r``: the other eigenvectors).
+``D`` restricted to the cluster's eigenspace and ``ν`` come from the second-order matrix
+``W.T D V_r (λ - Λ_r)^-1 V_r.T D W`` (``V_r``: the other eigenvectors): its diagonal for a
+simple ``μ``, its eigenvalues over a tie of ``μ``.
 The rule rotates the cluster's eigenbasis into that limit basis, so e.g. the gradient of
 ``lambda_max`` at a multiple top eigenvalue is ``q q.T`` with ``q`` the top eigenvector of
 ``D`` restricted to the top eigenspace. A tie that survives the second order (the ray stays
@@ -68,16 +69,18 @@ def refine_cluster(lam: np.ndarray, V: np.ndarray, idx: np.ndarray, D: np.ndarra
     mu_tol = tie_tolerance(len(lam), np.linalg.norm(D))
     rest = np.ones(len(lam), bool)
     rest[idx] = False
-    sub = clusters(mu, mu_tol)
-    if rest.any() and sub.size and sub[-1] < len(sub) - 1:
-        Vr = V[:, rest]
+    if rest.any():
         gap = center - lam[rest]
+        B = V[:, rest].T @ D @ W
+        # second order: the diagonal of B.T diag(1/gap) B, exact for a simple mu ...
+        nu = np.sum(B * B / gap[:, None], axis=0)
+        sub = clusters(mu, mu_tol)
         for label in np.flatnonzero(np.bincount(sub) > 1):
+            # ... and for a tie of mu, the eigen-decomposition of that block
             cols = np.flatnonzero(sub == label)
-            B = Vr.T @ D @ W[:, cols]
-            nu_s, U2 = np.linalg.eigh(B.T @ (B / gap[:, None]))
+            Bc = B[:, cols]
+            nu[cols], U2 = np.linalg.eigh(Bc.T @ (Bc / gap[:, None]))
             W[:, cols] = W[:, cols] @ U2
-            nu[cols] = nu_s
             mu[cols] = np.mean(mu[cols])
     return W, mu, nu
 

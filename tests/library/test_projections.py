@@ -377,6 +377,24 @@ def test_psd_null_space_rule():
     np.testing.assert_allclose(J @ mixed.ravel(), mixed.ravel(), atol=1e-12)
 
 
+@pytest.mark.parametrize("a, b", [(1.0, 2.0), (2.0, 1.0)])
+def test_psd_second_order_decides_when_the_null_block_of_d_vanishes(a, b):
+    """X = diag(2, -2, 0, 0) and D zero on the null direction e2 (first order silent there):
+    its eigenvalue moves as δ²(b² - a²)/2 through the couplings a (to λ = 2) and b (to λ = -2),
+    so e2 enters the cone iff b > a. Oracle: 80-digit differences at δ = 1e-12."""
+    X = np.diag([2.0, -2.0, 0.0, 0.0])
+    D = np.zeros((4, 4))
+    D[0, 2] = D[2, 0] = a
+    D[1, 2] = D[2, 1] = b
+    D[3, 3] = -1.0
+    J = asd.jacobian(P.psd, direction=D)(X)
+    want = mp_limiting_jacobian(ref_psd, X, D).reshape(J.shape)
+    np.testing.assert_allclose(J, want, atol=1e-9)
+    e2 = np.zeros((4, 4))
+    e2[2, 2] = 1.0
+    assert J.reshape(16, 16)[10, 10] == pytest.approx(1.0 if b > a else 0.0)
+
+
 def test_psd_symmetrizes_asymmetric_input():
     X = np.array([[1.0, 2.0], [0.0, -1.0]])
     np.testing.assert_allclose(P.psd(X), P.psd((X + X.T) / 2))
