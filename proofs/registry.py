@@ -300,31 +300,39 @@ def limit_mismatch(f, x, v, delta=1e-5, h=1e-10, tol=1e-3) -> str | None:
 
 @dataclass
 class LimitProof(Proof):
-    """A kink at one point ``x0`` where ``∇f`` is positively homogeneous of degree 0 about it
-    (norms at 0): sympy shows ``∇f(x0 + δv) = ∇f(x0 + v)`` for every δ > 0, so the limiting
-    gradient along ``v`` is ``∇f(x0 + v)``; the rule must return exactly that. Off the kink
-    the rule's gradient must equal sympy's.
+    """A kink at one point ``x0`` about which ``∇f`` is positively homogeneous of degree 0
+    (norms at 0, a repeated eigenvalue): sympy shows ``∇f(x0 + δv) = ∇f(x0 + v)`` for every
+    δ > 0, so the limiting gradient along ``v`` is ``∇f(x0 + v)``; the rule must return
+    exactly that at ``x0``, and match sympy at ``x0 + v`` (off the kink).
     """
 
     library: Callable = None
     formula: Callable = None  # list of sympy symbols -> expression
     dim: int = 3
     directions: int = 4
-    kink: str = "x = 0"
+    kink: str = "x = 0 (semialgebraic)"
+    at: tuple | None = None  # x0; zeros when None
+    continuity: str = "continuous (norm)"
 
     def run(self) -> Row:
         import sympy
 
+        x0 = np.zeros(self.dim) if self.at is None else np.asarray(self.at, dtype=float)
         xs = sympy.symbols(f"x0:{self.dim}", real=True)
         vs = sympy.symbols(f"v0:{self.dim}", real=True)
         d = sympy.Symbol("delta", positive=True)
         f = self.formula(list(xs))
         grad = [sympy.diff(f, x) for x in xs]
-        at_ray = [g.subs(dict(zip(xs, [d * v for v in vs], strict=True))) for g in grad]
-        at_v = [g.subs(dict(zip(xs, vs, strict=True))) for g in grad]
+        base = [sympy.nsimplify(c) for c in x0]
+
+        def along(scale):
+            return dict(zip(xs, [b + scale * v for b, v in zip(base, vs, strict=True)],
+                            strict=True))
+
+        at_ray = [g.subs(along(d)) for g in grad]
+        at_v = [g.subs(along(1)) for g in grad]
         homogeneous = all(sympy.simplify(a - b) == 0 for a, b in zip(at_ray, at_v, strict=True))
-        row = Row(self.label, constraints=f"{self.kink} (semialgebraic)", cq="n/a",
-                  continuity="continuous (norm)")
+        row = Row(self.label, constraints=self.kink, cq="n/a", continuity=self.continuity)
         if not homogeneous:
             row.ok, row.gradient = False, "NOT HOMOGENEOUS"
             row.detail = "the symbolic gradient along the ray depends on δ"
@@ -333,13 +341,14 @@ class LimitProof(Proof):
         for _ in range(self.directions):
             v = rng.normal(size=self.dim)
             want = np.array([float(g.subs(dict(zip(vs, v, strict=True)))) for g in at_v])
-            got = np.asarray(asd.jacobian(self.library, direction=v)(np.zeros(self.dim)))
-            off = np.asarray(asd.jacobian(self.library, seed=0)(v))
-            if not (_close(got, want, 1e-12) and _close(off, want, 1e-12)):
+            got = np.asarray(asd.jacobian(self.library, direction=v)(x0))
+            off = np.asarray(asd.jacobian(self.library, seed=0)(x0 + v))
+            if not (_close(got, want, 1e-10) and _close(off, want, 1e-10)):
                 row.ok, row.gradient = False, "MISMATCH"
-                row.detail = f"along v = {v.tolist()}: rule {got.tolist()}, sympy {want.tolist()}"
+                row.detail = (f"along v = {v.tolist()}: rule {got.tolist()}, off the kink "
+                              f"{off.tolist()}, sympy {want.tolist()}")
                 return row
-        row.gradient = f"sympy: ∇f(δv) = ∇f(v); rule ({self.directions} dirs)"
+        row.gradient = f"sympy: ∇f(x0+δv) = ∇f(x0+v); rule ({self.directions} dirs)"
         return row
 
 
