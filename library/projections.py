@@ -657,6 +657,60 @@ def psd_rule(xs, dxs):
     return ans, _symmetric(_eigen_map(V, gamma, X.shape), X.shape)
 
 
+def eigen_expansion(lam: np.ndarray, V: np.ndarray, D: np.ndarray, tied: np.ndarray,
+                    center: np.ndarray, tol: float):
+    """Eigenvalues along ``Y + δD`` to second order, ``λ + δμ + δ²ν``, in the limit basis.
+
+    The ``tied`` eigenvalues (each within ``tol`` of its ``center``) are snapped to it and
+    their clusters rotated into the direction's limit basis; then ``μ = diag(VᵀDV)`` and
+    ``ν_i = Σ_j (VᵀDV)_ij² / (λ_i - λ_j)`` over the eigenvalues not tied to ``λ_i`` (the sums
+    over a cluster are basis-free, so untied clusters need no rotation). Returns the basis,
+    the levels ``(λ, μ, ν)`` and a tolerance per level.
+    """
+    V = V.copy()
+    for c in np.unique(center[tied]):
+        idx = np.flatnonzero(tied & (center == c))
+        V[:, idx], _, _ = refine_cluster(lam, V, idx, D, float(c))
+    lam = np.where(tied, center, lam)
+    H = V.T @ D @ V
+    diff = lam[:, None] - lam[None, :]
+    far = np.abs(diff) > tol
+    nu = np.sum(np.where(far, H * H / np.where(far, diff, 1.0), 0.0), axis=1)
+    scale = float(np.linalg.norm(D))
+    gap = float(np.min(np.abs(diff[far]), initial=np.inf))
+    tols = np.array([tol, tie_tolerance(lam.size, scale),
+                     tie_tolerance(lam.size, scale**2 / gap if np.isfinite(gap) else 0.0)])
+    return V, np.stack([lam, np.diag(H).copy(), nu]), tols
+
+
+def _threshold_levels(rate: np.ndarray, tau: float, active: np.ndarray, tied: np.ndarray,
+                      tols: np.ndarray, boundary: bool):
+    """Expansion of the l1 threshold along the ray, and the active set it leaves.
+
+    ``rate[l]`` are the level-``l`` coefficients of the entries' magnitudes. Level by level,
+    the entries still tied join when their rate beats the threshold's (``ray_threshold``);
+    ties left at every level count as active. On the boundary (``tau = 0``) the first
+    nonzero level of the threshold decides between leaving the ball (> 0) and staying in it;
+    ``(None, active)`` when the ray stays in.
+    """
+    taus = [tau]
+    undecided = boundary
+    for level in range(1, rate.shape[0]):
+        t = ray_threshold(rate[level, active], rate[level, tied])
+        if undecided:
+            if t < -tols[level]:
+                return None, active
+            undecided = t <= tols[level]
+            t = 0.0 if undecided else t
+        taus.append(t)
+        joins = tied & (rate[level] > t + tols[level])
+        tied = tied & (np.abs(rate[level] - t) <= tols[level])
+        active = active | joins
+    if undecided:
+        return None, active
+    return np.array(taus), active | tied
+
+
 def _nuclear_impl(X, r):
     X, r = _floats(X), _radius(r, "nuclear_ball")
     if X.ndim != 2:
@@ -695,33 +749,20 @@ def nuclear_ball_rule(xs, dxs):
         return X.copy(), FanIn(identity(X.shape), None)
     boundary = excess <= tol
     tau = 0.0 if boundary else threshold(a, 2 * r)
+    ans = X.copy() if boundary else ((V * (np.sign(lam) * np.maximum(a - tau, 0))) @ V.T)[:m, m:]
     h = a - tau
     active, tied = h > tol, np.abs(h) <= tol
-    signs = np.sign(lam)
-    mu = np.zeros(N)
-    tau_dot = 0.0
-    tol_mu = np.inf
+    signs, levels, taus, tols = np.sign(lam), lam[None], np.array([tau]), np.array([tol])
     if tied.any() or boundary:
         D = embed(np.asarray(dxs[0](), dtype=float))
-        V = V.copy()
-        for center in {-tau, tau}:
-            idx = np.flatnonzero(tied & (np.abs(lam - center) <= tol))
-            if idx.size:
-                V[:, idx], _, _ = refine_cluster(lam, V, idx, D, center)
-        lam = np.where(tied, np.sign(lam) * tau, lam)
-        mu = np.einsum("ij,ik,kj->j", V, D, V)
-        tol_mu = tie_tolerance(N, np.linalg.norm(D))
-        signs = np.where(np.abs(lam) > tol, np.sign(lam),
-                         np.where(np.abs(mu) > tol_mu, np.sign(mu), 0.0))
-        c = signs * mu  # the rate at which |λ_i| grows along the ray
-        tau_dot = ray_threshold(c[active], c[tied])
-        if boundary and tau_dot <= 0:
+        V, levels, tols = eigen_expansion(lam, V, D, tied, np.sign(lam) * tau, tol)
+        signs = _lex_sign(levels, tols)
+        taus, active = _threshold_levels(signs * levels, tau, active, tied, tols, boundary)
+        if taus is None:  # the ray stays in the ball
             return X.copy(), FanIn(identity(X.shape), None)
-        active = active | (tied & (c >= tau_dot))
     act = active.astype(float)
-    levels = np.stack([lam, mu])
-    g = act * np.stack([lam - signs * tau, mu - signs * tau_dot])
-    gamma = divided_differences(levels, g, np.array([tol, tol_mu]), active)
+    g = act * (levels - signs * taus[:, None])
+    gamma = divided_differences(levels, g, tols, active)
     ms = act * signs
     k = float(act.sum())
 
@@ -733,7 +774,6 @@ def nuclear_ball_rule(xs, dxs):
     def nuclear_push(T):
         return embedded(embed(T))[..., :m, m:]
 
-    ans = X.copy() if boundary else ((V * (signs * np.maximum(a - tau, 0))) @ V.T)[:m, m:]
     ans = ans.astype(X.dtype, copy=False)
     return ans, FanIn(_symmetric(nuclear_push, X.shape), None)
 

@@ -395,6 +395,33 @@ def test_psd_second_order_decides_when_the_null_block_of_d_vanishes(a, b):
     assert J.reshape(16, 16)[10, 10] == pytest.approx(1.0 if b > a else 0.0)
 
 
+@pytest.mark.parametrize("push, joins", [(0.0, False), (0.5, True), (2.0, True)])
+def test_nuclear_ball_tie_undecided_at_first_order(push, joins):
+    """σ = (1.5, 1, 0.5), r = 1.5: τ = 0.5 ties σ3, and D33 = τ' = (D11 + D22)/2 leaves the tie
+    open at first order. The second order decides: coupling σ3 to the extra null column
+    (``push``) raises it above the threshold. Oracle: 80-digit differences at δ = 1e-12."""
+    X = np.zeros((3, 4))
+    X[0, 0], X[1, 1], X[2, 2] = 1.5, 1.0, 0.5
+    D = np.zeros((3, 4))
+    D[0, 0], D[2, 2], D[2, 3], D[0, 1], D[1, 2] = 1.0, 0.5, push, 0.3, -0.4
+    proj = lambda Z: P.nuclear_ball(Z, 1.5)  # noqa: E731
+    J = asd.jacobian(proj, direction=D)(X).reshape(12, 12)
+    np.testing.assert_allclose(J, mp_limiting_jacobian(ref_nuclear(1.5), X, D), atol=1e-10)
+    assert (J[10, 10] > 0.5) == joins
+    assert_projection_jacobian(J, 12)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_nuclear_ball_boundary_left_at_second_order(seed):
+    """On the boundary with ||X + δD||_* = r + O(δ²): convexity makes the second order
+    positive, so the ray leaves the ball and the Jacobian is not the identity."""
+    a, b = np.random.default_rng(seed).standard_normal(2)
+    X, D = np.diag([1.0, 0.0]), np.array([[-1.0, a], [b, 1.0]])
+    J = asd.jacobian(lambda Z: P.nuclear_ball(Z, 1.0), direction=D)(X).reshape(4, 4)
+    np.testing.assert_allclose(J, mp_limiting_jacobian(ref_nuclear(1.0), X, D), atol=1e-10)
+    assert not np.allclose(J, np.eye(4))
+
+
 def test_psd_symmetrizes_asymmetric_input():
     X = np.array([[1.0, 2.0], [0.0, -1.0]])
     np.testing.assert_allclose(P.psd(X), P.psd((X + X.T) / 2))
