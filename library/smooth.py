@@ -1,25 +1,44 @@
-"""Smooth primitives: arithmetic, elementwise functions, reductions, structure, contraction.
+"""Smooth primitives: arithmetic, elementwise functions, softmax family, reductions, structure,
+contraction.
 
-Rules sit right under their primal. Multi-input rules return a ``FanIn`` with one map per
-input; broadcasting is handled by ``Diagonal`` (it knows the input and output shapes).
+Smooth rules have no branch to choose, so they never ask for a tangent; what they must get right
+is the value (numerically stable where numpy's naive formula is not: softplus, logsumexp,
+log_softmax, sigmoid), the dtype (float32 stays float32: constants are Python floats), and a
+structured linear map that accepts a leading batch axis. Rules compute value and derivative
+jointly where it pays: exp, tanh, sigmoid, softplus and sqrt differentiate from their answer,
+the softmax family from its normalized exponentials.
+
+Non-Lipschitz points (sqrt, cbrt and real powers below 1 at 0, arcsin at +-1) raise
+`NotLipschitzError` naming the node; NaN and infinities (log of a negative) are reported by
+the engine as `NonFiniteError` naming the first node that produced them.
+
+>>> import numpy as np, asd
+>>> x = np.array([0.0, 1.0])
+>>> asd.subgrad(lambda x: asd.logsumexp(x))(x).round(4)
+array([0.2689, 0.7311])
 """
 
 from __future__ import annotations
 
+import math
+import string
+
 import numpy as np
 
-from asd.errors import NotLipschitzError
+from asd.errors import NotLipschitzError, ShapeError
 from asd.extend import (
     Diagonal,
     FanIn,
     Index,
+    LinearMap,
     MatMul,
     Primitive,
     Reshape,
     Sum,
     Transpose,
-    defsmooth,
+    Zero,
     deflinear,
+    defsmooth,
     identity,
     is_traced,
     register_method,
@@ -31,6 +50,188 @@ from asd.extend import (
 
 def shape_of(x) -> tuple:
     return np.shape(x)
+
+
+def _float_dtype(x) -> np.dtype:
+    dtype = np.result_type(x)
+    return dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float64)
+
+
+def _axes(axis, ndim: int) -> tuple[int, ...]:
+    """``axis`` (None, an int or a tuple) as sorted nonnegative axes."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, int | np.integer):
+        axis = (axis,)
+    out = []
+    for a in axis:
+        if not -ndim <= int(a) < max(ndim, 1):
+            raise ShapeError(f"axis {a} is out of bounds for an array of dimension {ndim}")
+        out.append(int(a) % max(ndim, 1))
+    return tuple(sorted(out))
+
+
+def _nb(t, shape) -> int:
+    """Number of leading batch axes of a tangent (0 or 1)."""
+    return np.ndim(t) - len(shape)
+
+
+def _refuse(name: str, bad, x, where: str, fix: str) -> None:
+    """Raise NotLipschitzError if any entry of ``x`` sits where ``name`` has an infinite slope."""
+    bad = np.asarray(bad)
+    if bad.any():
+        examples = np.asarray(x)[bad].ravel()[:3].tolist() if np.ndim(x) else [float(x)]
+        raise NotLipschitzError(
+            f"{name} is not Lipschitz at {where} (infinite slope) and {int(bad.sum())} input "
+            f"entries sit there (e.g. {examples}). {fix}"
+        )
+
+
+# ----- structured linear maps used by the rules below -----
+
+class Embed(LinearMap):
+    """``t`` written into zeros of the output's shape at ``index``; the pull reads it back.
+
+    The map of concatenate, stack and constant padding: O(output) memory, no dense matrix.
+    """
+
+    __slots__ = ("index",)
+
+    def __init__(self, index: tuple, in_shape, out_shape):
+        super().__init__(in_shape, out_shape)
+        self.index = tuple(index)
+
+    def push(self, t):
+        lead = (slice(None),) * _nb(t, self.in_shape)
+        out = np.zeros(np.shape(t)[:len(lead)] + self.out_shape, np.result_type(t))
+        out[lead + self.index] = t
+        return out
+
+    def pull(self, ct):
+        return np.asarray(ct)[(slice(None),) * _nb(ct, self.out_shape) + self.index]
+
+
+class WeightedSum(LinearMap):
+    """``t -> sum(w * t, axes)``; the pull broadcasts back and scales by ``w`` (prod, logsumexp)."""
+
+    __slots__ = ("w", "axes", "keepdims")
+
+    def __init__(self, w, axes, keepdims: bool, in_shape, out_shape):
+        super().__init__(in_shape, out_shape)
+        self.w, self.axes, self.keepdims = w, axes, keepdims
+
+    def push(self, t):
+        nb = _nb(t, self.in_shape)
+        return np.sum(self.w * t, axis=tuple(a + nb for a in self.axes), keepdims=self.keepdims)
+
+    def pull(self, ct):
+        nb = _nb(ct, self.out_shape)
+        if not self.keepdims:
+            ct = np.expand_dims(ct, tuple(a + nb for a in self.axes))
+        return ct * self.w
+
+
+class SoftmaxMap(LinearMap):
+    """The softmax Jacobian ``diag(p) - p p^T`` per slice along ``axes``: symmetric."""
+
+    __slots__ = ("p", "axes")
+
+    def __init__(self, p, axes, shape):
+        super().__init__(shape, shape)
+        self.p, self.axes = p, axes
+
+    def push(self, t):
+        axes = tuple(a + _nb(t, self.in_shape) for a in self.axes)
+        pt = self.p * t
+        return pt - self.p * np.sum(pt, axis=axes, keepdims=True)
+
+    pull = push
+
+
+class LogSoftmaxMap(LinearMap):
+    """The log_softmax Jacobian ``I - 1 p^T`` per slice along ``axes`` (pull: ``I - p 1^T``)."""
+
+    __slots__ = ("p", "axes")
+
+    def __init__(self, p, axes, shape):
+        super().__init__(shape, shape)
+        self.p, self.axes = p, axes
+
+    def push(self, t):
+        axes = tuple(a + _nb(t, self.in_shape) for a in self.axes)
+        return t - np.sum(self.p * t, axis=axes, keepdims=True)
+
+    def pull(self, ct):
+        axes = tuple(a + _nb(ct, self.out_shape) for a in self.axes)
+        return ct - self.p * np.sum(ct, axis=axes, keepdims=True)
+
+
+class CumSum(LinearMap):
+    """Running sum along ``axis``; its transpose is the running sum from the other end."""
+
+    __slots__ = ("axis",)
+
+    def __init__(self, axis: int, shape):
+        super().__init__(shape, shape)
+        self.axis = axis
+
+    def push(self, t):
+        return np.cumsum(t, axis=self.axis + _nb(t, self.in_shape))
+
+    def pull(self, ct):
+        ax = self.axis + _nb(ct, self.out_shape)
+        return np.flip(np.cumsum(np.flip(ct, ax), axis=ax), ax)
+
+
+class EinsumOperand(LinearMap):
+    """Tangent of operand ``i`` of an einsum, the others held fixed, computed by einsum itself.
+
+    Push replaces operand ``i`` by the tangent; a fresh subscript letter carries the batch
+    axis. Pull contracts the cotangent with the other operands into operand ``i``'s
+    subscripts; repeated letters (diagonals, ``'ii->i'``) get an identity operand and letters
+    summed away within operand ``i`` alone get a ones operand, so every output letter exists.
+    """
+
+    __slots__ = ("ins", "out", "i", "operands", "batch", "pull_spec", "pull_extra")
+
+    def __init__(self, ins: list[str], out: str, i: int, operands: list, in_shape, out_shape):
+        super().__init__(in_shape, out_shape)
+        self.ins, self.out, self.i, self.operands = ins, out, i, operands
+        used = set("".join(ins) + out)
+        fresh = iter(c for c in string.ascii_letters if c not in used)
+        self.batch = next(fresh)
+        mine, extra_subs, extra_ops, seen = [], [], [], {}
+        others = set("".join(s for j, s in enumerate(ins) if j != i) + out)
+        for letter, n in zip(ins[i], in_shape, strict=True):
+            if letter in seen:  # a diagonal: tie the new letter to the old one by an identity
+                new = next(fresh)
+                extra_subs.append(letter + new)
+                extra_ops.append(np.eye(seen[letter], dtype=np.result_type(*operands)))
+                mine.append(new)
+                continue
+            seen[letter] = n
+            mine.append(letter)
+            if letter not in others:  # summed away inside operand i: broadcast back
+                extra_subs.append(letter)
+                extra_ops.append(np.ones(n, dtype=np.result_type(*operands)))
+        subs = [out] + [s for j, s in enumerate(ins) if j != i] + extra_subs
+        self.pull_spec = (",".join(subs), "".join(mine))
+        self.pull_extra = extra_ops
+
+    def push(self, t):
+        b = self.batch if _nb(t, self.in_shape) else ""
+        ins = [b + s if j == self.i else s for j, s in enumerate(self.ins)]
+        ops = [t if j == self.i else o for j, o in enumerate(self.operands)]
+        return np.einsum(f"{','.join(ins)}->{b}{self.out}", *ops)
+
+    def pull(self, ct):
+        b = self.batch if _nb(ct, self.out_shape) else ""
+        subs, target = self.pull_spec
+        others = [o for j, o in enumerate(self.operands) if j != self.i]
+        g = np.einsum(f"{b}{subs}->{b}{target}", ct, *others, *self.pull_extra)
+        squash = tuple(len(b) + k for k, n in enumerate(self.in_shape)
+                       if n == 1 and g.shape[len(b) + k] != 1)
+        return g.sum(axis=squash, keepdims=True) if squash else g
 
 
 # ----- Binary arithmetic (broadcasting) -----
@@ -80,8 +281,15 @@ def divide_rule(xs, dxs):
                       Diagonal(-ans / b, shape_of(b), out))
 
 
-def power(x, y):
-    """``x ** y``: integer exponents get the exact polynomial rule; constant reals check 0."""
+# ----- Powers -----
+
+def power(x, y, **kwargs):
+    """``x ** y``. Integer exponents get the exact polynomial rule (any sign of ``x``);
+    constant real exponents below 1 raise at ``x == 0``; traced exponents differentiate in
+    both arguments (``d/dy = x**y log x``, so the base must be positive, or 0 with ``y > 0``).
+    """
+    if kwargs:
+        raise unsupported(f"numpy.power with {', '.join(kwargs)}")
     if is_traced(y):
         return pow_p(x, y)
     if isinstance(y, int | np.integer) or (np.ndim(y) == 0 and float(y).is_integer()):
@@ -91,15 +299,20 @@ def power(x, y):
     return pow_p(x, y)
 
 
-integer_pow_p = Primitive("integer_pow", lambda x, n: np.power(x, n))
+integer_pow_p = Primitive("integer_pow", lambda x, n: np.power(
+    x if n >= 0 else np.asarray(x, dtype=_float_dtype(x)), n))
 
 
 @integer_pow_p.defrule
 def integer_pow_rule(xs, dxs, n):
     (x,) = xs
-    ans = np.power(x, n) if n >= 0 else np.power(np.asarray(x, dtype=float), n)
-    slope = n * np.power(x, n - 1) if n not in (0, 1) else np.full(np.shape(x), float(n))
-    return ans, Diagonal(slope, shape_of(x))
+    x = np.asarray(x, dtype=_float_dtype(x))
+    ans = np.power(x, n)
+    if n in (0, 1):
+        slope = np.full(x.shape, float(n), dtype=x.dtype)
+    else:
+        slope = n * (ans / x if n < 0 else np.power(x, n - 1))
+    return ans, Diagonal(slope, x.shape)
 
 
 real_pow_p = Primitive("real_pow", lambda x, p: np.power(x, p))
@@ -108,16 +321,14 @@ real_pow_p = Primitive("real_pow", lambda x, p: np.power(x, p))
 @real_pow_p.defrule
 def real_pow_rule(xs, dxs, p):
     (x,) = xs
+    x = np.asarray(x, dtype=_float_dtype(x))
+    if p < 1:
+        _refuse(f"x ** {p}", x == 0, x, "x = 0",
+                "For a norm write asd.norm(v) instead of sqrt(sum(v**2)); otherwise keep the "
+                "input away from 0 (e.g. (x + eps) ** p).")
     ans = np.power(x, p)
-    if p < 1 and np.any(np.asarray(x) == 0):
-        raise NotLipschitzError(
-            f"x ** {p} is not Lipschitz at x = 0 (infinite slope) and the input has exact "
-            "zeros. For a norm write asd.norm(v) instead of sqrt(sum(v**2)); otherwise keep "
-            "the input away from 0."
-        )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        slope = p * np.power(x, p - 1) if p != 1 else np.ones(np.shape(x))
-    return ans, Diagonal(slope, shape_of(x))
+    slope = p * np.power(x, p - 1) if p != 1 else np.ones(x.shape, x.dtype)
+    return ans, Diagonal(slope, x.shape)
 
 
 pow_p = Primitive("power", np.power)
@@ -126,31 +337,178 @@ pow_p = Primitive("power", np.power)
 @pow_p.defrule
 def pow_rule(xs, dxs):
     a, b = xs
-    ans = np.power(a, b)
-    out = np.shape(ans)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        da = b * np.power(a, np.asarray(b) - 1)
-        db = ans * np.log(a) if not getattr(dxs[1], "is_zero", False) else 0.0
-    return ans, FanIn(Diagonal(da, shape_of(a), out), Diagonal(db, shape_of(b), out))
+    ans = np.power(a, b)  # the operands as given: a Python float stays weakly typed
+    out, dtype = np.shape(ans), np.result_type(ans)
+    base, expo = np.broadcast_to(a, out), np.broadcast_to(b, out)
+    a_moves = not getattr(dxs[0], "is_zero", False)
+    b_moves = not getattr(dxs[1], "is_zero", False)
+    da = db = None
+    if a_moves:
+        _refuse("x ** y", (base == 0) & (expo < 1), expo, "x = 0 with an exponent below 1",
+                "Keep the base away from 0 or use an exponent >= 1.")
+        da = Diagonal(np.asarray(b * np.power(a, np.subtract(b, 1)), dtype), np.shape(a), out)
+    if b_moves:
+        _refuse("x ** y (differentiated in y)", (base < 0) | ((base == 0) & (expo <= 0)), base,
+                "a base <= 0",
+                "x ** y is undefined for non-integer y near a negative x, and jumps in y at "
+                "x = 0; keep the base positive (e.g. exp(y * log(x)) with x > 0).")
+        log_a = np.log(np.where(base == 0, 1, base))  # 0 ** y == 0 for all y > 0: slope 0
+        db = Diagonal(np.asarray(ans * log_a, dtype), np.shape(b), out)
+    return ans, FanIn(da, db)
 
 
-# ----- Unary elementwise -----
+# ----- Unary elementwise (derivative formulas reuse the answer where they can) -----
 
 negative_p = deflinear("negative", np.negative, lambda i, o: Diagonal(-1.0, i, o))
+positive_p = deflinear("positive", np.positive, lambda i, o: identity(i))
 
 
-def _sqrt_derivative(x, ans):
-    if np.any(np.asarray(x) == 0):
-        raise NotLipschitzError(
-            "sqrt is not Lipschitz at 0 (infinite slope) and the input has exact zeros. For "
-            "a Euclidean norm use asd.norm(v), whose rule is correct at 0; for sqrt(x**2) use "
-            "asd.abs(x)."
-        )
+def _sqrt_slope(x, ans):
+    _refuse("sqrt", np.asarray(x) == 0, x, "0",
+            "For a Euclidean norm use asd.norm(v), whose rule is correct at 0; for "
+            "sqrt(x**2) use asd.abs(x); otherwise keep the input away from 0.")
     return 0.5 / ans
 
 
-sqrt_p = defsmooth("sqrt", np.sqrt, _sqrt_derivative, numpy=np.sqrt)
+def _cbrt_slope(x, ans):
+    _refuse("cbrt", np.asarray(x) == 0, x, "0", "Keep the input away from 0.")
+    return 1.0 / (3.0 * ans * ans)
+
+
+def _arcsin_slope(sign):
+    def slope(x, ans):
+        x = np.asarray(x)
+        _refuse("arcsin" if sign > 0 else "arccos", np.abs(x) == 1, x, "x = +-1",
+                "Keep the input strictly inside (-1, 1).")
+        return sign / np.sqrt((1.0 - x) * (1.0 + x))
+
+    return slope
+
+
+def _sigmoid_impl(x):
+    x = np.asarray(x)
+    e = np.exp(-np.abs(x))  # never overflows; both branches are exact in their half-line
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def _softplus_impl(x):
+    x = np.asarray(x)
+    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+
+
+_LN2, _LN10 = math.log(2.0), math.log(10.0)
+
+exp_p = defsmooth("exp", np.exp, lambda x, ans: ans, numpy=np.exp)
+exp2_p = defsmooth("exp2", np.exp2, lambda x, ans: ans * _LN2, numpy=np.exp2)
+expm1_p = defsmooth("expm1", np.expm1, lambda x, ans: ans + 1.0, numpy=np.expm1)
 log_p = defsmooth("log", np.log, lambda x, ans: 1.0 / np.asarray(x), numpy=np.log)
+log2_p = defsmooth("log2", np.log2, lambda x, ans: 1.0 / (np.asarray(x) * _LN2), numpy=np.log2)
+log10_p = defsmooth("log10", np.log10, lambda x, ans: 1.0 / (np.asarray(x) * _LN10),
+                    numpy=np.log10)
+log1p_p = defsmooth("log1p", np.log1p, lambda x, ans: 1.0 / (1.0 + np.asarray(x)),
+                    numpy=np.log1p)
+sqrt_p = defsmooth("sqrt", np.sqrt, _sqrt_slope, numpy=np.sqrt)
+cbrt_p = defsmooth("cbrt", np.cbrt, _cbrt_slope, numpy=np.cbrt)
+square_p = defsmooth("square", np.square, lambda x, ans: 2.0 * np.asarray(x), numpy=np.square)
+reciprocal_p = defsmooth("reciprocal", lambda x: np.reciprocal(np.asarray(x, _float_dtype(x))),
+                         lambda x, ans: -ans * ans, numpy=np.reciprocal)
+sin_p = defsmooth("sin", np.sin, lambda x, ans: np.cos(x), numpy=np.sin)
+cos_p = defsmooth("cos", np.cos, lambda x, ans: -np.sin(x), numpy=np.cos)
+tan_p = defsmooth("tan", np.tan, lambda x, ans: 1.0 + ans * ans, numpy=np.tan)
+arcsin_p = defsmooth("arcsin", np.arcsin, _arcsin_slope(1.0), numpy=np.arcsin)
+arccos_p = defsmooth("arccos", np.arccos, _arcsin_slope(-1.0), numpy=np.arccos)
+arctan_p = defsmooth("arctan", np.arctan, lambda x, ans: 1.0 / (1.0 + np.square(x)),
+                     numpy=np.arctan)
+sinh_p = defsmooth("sinh", np.sinh, lambda x, ans: np.cosh(x), numpy=np.sinh)
+cosh_p = defsmooth("cosh", np.cosh, lambda x, ans: np.sinh(x), numpy=np.cosh)
+tanh_p = defsmooth("tanh", np.tanh, lambda x, ans: 1.0 - ans * ans, numpy=np.tanh)
+arcsinh_p = defsmooth("arcsinh", np.arcsinh, lambda x, ans: 1.0 / np.sqrt(1.0 + np.square(x)),
+                      numpy=np.arcsinh)
+arctanh_p = defsmooth("arctanh", np.arctanh, lambda x, ans: 1.0 / (1.0 - np.square(x)),
+                      numpy=np.arctanh)
+sigmoid_p = defsmooth("sigmoid", _sigmoid_impl, lambda x, ans: ans * (1.0 - ans))
+# softplus' = sigmoid = 1 - exp(-softplus): stable for every x, and reuses the answer
+softplus_p = defsmooth("softplus", _softplus_impl, lambda x, ans: -np.expm1(-ans))
+
+
+# ----- The softmax family (along axes; stable: shifted by the maximum) -----
+
+def _max_shift(x, axes):
+    """The maximum along ``axes`` (kept), 0 where it is infinite: exp never overflows."""
+    if x.size == 0:
+        return np.zeros((1,) * x.ndim, x.dtype)
+    m = np.max(x, axis=axes, keepdims=True)
+    return np.where(np.isfinite(m), m, 0).astype(x.dtype)
+
+
+def _shifted(x, axes):
+    x = np.asarray(x)
+    return x - _max_shift(x, axes)
+
+
+def _logsumexp_impl(x, axes, keepdims):
+    x = np.asarray(x)
+    m = _max_shift(x, axes)
+    lse = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    return lse if keepdims else np.squeeze(lse, axis=axes)
+
+
+logsumexp_p = Primitive("logsumexp", _logsumexp_impl)
+
+
+@logsumexp_p.defrule
+def logsumexp_rule(xs, dxs, axes, keepdims):
+    (x,) = xs
+    x = np.asarray(x)
+    ans = _logsumexp_impl(x, axes, True)
+    p = np.exp(x - ans)  # the softmax: the gradient of logsumexp
+    out = ans if keepdims else np.squeeze(ans, axis=axes)
+    return out, WeightedSum(p, axes, keepdims, x.shape, np.shape(out))
+
+
+def _softmax_impl(x, axes):
+    e = np.exp(_shifted(x, axes))
+    return e / np.sum(e, axis=axes, keepdims=True)
+
+
+softmax_p = Primitive("softmax", _softmax_impl)
+
+
+@softmax_p.defrule
+def softmax_rule(xs, dxs, axes):
+    (x,) = xs
+    p = _softmax_impl(x, axes)
+    return p, SoftmaxMap(p, axes, np.shape(x))
+
+
+def _log_softmax_impl(x, axes):
+    s = _shifted(x, axes)
+    return s - np.log(np.sum(np.exp(s), axis=axes, keepdims=True))
+
+
+log_softmax_p = Primitive("log_softmax", _log_softmax_impl)
+
+
+@log_softmax_p.defrule
+def log_softmax_rule(xs, dxs, axes):
+    (x,) = xs
+    ans = _log_softmax_impl(x, axes)
+    return ans, LogSoftmaxMap(np.exp(ans), axes, np.shape(x))
+
+
+def logsumexp(x, axis=None, keepdims: bool = False):
+    """``log(sum(exp(x), axis))``, computed stably; its gradient is the softmax."""
+    return logsumexp_p(x, axes=_axes(axis, np.ndim(x)), keepdims=bool(keepdims))
+
+
+def softmax(x, axis=-1):
+    """``exp(x) / sum(exp(x), axis)`` along ``axis`` (default the last; None: all entries)."""
+    return softmax_p(x, axes=_axes(axis, np.ndim(x)))
+
+
+def log_softmax(x, axis=-1):
+    """``x - logsumexp(x, axis, keepdims=True)``, computed stably."""
+    return log_softmax_p(x, axes=_axes(axis, np.ndim(x)))
 
 
 # ----- Casting and stopping -----
@@ -176,6 +534,12 @@ cast_p = deflinear("cast", lambda x, dtype: np.asarray(x).astype(dtype),
 
 # ----- Reductions -----
 
+def _reject(what: str, out=None, **kwargs) -> None:
+    extra = ["out"] * (out is not None) + [k for k, v in kwargs.items() if v is not None]
+    if extra:
+        raise unsupported(f"numpy.{what} with {', '.join(extra)}")
+
+
 def _sum_impl(x, axis=None, keepdims=False):
     return np.sum(x, axis=axis, keepdims=keepdims)
 
@@ -184,7 +548,7 @@ sum_p = deflinear("sum", _sum_impl, lambda i, o, axis=None, keepdims=False: Sum(
                                                                                     i, o))
 
 
-def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kwargs):  # noqa: A001
+def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     if out is not None or kwargs:
         raise unsupported(f"numpy.sum with {', '.join(['out'] * (out is not None) + list(kwargs))}")
     if isinstance(axis, list):
@@ -195,12 +559,64 @@ def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kwargs):  # noqa: 
 
 def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
     shape = np.shape(x)
-    axes = range(len(shape)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
-    count = int(np.prod([shape[a] for a in axes]))
+    count = int(np.prod([shape[a] for a in _axes(axis, len(shape))]))
     return sum(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs) * (1.0 / count)
 
 
-# ----- Structure -----
+def _others_product(x, axes):
+    """For each entry, the product of the *other* entries of its reduced slice.
+
+    Prefix and suffix products, so exact zeros are handled (no division by ``x``).
+    """
+    keep = [a for a in range(x.ndim) if a not in axes]
+    perm = keep + list(axes)
+    xt = np.transpose(x, perm)
+    lead = xt.shape[:len(keep)]
+    flat = xt.reshape(lead + (-1,))
+    one = np.ones(lead + (1,), x.dtype)
+    left = np.cumprod(np.concatenate([one, flat[..., :-1]], axis=-1), axis=-1)
+    right = np.cumprod(np.concatenate([one, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
+    return np.transpose((left * right).reshape(xt.shape), np.argsort(perm))
+
+
+def _prod_impl(x, axes, keepdims):
+    return np.prod(x, axis=axes, keepdims=keepdims)
+
+
+prod_p = Primitive("prod", _prod_impl)
+
+
+@prod_p.defrule
+def prod_rule(xs, dxs, axes, keepdims):
+    (x,) = xs
+    x = np.asarray(x)
+    ans = np.prod(x, axis=axes, keepdims=keepdims)
+    if x.size == 0:
+        return ans, Zero(x.shape, np.shape(ans))
+    return ans, WeightedSum(_others_product(x, axes), axes, keepdims, x.shape, np.shape(ans))
+
+
+def prod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    """Product along ``axis``; the derivative uses products of the other entries (exact at 0)."""
+    _reject("prod", out, initial=initial, where=where)
+    r = prod_p(x, axes=_axes(axis, np.ndim(x)), keepdims=bool(keepdims))
+    return r if dtype is None else astype(r, dtype)
+
+
+def cumsum(x, axis=None, dtype=None, out=None):
+    """Running sum along ``axis`` (None: of the flattened array)."""
+    _reject("cumsum", out)
+    if axis is None:
+        x, axis = ravel(x), 0
+    r = cumsum_p(x, axis=_axes(axis, np.ndim(x))[0])
+    return r if dtype is None else astype(r, dtype)
+
+
+cumsum_p = deflinear("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
+                     lambda i, o, axis: CumSum(axis, i))
+
+
+# ----- Structure: reshaping and moving axes -----
 
 def _reshape_impl(x, shape):
     return np.reshape(x, shape)
@@ -216,10 +632,24 @@ def reshape(x, *shape, order="C", **kwargs):
         shape = (kwargs.pop("newshape"),)
     if "shape" in kwargs:
         shape = (kwargs.pop("shape"),)
+    if kwargs:
+        raise unsupported(f"reshape with {', '.join(kwargs)}")
     if len(shape) == 1 and isinstance(shape[0], tuple | list):
         shape = tuple(shape[0])
     full = np.empty(np.shape(x), dtype=bool).reshape(shape).shape
     return reshape_p(x, shape=full)
+
+
+def ravel(x, order="C"):
+    return reshape(x, -1, order=order)
+
+
+def squeeze(x, axis=None):
+    return reshape_p(x, shape=np.squeeze(np.empty(np.shape(x), bool), axis=axis).shape)
+
+
+def expand_dims(x, axis):
+    return reshape_p(x, shape=np.expand_dims(np.empty(np.shape(x), bool), axis).shape)
 
 
 transpose_p = deflinear("transpose", lambda x, axes: np.transpose(x, axes),
@@ -240,6 +670,124 @@ def swapaxes(x, axis1, axis2):
     return transpose_p(x, axes=tuple(axes))
 
 
+def moveaxis(x, source, destination):
+    nd = np.ndim(x)
+    src = [int(a) % nd for a in np.atleast_1d(source)]
+    dst = [int(a) % nd for a in np.atleast_1d(destination)]
+    axes = [a for a in range(nd) if a not in src]
+    for d, a in sorted(zip(dst, src, strict=True)):
+        axes.insert(d, a)
+    return transpose_p(x, axes=tuple(axes))
+
+
+broadcast_to_p = deflinear("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
+                           lambda i, o, shape: Diagonal(None, i, o))
+
+
+def broadcast_to(x, shape, subok=False):
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(n) for n in shape)
+    return broadcast_to_p(x, shape=shape)
+
+
+# ----- Structure: joining and padding -----
+
+def _concatenate_impl(*xs, axis):
+    return np.concatenate(xs, axis=axis)
+
+
+concatenate_p = Primitive("concatenate", _concatenate_impl)
+
+
+@concatenate_p.defrule
+def concatenate_rule(xs, dxs, axis):
+    ans = np.concatenate(xs, axis=axis)
+    maps, start = [], 0
+    for x in xs:
+        n = np.shape(x)[axis]
+        index = (slice(None),) * axis + (slice(start, start + n),)
+        maps.append(Embed(index, np.shape(x), ans.shape))
+        start += n
+    return ans, maps[0] if len(maps) == 1 else FanIn(*maps)
+
+
+def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
+    _reject("concatenate", out, dtype=dtype, casting=casting)
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError("need at least one array to concatenate")
+    if axis is None:
+        arrays, axis = [ravel(a) for a in arrays], 0
+    ndim = np.ndim(arrays[0])
+    if ndim == 0:
+        raise ShapeError("zero-dimensional arrays cannot be concatenated")
+    return concatenate_p(*arrays, axis=_axes(axis, ndim)[0])
+
+
+def _stack_impl(*xs, axis):
+    return np.stack(xs, axis=axis)
+
+
+stack_p = Primitive("stack", _stack_impl)
+
+
+@stack_p.defrule
+def stack_rule(xs, dxs, axis):
+    ans = np.stack(xs, axis=axis)
+    maps = [Embed((slice(None),) * axis + (k,), np.shape(x), ans.shape)
+            for k, x in enumerate(xs)]
+    return ans, maps[0] if len(maps) == 1 else FanIn(*maps)
+
+
+def stack(arrays, axis=0, out=None, dtype=None, casting=None):
+    _reject("stack", out, dtype=dtype, casting=casting)
+    arrays = list(arrays)
+    if not arrays:
+        raise ValueError("need at least one array to stack")
+    return stack_p(*arrays, axis=_axes(axis, np.ndim(arrays[0]) + 1)[0])
+
+
+def hstack(arrays, dtype=None, casting=None):
+    arrays = [a if np.ndim(a) else reshape(a, 1) for a in arrays]
+    return concatenate(arrays, axis=0 if np.ndim(arrays[0]) == 1 else 1, dtype=dtype,
+                       casting=casting)
+
+
+def vstack(arrays, dtype=None, casting=None):
+    arrays = [reshape(a, (1, -1)) if np.ndim(a) < 2 else a for a in arrays]
+    return concatenate(arrays, axis=0, dtype=dtype, casting=casting)
+
+
+def _pad_impl(x, pad_width, constant_values):
+    return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
+
+
+pad_p = deflinear(
+    "pad", _pad_impl,
+    lambda i, o, pad_width, constant_values: Embed(
+        tuple(slice(lo, lo + n) for (lo, _), n in zip(pad_width, i, strict=True)), i, o),
+)
+
+
+def pad(x, pad_width, mode="constant", **kwargs):
+    """``numpy.pad``. Constant padding embeds ``x``; the other modes (edge, reflect, symmetric,
+    wrap, ...) are gathers, so they become an index of the flattened input."""
+    nd = np.ndim(x)
+    width = tuple((int(a), int(b)) for a, b in
+                  np.broadcast_to(np.asarray(pad_width, dtype=int), (nd, 2)))
+    if mode == "constant":
+        c = kwargs.pop("constant_values", 0)
+        if kwargs or is_traced(c):
+            raise unsupported("numpy.pad with a traced constant_values or extra options")
+        c = c if np.ndim(c) == 0 else tuple(map(tuple, np.broadcast_to(c, (nd, 2)).tolist()))
+        return pad_p(x, pad_width=width, constant_values=c)
+    if not isinstance(mode, str):
+        raise unsupported("numpy.pad with a callable mode")
+    source = np.pad(np.arange(np.size(x)).reshape(np.shape(x)), width, mode=mode, **kwargs)
+    return getitem(ravel(x), source)
+
+
+# ----- Structure: indexing -----
+
 def _check_static_index(index):
     parts = index if isinstance(index, tuple) else (index,)
     for p in parts:
@@ -259,7 +807,41 @@ getitem_p = deflinear("getitem", lambda x, index: np.asarray(x)[index],
 def getitem(x, index):
     if isinstance(index, list):
         index = np.asarray(index)
+    elif isinstance(index, tuple):
+        index = tuple(np.asarray(i) if isinstance(i, list) else i for i in index)
     return getitem_p(x, index=_check_static_index(index))
+
+
+def take(a, indices, axis=None, out=None, mode="raise"):
+    """``numpy.take``: a gather, so its transpose scatter-adds (repeated indices accumulate)."""
+    if out is not None or mode != "raise":
+        raise unsupported("numpy.take with out= or mode other than 'raise'")
+    _check_static_index(indices)
+    indices = np.asarray(indices)
+    if axis is None:
+        return getitem(ravel(a), indices)
+    axis = _axes(axis, np.ndim(a))[0]
+    return getitem(a, (slice(None),) * axis + (indices,))
+
+
+def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
+    """``numpy.diff`` as differences of shifted slices (linear: two index nodes and a subtract)."""
+    nd = np.ndim(a)
+    axis = _axes(axis, nd)[0]
+    parts = []
+    for extra in (prepend, append):
+        if extra is np._NoValue:
+            parts.append(None)
+            continue
+        shape = list(np.shape(a))
+        shape[axis] = 1
+        parts.append(broadcast_to(extra, shape) if np.ndim(extra) == 0 else extra)
+    if parts[0] is not None or parts[1] is not None:
+        a = concatenate([p for p in (parts[0], a, parts[1]) if p is not None], axis=axis)
+    lead = (slice(None),) * axis
+    for _ in range(n):
+        a = subtract_p(getitem(a, lead + (slice(1, None),)), getitem(a, lead + (slice(None, -1),)))
+    return a
 
 
 # ----- Contraction -----
@@ -284,47 +866,220 @@ def matmul(a, b, **kwargs):
     return matmul_p(a, b)
 
 
+def _einsum_impl(*xs, subscripts):
+    return np.einsum(subscripts, *xs)
+
+
+einsum_p = Primitive("einsum", _einsum_impl)
+
+
+@einsum_p.defrule
+def einsum_rule(xs, dxs, subscripts):
+    xs = [np.asarray(x) for x in xs]
+    ans = np.einsum(subscripts, *xs)
+    lhs, out = subscripts.split("->")
+    ins = lhs.split(",")
+    maps = [None if getattr(dx, "is_zero", False) else
+            EinsumOperand(ins, out, i, xs, x.shape, ans.shape)
+            for i, (x, dx) in enumerate(zip(xs, dxs, strict=True))]
+    if len(maps) == 1:
+        return ans, maps[0] if maps[0] is not None else Zero(xs[0].shape, ans.shape)
+    return ans, FanIn(*maps)
+
+
+def _einsum_spec(subscripts: str, shapes: list[tuple]) -> str:
+    """Explicit subscripts without ellipses (``'...ij,jk'`` -> ``'abij,jk->abik'``)."""
+    spec = subscripts.replace(" ", "")
+    lhs, arrow, out = spec.partition("->")
+    ins = lhs.split(",")
+    if len(ins) != len(shapes):
+        raise ValueError(f"einsum: {len(ins)} operand subscripts for {len(shapes)} operands")
+    used = set(spec) - set(".,->")
+    fresh = [c for c in string.ascii_letters if c not in used]
+    n_ell = 0
+    for s, shape in zip(ins, shapes, strict=True):
+        if "..." in s:
+            n_ell = max(n_ell, len(shape) - (len(s) - 3))
+    ell = "".join(fresh[:n_ell])
+    full = []
+    for s, shape in zip(ins, shapes, strict=True):
+        if "..." in s:
+            k = len(shape) - (len(s) - 3)
+            s = s.replace("...", ell[n_ell - k:] if k else "")
+        if len(s) != len(shape):
+            raise ShapeError(f"einsum: subscripts {s!r} for an operand of shape {shape}")
+        full.append(s)
+    if arrow:
+        out = out.replace("...", ell)
+    else:
+        letters = "".join(full)
+        out = ell + "".join(sorted(c for c in set(letters) - set(ell) if letters.count(c) == 1))
+    return ",".join(full) + "->" + out
+
+
+def einsum(subscripts, *operands, optimize=False, **kwargs):
+    """``numpy.einsum`` (string form); each operand's map is an einsum too, batched by a fresh
+    letter, so a contraction never builds a dense Jacobian."""
+    if not isinstance(subscripts, str):
+        raise unsupported("numpy.einsum in the (operand, sublist) form; use the string form")
+    if kwargs:
+        raise unsupported(f"numpy.einsum with {', '.join(kwargs)}")
+    spec = _einsum_spec(subscripts, [np.shape(o) for o in operands])
+    return einsum_p(*operands, subscripts=spec)
+
+
 def dot(a, b, out=None):
     if out is not None:
         raise unsupported("numpy.dot with out=")
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return multiply_p(a, b)
-    if np.ndim(b) > 2:
-        raise unsupported("numpy.dot with an operand of more than 2 dimensions (use einsum)")
-    return matmul_p(a, b)
+    if np.ndim(b) <= 2:
+        return matmul_p(a, b)
+    na, nb = np.ndim(a), np.ndim(b)
+    letters = string.ascii_letters
+    sa = letters[:na - 1] + "Z"
+    sb = letters[na - 1:na + nb - 3] + "Z" + letters[na + nb - 3]
+    return einsum(f"{sa},{sb}->{sa[:-1]}{sb[:-2]}{sb[-1]}", a, b)
+
+
+def vdot(a, b):
+    return sum(multiply_p(ravel(a), ravel(b)))
+
+
+def inner(a, b):
+    if np.ndim(a) == 0 or np.ndim(b) == 0:
+        return multiply_p(a, b)
+    return tensordot(a, b, axes=([-1], [-1]))
+
+
+def outer(a, b, out=None):
+    """``outer(a, b)[i, j] = a.ravel()[i] * b.ravel()[j]``: a broadcast multiply."""
+    if out is not None:
+        raise unsupported("numpy.outer with out=")
+    return multiply_p(reshape(a, (-1, 1)), reshape(b, (1, -1)))
+
+
+def tensordot(a, b, axes=2):
+    """``numpy.tensordot`` as an einsum."""
+    na, nb = np.ndim(a), np.ndim(b)
+    if isinstance(axes, int | np.integer):
+        ax_a, ax_b = list(range(na - int(axes), na)), list(range(int(axes)))
+    else:
+        ax_a, ax_b = (list(np.atleast_1d(ax)) for ax in axes)
+    ax_a = [int(x) % na for x in ax_a]
+    ax_b = [int(x) % nb for x in ax_b]
+    letters = iter(string.ascii_letters)
+    sa = [next(letters) for _ in range(na)]
+    sb = [next(letters) for _ in range(nb)]
+    for i, j in zip(ax_a, ax_b, strict=True):
+        sb[j] = sa[i]
+    out = [c for k, c in enumerate(sa) if k not in ax_a] + \
+          [c for k, c in enumerate(sb) if k not in ax_b]
+    return einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", a, b)
 
 
 # ----- numpy dispatch -----
 
-register_numpy(np.add, add_p)
-register_numpy(np.subtract, subtract_p)
-register_numpy(np.multiply, multiply_p)
-register_numpy(np.true_divide, divide_p)
-register_numpy(np.power, power)
-register_numpy(np.negative, negative_p)
-register_numpy(np.matmul, matmul)
-register_numpy(np.dot, dot)
-register_numpy(np.sum, sum)
-register_numpy(np.mean, mean)
-register_numpy(np.reshape, reshape)
-register_numpy(np.transpose, transpose)
-register_numpy(np.swapaxes, swapaxes)
-register_reduce(np.add, sum)
-
-register_method("getitem", getitem)
-register_method("reshape", reshape)
-register_method("transpose", transpose)
-register_method("swapaxes", swapaxes)
-register_method("sum", sum)
-register_method("mean", mean)
-register_method("dot", dot)
-register_method("astype", astype)
-
 add, subtract, multiply, divide, negative = add_p, subtract_p, multiply_p, divide_p, negative_p
-sqrt, log = sqrt_p, log_p
+positive = positive_p
+sqrt, cbrt, square, reciprocal = sqrt_p, cbrt_p, square_p, reciprocal_p
+exp, exp2, expm1, log, log2, log10, log1p = exp_p, exp2_p, expm1_p, log_p, log2_p, log10_p, log1p_p
+sin, cos, tan, arcsin, arccos, arctan = sin_p, cos_p, tan_p, arcsin_p, arccos_p, arctan_p
+sinh, cosh, tanh, arcsinh, arctanh = sinh_p, cosh_p, tanh_p, arcsinh_p, arctanh_p
+sigmoid, softplus = sigmoid_p, softplus_p
+true_divide = divide
+
+for _ufunc, _fn in [
+    (np.add, add_p), (np.subtract, subtract_p), (np.multiply, multiply_p),
+    (np.true_divide, divide_p), (np.power, power), (np.negative, negative_p),
+    (np.positive, positive_p), (np.matmul, matmul),
+]:
+    register_numpy(_ufunc, _fn)
+
+for _fn, _impl in [
+    (np.dot, dot), (np.vdot, vdot), (np.inner, inner), (np.outer, outer),
+    (np.tensordot, tensordot), (np.einsum, einsum), (np.sum, sum), (np.mean, mean),
+    (np.prod, prod), (np.cumsum, cumsum), (np.diff, diff), (np.reshape, reshape),
+    (np.ravel, ravel), (np.squeeze, squeeze), (np.expand_dims, expand_dims),
+    (np.transpose, transpose), (np.swapaxes, swapaxes), (np.moveaxis, moveaxis),
+    (np.broadcast_to, broadcast_to), (np.concatenate, concatenate), (np.stack, stack),
+    (np.hstack, hstack), (np.vstack, vstack), (np.take, take), (np.pad, pad),
+]:
+    register_numpy(_fn, _impl)
+
+register_reduce(np.add, sum)
+register_reduce(np.multiply, prod)
+
+for _name, _fn in [
+    ("getitem", getitem), ("reshape", reshape), ("transpose", transpose),
+    ("swapaxes", swapaxes), ("sum", sum), ("mean", mean), ("prod", prod), ("dot", dot),
+    ("astype", astype), ("squeeze", squeeze), ("ravel", ravel), ("cumsum", cumsum),
+]:
+    register_method(_name, _fn)
 
 __all__ = [
-    "add", "astype", "divide", "dot", "getitem", "log", "matmul", "mean", "multiply",
-    "negative", "power", "reshape", "sqrt", "stop_gradient", "subtract", "sum", "swapaxes",
+    "add",
+    "arccos",
+    "arcsin",
+    "arcsinh",
+    "arctan",
+    "arctanh",
+    "astype",
+    "broadcast_to",
+    "cbrt",
+    "concatenate",
+    "cos",
+    "cosh",
+    "cumsum",
+    "diff",
+    "divide",
+    "dot",
+    "einsum",
+    "exp",
+    "exp2",
+    "expand_dims",
+    "expm1",
+    "getitem",
+    "hstack",
+    "inner",
+    "log",
+    "log1p",
+    "log2",
+    "log10",
+    "log_softmax",
+    "logsumexp",
+    "matmul",
+    "mean",
+    "moveaxis",
+    "multiply",
+    "negative",
+    "outer",
+    "pad",
+    "positive",
+    "power",
+    "prod",
+    "ravel",
+    "reciprocal",
+    "reshape",
+    "sigmoid",
+    "sin",
+    "sinh",
+    "softmax",
+    "softplus",
+    "sqrt",
+    "square",
+    "squeeze",
+    "stack",
+    "stop_gradient",
+    "subtract",
+    "sum",
+    "swapaxes",
+    "take",
+    "tan",
+    "tanh",
+    "tensordot",
     "transpose",
+    "true_divide",
+    "vdot",
+    "vstack",
 ]
