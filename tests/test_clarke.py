@@ -16,7 +16,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import asd
-from asd.extend import Diagonal, Primitive
+from asd.extend import Closure, Diagonal, Primitive
 from asd.testing.exact import DegenerateTie, as_fractions, limiting_gradient
 from tests.programs import V_ENTRIES, programs, run
 
@@ -210,6 +210,27 @@ def test_only_rules_at_ties_are_rerun(point, reruns):
     assert len(smooth_calls) == 1
     assert len(tied_calls) == 1 + reruns
     assert len(s) == (2 if reruns else 1)
+
+
+def test_one_batched_pull_through_shared_linearizations():
+    """The reverse sweep pulls one cotangent row per group of directions, in one call."""
+    pulls = []
+    square = Primitive("counting_square", np.square)
+
+    @square.defrule
+    def counting_square_rule(xs, dxs):
+        (x,) = xs
+
+        def pull(ct):
+            pulls.append(np.shape(ct))
+            return 2 * x * ct
+
+        return x * x, Closure(lambda t: 2 * x * t, pull, np.shape(x), np.shape(x))
+
+    x = np.array([0.0, 0.0, 2.0])  # two relu ties: up to four groups of directions
+    s = asd.clarke(lambda y: square(asd.relu(y) + 1.0).sum(), n=64, seed=0)(x)
+    assert as_set(s.gradients) == {(a, b, 2 * 3.0) for a in (0.0, 2.0) for b in (0.0, 2.0)}
+    assert pulls == [(4, 3)]
 
 
 def test_structured_arguments_are_flattened():
