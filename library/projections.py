@@ -41,15 +41,10 @@ from asd.extend import Closure, Diagonal, FanIn, FixedTangent, Primitive, Zero, 
 
 from .spectral import embed, gradient_map, refine_cluster, sym, tie_tolerance
 
-EPS = float(np.finfo(float).eps)
 SQRT_HALF = float(np.sqrt(0.5))
 
 
 # ----- helpers -----
-
-def _tol(n: int, scale: float) -> float:
-    return 8.0 * max(int(n), 1) * EPS * float(scale)
-
 
 def _static(name: str, dxs, labels: tuple[str, ...]) -> None:
     """Refuse a set parameter that depends on the differentiated arguments."""
@@ -312,10 +307,10 @@ def halfspace_rule(xs, dxs):
     a, nrm = _normal(xs[1], x, "halfspace")
     b = float(xs[2])
     h = float(np.sum(a * x)) - b
-    project = h > _tol(x.size, nrm * np.linalg.norm(x) + abs(b))
-    if not project and h >= -_tol(x.size, nrm * np.linalg.norm(x) + abs(b)):
+    project = h > tie_tolerance(x.size, nrm * np.linalg.norm(x) + abs(b))
+    if not project and h >= -tie_tolerance(x.size, nrm * np.linalg.norm(x) + abs(b)):
         d = np.asarray(dxs[0](), dtype=float)
-        project = float(np.sum(a * d)) > _tol(x.size, nrm * np.linalg.norm(d))
+        project = float(np.sum(a * d)) > tie_tolerance(x.size, nrm * np.linalg.norm(d))
     lin = _rank_one_map(a / nrm, 1.0, x.shape) if project else identity(x.shape)
     return _halfspace_impl(x, a, b), FanIn(lin, None, None)
 
@@ -338,13 +333,13 @@ def l2_ball_rule(xs, dxs):
     if r == 0:
         return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
     nrm = float(np.linalg.norm(x))
-    tol = _tol(x.size, max(nrm, r))
+    tol = tie_tolerance(x.size, max(nrm, r))
     outside = nrm > r + tol
     if not outside and nrm >= r - tol:
         d = np.asarray(dxs[0](), dtype=float)
         w = x / nrm
         wd = float(np.sum(w * d))
-        tol_d = _tol(x.size, np.linalg.norm(d))
+        tol_d = tie_tolerance(x.size, np.linalg.norm(d))
         # a tangent to the sphere still leaves the ball at second order
         outside = wd > tol_d or (wd >= -tol_d and np.linalg.norm(d - wd * w) > tol_d)
     if not outside:
@@ -375,7 +370,7 @@ def simplex_rule(xs, dxs):
     u = x.reshape(-1)
     tau = threshold(u, r)
     h = u - tau
-    tol = _tol(u.size, max(float(np.max(np.abs(u))), r))
+    tol = tie_tolerance(u.size, max(float(np.max(np.abs(u))), r))
     active, tied = h > tol, np.abs(h) <= tol
     if tied.any():
         d = _flat_tangent(dxs[0], u.size)
@@ -402,7 +397,7 @@ def standard_simplex_rule(xs, dxs):
     if r == 0 or x.size == 0:
         return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
     u = x.reshape(-1)
-    tol = _tol(u.size, max(float(np.max(np.abs(u))), r))
+    tol = tie_tolerance(u.size, max(float(np.max(np.abs(u))), r))
     excess = float(np.sum(np.maximum(u, 0))) - r
     boundary = abs(excess) <= tol
     tau = threshold(u, r) if excess > tol else 0.0
@@ -443,7 +438,7 @@ def l1_ball_rule(xs, dxs):
         return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
     u = x.reshape(-1)
     a = np.abs(u)
-    tol = _tol(u.size, max(float(np.max(a)), r))
+    tol = tie_tolerance(u.size, max(float(np.max(a)), r))
     excess = float(a.sum()) - r
     if excess < -tol:
         return x.copy(), FanIn(identity(x.shape), None)
@@ -514,7 +509,7 @@ def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], depth: int = 
     """
     t, z = float(x[0]), x[1:]
     nz = float(np.linalg.norm(z))
-    tol = _tol(x.size, np.hypot(t, nz))
+    tol = tie_tolerance(x.size, np.hypot(t, nz))
     if nz - abs(t) > tol:
         return _soc_between(z / nz, (t + nz) / (2 * nz), t / (2 * nz))
     if t - nz > tol:
@@ -528,7 +523,7 @@ def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], depth: int = 
         return soc_jacobian(d, lambda: d, depth + 1)
     w = z / nz
     wd = float(w @ d[1:])
-    tol_d = _tol(x.size, np.linalg.norm(d))
+    tol_d = tie_tolerance(x.size, np.linalg.norm(d))
     perp = float(np.linalg.norm(d[1:] - wd * w)) > tol_d
     if t > 0:  # on the cone's boundary: h = t - |z|
         h_dot = d[0] - wd
@@ -814,13 +809,13 @@ def distance_rule(xs, dxs, set):
     proj_map = lin.maps[0] if isinstance(lin, FanIn) else lin
     res = x - ans
     dist = float(np.linalg.norm(res))
-    if dist > _tol(x.size, np.linalg.norm(x) + np.linalg.norm(ans)):
+    if dist > tie_tolerance(x.size, np.linalg.norm(x) + np.linalg.norm(ans)):
         g = res / dist
     else:
         d = np.asarray(dxs[0](), dtype=float).reshape(x.shape)
         w = d - proj_map(d)
         nw = float(np.linalg.norm(w))
-        g = w / nw if nw > _tol(x.size, np.linalg.norm(d)) else np.zeros_like(x)
+        g = w / nw if nw > tie_tolerance(x.size, np.linalg.norm(d)) else np.zeros_like(x)
     return np.asarray(dist), FanIn(gradient_map(g, x.shape), *([None] * (len(xs) - 1)))
 
 
