@@ -72,7 +72,7 @@ def report(name: str, history: list[float], bound: float) -> bool:
         ratio = ""
         prev = history[k - 1] if k else None
         if prev:
-            ratio = f"{r / prev**2:16.3e}"
+            ratio = f"{r / prev**2:16.3e}" if r > FLOOR else f"{'(rounding floor)':>16}"
             # the local regime: once the previous residual is small, demand r_k <= C r_{k-1}^2
             if prev < 1e-2 and r > FLOOR:
                 checked += 1
