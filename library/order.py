@@ -5,7 +5,9 @@ a chain of pairwise maxima whose ties go to the larger tangent and then to the f
 so the rule picks, among the entries equal to the max, those with the largest tangent, then
 the lowest index. A sort orders entries by (value, tangent, index): exactly the order of
 ``x + δv`` for small δ > 0, so its linear map is a permutation (an ``Index`` map). Tangents
-are asked for only where values tie, and only at the tied entries.
+are asked for only where values tie, and only at the tied entries; where the tangents tie too,
+the exact power series of the tied entries along the ray decide (``asd.ray``, as ``tie_sign``
+does for ``maximum``), and the lowest index only where those agree as well.
 """
 
 from __future__ import annotations
