@@ -264,6 +264,7 @@ def certify(fn: Callable, *, smooth: Iterable[str] | None = None) -> Certificate
     seen = []
     for p in cert.paths:
         for h, _ in p.constraints:
+            h = -h if h.could_extract_minus_sign() else h  # h and -h share their boundary
             if h not in seen:
                 seen.append(h)
     cert.constraints = seen

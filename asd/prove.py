@@ -32,13 +32,32 @@ def _short(text: str, n: int = 34) -> str:
     return text if len(text) <= n else text[: n - 3] + "..."
 
 
-def prove_library(console: Console, family: str | None = None) -> int:
+def markdown(rows, missing) -> str:
+    """The table as GitHub markdown (for release notes and issue comments)."""
+    lines = ["| family | primitive | constraints | CQ | continuity | gradient check | ok |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cells = [r.family, r.primitive, _short(r.constraints), r.cq, r.continuity, r.gradient,
+                 "yes" if r.ok else "NO"]
+        lines.append("| " + " | ".join(c.replace("|", "/") for c in cells) + " |")
+    lines += [f"| {m} | {n} | - | - | - | NO CERTIFICATE | NO |" for m, n in missing]
+    return "\n".join(lines)
+
+
+def prove_library(console: Console, family: str | None = None, as_markdown: bool = False
+                  ) -> int:
     """Run every certificate (of one family if given); print the table and the verdict."""
     from asd import proofs
 
     start = time.perf_counter()
     rows = proofs.run_all(family)
     missing = [] if family else proofs.uncovered()
+    if as_markdown:
+        print(markdown(rows, missing))
+        ok = all(r.ok for r in rows) and not missing
+        print(f"\n{'VERIFIED' if ok else 'REJECTED'}: {len(rows)} certificates "
+              f"({time.perf_counter() - start:.1f} s)")
+        return 0 if ok else 1
     table = Table(title="asd prove: certificates of the library primitives", show_lines=False)
     for col in ("family", "primitive", "constraints", "CQ", "continuity", "gradient check",
                 "ok"):
@@ -107,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         "library primitive, or for FILE.py:FUNCTION, a branching program of yours.")
     parser.add_argument("program", nargs="?", help="FILE.py:FUNCTION to certify")
     parser.add_argument("--family", help="only this library family (piecewise, order, ...)")
+    parser.add_argument("--markdown", action="store_true", help="print the table as markdown")
     parser.add_argument("--smooth", action="append", default=[],
                         help="a smooth function the program may use (exp, log, ...); repeat")
     try:
@@ -120,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         except (ValueError, FileNotFoundError, AttributeError) as e:
             console.print(f"asd prove: {e}", markup=False)
             return 2
-    return prove_library(console, args.family)
+    return prove_library(console, args.family, args.markdown)
 
 
 if __name__ == "__main__":

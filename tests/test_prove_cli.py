@@ -73,3 +73,10 @@ def test_the_console_script_runs_one_family():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "softplus" in done.stdout and "VERIFIED" in done.stdout
+
+
+def test_markdown_table(capsys):
+    assert main(["prove", "--family", "order", "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("| family | primitive |")
+    assert "| order | sort | a - b, a - c, b - c | proved | proved |" in out
