@@ -74,6 +74,23 @@ def ref_quantile(q):
     return ref
 
 
+def ref_quantiles(qs, axis, keepdims=False):
+    """numpy's linear-interpolation quantiles along one axis, written with sort and lerp."""
+    def ref(a):
+        s = np.moveaxis(np.sort(a, axis=axis), axis, -1)
+        n = s.shape[-1]
+        out = []
+        for q in qs:
+            virtual = q * (n - 1)
+            lo = int(np.floor(virtual))
+            g = virtual - lo
+            r = s[..., lo] * (1 - g) + s[..., min(lo + 1, n - 1)] * g
+            out.append(np.expand_dims(r, axis) if keepdims else r)
+        return np.stack(out)
+
+    return ref
+
+
 def ref_pool(window, stride, padding):
     """Max pooling over the trailing axes by explicit windows (test code may loop)."""
     d = len(window)
@@ -147,6 +164,10 @@ CASES = [
     ("quantile 0.25", lambda x: np.quantile(x, 0.25), ref_quantile(0.25), (5,), stable),
     ("quantile 0.75", lambda x: asd.quantile(x, 0.75), ref_quantile(0.75), (4,), stable),
     ("percentile 100", lambda x: np.percentile(x, 100), ref_quantile(1.0), (3,), stable),
+    ("quantiles axis 0", lambda x: np.quantile(x, [0.1, 0.5, 0.75], axis=0),
+     ref_quantiles([0.1, 0.5, 0.75], 0), (4, 2), stable),
+    ("percentiles axis 1 keepdims", lambda x: np.percentile(x, [25, 100], axis=1, keepdims=True),
+     ref_quantiles([0.25, 1.0], 1, keepdims=True), (2, 3), stable),
     ("cummax", lambda x: asd.cummax(x), lambda a: np.maximum.accumulate(a), (5,), first_wins),
     (
         "cummax axis 0",
