@@ -6,7 +6,8 @@ the framework's own autodiff and asd on the *same* program (imported through
 ``asd.frontends`` for PyTorch and JAX), samples the Clarke set with ``asd.clarke`` and
 prints a verdict: the framework's gradient is inside the sampled set, outside it, or outside
 a set that is a single gradient (the function is differentiable there and the framework is
-simply wrong). Exit code 1 when the framework's gradient is outside.
+simply wrong). Exit code 1 when the framework's gradient is outside, 2 when the target cannot
+be audited (no such file or function, an operation asd cannot import, a bad point).
 
 The sample is an inner approximation of the Clarke set (exact in one dimension and for
 piecewise-affine programs once every piece is hit), so "outside" means outside the hull of
@@ -204,9 +205,15 @@ def main(argv: list[str] | None = None) -> int:
         return _battery(args)
     if not args.target or args.at is None:
         parser.error("give FILE.py:FUNCTION and --at POINT, or --battery")
-    fn = load(args.target)
-    x = parse_point(args.at)
-    report = audit(fn, x, args.framework, args.samples, args.seed)
+    from .errors import ASDError
+
+    try:
+        fn = load(args.target)
+        x = parse_point(args.at)
+        report = audit(fn, x, args.framework, args.samples, args.seed)
+    except (ASDError, ValueError, OSError, AttributeError, ModuleNotFoundError) as e:
+        print(f"asd audit: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
     _print_audit(report, args.target)
     return 1 if report["verdict"].startswith("outside") else 0
 

@@ -113,6 +113,20 @@ def test_detect_reads_the_framework_from_the_file(tmp_path):
     assert audit.detect(fn) == "torch"
 
 
+def test_audit_exit_code_2_when_the_program_cannot_be_imported(tmp_path, capsys):
+    pytest.importorskip("torch")
+    path = write(tmp_path, "gelu.py", """
+        import torch
+
+
+        def f(x):
+            return torch.nn.functional.gelu(x).sum()
+    """)
+    assert audit.main([f"{path}:f", "--at", "[0, 0]"]) == 2
+    assert "aten.gelu" in capsys.readouterr().err
+    assert audit.main([f"{path}:missing", "--at", "[0]"]) == 2
+
+
 @pytest.mark.parametrize("bad", ["nofile.py:f", "no_colon", ":f"])
 def test_audit_rejects_bad_targets(bad):
     with pytest.raises((ValueError, FileNotFoundError)):
