@@ -129,22 +129,42 @@ def pnorm(x, p: float = 2.0, axis=None, keepdims: bool = False):
 
 
 def l1_norm(x, axis=None, keepdims: bool = False):
-    """``sum |x|``; at a zero entry the sign of its tangent decides (+1 if it is 0 too)."""
+    """``sum |x|``; at a zero entry the sign of its tangent decides.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(asd.l1_norm, direction=np.array([1.0, -1.0, 1.0]))(np.array([0.0, 0.0, -2.0]))
+    array([ 1., -1., -1.])
+    """
     return pnorm(x, 1.0, axis, keepdims)
 
 
 def l2_norm(x, axis=None, keepdims: bool = False):
-    """The Euclidean norm, stable for huge and tiny entries; ``d / ||d||`` at 0."""
+    """The Euclidean norm, stable for huge and tiny entries; ``d / ||d||`` at 0.
+
+    >>> import numpy as np, asd
+    >>> asd.l2_norm(np.array([[3.0, 4.0], [0.0, 0.0]]), axis=1)
+    array([5., 0.])
+    """
     return pnorm(x, 2.0, axis, keepdims)
 
 
 def linf_norm(x, axis=None, keepdims: bool = False):
-    """``max |x|``; ties go to the largest tangent of ``|x|``, then the first entry."""
+    """``max |x|``; ties go to the largest tangent of ``|x|``, then the first entry.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(asd.linf_norm, direction=np.array([0.0, -1.0]))(np.array([2.0, -2.0]))
+    array([ 0., -1.])
+    """
     return pnorm(x, np.inf, axis, keepdims)
 
 
 def frobenius_norm(x, axis=(-2, -1), keepdims: bool = False):
-    """The Frobenius norm over two axes (default the last two): l2 of the entries."""
+    """The Frobenius norm over two axes (default the last two): l2 of the entries.
+
+    >>> import numpy as np, asd
+    >>> float(asd.frobenius_norm(np.array([[1.0, 2.0], [2.0, 4.0]])))
+    5.0
+    """
     return pnorm(x, 2.0, axis, keepdims)
 
 

@@ -263,7 +263,12 @@ def amax(x, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True
 
 
 def amin(x, axis=None, out=None, keepdims=False, initial=np._NoValue, where=True, **kwargs):
-    """The minimum over ``axis``; ties go to the smallest tangent, then the first entry."""
+    """The minimum over ``axis``; ties go to the smallest tangent, then the first entry.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: x.min(), direction=np.array([1.0, -1.0]))(np.zeros(2))
+    array([0., 1.])
+    """
     _reduce_args("min", out, initial, where, kwargs)
     if isinstance(axis, list):
         axis = tuple(axis)
@@ -437,7 +442,12 @@ def quantile(x, q, axis=None, out=None, overwrite_input=False, method="linear",
 
 def percentile(x, q, axis=None, out=None, overwrite_input=False, method="linear",
                keepdims=False, **kwargs):
-    """``numpy.percentile``: `quantile` at ``q / 100``."""
+    """``numpy.percentile``: `quantile` at ``q / 100``.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.percentile(x, 50))(np.array([3.0, 1.0, 2.0]))
+    array([0., 0., 1.])
+    """
     return quantile(x, np.true_divide(q, 100), axis, out, overwrite_input, method, keepdims,
                     **kwargs)
 

@@ -201,18 +201,33 @@ def _static(name: str, **params) -> dict:
 
 
 def leaky_relu(x, negative_slope: float = 0.01):
-    """``x`` for ``x >= 0``, ``negative_slope * x`` below; the direction decides at 0."""
+    """``x`` for ``x >= 0``, ``negative_slope * x`` below; the direction decides at 0.
+
+    >>> import asd
+    >>> [float(asd.subgrad(asd.leaky_relu, direction=v)(0.0)) for v in (1.0, -1.0)]
+    [1.0, 0.01]
+    """
     return leaky_relu_p(x, **_static("leaky_relu", negative_slope=negative_slope))
 
 
 def relu6(x):
-    """``min(max(x, 0), 6)`` (MobileNet's activation)."""
+    """``min(max(x, 0), 6)`` (MobileNet's activation).
+
+    >>> import asd
+    >>> [float(asd.subgrad(asd.relu6, direction=v)(6.0)) for v in (1.0, -1.0)]
+    [0.0, 1.0]
+    """
     return relu6_p(x)
 
 
 def hardtanh(x, lo: float = -1.0, hi: float = 1.0):
     """``clip(x, lo, hi)`` with constant bounds (PyTorch's ``hardtanh``); traced bounds go to
-    `clip`."""
+    `clip`.
+
+    >>> import numpy as np, asd
+    >>> asd.hardtanh(np.array([-2.0, 0.5, 3.0]))
+    array([-1. ,  0.5,  1. ])
+    """
     if is_traced(lo) or is_traced(hi) or np.ndim(lo) or np.ndim(hi):
         return clip(x, lo, hi)
     if lo > hi:
@@ -221,7 +236,12 @@ def hardtanh(x, lo: float = -1.0, hi: float = 1.0):
 
 
 def hard_sigmoid(x):
-    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between."""
+    """``relu6(x + 3) / 6``: 0 below -3, 1 above 3, linear between.
+
+    >>> import numpy as np, asd
+    >>> asd.hard_sigmoid(np.array([-3.0, 0.0, 3.0]))
+    array([0. , 0.5, 1. ])
+    """
     return hard_sigmoid_p(x)
 
 
@@ -242,12 +262,22 @@ def soft_threshold(x, lam):
 
 
 def hinge(x):
-    """``max(0, 1 - x)``: the SVM loss of a margin ``x``; at ``x == 1`` the direction decides."""
+    """``max(0, 1 - x)``: the SVM loss of a margin ``x``; at ``x == 1`` the direction decides.
+
+    >>> import asd
+    >>> [float(asd.subgrad(asd.hinge, direction=v)(1.0)) for v in (1.0, -1.0)]
+    [0.0, -1.0]
+    """
     return hinge_p(x)
 
 
 def huber(x, delta: float = 1.0):
-    """``x**2 / 2`` for ``|x| <= delta``, ``delta * (|x| - delta / 2)`` outside (C^1)."""
+    """``x**2 / 2`` for ``|x| <= delta``, ``delta * (|x| - delta / 2)`` outside (C^1).
+
+    >>> import numpy as np, asd
+    >>> asd.huber(np.array([-3.0, 0.5, 1.0]), delta=1.0)
+    array([2.5  , 0.125, 0.5  ])
+    """
     if delta <= 0:
         raise ValueError(f"huber needs delta > 0, got {delta}")
     return huber_p(x, **_static("huber", delta=delta))
