@@ -614,24 +614,30 @@ def function(fn: Callable, *, seed=None) -> Callable:
         prog = JaxProgram(fn, shapes)
         n = len(args)
 
+        arg_tree = jax.tree_util.tree_structure(args)
+        flat_args = jax.tree_util.tree_leaves(args)
+        flat_ct = jax.tree_util.tree_leaves(ct)
+
         def host(*flat):
-            host_args = jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(args),
-                                                     [np.asarray(a) for a in flat[:-1]])
-            ct_np = np.asarray(flat[-1])
+            host_args = jax.tree_util.tree_unflatten(
+                arg_tree, [np.asarray(a) for a in flat[:len(flat_args)]])
+            cts = [np.asarray(c) for c in flat[len(flat_args):]]
 
             def scalarized(*xs):
-                return (prog.numpy_fn(*xs) * ct_np).sum()
+                outs = jax.tree_util.tree_leaves(prog.numpy_fn(*xs), is_leaf=_traced)
+                total = 0.0
+                for o, c in zip(outs, cts, strict=True):
+                    total = total + (o * c).sum()
+                return total
 
             g = asd.subgrad(scalarized, tuple(range(n)), seed=seed)(*host_args)
             leaves = jax.tree_util.tree_leaves(g)
-            return tuple(np.asarray(leaf, dtype=np.asarray(a).dtype)
-                         for leaf, a in zip(leaves, flat[:-1], strict=True))
+            return tuple(np.asarray(leaf, dtype=np.asarray(a).dtype).reshape(np.shape(a))
+                         for leaf, a in zip(leaves, flat[:len(flat_args)], strict=True))
 
-        flat_args = jax.tree_util.tree_leaves(args)
         result_shapes = tuple(jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in flat_args)
-        flat_grads = jax.pure_callback(host, result_shapes, *flat_args, ct)
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(args),
-                                            list(flat_grads))
+        flat_grads = jax.pure_callback(host, result_shapes, *flat_args, *flat_ct)
+        return jax.tree_util.tree_unflatten(arg_tree, list(flat_grads))
 
     wrapped.defvjp(fwd, bwd)
     return wrapped

@@ -177,6 +177,22 @@ def test_function_of_several_arguments():
     np.testing.assert_allclose(np.asarray(gy), np.ones(2))
 
 
+def test_function_with_pytree_arguments_and_tuple_outputs():
+    f = asd.jax.function(lambda p, x: (jax.nn.relu(p["w"] * x) - jax.nn.relu(-p["w"] * x),
+                                       p["b"] * x))
+
+    def loss(p, x):
+        a, b = f(p, x)
+        return a.sum() + 2 * b.sum()
+
+    p, x = {"w": jnp.zeros(2), "b": jnp.ones(2)}, jnp.array([1.0, 2.0])
+    g = jax.grad(loss)(p, x)
+    np.testing.assert_allclose(np.asarray(g["w"]), [1.0, 2.0])   # d(w x)/dw = x at w = 0
+    np.testing.assert_allclose(np.asarray(g["b"]), [2.0, 4.0])
+    gx = jax.jit(jax.grad(loss, argnums=1))(p, x)
+    np.testing.assert_allclose(np.asarray(gx), [2.0, 2.0])
+
+
 # ----- every mapped primitive agrees with jax.grad off the kinks -----
 
 X = jnp.array([[0.31, -1.7, 0.52, 2.3], [-0.8, 0.13, 1.9, -0.45]])
