@@ -66,6 +66,23 @@ def _norm_and_gradient(rows: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarr
     return root * scale, grad
 
 
+def _leading_direction(d: np.ndarray, flat: np.ndarray, ray: Ray) -> np.ndarray:
+    """Rows that stay at 0 to first order (``flat``) move along ``δ^k c`` for the first order
+    ``k`` with a nonzero coefficient vector ``c``; the norm's branch there is its gradient at
+    ``c`` (0 if the row is 0 along the whole ray). Exact power series, degenerate rows only."""
+    series = ray.series(np.broadcast_to(flat[..., None], d.shape))
+    if series is None:
+        return d
+    d = d.copy()
+    rows, out = series.reshape(-1, d.shape[-1]), d.reshape(-1, d.shape[-1])
+    for r in np.flatnonzero(flat.reshape(-1)):
+        orders = [e.valuation() for e in rows[r]]
+        k = min((o for o in orders if o is not None), default=None)
+        if k is not None:
+            out[r] = [float(e.coefficient(k)) for e in rows[r]]
+    return out.reshape(d.shape)
+
+
 def _pnorm_impl(x, p, axis, keepdims):
     x = np.asarray(x)
     lay = Layout(x.shape, axis)
@@ -91,8 +108,12 @@ def pnorm_rule(xs, dxs, p, axis, keepdims):
     if zero.any():
         # At 0 the ray δd gives ||δd|| = δ||d||: the branch gradient is that of the norm at d.
         need = np.broadcast_to(zero[..., None], rows.shape)
-        d = Ray(lay, x, dxs[0]).tangent(need)
-        _, at_d = _norm_and_gradient(np.where(need, d, 0).astype(dtype), p)
+        ray = Ray(lay, x, dxs[0])
+        d = np.where(need, ray.tangent(need), 0.0)
+        flat = zero & ~np.any(d, axis=-1)
+        if flat.any():
+            d = _leading_direction(d, flat, ray)
+        _, at_d = _norm_and_gradient(d.astype(dtype), p)
         grad = np.where(need, at_d, grad)
     ans = value.reshape(lay.outer)
     if keepdims:

@@ -141,6 +141,21 @@ def test_l2_at_zero_with_zero_tangent_is_zero():
     assert gy == 1.0
 
 
+@pytest.mark.parametrize("p", [2.0, 3.0])
+@pytest.mark.parametrize("v0", [1.0, -0.5])
+def test_zero_vector_with_zero_tangent_follows_the_series(p, v0):
+    """Inner values (x1 - x0², x1 + 2 x0²) stay 0 to first order along (v0, 0), then move along
+    δ² v0² (-1, 2): the limiting gradient is grad||.||(-1, 2) applied to their Jacobian."""
+    e = np.eye(2)
+
+    def f(x):
+        return asd.pnorm((x[1] - x[0] * x[0]) * e[0] + (x[1] + 2 * x[0] * x[0]) * e[1], p)
+
+    g = asd.subgrad(f, direction=np.array([v0, 0.0]))(np.zeros(2))
+    u = pnorm_limiting_gradient(np.array([-1.0, 2.0]), np.zeros(2), p)
+    np.testing.assert_allclose(g, [0.0, u.sum()], rtol=1e-14)
+
+
 def test_zero_rows_and_nonzero_rows_together():
     x = np.array([[0.0, 0.0], [3.0, -4.0]])
     v = np.array([[1.0, 1.0], [5.0, 5.0]])
