@@ -3,9 +3,10 @@
 ``sqrt(sum(x**2))`` is not Lipschitz-differentiable through ``sqrt`` at 0, so the l2 and
 p-norms are primitives of their own: away from 0 the gradient is ``x / ||x||`` (scaled by a
 power of two first, so neither the value nor the gradient overflows or underflows); at a zero
-vector the branch the ray ``δd`` enters gives ``d / ||d||`` for the tangent ``d`` (0 if
-``d = 0``), the gradient of the norm at the tangent. l1, l-infinity and the induced matrix
-norms are compositions of ``abs``, ``sum`` and ``max``, whose rules already decide every kink.
+vector the branch the ray ``δd`` enters gives ``d / ||d||`` for the tangent ``d``, the gradient
+of the norm at the tangent; if ``d = 0`` the exact series along the ray supply the direction
+(0 if the vector stays 0). l1, l-infinity and the induced matrix norms are compositions of
+``abs``, ``sum`` and ``max``, whose rules already decide every kink.
 """
 
 from __future__ import annotations
@@ -126,7 +127,8 @@ def pnorm(x, p: float = 2.0, axis=None, keepdims: bool = False):
     """``(sum |x|**p) ** (1/p)`` over ``axis`` (None: all entries) for ``p >= 1``.
 
     At a zero vector the subgradient is the gradient of the norm at the tangent ``d``
-    (``d / ||d||`` for p = 2), 0 when ``d = 0``.
+    (``d / ||d||`` for p = 2); when ``d = 0``, at the leading term of the exact series along
+    the ray, and 0 if there is none.
 
     >>> import numpy as np, asd
     >>> asd.subgrad(asd.pnorm, direction=np.array([3.0, -4.0]))(np.zeros(2))
