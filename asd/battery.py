@@ -376,6 +376,8 @@ def print_table(rows: list[Row], frameworks: list[str]) -> None:
     for row in body:
         table.add_row(*row)
     console = Console()
+    if not console.is_terminal:       # logs and CI: no wrapping at 80 columns
+        console = Console(width=200)
     console.print(table)
     for line in summary(rows, frameworks):
         console.print(line)
