@@ -244,10 +244,11 @@ def certify(fn: Callable, *, smooth: Iterable[str] | None = None) -> Certificate
     >>> asd.certify(lambda x: x if asd.branch(x) else 0).ok
     True
     """
-    program = fn if isinstance(fn, BranchingPrimitive) else BranchingPrimitive(
-        fn, smooth or ())
-    if smooth is not None and isinstance(fn, BranchingPrimitive):
-        program = BranchingPrimitive(fn.fn, smooth, fn.name)
+    if hasattr(fn, "fn") and hasattr(fn, "smooth"):  # a @asd.branching primitive
+        base, declared, name = fn.fn, fn.smooth, fn.name
+    else:
+        base, declared, name = fn, (), None
+    program = BranchingPrimitive(base, declared if smooth is None else smooth, name)
     names = list(inspect.signature(program.fn).parameters)
     symbols = tuple(sympy.Symbol(n, real=True) for n in names)
     cert = Certificate(program.name, symbols)
