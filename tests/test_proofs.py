@@ -145,3 +145,21 @@ def test_a_broken_certificate_module_is_reported_not_raised(monkeypatch):
     rows = proofs.run_all("norms")
     assert [(r.primitive, r.ok) for r in rows] == [("<norms certificates>", False)]
     assert "pnorm_p" in rows[0].detail
+
+
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_order_statistics_agree_on_ties(data):
+    from asd.library import order
+    from asd.proofs import order as po
+
+    X = data.draw(tied_arrays((3, 4)))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2 ** 16)))
+    v = tuple(rng.normal(size=4) for _ in range(3))  # generic: no tangent ties
+    pts = [(tuple(X), v, True)]
+    for program, library in [(po.max3, lambda M: order.amax(M, axis=0)),
+                             (po.mid3, lambda M: order.median(M, axis=0)),
+                             (po.min3, lambda M: order.sort(M, axis=0)[0]),
+                             (po.top2_sum, lambda M: order.topk_sum(M, 2, axis=0))]:
+        why, _ = compare_rules(program, library, pts, stacked=True)
+        assert why is None, why
