@@ -9,7 +9,7 @@ import numpy as np
 
 from .errors import ASDError, ShapeError
 from .result import ASDResult, ties_of
-from .sweep import Trace
+from .sweep import LazyDirection, Trace
 from .tracing import Tracer
 from .tree import flatten, unflatten
 
@@ -189,14 +189,18 @@ def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Call
 
 def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool) -> ASDResult:
     """The sweep behind `value_and_subgrad` and `asd`; the Dini derivative only if ``full``."""
-    dirs = inputs.direction(direction, seed)
+    if direction is None and any(x.size for x in inputs.leaves):
+        # drawn only if a rule meets a tie (or the Dini derivative is asked for)
+        dirs = LazyDirection(lambda: inputs.direction(None, seed), len(inputs.leaves))
+    else:
+        dirs = inputs.direction(direction, seed)
     trace, out, ids = sweep_along(f, inputs, dirs)
     traced = _scalar_output(out, trace)
     if traced is None:
         value = np.asarray(out)[()]
         grads = [np.zeros_like(x) for x in inputs.leaves]
         return ASDResult(value, inputs.restore(grads), np.zeros_like(value, dtype=float)[()],
-                         inputs.restore(dirs), [], [])
+                         inputs.restore(_resolved(dirs)), [], [])
     k = traced._id
     trace.check_lipschitz(k)
     ct = trace.pull(k, np.ones((), dtype=traced.dtype))
@@ -207,8 +211,12 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool) -> ASDResult:
     if not full:
         return ASDResult(value, inputs.restore(grads), None, None, [], [])
     dini = np.asarray(trace.tangent(k))[()]
-    return ASDResult(value, inputs.restore(grads), dini, inputs.restore(dirs),
+    return ASDResult(value, inputs.restore(grads), dini, inputs.restore(_resolved(dirs)),
                      ties_of(trace.nodes, trace.ties), ties_of(trace.nodes, trace.degenerate))
+
+
+def _resolved(dirs) -> list:
+    return dirs.resolve() if isinstance(dirs, LazyDirection) else dirs
 
 
 def subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Callable:

@@ -8,7 +8,9 @@ and the targets, and writes the JSON report when asked.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import sys
 
 PEERS = ("autograd", "torch", "jax")
@@ -29,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", metavar="TEXT", help="run the programs whose name has TEXT")
     parser.add_argument("--peers", default=",".join(PEERS),
                         help="comma-separated peers to include if installed (default: all)")
+    parser.add_argument("--threads", type=int,
+                        help="cap numpy's BLAS and torch at N threads (needs threadpoolctl); "
+                             "steadier numbers on a busy machine")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -47,8 +52,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"asd bench: unknown peer(s) {sorted(unknown)}; choose from {PEERS}",
               file=sys.stderr)
         return 2
+    if args.threads is not None and importlib.util.find_spec("threadpoolctl") is None:
+        print("asd bench: --threads needs threadpoolctl (pip install threadpoolctl)",
+              file=sys.stderr)
+        return 2
+    # torch's OpenMP workers spin between calls by default, stealing the cores numpy's
+    # BLAS is about to use in the interleaved rounds; let them sleep instead.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     report = runner.run(quick=args.quick, reps=args.reps, peers=peers, only=args.only,
-                        progress=lambda name: console.log(f"running {name}"))
+                        progress=lambda name: console.log(f"running {name}"),
+                        threads=args.threads)
     if not report["programs"]:
         print(f"asd bench: no program name contains {args.only!r}", file=sys.stderr)
         return 2

@@ -9,6 +9,12 @@ Maps are structured (diagonal, broadcast, sum, index, matmul, ...) so a sweep ne
 more than O(size of the values); ``Dense`` exists for the rare rule that needs it.
 A primitive with several inputs returns a ``FanIn`` of one map per input (``None`` where an
 input has no derivative, like an index or a condition).
+
+Demand-driven tangents: ``lin.push_at(mask, t_at)`` computes only the entries ``mask`` (a
+bool array of the output's shape) of the pushed tangent, in C order, asking the input's
+tangent only where those entries read it: ``t_at(need)`` returns the input tangent at the
+bool mask ``need`` (C order), or None when the input's tangent is zero. A map that cannot
+narrow the request returns ``NotImplemented`` and the sweep computes the full tangent.
 """
 
 from __future__ import annotations
@@ -69,6 +75,19 @@ class LinearMap:
     def __call__(self, t: np.ndarray) -> np.ndarray:
         return self.push(t)
 
+    def push_at(self, mask: np.ndarray, t_at: Callable):
+        """The entries ``mask`` of the pushed tangent; ``NotImplemented``: push it all."""
+        return NotImplemented
+
+    def _spread(self, need: np.ndarray, t_at: Callable) -> np.ndarray | None:
+        """The input tangent with only the entries ``need`` filled in (zeros elsewhere)."""
+        vals = t_at(need)
+        if vals is None:
+            return None
+        t = np.zeros(self.in_shape, vals.dtype)
+        t[need] = vals
+        return t
+
     @property
     def T(self) -> Callable[[np.ndarray], np.ndarray]:
         return self.pull
@@ -90,6 +109,9 @@ class Zero(LinearMap):
         nb = batch_ndim(ct, self.out_shape)
         return np.zeros(np.shape(ct)[:nb] + self.in_shape, np.result_type(ct))
 
+    def push_at(self, mask, t_at):
+        return None
+
 
 class Diagonal(LinearMap):
     """Elementwise scaling ``t -> d * t`` with numpy broadcasting from input to output.
@@ -98,13 +120,20 @@ class Diagonal(LinearMap):
     an array broadcastable to ``out_shape``.
     """
 
-    __slots__ = ("d",)
+    __slots__ = ("d", "same")
 
     def __init__(self, d, in_shape: Shape, out_shape: Shape | None = None):
-        super().__init__(in_shape, in_shape if out_shape is None else out_shape)
+        self.in_shape = in_shape = tuple(in_shape)
+        self.out_shape = in_shape if out_shape is None else tuple(out_shape)
         self.d = d
+        # Input and output shapes agree and d does not widen them: push and pull are one
+        # multiplication, batched or not (the hot path of elementwise programs).
+        self.same = self.out_shape == in_shape and (
+            d is None or type(d) is float or np.ndim(d) <= len(in_shape))
 
     def push(self, t):
+        if self.same:
+            return t if self.d is None else t * self.d
         nb = batch_ndim(t, self.in_shape)
         t = align(t, self.in_shape, len(self.out_shape), nb)
         r = t if self.d is None else t * self.d
@@ -112,11 +141,42 @@ class Diagonal(LinearMap):
         return r if np.shape(r) == full else np.broadcast_to(r, full)
 
     def pull(self, ct):
+        if self.same:
+            return ct if self.d is None else ct * self.d
         nb = batch_ndim(ct, self.out_shape)
         r = ct if self.d is None else ct * self.d
         if np.shape(r) != np.shape(ct):
             r = np.broadcast_to(r, np.shape(ct))
         return unbroadcast(r, self.in_shape, nb)
+
+    def push_at(self, mask, t_at):
+        """Only entries with a nonzero scale are asked for: a relu's tied entries on the off
+        side, or an unselected max operand, cost nothing upstream."""
+        d = None if self.d is None else np.broadcast_to(self.d, self.out_shape)[mask]
+        live = mask
+        if d is not None:
+            nz = d != 0
+            if not nz.all():
+                live = mask.copy()
+                live[mask] = nz
+                d = d[nz]
+        if self.in_shape == self.out_shape:
+            part = t_at(live)
+        else:
+            lead = len(self.out_shape) - len(self.in_shape)
+            wide = tuple(lead + i for i, n in enumerate(self.in_shape)
+                         if n == 1 and self.out_shape[lead + i] != 1)
+            need = np.any(live, axis=tuple(range(lead)) + wide, keepdims=True)
+            t = self._spread(need.reshape(need.shape[lead:]), t_at)
+            part = None if t is None else np.broadcast_to(t, self.out_shape)[live]
+        if part is None:
+            return None
+        part = part if d is None else part * d
+        if live is mask:
+            return part
+        out = np.zeros(np.count_nonzero(mask), part.dtype)
+        out[live[mask]] = part
+        return out
 
 
 def identity(shape: Shape) -> Diagonal:
@@ -163,6 +223,9 @@ class Closure(LinearMap):
 class Reshape(LinearMap):
     __slots__ = ()
 
+    def push_at(self, mask, t_at):
+        return t_at(mask.reshape(self.in_shape))  # C order survives a reshape
+
     def push(self, t):
         nb = batch_ndim(t, self.in_shape)
         return np.reshape(t, np.shape(t)[:nb] + self.out_shape)
@@ -180,6 +243,10 @@ class Transpose(LinearMap):
         super().__init__(in_shape, tuple(in_shape[a] for a in axes))
         self.axes = axes
         self.inverse = tuple(int(i) for i in np.argsort(axes))
+
+    def push_at(self, mask, t_at):
+        t = self._spread(np.transpose(mask, self.inverse), t_at)
+        return None if t is None else np.transpose(t, self.axes)[mask]
 
     def push(self, t):
         nb = batch_ndim(t, self.in_shape)
@@ -256,6 +323,14 @@ class Index(LinearMap):
             return np.moveaxis(np.moveaxis(t, 0, -1)[self.index], -1, 0)
         return t[self.index]
 
+    def push_at(self, mask, t_at):
+        if not self.basic:
+            return NotImplemented
+        need = np.zeros(self.in_shape, bool)
+        need[self.index] = mask
+        t = self._spread(need, t_at)
+        return None if t is None else t[self.index][mask]
+
     def pull(self, ct):
         nb = batch_ndim(ct, self.out_shape)
         batch = np.shape(ct)[:nb]
@@ -303,6 +378,30 @@ class MatMul(LinearMap):
             r = self._as2d(self.other, self.a_shape, 0, "a") @ self._as2d(t, self.b_shape, nb, "b")
         return self._squeeze(r)
 
+    def push_at(self, mask, t_at):
+        """``(A @ B)[i, j]`` reads row ``i`` of ``A`` and column ``j`` of ``B``: ask for the
+        rows (columns) of the tangent that the requested entries touch, multiply by the
+        matching part of the other operand only."""
+        if len(self.a_shape) != 2 or len(self.b_shape) != 2:
+            return NotImplemented
+        rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
+        need = np.zeros(self.in_shape, bool)
+        if self.side == "a":
+            need[rows] = True
+            part = t_at(need)
+            if part is None:
+                return None
+            other = self.other if len(cols) == self.b_shape[1] else self.other[:, cols]
+            block = part.reshape(len(rows), self.a_shape[1]) @ other
+        else:
+            need[:, cols] = True
+            part = t_at(need)
+            if part is None:
+                return None
+            other = self.other if len(rows) == self.a_shape[0] else self.other[rows]
+            block = other @ part.reshape(self.b_shape[0], len(cols))
+        return block[mask[np.ix_(rows, cols)]]
+
     def pull(self, ct):
         nb = batch_ndim(ct, self.out_shape)
         if len(self.b_shape) == 1:
@@ -345,13 +444,24 @@ class FanIn:
 
     __call__ = push
 
-    def pull(self, ct, wants: Sequence[bool] | None = None) -> tuple:
+    def push_at(self, mask, t_ats: Sequence):
+        """The entries ``mask`` of the summed tangent; ``t_ats`` has one request per input."""
+        total = None
+        for m, t_at in zip(self.maps, t_ats, strict=True):
+            if m is None or t_at is None:
+                continue
+            r = m.push_at(mask, t_at)
+            if r is NotImplemented:
+                return NotImplemented
+            if r is not None:
+                total = r if total is None else total + r
+        return total
+
+    def pull(self, ct, wants: Sequence[bool] | None = None) -> list:
         if wants is None:
-            wants = (True,) * len(self.maps)
-        return tuple(
-            m.pull(ct) if (m is not None and w) else None
-            for m, w in zip(self.maps, wants, strict=True)
-        )
+            return [None if m is None else m.pull(ct) for m in self.maps]
+        return [m.pull(ct) if (w and m is not None) else None
+                for m, w in zip(self.maps, wants, strict=True)]
 
     @property
     def T(self):

@@ -39,6 +39,29 @@ class ZeroTangent:
         return z if index is None else z[index]
 
 
+class ConstantTangent(ZeroTangent):
+    """The zero tangent of a constant operand; shape and dtype are read only if asked."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+    @property
+    def shape(self) -> tuple:
+        return np.shape(self.value)
+
+    @property
+    def dtype(self):
+        return np.result_type(self.value)
+
+
+class Traced:
+    """Base class of traced values (``asd.tracing.Tracer``): what ``bind`` looks for."""
+
+    __slots__ = ()
+
+
 class FixedTangent:
     """A tangent that is already known (used by ``Primitive.asd`` and ``asd.testing``)."""
 
@@ -147,8 +170,8 @@ def unsupported(what: str) -> UnsupportedError:
 def bind(prim: Primitive, args: tuple, params: dict):
     trace = None
     for a in args:
-        t = getattr(a, "_trace", None)
-        if t is not None:
+        if isinstance(a, Traced):
+            t = a._trace
             if trace is not None and t is not trace:
                 raise NestingError(
                     f"{prim.name}: traced values from two different sweeps met (a value kept "

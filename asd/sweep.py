@@ -9,17 +9,23 @@ The reverse sweep pulls a cotangent back through the stored branch linearization
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .errors import ASDError, NonFiniteError, NotLipschitzError, ShapeError
 from .linear import FanIn
-from .primitive import Primitive, ZeroTangent, rule_context
+from .primitive import ConstantTangent, Primitive, ZeroTangent, rule_context
 from .program import Literal, Node, Program, format_node
 from .tracing import Tracer
 
 
 class LazyTangent:
-    """The directional derivative of node ``k``, computed on first call and memoized."""
+    """The directional derivative of node ``k``, computed on first call and memoized.
+
+    ``dx(mask)`` with a bool mask of the node's shape asks for those entries only: the
+    request travels upstream through maps that can narrow it (see ``Trace.tangent_at``).
+    """
 
     __slots__ = ("trace", "k")
     is_zero = False
@@ -33,23 +39,58 @@ class LazyTangent:
 
     def __call__(self, index=None) -> np.ndarray:
         trace = self.trace
-        t = trace.tangent(self.k)
-        t = t if index is None else t[index]
+        if index is None:
+            t = trace.tangent(self.k)
+        elif (type(index) is np.ndarray and index.dtype == bool
+              and index.shape == trace.nodes[self.k].shape):
+            t = trace.tangent_at(self.k, index)
+        else:
+            t = trace.tangent(self.k)[index]
         if rule_context.trace is trace:
             trace.record_tie(rule_context.node, np.size(t))
         return t
 
 
+class LazyDirection:
+    """A sweep direction drawn on first use: a program that meets no tie never draws it
+    (for a large model the draw costs more than the forward pass). Iterating gives one
+    lazy tangent per leaf, for ``Trace.new_input``."""
+
+    __slots__ = ("draw", "n", "dirs")
+
+    def __init__(self, draw: Callable[[], list], n: int):
+        self.draw, self.n, self.dirs = draw, n, None
+
+    def resolve(self) -> list:
+        if self.dirs is None:
+            self.dirs = self.draw()
+        return self.dirs
+
+    def __iter__(self):
+        return (self._leaf(i) for i in range(self.n))
+
+    def _leaf(self, i: int) -> Callable[[], np.ndarray]:
+        return lambda: self.resolve()[i]
+
+
+# A narrowed request recurses once per node; deeper than this, the iterative full sweep
+# is used instead (it never nears Python's recursion limit).
+MAX_REQUEST_DEPTH = 150
+
+
 class Trace:
     """One sweep: nodes, primal values, branch linearizations and memoized tangents."""
 
-    __slots__ = ("nodes", "values", "lins", "tangents", "wants", "taint", "degenerate", "ties")
+    __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
+                 "degenerate", "ties")
 
     def __init__(self):
         self.nodes: list[Node] = []
         self.values: list = []
         self.lins: list = []
-        self.tangents: list = []
+        self.tangents: list = []  # full tangents, None until computed
+        self.seeds: dict = {}  # input node -> callable drawing its tangent (LazyDirection)
+        self.partial: dict = {}  # node -> (known mask, values): entries computed on demand
         self.wants: list = []
         self.taint: list = []
         self.degenerate: dict[int, int] = {}
@@ -58,7 +99,10 @@ class Trace:
     # ----- recording (the forward sweep) -----
 
     def new_input(self, value, tangent=None, *, active: bool = True) -> Tracer:
+        """A traced input; ``tangent`` is an array, None, or a callable drawing it lazily."""
         k = len(self.nodes)
+        if callable(tangent):
+            self.seeds[k], tangent = tangent, None
         self.nodes.append(Node(None, (), {}, np.shape(value), np.result_type(value), active))
         self.values.append(value)
         self.lins.append(None)
@@ -68,8 +112,8 @@ class Trace:
         return Tracer(self, k, value)
 
     def apply(self, prim: Primitive, args: tuple, params: dict) -> Tracer:
-        nodes = self.nodes
-        xs, refs = [], []
+        nodes, taints = self.nodes, self.taint
+        xs, refs, wants = [], [], []
         active = False
         taint = None
         for a in args:
@@ -79,11 +123,15 @@ class Trace:
                 refs.append(j)
                 if nodes[j].active:
                     active = True
+                    wants.append(True)
+                else:
+                    wants.append(False)
                 if taint is None:
-                    taint = self.taint[j]
+                    taint = taints[j]
             else:
                 xs.append(a)
                 refs.append(Literal(a))
+                wants.append(False)
         k = len(nodes)
         refs = tuple(refs)
         lin = None
@@ -94,10 +142,10 @@ class Trace:
                     raise ASDError(f"primitive {prim.name} has no ASD rule; attach one with "
                                    f"@{prim.name}_primitive.defrule")
                 dxs = [
-                    (LazyTangent(self, r) if nodes[r].active
-                     else ZeroTangent(nodes[r].shape, nodes[r].dtype))
-                    if type(r) is int else ZeroTangent(np.shape(x), np.result_type(x))
-                    for r, x in zip(refs, xs, strict=True)
+                    LazyTangent(self, r) if w
+                    else ZeroTangent(nodes[r].shape, nodes[r].dtype) if type(r) is int
+                    else ConstantTangent(x)
+                    for r, x, w in zip(refs, xs, wants)
                 ]
                 ans, lin = prim.rule(xs, dxs, **params)
                 if len(refs) > 1 and type(lin) is not FanIn:
@@ -121,12 +169,16 @@ class Trace:
             if active and taint is None:
                 taint = k
             active = False
-        nodes.append(Node(prim, refs, params, np.shape(ans), np.result_type(ans), active))
+        try:
+            shape, dtype = ans.shape, ans.dtype
+        except AttributeError:
+            shape, dtype = np.shape(ans), np.result_type(ans)
+        nodes.append(Node(prim, refs, params, shape, dtype, active))
         self.values.append(ans)
         self.lins.append(lin)
         self.tangents.append(None)
-        self.wants.append(tuple(type(r) is int and nodes[r].active for r in refs))
-        self.taint.append(taint)
+        self.wants.append(wants)
+        taints.append(taint)
         return Tracer(self, k, ans)
 
     def describe(self, prim, refs, params, k) -> str:
@@ -165,7 +217,8 @@ class Trace:
             ins = [tangents[r] if type(r) is int and nodes[r].active else None for r in node.args]
             lin = self.lins[j]
             if lin is None:
-                t = None
+                seed = self.seeds.pop(j, None)
+                t = None if seed is None else seed()
             elif type(lin) is FanIn:
                 t = lin.push(*ins)
             else:
@@ -174,6 +227,56 @@ class Trace:
                 t = np.zeros(node.shape, node.dtype)
             tangents[j] = t
         return tangents[k]
+
+    def tangent_at(self, k: int, mask: np.ndarray, depth: int = 0) -> np.ndarray:
+        """The entries ``mask`` (bool, node ``k``'s shape) of the tangent, in C order.
+
+        Demand-driven: each map on the way up asks its inputs only for the entries the
+        requested ones read (rows of a matmul's left operand, the same entries of an
+        elementwise operation, nothing where a scale is zero), so the work follows the
+        number of tied entries, not the size of the program. Entries are memoized per node;
+        a map that cannot narrow a request falls back to the full (memoized) tangent.
+        """
+        t = self.tangents[k]
+        if t is not None:
+            return np.reshape(t, -1) if mask.all() else np.broadcast_to(t, mask.shape)[mask]
+        part = self.partial.get(k)
+        if part is None:
+            missing = mask
+        else:
+            known, vals = part
+            missing = mask & ~known
+            if not missing.any():
+                return vals[mask]
+        lin = self.lins[k]
+        if lin is None or depth > MAX_REQUEST_DEPTH or missing.all():
+            return np.reshape(self.tangent(k), -1) if mask.all() else self.tangent(k)[mask]
+        nodes = self.nodes
+        asks = [self._asker(r, depth + 1) if type(r) is int and nodes[r].active else None
+                for r in nodes[k].args]
+        if type(lin) is FanIn:
+            res = lin.push_at(missing, asks)
+        else:
+            res = None if asks[0] is None else lin.push_at(missing, asks[0])
+        if res is NotImplemented:
+            return self.tangent(k)[mask]
+        if part is None:
+            node = nodes[k]
+            dtype = res.dtype if res is not None else (
+                node.dtype if np.issubdtype(node.dtype, np.inexact) else np.float64)
+            known, vals = missing.copy(), np.zeros(node.shape, dtype)
+            self.partial[k] = (known, vals)
+        else:
+            known |= missing
+        if res is not None:
+            vals[missing] = res
+        return vals[mask]
+
+    def _asker(self, r: int, depth: int):
+        def ask(need):
+            return self.tangent_at(r, need, depth)
+
+        return ask
 
     # ----- batched sweeps over the stored linearizations -----
 
@@ -205,15 +308,17 @@ class Trace:
             lin = lins[k]
             if lin is None:
                 continue
-            ct[k] = None
-            args = nodes[k].args
+            ct[k] = None  # a value's cotangent is dead once pulled: free it early
             if type(lin) is FanIn:
-                parts = lin.pull(c, wants[k])
-            else:
-                parts = (lin.pull(c),) if wants[k][0] else (None,)
-            for r, p in zip(args, parts, strict=True):
-                if p is not None:
-                    ct[r] = p if ct[r] is None else ct[r] + p
+                for r, p in zip(nodes[k].args, lin.pull(c, wants[k])):
+                    if p is not None:
+                        prev = ct[r]
+                        ct[r] = p if prev is None else prev + p
+            elif wants[k][0]:
+                r = nodes[k].args[0]
+                p = lin.pull(c)
+                prev = ct[r]
+                ct[r] = p if prev is None else prev + p
         return ct
 
     # ----- checks on the result -----

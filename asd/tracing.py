@@ -10,18 +10,24 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import TracerBoolError
-from .primitive import FUNCTIONS, METHODS, UFUNC_REDUCE, UFUNCS, unsupported
+from .primitive import FUNCTIONS, METHODS, UFUNC_REDUCE, UFUNCS, Primitive, Traced, unsupported
 
 
 def _ufunc(uf):
+    # When the table entry is a primitive and the other operand is a constant or from the
+    # same sweep, go straight to the trace: operators are the hottest path of a program.
     def op(self, other):
         fn = UFUNCS.get(uf)
+        if type(fn) is Primitive and (type(other) is not Tracer or other._trace is self._trace):
+            return self._trace.apply(fn, (self, other), {})
         if fn is None:
             raise unsupported(f"numpy.{uf.__name__}")
         return fn(self, other)
 
     def rop(self, other):
         fn = UFUNCS.get(uf)
+        if type(fn) is Primitive and type(other) is not Tracer:
+            return self._trace.apply(fn, (other, self), {})
         if fn is None:
             raise unsupported(f"numpy.{uf.__name__}")
         return fn(other, self)
@@ -57,7 +63,7 @@ METADATA = {
 }
 
 
-class Tracer:
+class Tracer(Traced):
     """A value in a sweep. Behaves like a read-only numpy array; Python branching on it raises."""
 
     __slots__ = ("_trace", "_id", "value")

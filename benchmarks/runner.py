@@ -166,23 +166,59 @@ def machine() -> dict:
 
 
 def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = PEERS,
-        only: str | None = None, progress=None) -> dict:
-    """Run every program (or those whose name contains ``only``) and return the report."""
+        only: str | None = None, progress=None, threads: int | None = None) -> dict:
+    """Run every program (or those whose name contains ``only``) and return the report.
+
+    ``threads`` caps the BLAS/OpenMP pools (numpy through threadpoolctl, and torch) for the
+    run; None leaves them as they are.
+    """
     reps = reps or (3 if quick else 11)
     warmup = 1 if quick else 2
     benches = [b for b in build(quick) if only is None or only in b.name]
     programs = []
-    with _jax_x64(peers):
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    with _jax_x64(peers), _thread_limit(threads, peers):
         for b in benches:
             if progress:
                 progress(b.name)
             programs.append(run_one(b, reps, warmup, peers))
-    return {"machine": machine(),
-            "settings": {"quick": quick, "reps": reps, "warmup": warmup, "peers": list(peers)},
+    info = machine()
+    info["load average (1 min) at start, end"] = [load, os.getloadavg()[0] if load else None]
+    return {"machine": info,
+            "settings": {"quick": quick, "reps": reps, "warmup": warmup, "peers": list(peers),
+                         "threads": threads or "unchanged"},
             "memory": "peak numpy allocation during one call beyond the live inputs, by "
                       "tracemalloc (numpy-based contenders only; torch and JAX allocate "
                       "outside it)",
             "programs": programs, "targets": evaluate_targets(programs)}
+
+
+class _thread_limit:
+    """Cap numpy's BLAS (threadpoolctl) and torch's pools at ``n`` threads for the run."""
+
+    def __init__(self, n: int | None, peers):
+        self.n, self.torch = n, "torch" in peers and installed("torch")
+
+    def __enter__(self):
+        if self.n is None:
+            return
+        from threadpoolctl import threadpool_limits
+
+        self.blas = threadpool_limits(limits=self.n)
+        if self.torch:
+            import torch
+
+            self.before = torch.get_num_threads()
+            torch.set_num_threads(self.n)
+
+    def __exit__(self, *exc):
+        if self.n is None:
+            return
+        self.blas.restore_original_limits()
+        if self.torch:
+            import torch
+
+            torch.set_num_threads(self.before)
 
 
 class _jax_x64:
