@@ -52,11 +52,6 @@ def shape_of(x) -> tuple:
     return np.shape(x)
 
 
-def _float_dtype(x) -> np.dtype:
-    dtype = np.result_type(x)
-    return dtype if np.issubdtype(dtype, np.floating) else np.dtype(np.float64)
-
-
 def _axes(axis, ndim: int) -> tuple[int, ...]:
     """``axis`` (None, an int or a tuple) as sorted nonnegative axes."""
     if axis is None:
@@ -299,15 +294,26 @@ def power(x, y, **kwargs):
     return pow_p(x, y)
 
 
-integer_pow_p = Primitive("integer_pow", lambda x, n: np.power(
-    x if n >= 0 else np.asarray(x, dtype=_float_dtype(x)), n))
+def _inexact(x) -> np.ndarray:
+    """``x`` as an array, integers promoted to float64; floats and object arrays (the exact
+    series the engine evaluates impls on at degenerate ties) pass through unchanged."""
+    x = np.asarray(x)
+    return x.astype(np.float64) if x.dtype.kind in "biu" else x
+
+
+def _integer_pow_impl(x, n):
+    x = _inexact(x)
+    return np.power(x, n) if n >= 0 else np.reciprocal(np.power(x, -n))
+
+
+integer_pow_p = Primitive("integer_pow", _integer_pow_impl)
 
 
 @integer_pow_p.defrule
 def integer_pow_rule(xs, dxs, n):
     (x,) = xs
-    x = np.asarray(x, dtype=_float_dtype(x))
-    ans = np.power(x, n)
+    x = _inexact(x)
+    ans = _integer_pow_impl(x, n)
     if n in (0, 1):
         slope = np.full(x.shape, float(n), dtype=x.dtype)
     else:
@@ -321,7 +327,7 @@ real_pow_p = Primitive("real_pow", lambda x, p: np.power(x, p))
 @real_pow_p.defrule
 def real_pow_rule(xs, dxs, p):
     (x,) = xs
-    x = np.asarray(x, dtype=_float_dtype(x))
+    x = _inexact(x)
     if p < 1:
         _refuse(f"x ** {p}", x == 0, x, "x = 0",
                 "For a norm write asd.norm(v) instead of sqrt(sum(v**2)); otherwise keep the "
@@ -410,7 +416,7 @@ log1p_p = defsmooth("log1p", np.log1p, lambda x, ans: 1.0 / (1.0 + np.asarray(x)
 sqrt_p = defsmooth("sqrt", np.sqrt, _sqrt_slope, numpy=np.sqrt)
 cbrt_p = defsmooth("cbrt", np.cbrt, _cbrt_slope, numpy=np.cbrt)
 square_p = defsmooth("square", np.square, lambda x, ans: 2.0 * np.asarray(x), numpy=np.square)
-reciprocal_p = defsmooth("reciprocal", lambda x: np.reciprocal(np.asarray(x, _float_dtype(x))),
+reciprocal_p = defsmooth("reciprocal", lambda x: np.reciprocal(_inexact(x)),
                          lambda x, ans: -ans * ans, numpy=np.reciprocal)
 sin_p = defsmooth("sin", np.sin, lambda x, ans: np.cos(x), numpy=np.sin)
 cos_p = defsmooth("cos", np.cos, lambda x, ans: -np.sin(x), numpy=np.cos)
@@ -528,7 +534,12 @@ def astype(x, dtype, copy=True):
     return cast_p(x, dtype=dtype)
 
 
-cast_p = deflinear("cast", lambda x, dtype: np.asarray(x).astype(dtype),
+def _cast_impl(x, dtype):
+    x = np.asarray(x)
+    return x if x.dtype == object else x.astype(dtype)  # exact series stay exact
+
+
+cast_p = deflinear("cast", _cast_impl,
                    lambda i, o, dtype: identity(i))
 
 

@@ -112,6 +112,18 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "maximum": np.maximum,
     "minimum": np.minimum,
     "where": _where,
+    # smooth structure and contraction (library/smooth.py): polynomial, so the oracle is exact
+    "square": np.square,
+    "transpose": np.transpose,
+    "reshape": lambda a, *, shape: np.reshape(a, shape),
+    "cumsum": lambda a, *, axis: np.cumsum(a, axis=axis),
+    "prod": lambda a, *, axis: np.prod(a, axis=axis),
+    "diff": lambda a, *, axis: np.diff(a, axis=axis),
+    "concatenate": lambda a, b, *, axis: np.concatenate([a, b], axis=axis),
+    "stack": lambda a, b: np.stack([a, b]),
+    "pad": lambda a, *, width: np.pad(a, width),
+    "take": lambda a, *, indices: np.take(a, indices),
+    "einsum": lambda a, b, *, spec: np.einsum(spec, a, b),
 }
 
 
@@ -372,6 +384,105 @@ def _where(d: _Draft) -> None:
     d.emit(Op("where", (a, b, g, p), params))
 
 
+# ----- smooth structure and contraction ops (library/smooth.py) -----
+
+
+def _size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape, dtype=int))
+
+
+def _pick_or_any(d: _Draft, fits: Callable[[tuple[int, ...]], bool]) -> int | None:
+    """A value whose shape ``fits``, or None when there is none yet."""
+    if not any(fits(value.shape) for value in d.values):
+        return None
+    return d.pick(fits)
+
+
+def _reshape(d: _Draft) -> None:
+    a = d.pick()
+    n = _size(d.shape(a))
+    options = [(n,), (1, n), (n, 1)] + ([(2, n // 2)] if n % 2 == 0 and n > 2 else [])
+    d.emit(Op("reshape", (a,), {"shape": d.draw(st.sampled_from(options))}))
+
+
+def _along_axis(name: str, min_length: int = 1) -> Builder:
+    """``name(a, axis=k)`` for an axis of length ``min_length`` or more (transpose otherwise)."""
+
+    def build(d: _Draft) -> None:
+        a = _pick_or_any(d, lambda shape: any(n >= min_length for n in shape))
+        if a is None:
+            d.emit(Op("transpose", (d.pick(),)))
+            return
+        shape = d.shape(a)
+        axis = d.draw(st.sampled_from([k for k, n in enumerate(shape) if n >= min_length]))
+        d.emit(Op(name, (a,), {"axis": axis - len(shape) if d.draw(st.booleans()) else axis}))
+
+    return build
+
+
+def _prod(d: _Draft) -> None:
+    a = d.pick()
+    ndim = len(d.shape(a))
+    d.emit(Op("prod", (a,), {"axis": d.draw(st.sampled_from([None, *range(ndim)]))}))
+
+
+def _join(name: str) -> Builder:
+    """``concatenate`` or ``stack`` of two values of one shape (often the same value twice)."""
+
+    def build(d: _Draft) -> None:
+        small = 1 if name == "concatenate" else 0
+        a = _pick_or_any(d, lambda s: len(s) >= small and _size(s) <= MAX_SIZE // 2)
+        if a is None:
+            d.emit(Op("transpose", (d.pick(),)))
+            return
+        b = d.pick(lambda s: s == d.shape(a), latest=False)
+        if name == "stack":
+            d.emit(Op("stack", (a, b)))
+            return
+        axis = d.draw(st.sampled_from(range(len(d.shape(a)))))
+        d.emit(Op("concatenate", (a, b), {"axis": axis}))
+
+    return build
+
+
+def _pad(d: _Draft) -> None:
+    a = _pick_or_any(d, lambda s: len(s) == 1 and _size(s) <= 8)
+    if a is None:
+        d.emit(Op("transpose", (d.pick(),)))
+        return
+    width = d.draw(st.sampled_from([(1, 0), (0, 1), (1, 2)]))
+    d.emit(Op("pad", (a,), {"width": width}))
+
+
+def _take(d: _Draft) -> None:
+    a = d.pick()
+    n = _size(d.shape(a))
+    indices = d.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=4))
+    d.emit(Op("take", (a,), {"indices": tuple(indices)}))
+
+
+def _einsum(d: _Draft) -> None:
+    """Contractions of two values (often one value twice): both operand maps are exercised."""
+    a = d.pick(lambda s: len(s) <= 2)
+    shape = d.shape(a)
+    if len(shape) == 0:
+        b = d.pick(lambda s: len(s) <= 1, latest=False)
+        spec = ",->" if d.shape(b) == () else ",i->i"
+    elif len(shape) == 1:
+        b = d.pick(lambda s: s == shape, latest=False)
+        specs = ["i,i->", "i,i->i"] + (["i,j->ij"] if shape[0] ** 2 <= MAX_SIZE else [])
+        spec = d.draw(st.sampled_from(specs))
+    else:
+        b = d.pick(lambda s: s == shape, latest=False)
+        specs = ["ij,ij->j", "ij,ij->", "ij,ik->jk"]
+        if shape[0] == shape[1]:
+            specs.append("ii,ij->j")
+        if shape[0] ** 2 <= MAX_SIZE:
+            specs.append("ij,kj->ik")
+        spec = d.draw(st.sampled_from(specs))
+    d.emit(Op("einsum", (a, b), {"spec": spec}))
+
+
 BUILDERS: dict[str, Builder] = {
     "add": _binary("add"),
     "subtract": _binary("subtract"),
@@ -390,6 +501,17 @@ BUILDERS: dict[str, Builder] = {
     "maximum": _binary("maximum", plant_ties=True),
     "minimum": _binary("minimum", plant_ties=True),
     "where": _where,
+    "square": _unary("square"),
+    "transpose": _unary("transpose"),
+    "reshape": _reshape,
+    "cumsum": _along_axis("cumsum"),
+    "prod": _prod,
+    "diff": _along_axis("diff", min_length=2),
+    "concatenate": _join("concatenate"),
+    "stack": _join("stack"),
+    "pad": _pad,
+    "take": _take,
+    "einsum": _einsum,
 }
 assert BUILDERS.keys() == IMPLEMENTATIONS.keys()
 

@@ -399,6 +399,31 @@ def test_smooth_structure_around_maximum_ties(x, v):
     check_rule(f, x, direction=v, exact=True, name="maximum+matmul+cumsum+concatenate")
 
 
+def _quadratic_kink(x, traced=True):
+    """``x1 - x0**2 / (1 + x1)`` through einsum, concatenate, pad, diff, cumsum, negative powers
+    (the oracle's series have no negative powers: its reference divides instead)."""
+    sq = np.einsum("i,i->i", x, x)
+    inverse = (1.0 + x[1]) ** -1 if traced else 1.0 / (1.0 + x[1])
+    z = np.concatenate([sq[:1] * inverse, x[1:]])
+    return np.cumsum(np.diff(np.pad(z, (1, 0))))[1] - z[0]
+
+
+def test_second_order_ties_through_smooth_ops_are_decided_exactly():
+    # along v = (1, 0) from 0 the kink's argument is -δ² + ...: its tangent is 0, so only the
+    # exact series (the engine re-runs these smooth impls on power series) picks the side.
+    def f(x):
+        h = _quadratic_kink(x)
+        return asd.relu(h) - asd.relu(-h)  # == h, so the answer is grad h(0) = (0, 1)
+
+    def ref(x):
+        h = _quadratic_kink(x, traced=False)
+        return np.maximum(h, 0.0) - np.maximum(-h, 0.0)
+
+    v = np.array([1.0, 0.0])
+    np.testing.assert_array_equal(asd.subgrad(f, direction=v)(np.zeros(2)), [0.0, 1.0])
+    check_rule(f, np.zeros(2), direction=v, reference=ref, exact=True)
+
+
 # ----- Dispatch: every smooth name resolves; numpy calls and methods reach the rules -----
 
 @pytest.mark.parametrize("name", smooth.__all__)
