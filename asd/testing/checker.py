@@ -7,8 +7,9 @@ point and along one or more directions, and checks each part of the rule contrac
 1. value: the traced value equals the plain numpy reference, same shape and dtype (float32
    stays float32), and every rule's answer equals its primitive's ``impl``;
 2. maps: every branch linearization has the shapes of its node, accepts a leading batch axis
-   in push and pull (batched equals unbatched), and pull is the transpose of push
-   (dot-product test ``<lin t, c> == <t, lin.T c>``); forward- and reverse-mode Jacobians agree;
+   in push and pull (batched equals unbatched), computes entries on demand (``push_at``) as
+   its full push does, and pull is the transpose of push (dot-product test
+   ``<lin t, c> == <t, lin.T c>``); forward- and reverse-mode Jacobians agree;
 3. dini: ``asd.directional`` equals the one-sided derivative ``lim (f(x + δv) - f(x)) / δ``;
 4. jacobian: ``asd.jacobian(f, direction=v)`` equals the limiting Jacobian
    ``lim J f(x + δv)`` as δ ↓ 0 (never a central difference: that averages the two sides of
@@ -230,6 +231,7 @@ def _check_map(p, where, j, m, in_shape, out_shape, rng, tol) -> None:
             if not ok:
                 _fail(p, "batched map", f"{what} of {label} on one tangent equals the same "
                       "entry of a batched call", None, want, got, why)
+        _check_push_at(p, label, m, t[b], one_push, rng, rtol)
         lhs = float(np.vdot(one_push, c[b]))
         rhs = float(np.vdot(t[b], one_pull))
         scale = (np.linalg.norm(one_push) * np.linalg.norm(c[b])
@@ -239,6 +241,20 @@ def _check_map(p, where, j, m, in_shape, out_shape, rng, tol) -> None:
                   "<lin t, c> == <t, lin.T c> for random t, c", None, lhs, rhs,
                   "push and pull disagree: reverse mode (subgrad) and forward mode "
                   "(directional, jacobian) would give different answers")
+
+
+def _check_push_at(p, label, m, t, pushed, rng, rtol) -> None:
+    """A map that computes some entries on demand (``push_at``) agrees with its full push."""
+    mask = np.asarray(rng.random(np.shape(pushed)) < 0.5)
+    got = m.push_at(mask, lambda need: np.asarray(t)[need])
+    if got is NotImplemented:
+        return
+    want = np.asarray(pushed)[mask]
+    got = np.zeros_like(want) if got is None else np.asarray(got)
+    ok, why = _close(got, want, rtol, rtol)
+    if not ok:
+        _fail(p, "push_at", f"push_at(mask) of {label} returns the entries mask of its push "
+              "(the engine asks for tied entries only)", None, want, got, why)
 
 
 def _asd_results(p: _Problem, v_parts, report: RuleReport, tol):

@@ -107,6 +107,23 @@ maximum_ignores_direction = _broken("maximum_ignores_direction", np.maximum,
                                     _maximum_picks_second_rule)
 
 
+class _WrongDemand(Diagonal):
+    """Push and pull are right; the on-demand entries are off by a factor of 2."""
+
+    __slots__ = ()
+
+    def push_at(self, mask, t_at):
+        return 2.0 * t_at(mask)
+
+
+def _wrong_demand_rule(xs, dxs):
+    (x,) = xs
+    return np.asarray(x) * 1.0, _WrongDemand(None, np.shape(x))
+
+
+copy_bad_demand = _broken("copy_bad_demand", lambda x: np.asarray(x) * 1.0, _wrong_demand_rule)
+
+
 # ----- correct rules pass -----
 
 def test_relu_passes_on_the_kink_in_both_directions():
@@ -185,6 +202,11 @@ def test_pull_that_is_not_the_transpose_fails():
     with pytest.raises(AssertionError, match="'dot-product' check") as info:
         check_rule(double_bad_pull, np.array([1.0, 2.0]), reference=lambda x: 2.0 * x)
     assert "transpose" in str(info.value) and "double_bad_pull" in str(info.value)
+
+
+def test_push_at_that_disagrees_with_push_fails():
+    with pytest.raises(AssertionError, match="'push_at' check"):
+        check_rule(copy_bad_demand, np.array([1.0, 2.0, 3.0, 4.0]), reference=lambda x: x)
 
 
 def test_wrong_value_fails():
