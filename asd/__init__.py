@@ -11,8 +11,8 @@ from . import (
     spectral,  # namespace asd.spectral (asd.spectral.lambda_max, ...)
 )
 from .api import asd, directional, jacobian, subgrad, trace, value_and_subgrad
-from .branching import branch, branching
-from .certify import certify
+from .branching_program import branch, branching
+from .certificate import certify
 from .clarke_sample import ClarkeSample, clarke
 from .errors import (
     ASDError,

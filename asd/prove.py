@@ -104,7 +104,7 @@ def load_function(spec: str):
 
 def prove_program(console: Console, spec: str, smooth: list[str]) -> int:
     """Certify one user branching program; print its pieces, checks and failures."""
-    from asd.certify import certify
+    from asd.certificate import certify
 
     fn = load_function(spec)
     cert = certify(fn, smooth=smooth or None)

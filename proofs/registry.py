@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 import asd
-from asd.certify import Certificate, certify
+from asd.certificate import Certificate, certify
 from asd.errors import ASDError, NotLipschitzError
 from asd.primitive import Primitive
 

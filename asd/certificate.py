@@ -28,7 +28,6 @@ from __future__ import annotations
 import inspect
 import itertools
 import numbers
-import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -36,12 +35,11 @@ from fractions import Fraction
 import numpy as np
 import sympy
 
-from .branching import (
+from .branching_program import (
     _ACTIVE,
     SMOOTH,
     BranchingPrimitive,
     Smooth,
-    _CallableModule,
     _not_in_model,
     ufunc_in_model,
 )
@@ -539,7 +537,5 @@ def _sample_boundary(h, constraints, diff, symbols) -> tuple[str, dict | None]:
                 return "failed", {s: point[s] for s in symbols}
     return "sampled", None
 
-
-sys.modules[__name__].__class__ = _CallableModule  # the module is named like the function
 
 __all__ = ["Certificate", "Failure", "Path", "certify", "enumerate_paths"]

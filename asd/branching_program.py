@@ -29,8 +29,6 @@ from __future__ import annotations
 
 import functools
 import numbers
-import sys
-import types
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -71,9 +69,7 @@ _SMOOTH_BY_UFUNC = {s.numpy: s for s in SMOOTH.values()}
 
 # ----- the active evaluation: `branch` asks it to decide -----
 
-# Kept on the package so a second copy of this module (pytest's importlib mode re-imports
-# files it collects) shares the stack with the first.
-_ACTIVE: list = vars(sys.modules[__package__]).setdefault("_branching_stack", [])
+_ACTIVE: list = []  # the evaluations in progress (a program may call another program)
 
 
 def branch(h) -> bool:
@@ -483,16 +479,6 @@ def branching(fn: Callable | None = None, *, smooth: Iterable[str] = (),
         return lambda f: BranchingPrimitive(f, smooth, name)
     return BranchingPrimitive(fn, smooth, name)
 
-
-class _CallableModule(types.ModuleType):
-    """This module shares its name with ``asd.branching`` the function; importers that bind
-    the submodule onto the package (pytest's importlib mode does) must not break the API."""
-
-    def __call__(self, *args, **kwargs):
-        return self.__dict__[self.__name__.rpartition(".")[2]](*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule
 
 __all__ = ["SMOOTH", "BranchingPrimitive", "Dual", "Evaluation", "Smooth", "branch",
            "branching", "evaluate"]
