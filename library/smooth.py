@@ -282,6 +282,10 @@ def power(x, y, **kwargs):
     """``x ** y``. Integer exponents get the exact polynomial rule (any sign of ``x``);
     constant real exponents below 1 raise at ``x == 0``; traced exponents differentiate in
     both arguments (``d/dy = x**y log x``, so the base must be positive, or 0 with ``y > 0``).
+
+    >>> import asd
+    >>> float(asd.subgrad(lambda x: x ** 3)(-2.0)), float(asd.subgrad(lambda y: 2.0 ** y)(0.0))
+    (12.0, 0.6931471805599453)
     """
     if kwargs:
         raise unsupported(f"numpy.power with {', '.join(kwargs)}")
@@ -503,17 +507,33 @@ def log_softmax_rule(xs, dxs, axes):
 
 
 def logsumexp(x, axis=None, keepdims: bool = False):
-    """``log(sum(exp(x), axis))``, computed stably; its gradient is the softmax."""
+    """``log(sum(exp(x), axis))``, computed stably; its gradient is the softmax.
+
+    >>> import numpy as np, asd
+    >>> asd.value_and_subgrad(asd.logsumexp)(np.array([1000.0, 1000.0]))
+    (np.float64(1000.6931471805599), array([0.5, 0.5]))
+    """
     return logsumexp_p(x, axes=_axes(axis, np.ndim(x)), keepdims=bool(keepdims))
 
 
 def softmax(x, axis=-1):
-    """``exp(x) / sum(exp(x), axis)`` along ``axis`` (default the last; None: all entries)."""
+    """``exp(x) / sum(exp(x), axis)`` along ``axis`` (default the last; None: all entries).
+
+    >>> import numpy as np, asd
+    >>> asd.jacobian(asd.softmax)(np.zeros(2))
+    array([[ 0.25, -0.25],
+           [-0.25,  0.25]])
+    """
     return softmax_p(x, axes=_axes(axis, np.ndim(x)))
 
 
 def log_softmax(x, axis=-1):
-    """``x - logsumexp(x, axis, keepdims=True)``, computed stably."""
+    """``x - logsumexp(x, axis, keepdims=True)``, computed stably.
+
+    >>> import numpy as np, asd
+    >>> asd.log_softmax(np.array([[0.0, 0.0]]), axis=1)
+    array([[-0.69314718, -0.69314718]])
+    """
     return log_softmax_p(x, axes=_axes(axis, np.ndim(x)))
 
 
@@ -523,7 +543,12 @@ stop_gradient_p = Primitive("stop_gradient", lambda x: x, stops_gradient=True)
 
 
 def stop_gradient(x):
-    """Treat ``x`` as a constant: no tangent or cotangent flows through it."""
+    """Treat ``x`` as a constant: no tangent or cotangent flows through it.
+
+    >>> import asd
+    >>> float(asd.subgrad(lambda x: x * asd.stop_gradient(x))(3.0))
+    3.0
+    """
     return stop_gradient_p(x) if is_traced(x) else x
 
 
@@ -608,14 +633,24 @@ def prod_rule(xs, dxs, axes, keepdims):
 
 
 def prod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
-    """Product along ``axis``; the derivative uses products of the other entries (exact at 0)."""
+    """Product along ``axis``; the derivative uses products of the other entries (exact at 0).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(np.prod)(np.array([2.0, 0.0, 3.0]))
+    array([0., 6., 0.])
+    """
     _reject("prod", out, initial=initial, where=where)
     r = prod_p(x, axes=_axes(axis, np.ndim(x)), keepdims=bool(keepdims))
     return r if dtype is None else astype(r, dtype)
 
 
 def cumsum(x, axis=None, dtype=None, out=None):
-    """Running sum along ``axis`` (None: of the flattened array)."""
+    """Running sum along ``axis`` (None: of the flattened array).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.cumsum(x)[1])(np.ones(3))
+    array([1., 1., 0.])
+    """
     _reject("cumsum", out)
     if axis is None:
         x, axis = ravel(x), 0
@@ -722,6 +757,12 @@ def concatenate_rule(xs, dxs, axis):
 
 
 def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
+    """``numpy.concatenate``; each input's map writes its block into zeros (pull: a slice).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: (np.concatenate([x, 2 * x]) ** 2).sum())(np.ones(1))
+    array([10.])
+    """
     _reject("concatenate", out, dtype=dtype, casting=casting)
     arrays = list(arrays)
     if not arrays:
@@ -750,6 +791,12 @@ def stack_rule(xs, dxs, axis):
 
 
 def stack(arrays, axis=0, out=None, dtype=None, casting=None):
+    """``numpy.stack`` of traced and constant arrays along a new axis.
+
+    >>> import numpy as np, asd
+    >>> asd.jacobian(lambda x: np.stack([x, np.zeros(1)], axis=1))(np.ones(1)).shape
+    (1, 2, 1)
+    """
     _reject("stack", out, dtype=dtype, casting=casting)
     arrays = list(arrays)
     if not arrays:
@@ -781,7 +828,12 @@ pad_p = deflinear(
 
 def pad(x, pad_width, mode="constant", **kwargs):
     """``numpy.pad``. Constant padding embeds ``x``; the other modes (edge, reflect, symmetric,
-    wrap, ...) are gathers, so they become an index of the flattened input."""
+    wrap, ...) are gathers, so they become an index of the flattened input.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.pad(x, 1, mode="edge").sum())(np.ones(2))
+    array([2., 2.])
+    """
     nd = np.ndim(x)
     width = tuple((int(a), int(b)) for a, b in
                   np.broadcast_to(np.asarray(pad_width, dtype=int), (nd, 2)))
@@ -824,7 +876,12 @@ def getitem(x, index):
 
 
 def take(a, indices, axis=None, out=None, mode="raise"):
-    """``numpy.take``: a gather, so its transpose scatter-adds (repeated indices accumulate)."""
+    """``numpy.take``: a gather, so its transpose scatter-adds (repeated indices accumulate).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.take(x, [0, 0, 2]).sum())(np.ones(3))
+    array([2., 0., 1.])
+    """
     if out is not None or mode != "raise":
         raise unsupported("numpy.take with out= or mode other than 'raise'")
     _check_static_index(indices)
@@ -836,7 +893,13 @@ def take(a, indices, axis=None, out=None, mode="raise"):
 
 
 def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
-    """``numpy.diff`` as differences of shifted slices (linear: two index nodes and a subtract)."""
+    """``numpy.diff`` as differences of shifted slices (linear: two index nodes and a subtract).
+
+    >>> import numpy as np, asd
+    >>> asd.jacobian(np.diff)(np.zeros(3))
+    array([[-1.,  1.,  0.],
+           [ 0., -1.,  1.]])
+    """
     nd = np.ndim(a)
     axis = _axes(axis, nd)[0]
     parts = []
@@ -930,7 +993,13 @@ def _einsum_spec(subscripts: str, shapes: list[tuple]) -> str:
 
 def einsum(subscripts, *operands, optimize=False, **kwargs):
     """``numpy.einsum`` (string form); each operand's map is an einsum too, batched by a fresh
-    letter, so a contraction never builds a dense Jacobian."""
+    letter, so a contraction never builds a dense Jacobian.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda a: np.einsum("ii->", a))(np.ones((2, 2)))
+    array([[1., 0.],
+           [0., 1.]])
+    """
     if not isinstance(subscripts, str):
         raise unsupported("numpy.einsum in the (operand, sublist) form; use the string form")
     if kwargs:
@@ -964,14 +1033,25 @@ def inner(a, b):
 
 
 def outer(a, b, out=None):
-    """``outer(a, b)[i, j] = a.ravel()[i] * b.ravel()[j]``: a broadcast multiply."""
+    """``outer(a, b)[i, j] = a.ravel()[i] * b.ravel()[j]``: a broadcast multiply.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda a: np.outer(a, [1.0, 2.0]).sum())(np.ones(2))
+    array([3., 3.])
+    """
     if out is not None:
         raise unsupported("numpy.outer with out=")
     return multiply_p(reshape(a, (-1, 1)), reshape(b, (1, -1)))
 
 
 def tensordot(a, b, axes=2):
-    """``numpy.tensordot`` as an einsum."""
+    """``numpy.tensordot`` as an einsum.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda a: np.tensordot(a, a))(np.eye(2))
+    array([[2., 0.],
+           [0., 2.]])
+    """
     na, nb = np.ndim(a), np.ndim(b)
     if isinstance(axes, int | np.integer):
         ax_a, ax_b = list(range(na - int(axes), na)), list(range(int(axes)))

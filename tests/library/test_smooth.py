@@ -10,6 +10,8 @@ numerical stability at extreme inputs, and the errors at non-Lipschitz and non-f
 
 from __future__ import annotations
 
+import doctest
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -501,3 +503,9 @@ def test_unsupported_options_name_themselves():
         asd.subgrad(lambda x: np.take(x, [0], mode="wrap").sum())(np.ones(2))
     with pytest.raises(asd.UnsupportedError, match="astype"):
         asd.subgrad(lambda x: x.astype(int).sum())(np.ones(2))
+
+
+def test_the_docstring_examples_run():
+    # library/ is outside the doctest paths (it installs as asd.library), so run them here
+    result = doctest.testmod(smooth)
+    assert result.attempted >= 20 and result.failed == 0
