@@ -42,7 +42,14 @@ class _Inputs:
             norm = np.sqrt(sum(float(np.sum(d * d)) for d in draws))
             if norm == 0.0:
                 raise ValueError("the differentiated arguments are empty")
-            return [(d / norm).astype(x.dtype) for d, x in zip(draws, self.leaves, strict=True)]
+            out = []
+            for d, x in zip(draws, self.leaves, strict=True):
+                if isinstance(d, np.ndarray):  # in place: the numbers of d / norm, no copies
+                    d /= norm
+                    out.append(d.astype(x.dtype, copy=False))
+                else:
+                    out.append((d / norm).astype(x.dtype))
+            return out
         dirs, tree = flatten(direction)
         if tree != self.tree:
             raise ShapeError(f"direction has structure {tree}, but the differentiated "

@@ -39,6 +39,8 @@ class LazyTangent:
 
     def __call__(self, index=None) -> np.ndarray:
         trace = self.trace
+        if trace.seeds:
+            trace.resolve_seeds()
         if index is None:
             t = trace.tangent(self.k)
         elif (type(index) is np.ndarray and index.dtype == bool
@@ -197,8 +199,17 @@ class Trace:
 
     # ----- tangents (lazy, memoized) -----
 
+    def resolve_seeds(self) -> None:
+        """Draw the lazy direction: every input's tangent at once, so code that reads
+        ``tangents`` of the inputs (exact series along the ray) sees them all."""
+        seeds, self.seeds = self.seeds, {}
+        for j, seed in seeds.items():
+            self.tangents[j] = seed()
+
     def tangent(self, k: int) -> np.ndarray:
         """The one-sided directional derivative of node ``k`` along the sweep direction."""
+        if self.seeds:
+            self.resolve_seeds()
         t = self.tangents[k]
         if t is not None:
             return t
@@ -217,8 +228,7 @@ class Trace:
             ins = [tangents[r] if type(r) is int and nodes[r].active else None for r in node.args]
             lin = self.lins[j]
             if lin is None:
-                seed = self.seeds.pop(j, None)
-                t = None if seed is None else seed()
+                t = None
             elif type(lin) is FanIn:
                 t = lin.push(*ins)
             else:

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import asd
 from asd import api
 from asd.linear import Diagonal, FanIn, Index, MatMul, Reshape, Sum, Transpose, Zero
-from asd.sweep import MAX_REQUEST_DEPTH, Trace
+from asd.sweep import MAX_REQUEST_DEPTH, LazyDirection, Trace
 
 
 def recorder(t):
@@ -210,3 +210,19 @@ def test_lazy_draw_is_the_seeded_direction(seed):
     again = asd.subgrad(f, direction=r.direction)(x)
     np.testing.assert_array_equal(r.subgradient, again)
     assert float(r.dini) == pytest.approx(float(np.dot(again, r.direction)), rel=1e-12)
+
+
+def test_a_tie_draws_every_input_tangent():
+    """Even when the request reaches no input (the tied entry has a zero scale), all input
+    tangents exist once a rule asked: exact series along the ray read them."""
+    def f(x, y):
+        return asd.maximum(asd.relu(x) * 0.0, 0.0).sum() + (y * 2.0).sum()
+
+    inputs = api._Inputs((np.array([-1.0, 2.0]), np.ones(2)), (0, 1))
+    lazy = LazyDirection(lambda: inputs.direction(None, 0), 2)
+    trace, _, _ = api.sweep_along(f, inputs, lazy)
+    assert trace.ties and all(t is not None for t in trace.tangents[:2])
+    trace, _, _ = api.sweep_along(lambda x, y: (x * y).sum(), inputs,
+                                  LazyDirection(lambda: inputs.direction(None, 0), 2))
+    assert all(t is None for t in trace.tangents[:2])  # no tie: nothing drawn
+
