@@ -105,6 +105,26 @@ class Embed(LinearMap):
     def pull(self, ct):
         return np.asarray(ct)[(slice(None),) * _nb(ct, self.out_shape) + self.index]
 
+    def push_at(self, mask, t_at):
+        """Only the requested entries inside the block are asked for; the rest are 0."""
+        inner = np.asarray(mask[self.index])
+        vals = t_at(inner) if inner.any() else None
+        if vals is None:
+            return None
+        full = np.zeros(self.out_shape, np.result_type(vals))
+        block = np.zeros(self.in_shape, np.result_type(vals))
+        block[inner] = vals
+        full[self.index] = block
+        return full[mask]
+
+
+def _slices_of(mask, axes, keepdims: bool, in_shape) -> np.ndarray:
+    """The input entries that the requested output entries of a reduction along ``axes`` read."""
+    if not keepdims:
+        mask = np.expand_dims(mask, axes)
+    return np.ascontiguousarray(np.broadcast_to(np.any(mask, axis=axes, keepdims=True),
+                                                in_shape))
+
 
 class WeightedSum(LinearMap):
     """``t -> sum(w * t, axes)``; the pull broadcasts back and scales by ``w`` (prod, logsumexp)."""
@@ -125,6 +145,10 @@ class WeightedSum(LinearMap):
             ct = np.expand_dims(ct, tuple(a + nb for a in self.axes))
         return ct * self.w
 
+    def push_at(self, mask, t_at):
+        t = self._spread(_slices_of(mask, self.axes, self.keepdims, self.in_shape), t_at)
+        return None if t is None else self.push(t)[mask]
+
 
 class SoftmaxMap(LinearMap):
     """The softmax Jacobian ``diag(p) - p p^T`` per slice along ``axes``: symmetric."""
@@ -141,6 +165,10 @@ class SoftmaxMap(LinearMap):
         return pt - self.p * np.sum(pt, axis=axes, keepdims=True)
 
     pull = push
+
+    def push_at(self, mask, t_at):
+        t = self._spread(_slices_of(mask, self.axes, True, self.in_shape), t_at)
+        return None if t is None else self.push(t)[mask]
 
 
 class LogSoftmaxMap(LinearMap):
@@ -159,6 +187,10 @@ class LogSoftmaxMap(LinearMap):
     def pull(self, ct):
         axes = tuple(a + _nb(ct, self.out_shape) for a in self.axes)
         return ct - self.p * np.sum(ct, axis=axes, keepdims=True)
+
+    def push_at(self, mask, t_at):
+        t = self._spread(_slices_of(mask, self.axes, True, self.in_shape), t_at)
+        return None if t is None else self.push(t)[mask]
 
 
 class CumSum(LinearMap):
