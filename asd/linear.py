@@ -157,6 +157,8 @@ class Diagonal(LinearMap):
         if d is not None:
             nz = d != 0
             if not nz.all():
+                if not nz.any():
+                    return None
                 live = mask.copy()
                 live[mask] = nz
                 d = d[nz]
@@ -381,7 +383,8 @@ class MatMul(LinearMap):
     def push_at(self, mask, t_at):
         """``(A @ B)[i, j]`` reads row ``i`` of ``A`` and column ``j`` of ``B``: ask for the
         rows (columns) of the tangent that the requested entries touch, multiply by the
-        matching part of the other operand only."""
+        matching part of the other operand only; for B's tangent, only its rows that meet
+        a nonzero entry of those rows of A."""
         if len(self.a_shape) != 2 or len(self.b_shape) != 2:
             return NotImplemented
         rows, cols = np.flatnonzero(mask.any(axis=1)), np.flatnonzero(mask.any(axis=0))
@@ -394,12 +397,21 @@ class MatMul(LinearMap):
             other = self.other if len(cols) == self.b_shape[1] else self.other[:, cols]
             block = part.reshape(len(rows), self.a_shape[1]) @ other
         else:
-            need[:, cols] = True
+            other = self.other if len(rows) == self.a_shape[0] else self.other[rows]
+            # Rows of B's tangent meet only nonzero columns of A's requested rows (a relu's
+            # zero rows ask for nothing).
+            live = np.flatnonzero(np.any(other != 0, axis=0))
+            if not len(live):
+                return None
+            if len(live) < self.b_shape[0]:
+                other = other[:, live]
+                need[np.ix_(live, cols)] = True
+            else:
+                need[:, cols] = True
             part = t_at(need)
             if part is None:
                 return None
-            other = self.other if len(rows) == self.a_shape[0] else self.other[rows]
-            block = other @ part.reshape(self.b_shape[0], len(cols))
+            block = other @ part.reshape(len(live), len(cols))
         return block[mask[np.ix_(rows, cols)]]
 
     def pull(self, ct):

@@ -253,6 +253,10 @@ class Trace:
         part = self.partial.get(k)
         if part is None:
             missing = mask
+            if not mask.any():  # nothing asked (every requested entry had a zero scale)
+                node = self.nodes[k]
+                return np.zeros(0, node.dtype if np.issubdtype(node.dtype, np.inexact)
+                                else np.float64)
         else:
             known, vals = part
             missing = mask & ~known

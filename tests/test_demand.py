@@ -84,6 +84,22 @@ def _rows_or_columns(lin, mask):
     return need
 
 
+def test_matmul_skips_tangent_rows_that_meet_zero_columns():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((5, 4))
+    a[:2] = 0.0
+    a[:, 1] = 0.0
+    lin = MatMul(a, "b", (5, 4), (4, 3), (5, 3))
+    t = rng.standard_normal((4, 3))
+    mask = np.zeros((5, 3), bool)
+    t_at, asked = recorder(t)
+    mask[:2] = True  # rows of A that are zero: nothing to ask
+    assert lin.push_at(mask, t_at) is None and not asked.any()
+    mask[3, 2] = True
+    np.testing.assert_allclose(lin.push_at(mask, t_at), lin.push(t)[mask], rtol=1e-12)
+    assert not asked[1].any() and asked[[0, 2, 3], 2].all()
+
+
 def test_fan_in_sums_its_narrowed_parts_and_skips_constants():
     rng = np.random.default_rng(1)
     d = rng.standard_normal((3, 4))
