@@ -101,7 +101,9 @@ def check(bench: Benchmark, cands: list[Contender], asd_ops) -> dict:
         if not bench.ties:
             required.append(c.name)
     ok = all(errors[r] <= tol for r in required)
-    return {"tolerance": tol, "relative_error": errors, "required": required, "ok": ok}
+    met = asd.asd(lambda p: bench.loss(asd_ops, p, bench.data), seed=0)(bench.params).ties
+    return {"tolerance": tol, "relative_error": errors, "required": required, "ok": ok,
+            "tied entries met": sum(t.count for t in met)}
 
 
 def _as_result(out) -> tuple:
@@ -262,6 +264,7 @@ def tables(report: dict):
     t.add_column("asd/hand", justify="right")
     t.add_column("asd/autograd", justify="right")
     t.add_column("MB asd|autograd", justify="right")
+    t.add_column("ties", justify="right")
     t.add_column("check", justify="center")
     for p in report["programs"]:
         rows, r = p["contenders"], p["ratios"]
@@ -270,7 +273,8 @@ def tables(report: dict):
         t.add_row(p["name"], *(_fmt_ms(rows.get(n)) for n in present),
                   *(f"{r[k]:.2f}" if k in r else "-" for k in
                     ("asd/primal", "asd/hand", "asd/autograd")),
-                  mem, "ok" if p["check"]["ok"] else "FAIL")
+                  mem, str(p["check"]["tied entries met"]),
+                  "ok" if p["check"]["ok"] else "FAIL")
     g = Table(title="targets (this run)", title_justify="left")
     for col in ("target", "program", "ratio", "limit", "met"):
         g.add_column(col)

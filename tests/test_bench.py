@@ -52,6 +52,10 @@ def test_every_program_is_checked_against_a_reference(quick_run):
             assert "autograd" in check["required"]
         for name in check["required"]:
             assert check["relative_error"][name] <= check["tolerance"]
+        if p["name"].startswith("mlp-ties"):
+            assert check["tied entries met"] > 0
+        if p["name"].startswith("mlp "):
+            assert check["tied entries met"] == 0
 
 
 HANDED = [b for b in QUICK if b.hand is not None]
@@ -73,6 +77,20 @@ def test_asd_matches_the_hand_written_reference(bench_):
     assert runner.rel_error(ours, want) <= tol
     wrong = (want[0], [g * 1.01 for g in want[1]])
     assert runner.rel_error(ours, wrong) > tol
+
+
+@pytest.mark.parametrize("bench_", QUICK, ids=[b.name for b in QUICK])
+def test_sweeps_hold_only_structured_maps(bench_):
+    """No dense Jacobian is ever materialized in a benchmark's sweep."""
+    from asd import api
+    from asd.linear import Dense, FanIn
+
+    inputs = api._Inputs((bench_.params,), 0)
+    trace, _, _ = api._sweep(lambda p: bench_.loss(ops.asd_ops(), p, bench_.data), inputs,
+                             None, 0)
+    maps = [m for lin in trace.lins if lin is not None
+            for m in (lin.maps if isinstance(lin, FanIn) else (lin,))]
+    assert maps and not any(isinstance(m, Dense) for m in maps)
 
 
 def test_ties_really_occur_in_every_layer():
