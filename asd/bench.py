@@ -31,9 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", metavar="TEXT", help="run the programs whose name has TEXT")
     parser.add_argument("--peers", default=",".join(PEERS),
                         help="comma-separated peers to include if installed (default: all)")
-    parser.add_argument("--threads", type=int,
-                        help="cap numpy's BLAS and torch at N threads (needs threadpoolctl); "
-                             "steadier numbers on a busy machine")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="threads per library: numpy's BLAS (via threadpoolctl), torch "
+                             "and JAX (default 1; 0 leaves their pools as they are)")
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:
@@ -52,16 +52,22 @@ def main(argv: list[str] | None = None) -> int:
         print(f"asd bench: unknown peer(s) {sorted(unknown)}; choose from {PEERS}",
               file=sys.stderr)
         return 2
-    if args.threads is not None and importlib.util.find_spec("threadpoolctl") is None:
-        print("asd bench: --threads needs threadpoolctl (pip install threadpoolctl)",
-              file=sys.stderr)
-        return 2
-    # torch's OpenMP workers spin between calls by default, stealing the cores numpy's
-    # BLAS is about to use in the interleaved rounds; let them sleep instead.
+    threads = args.threads or None
+    if threads and importlib.util.find_spec("threadpoolctl") is None:
+        print("asd bench: threadpoolctl is not installed, so numpy's BLAS keeps its own "
+              "thread count (pip install threadpoolctl to pin it)", file=sys.stderr)
+    if threads and "jax" in peers and "jax" not in sys.modules:
+        # XLA reads its thread pool size once, at start-up.
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") +
+                                   " --xla_cpu_multi_thread_eigen=false"
+                                   f" intra_op_parallelism_threads={threads}").strip()
+    # Interleaving libraries whose thread pools spin between calls (OpenBLAS, torch's
+    # OpenMP, XLA's Eigen pool) on a 2-core machine makes each wait for the others' idle
+    # spinning: by default every library runs on one thread, and torch's workers sleep.
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     report = runner.run(quick=args.quick, reps=args.reps, peers=peers, only=args.only,
                         progress=lambda name: console.log(f"running {name}"),
-                        threads=args.threads)
+                        threads=threads)
     if not report["programs"]:
         print(f"asd bench: no program name contains {args.only!r}", file=sys.stderr)
         return 2

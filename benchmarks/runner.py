@@ -10,6 +10,7 @@ and JAX allocate outside Python's tracemalloc, so their column stays empty.
 from __future__ import annotations
 
 import gc
+import importlib.util
 import os
 import platform
 import statistics
@@ -188,7 +189,8 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
     info["load average (1 min) at start, end"] = [load, os.getloadavg()[0] if load else None]
     return {"machine": info,
             "settings": {"quick": quick, "reps": reps, "warmup": warmup, "peers": list(peers),
-                         "threads": threads or "unchanged"},
+                         "threads": threads or "unchanged",
+                         "threadpoolctl": importlib.util.find_spec("threadpoolctl") is not None},
             "memory": "peak numpy allocation during one call beyond the live inputs, by "
                       "tracemalloc (numpy-based contenders only; torch and JAX allocate "
                       "outside it)",
@@ -196,17 +198,19 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
 
 
 class _thread_limit:
-    """Cap numpy's BLAS (threadpoolctl) and torch's pools at ``n`` threads for the run."""
+    """Cap numpy's BLAS (threadpoolctl, if installed) and torch's pool at ``n`` threads."""
 
     def __init__(self, n: int | None, peers):
         self.n, self.torch = n, "torch" in peers and installed("torch")
 
     def __enter__(self):
+        self.blas = None
         if self.n is None:
             return
-        from threadpoolctl import threadpool_limits
+        if importlib.util.find_spec("threadpoolctl") is not None:
+            from threadpoolctl import threadpool_limits
 
-        self.blas = threadpool_limits(limits=self.n)
+            self.blas = threadpool_limits(limits=self.n)
         if self.torch:
             import torch
 
@@ -216,7 +220,8 @@ class _thread_limit:
     def __exit__(self, *exc):
         if self.n is None:
             return
-        self.blas.restore_original_limits()
+        if self.blas is not None:
+            self.blas.restore_original_limits()
         if self.torch:
             import torch
 
