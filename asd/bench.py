@@ -27,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="small sizes and 3 rounds: a smoke run for CI")
     parser.add_argument("--json", metavar="PATH", help="write the full report as JSON")
+    parser.add_argument("--markdown", metavar="PATH", help="write the table as markdown")
     parser.add_argument("--reps", type=int, help="timed rounds per contender (default 11)")
     parser.add_argument("--only", metavar="TEXT", help="run the programs whose name has TEXT")
     parser.add_argument("--peers", default=",".join(PEERS),
@@ -78,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.json, "w") as fh:
             json.dump(report, fh, indent=1)
         console.print(f"wrote {args.json}")
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write(runner.markdown(report))
+        console.print(f"wrote {args.markdown}")
     failed = [p["name"] for p in report["programs"] if not p["check"]["ok"]]
     if failed:
         print(f"asd bench: asd's subgradient disagrees with the reference on {failed}",

@@ -287,3 +287,19 @@ def tables(report: dict):
         g.add_row(row["target"], row["program"], f"{row['ratio']:.2f}", f"{row['limit']}",
                   "yes" if row["met"] else "no")
     return t, g
+
+
+def markdown(report: dict) -> str:
+    """The times table as GitHub markdown (for the README)."""
+    present = [n for n in ORDER if any(n in p["contenders"] for p in report["programs"])]
+    head = ["program", *present, "asd/primal", "asd/hand", "asd/autograd", "ties"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for p in report["programs"]:
+        rows, r = p["contenders"], p["ratios"]
+        cells = [p["name"], *(_fmt_ms(rows.get(n)) for n in present),
+                 *(f"{r[k]:.2f}" if k in r else "-" for k in
+                   ("asd/primal", "asd/hand", "asd/autograd")),
+                 str(p["check"]["tied entries met"])]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+

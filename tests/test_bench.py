@@ -23,13 +23,18 @@ def quick_run(tmp_path_factory):
 
 
 def test_quick_run_prints_the_table_and_writes_json(quick_run, capsys):
-    code = bench.main(["--quick", "--json", str(quick_run), "--peers", "autograd,torch"])
+    md = quick_run.with_suffix(".md")
+    code = bench.main(["--quick", "--json", str(quick_run), "--markdown", str(md),
+                       "--peers", "autograd,torch"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "asd bench: median ms per call" in out and "targets (this run)" in out
     report = json.loads(quick_run.read_text())
     names = [p["name"] for p in report["programs"]]
     assert names == [b.name for b in QUICK]
+    table = md.read_text().splitlines()
+    assert table[0].startswith("| program | primal | hand | asd | autograd | torch |")
+    assert [row.split(" | ")[0].lstrip("| ") for row in table[2:]] == names
     for p in report["programs"]:
         rows = p["contenders"]
         assert {"primal", "asd", "autograd"} <= set(rows), p["name"]
