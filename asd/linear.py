@@ -348,12 +348,14 @@ class Index(LinearMap):
 class MatMul(LinearMap):
     """Tangent of one operand of ``a @ b`` with the other held fixed (numpy matmul rules)."""
 
-    __slots__ = ("other", "side", "a_shape", "b_shape")
+    __slots__ = ("other", "side", "a_shape", "b_shape", "plain")
 
     def __init__(self, other: np.ndarray, side: str, a_shape: Shape, b_shape: Shape, out_shape):
         super().__init__(a_shape if side == "a" else b_shape, out_shape)
         self.other, self.side = other, side
         self.a_shape, self.b_shape = tuple(a_shape), tuple(b_shape)
+        # Two matrices: an unbatched push or pull is one product (the layers of a network).
+        self.plain = len(self.a_shape) == 2 and len(self.b_shape) == 2
 
     def _as2d(self, x, shape, nb, which):
         """Give 1-D operands their implicit matrix axis; pad batched ones to the result rank."""
@@ -373,6 +375,8 @@ class MatMul(LinearMap):
         return r
 
     def push(self, t):
+        if self.plain and np.ndim(t) == 2:
+            return t @ self.other if self.side == "a" else self.other @ t
         nb = batch_ndim(t, self.in_shape)
         if self.side == "a":
             r = self._as2d(t, self.a_shape, nb, "a") @ self._as2d(self.other, self.b_shape, 0, "b")
@@ -415,6 +419,8 @@ class MatMul(LinearMap):
         return block[mask[np.ix_(rows, cols)]]
 
     def pull(self, ct):
+        if self.plain and np.ndim(ct) == 2:
+            return ct @ self.other.T if self.side == "a" else self.other.T @ ct
         nb = batch_ndim(ct, self.out_shape)
         if len(self.b_shape) == 1:
             ct = ct[..., None]
