@@ -38,6 +38,7 @@ import numpy as np
 
 from asd.errors import ASDError, ShapeError, UnsupportedError
 from asd.extend import Closure, Diagonal, FanIn, FixedTangent, Primitive, Zero, identity
+from asd.ray import tie_sign
 
 from .spectral import embed, gradient_map, refine_cluster, sym, tie_tolerance
 
@@ -70,8 +71,10 @@ def _radius(r, name: str) -> float:
 
 
 def _floats(x) -> np.ndarray:
+    """``x`` as floats; object arrays (exact series along the ray, ``asd.ray``) pass through so
+    that the polyhedral projections' impls decide degenerate ties exactly."""
     x = np.asarray(x)
-    return x if np.issubdtype(x.dtype, np.floating) else x.astype(float)
+    return x if np.issubdtype(x.dtype, np.floating) or x.dtype == object else x.astype(float)
 
 
 def _tail_sum(t: np.ndarray, nd: int) -> np.ndarray:
@@ -116,7 +119,8 @@ def threshold(u: np.ndarray, r: float) -> float:
     """``τ`` with ``sum(max(u - τ, 0)) = r`` (``r > 0``), by one sort."""
     s = np.sort(u)[::-1]
     tau_k = (np.cumsum(s) - r) / np.arange(1, s.size + 1)
-    return float(tau_k[np.flatnonzero(s > tau_k)[-1]])
+    tau = tau_k[np.flatnonzero(np.asarray(s > tau_k, dtype=bool))[-1]]
+    return tau if u.dtype == object else float(tau)
 
 
 def ray_threshold(c_active: np.ndarray, c_tied: np.ndarray) -> float:
@@ -173,7 +177,7 @@ def nonneg_rule(xs, dxs):
     slope = np.asarray(x > 0)
     tie = x == 0
     if tie.any():
-        slope[tie] = dxs[0](tie) >= 0
+        slope[tie] = tie_sign(x, dxs[0], 0.0, None, tie) >= 0
     return np.maximum(x, 0), Diagonal(slope.astype(x.dtype), x.shape)
 
 
@@ -186,7 +190,7 @@ def nonpos_rule(xs, dxs):
     slope = np.asarray(x < 0)
     tie = x == 0
     if tie.any():
-        slope[tie] = dxs[0](tie) <= 0
+        slope[tie] = tie_sign(x, dxs[0], 0.0, None, tie) <= 0
     return np.minimum(x, 0), Diagonal(slope.astype(x.dtype), x.shape)
 
 
@@ -201,17 +205,12 @@ def _box_impl(x, lo, hi):
     return np.minimum(np.maximum(_floats(x), lo), hi)
 
 
-def _tangent_or_zero(dx, index, shape) -> np.ndarray:
-    if getattr(dx, "is_zero", False):
-        return np.zeros(int(np.count_nonzero(index)))
-    return np.broadcast_to(dx(), shape)[index]
-
-
 def box_pieces(x, lo, hi, dxs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Masks ``(inside, at_lo, at_hi)`` of the piece the ray enters, in the output's shape.
 
-    A tie ``x == lo`` follows the sign of ``x_dot - lo_dot`` (inside when >= 0), ``x == hi``
-    that of ``hi_dot - x_dot``; a degenerate box ``lo == hi`` is the constant ``lo``.
+    A tie ``x == lo`` follows the sign of ``x - lo`` along the ray (inside when >= 0; tangents
+    first, then exact series, `tie_sign`), ``x == hi`` that of ``hi - x``; a degenerate box
+    ``lo == hi`` is the constant ``lo``.
     """
     out = np.broadcast_shapes(np.shape(x), np.shape(lo), np.shape(hi))
     xb, lob, hib = (np.broadcast_to(v, out) for v in (x, lo, hi))
@@ -219,11 +218,9 @@ def box_pieces(x, lo, hi, dxs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     below = np.array(xb < hib)
     t_lo, t_hi = xb == lob, xb == hib
     if t_lo.any():
-        above[t_lo] = (_tangent_or_zero(dxs[0], t_lo, out)
-                       - _tangent_or_zero(dxs[1], t_lo, out)) >= 0
+        above[t_lo] = tie_sign(x, dxs[0], lo, dxs[1], t_lo) >= 0
     if t_hi.any():
-        below[t_hi] = (_tangent_or_zero(dxs[2], t_hi, out)
-                       - _tangent_or_zero(dxs[0], t_hi, out)) >= 0
+        below[t_hi] = tie_sign(hi, dxs[2], x, dxs[0], t_hi) >= 0
     flat = lob == hib
     inside = above & below & ~flat
     at_lo = (~above & ~flat) | flat
