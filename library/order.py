@@ -488,6 +488,21 @@ def _pool_positions(spatial: tuple, window: tuple, stride: tuple, padding: tuple
     return positions, out
 
 
+def _pool_padding(spatial: tuple, window: tuple, stride: tuple, padding: tuple) -> np.ndarray:
+    """Which window offsets are padding (clipped copies of an edge entry), ``out + (K,)``: they
+    must not count as ties with the entry they copy."""
+    d = len(spatial)
+    out = tuple((n + 2 * p - w) // s + 1 for n, w, s, p in
+                zip(spatial, window, stride, padding, strict=True))
+    pad = np.zeros(out + window, bool)
+    for i in range(d):
+        o = (np.arange(out[i]) * stride[i] - padding[i]).reshape(
+            (1,) * i + (-1,) + (1,) * (2 * d - i - 1))
+        a = np.arange(window[i]).reshape((1,) * (d + i) + (-1,) + (1,) * (d - i - 1))
+        pad = pad | (o + a < 0) | (o + a > spatial[i] - 1)
+    return pad.reshape(out + (-1,))
+
+
 def _max_pool_impl(x, window, stride, padding):
     x = np.asarray(x)
     positions, _ = _pool_positions(x.shape[-len(window):], window, stride, padding)
@@ -532,6 +547,8 @@ def max_pool_rule(xs, dxs, window, stride, padding):
     d = len(window)
     positions, out = _pool_positions(x.shape[-d:], window, stride, padding)
     vals = x[(Ellipsis, *positions)]
+    if any(padding):
+        vals = np.where(_pool_padding(x.shape[-d:], window, stride, padding), -np.inf, vals)
     sel = lex_argmax(vals, PoolRay(x, dxs[0], positions))[..., None]
     lead = x.shape[:-d]
     grids = np.indices(lead, sparse=True) if lead else ()
