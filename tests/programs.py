@@ -10,6 +10,11 @@ strategies put the point *on* kinks: inputs repeat a few small values (zeros, eq
 take the same value twice (``subtract(a, a)``). Directions have zeros and repeated entries too, so
 some ties are broken only at second order or not at all (`DegenerateTie`).
 
+Library ops (clip, the activation family, max/min/sort/top-k/median/pooling/cummax, l1 and
+l-infinity norms, polyhedral projections) run as the library's function on traced arrays and as
+an independent plain-numpy reference everywhere else (`LIBRARY`); their builders put entries on
+the breakpoints, on the clip bounds, and on each other (equal entries for the order ops).
+
 Every number is a small dyadic rational and programs are short (at most 7 drawn steps, some
 planting a tie first, then the sums of unused values added in, so that every op counts). The
 strategy keeps only programs whose float64 evaluation is exact with every value below 2**12, so
@@ -22,13 +27,24 @@ import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
+from functools import partial
 from typing import Any
 
 import numpy as np
 from hypothesis import assume
 from hypothesis import strategies as st
 
-from asd.testing.exact import Series, as_fractions, series_ray, to_fraction
+import asd
+from asd.extend import is_traced
+from asd.testing.exact import (
+    DegenerateTie,
+    Jet,
+    Series,
+    as_fractions,
+    jet_ray,
+    series_ray,
+    to_fraction,
+)
 
 MAX_STEPS = 7  # each step is one op, or two when it first plants a tie
 MAX_SIZE = 16  # elements per value, so broadcasting cannot blow up
@@ -94,6 +110,117 @@ def _dot(a: Any, b: Any = None, *, constant: Any = None) -> Any:
     return np.dot(a, constant if b is None else b)
 
 
+# ----- library ops: asd's function on traced arrays, a plain numpy reference otherwise -----
+# The reference is written with the few numpy calls that also run on object arrays of exact
+# series (maximum, minimum, abs, sort, cumsum, arithmetic), never with the library itself, so
+# the oracle checks the library's rule against an independent program for the same function.
+
+
+def _library(traced: Callable[..., Any], reference: Callable[..., Any]) -> Callable[..., Any]:
+    """An op that calls ``traced`` (asd's primitive) when an argument is traced."""
+
+    def op(*args: Any, **params: Any) -> Any:
+        return (traced if any(is_traced(a) for a in args) else reference)(*args, **params)
+
+    return op
+
+
+def _clip(a: Any, lo: Any, hi: Any) -> Any:
+    return np.minimum(np.maximum(a, lo), hi)
+
+
+def _bounded(a: Any, *, lo: Any, hi: Any) -> Any:
+    return _clip(a, lo, hi)
+
+
+def _reduce(ufunc: np.ufunc, a: Any, *, axis: int | None, keepdims: bool) -> Any:
+    return ufunc.reduce(a, axis, keepdims=keepdims)
+
+
+def _leaky_relu(a: Any, *, negative_slope: float) -> Any:
+    return np.where(a >= 0, a, a * negative_slope)
+
+
+def _huber(a: Any, *, delta: float) -> Any:
+    """``m (a - m / 2)`` with ``m = clip(a, -delta, delta)``: both pieces in one formula."""
+    m = _clip(a, -delta, delta)
+    return m * (a - m / 2)
+
+
+def _axis_sorted(a: Any, axis: int | None) -> tuple[Any, int]:
+    """``a`` sorted along ``axis`` (flattened for None) and the axis sorted along."""
+    return (np.sort(a, axis=None), 0) if axis is None else (np.sort(a, axis=axis), axis)
+
+
+def _topk_sum(a: Any, *, k: int, axis: int) -> Any:
+    s, axis = _axis_sorted(a, axis)
+    n = s.shape[axis]
+    return np.sum(np.take(s, range(n - k, n), axis=axis), axis=axis)
+
+
+def _median(a: Any, *, axis: int | None) -> Any:
+    s, axis = _axis_sorted(a, axis)
+    n = s.shape[axis]
+    middle = np.take(s, sorted({(n - 1) // 2, n // 2}), axis=axis)
+    return np.sum(middle, axis=axis) / middle.shape[axis]
+
+
+def _max_pool1d(a: Any, *, window: int, stride: int, padding: int) -> Any:
+    """Windows over the last axis; the -inf padding never wins, so windows just shrink."""
+    n = a.shape[-1]
+    starts = range(-padding, n + padding - window + 1, stride)
+    windows = [a[..., max(s, 0) : min(s + window, n)] for s in starts]
+    return np.stack([np.maximum.reduce(w, axis=-1) for w in windows], axis=-1)
+
+
+def _simplex(a: Any, *, radius: float) -> Any:
+    """``max(a - tau, 0)`` with ``tau = max_k (sum of the k largest - radius) / k``."""
+    u = np.sort(np.ravel(a))[::-1]
+    tau = np.maximum.reduce((np.cumsum(u) - radius) / np.arange(1, u.size + 1))
+    return np.maximum(a - tau, 0.0)
+
+
+LIBRARY: dict[str, Callable[..., Any]] = {
+    # piecewise (library/piecewise.py)
+    "clip": _library(lambda a, *, lo, hi: asd.clip(a, lo, hi), _bounded),
+    "clip_traced": _library(asd.clip, _clip),
+    "hardtanh": _library(lambda a, *, lo, hi: asd.hardtanh(a, lo, hi), _bounded),
+    "leaky_relu": _library(asd.leaky_relu, _leaky_relu),
+    "relu6": _library(asd.relu6, lambda a: _clip(a, 0.0, 6.0)),
+    "hard_sigmoid": _library(asd.hard_sigmoid, lambda a: _clip(a + 3.0, 0.0, 6.0) / 6),
+    "soft_threshold": _library(
+        lambda a, *, lam: asd.soft_threshold(a, lam), lambda a, *, lam: a - _clip(a, -lam, lam)
+    ),
+    "hinge": _library(asd.hinge, lambda a: np.maximum(1.0 - a, 0.0)),
+    "huber": _library(asd.huber, _huber),
+    # order (library/order.py)
+    "max": _library(asd.max, partial(_reduce, np.maximum)),
+    "min": _library(asd.min, partial(_reduce, np.minimum)),
+    "sort": _library(asd.sort, lambda a, *, axis: np.sort(a, axis=axis)),
+    "topk_sum": _library(lambda a, *, k, axis: asd.topk_sum(a, k, axis), _topk_sum),
+    "median": _library(asd.median, _median),
+    "max_pool1d": _library(
+        lambda a, *, window, stride, padding: asd.max_pool1d(a, window, stride, padding),
+        _max_pool1d,
+    ),
+    "cummax": _library(asd.cummax, lambda a, *, axis: np.maximum.accumulate(a, axis=axis)),
+    # norms (library/norms.py)
+    "l1_norm": _library(asd.l1_norm, lambda a, *, axis: np.sum(np.abs(a), axis=axis)),
+    "linf_norm": _library(asd.linf_norm, lambda a, *, axis: np.maximum.reduce(np.abs(a), axis)),
+    # projections (library/projections.py)
+    "proj_nonneg": _library(asd.projections.nonneg, lambda a: np.maximum(a, 0.0)),
+    "proj_box": _library(lambda a, *, lo, hi: asd.projections.box(a, lo, hi), _bounded),
+    "proj_linf_ball": _library(
+        lambda a, *, radius: asd.projections.linf_ball(a, radius),
+        lambda a, *, radius: _clip(a, -radius, radius),
+    ),
+    "proj_simplex": _library(lambda a, *, radius: asd.projections.simplex(a, radius), _simplex),
+}
+RATIONAL = {"hard_sigmoid", "proj_simplex"}
+"""Ops whose derivatives may leave the dyadic rationals (1/6, 1/k): see `derivatives_are_dyadic`."""
+ARRAY_PARAMS = ("constant", "lo", "hi", "lam")  # nested tuples become float arrays
+
+
 IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "add": operator.add,
     "subtract": operator.sub,
@@ -124,14 +251,16 @@ IMPLEMENTATIONS: dict[str, Callable[..., Any]] = {
     "pad": lambda a, *, width: np.pad(a, width),
     "take": lambda a, *, indices: np.take(a, indices),
     "einsum": lambda a, b, *, spec: np.einsum(spec, a, b),
+    **LIBRARY,
 }
 
 
 def apply(op: Op, values: Sequence[Any]) -> Any:
     """The value of ``op`` given all earlier values."""
     params = dict(op.params)
-    if isinstance(params.get("constant"), tuple):
-        params["constant"] = np.array(params["constant"], dtype=float)
+    for key in ARRAY_PARAMS:
+        if isinstance(params.get(key), tuple):
+            params[key] = np.array(params[key], dtype=float)
     return IMPLEMENTATIONS[op.name](*(values[i] for i in op.args), **params)
 
 
@@ -183,6 +312,37 @@ def float_is_exact(program: Program, x: Any) -> bool:
     return True
 
 
+def _dyadic(values: Any) -> bool:
+    exact = as_fractions(values)
+    return all(e.denominator & (e.denominator - 1) == 0 and e.denominator <= MAX_DENOMINATOR
+               and abs(e) <= MAX_MAGNITUDE for e in exact.flat)
+
+
+def derivatives_are_dyadic(program: Program, x: Any, v: Any) -> bool:
+    """Whether the exact derivatives of every value (its one-sided derivative along ``v`` and
+    its limiting Jacobian) are float64 numbers.
+
+    Programs with `RATIONAL` ops (slopes 1/6, 1/k) are kept only where they are, so that asd's
+    floats can be compared exactly: intermediates count too, since ``2/3 - 1/3 - 1/3`` is not
+    0 in floats. Where ``v`` does not decide the Jacobians (`DegenerateTie`, skipped by the
+    tests) only the one-sided derivatives are checked.
+    """
+    slopes = evaluate(program, series_ray(x, v, order=1))
+    if not all(_dyadic(_coefficients(value, 1)) for value in slopes):
+        return False
+    try:
+        jets = evaluate(program, jet_ray(x, v))
+    except DegenerateTie:
+        return True
+    return all(_dyadic([g.coefficient(0) for e in np.asarray(value, dtype=object).flat
+                        if isinstance(e, Jet) for g in e.grad]) for value in jets)
+
+
+def _coefficients(value: Any, k: int) -> list[Fraction]:
+    return [e.coefficient(k) for e in np.asarray(value, dtype=object).flat
+            if isinstance(e, Series)]
+
+
 def tied_entries(program: Program, x: Any) -> int:
     """How many entries reach a kink op exactly at its kink (what the strategies aim at)."""
     values = exact_values(program, x)
@@ -193,7 +353,73 @@ def tied_entries(program: Program, x: Any) -> int:
         elif op.name in ("maximum", "minimum", "where"):
             a, b = np.broadcast_arrays(values[op.args[0]], values[op.args[1]])
             count += np.count_nonzero(a == b)
+        elif op.name in LIBRARY:
+            count += _library_ties(op, [values[i] for i in op.args])
     return count
+
+
+def _rows(a: np.ndarray, axis: int | None) -> np.ndarray:
+    """``a`` as rows along ``axis`` (all entries for None)."""
+    return a.reshape(1, -1) if axis is None else np.moveaxis(a, axis, -1).reshape(
+        -1, a.shape[axis])
+
+
+def _repeats(row: np.ndarray, among: Any = None) -> int:
+    """Entries of ``row`` equal to another entry (only those equal to ``among`` if given)."""
+    flat = list(row)
+    return sum(1 for e in flat if flat.count(e) > 1 and (among is None or e == among))
+
+
+def _library_ties(op: Op, args: list[np.ndarray]) -> int:
+    """Entries at which a library op's value alone does not decide its branch (exact values)."""
+    a, p = args[0], op.params
+    if op.name in KINKS_AT:
+        return sum(int(np.count_nonzero(a == b)) for b in set(KINKS_AT[op.name](**p)))
+    if op.name in ("clip", "hardtanh", "proj_box", "clip_traced"):
+        lo, hi = (args[1], args[2]) if op.name == "clip_traced" else (
+            as_fractions(p["lo"]), as_fractions(p["hi"]))
+        a, lo, hi = np.broadcast_arrays(a, lo, hi)
+        upper = np.maximum(a, lo) if op.name == "clip_traced" else a  # lo vs hi: traced
+        return int(np.count_nonzero((a == lo) | (upper == hi)))
+    if op.name == "proj_simplex":
+        a = np.atleast_1d(a)
+        out = np.atleast_1d(_simplex(np.asarray(a, dtype=object), radius=p["radius"]))
+        tau = (a - out)[out > 0][0]  # out = a - tau on the support
+        return int(np.count_nonzero(a == tau))
+    if op.name == "l1_norm":
+        return int(np.count_nonzero(a == 0))
+    if op.name == "linf_norm":
+        mags = np.abs(a)
+        return int(np.count_nonzero(a == 0)) + sum(
+            _repeats(row, max(row)) for row in _rows(mags, p["axis"]))
+    if op.name in ("max", "min"):
+        pick = max if op.name == "max" else min
+        return sum(_repeats(row, pick(row)) for row in _rows(a, p["axis"]))
+    if op.name == "cummax":
+        count = 0
+        for row in _rows(a, p["axis"]):
+            count += sum(1 for i in range(1, len(row)) if row[i] == max(row[:i]))
+        return count
+    if op.name == "max_pool1d":
+        n, w, s, pad = a.shape[-1], p["window"], p["stride"], p["padding"]
+        windows = [a[..., max(t, 0) : min(t + w, n)] for t in range(-pad, n + pad - w + 1, s)]
+        rows = [row for win in windows for row in win.reshape(-1, win.shape[-1])]
+        return sum(_repeats(row, max(row)) for row in rows)
+    axis = p.get("axis", -1)
+    return sum(_repeats(row) for row in _rows(a, axis))  # sort, topk_sum, median
+
+
+KINKS_AT: dict[str, Callable[..., tuple[float, ...]]] = {
+    "leaky_relu": lambda negative_slope: (0.0,),
+    "relu6": lambda: (0.0, 6.0),
+    "hard_sigmoid": lambda: (-3.0, 3.0),
+    "soft_threshold": lambda lam: (lam, -lam),
+    "hinge": lambda: (1.0,),
+    "huber": lambda delta: (delta, -delta),
+    "proj_nonneg": lambda: (0.0,),
+    "proj_linf_ball": lambda radius: (radius, -radius),
+}
+"""The breakpoints of elementwise library ops with scalar parameters (for `tied_entries`)."""
 
 
 # ----- generation -----
@@ -483,6 +709,147 @@ def _einsum(d: _Draft) -> None:
     d.emit(Op("einsum", (a, b), {"spec": spec}))
 
 
+# ----- library ops: planted on their breakpoints and on ties among entries -----
+
+
+def _plant(d: _Draft, a: int, points: Sequence[float]) -> int:
+    """Half the time, shift ``a`` so that random entries land on breakpoints from ``points``."""
+    if not d.draw(st.booleans()):
+        return a
+    return d.shift_onto(a, as_fractions(_entries(d.draw, d.shape(a), points)))
+
+
+def _elementwise(name: str, breakpoints: Callable[..., Sequence[float]], **params: Any) -> Builder:
+    """``name(a, **params)``; ``params`` are strategies, ``breakpoints(**drawn)`` the kinks."""
+
+    def build(d: _Draft) -> None:
+        drawn = {key: d.draw(strategy) for key, strategy in params.items()}
+        d.emit(Op(name, (_plant(d, d.pick(), breakpoints(**drawn)),), drawn))
+
+    return build
+
+
+def _bounds(d: _Draft, shape: tuple[int, ...], pool: Sequence[float]) -> tuple[Any, Any]:
+    """Constant bounds ``lo <= hi`` (scalars or arrays shaped ``shape``), sometimes equal."""
+    lo, hi = d.constant(shape, pool), d.constant(shape, pool)
+    lo_a, hi_a = np.broadcast_arrays(np.asarray(lo, dtype=float), np.asarray(hi, dtype=float))
+    low, high = np.minimum(lo_a, hi_a), np.maximum(lo_a, hi_a)
+    return (_plain(low), _plain(high)) if low.ndim else (float(low), float(high))
+
+
+def _clip_builder(name: str, arrays: bool) -> Builder:
+    """clip-like ops with constant bounds; the input lands on the bounds (or beyond them)."""
+
+    def build(d: _Draft) -> None:
+        a = d.pick()
+        shape = d.shape(a) if arrays else ()
+        lo, hi = _bounds(d, shape, BOUNDS)
+        if name == "proj_linf_ball":
+            radius = abs(d.draw(st.sampled_from(BOUNDS)))
+            points = (radius, -radius, 2 * radius)
+            d.emit(Op(name, (_plant(d, a, points),), {"radius": radius}))
+            return
+        if d.draw(st.booleans()):
+            target = np.where(_entries(d.draw, d.shape(a), (True, False)).astype(bool),
+                              np.broadcast_to(as_fractions(lo), d.shape(a)),
+                              np.broadcast_to(as_fractions(hi), d.shape(a)))
+            a = d.shift_onto(a, target)
+        d.emit(Op(name, (a,), {"lo": lo, "hi": hi}))
+
+    return build
+
+
+def _clip_traced(d: _Draft) -> None:
+    """``clip(a, lo, hi)`` with traced bounds: ``a`` shifted onto a bound, or ``lo is hi``."""
+    a = d.pick()
+    lo = d.pick(lambda s: _broadcast(d.shape(a), s) == d.shape(a), latest=False)
+    hi = lo if d.draw(st.booleans()) else d.pick(
+        lambda s: _broadcast(d.shape(a), s) == d.shape(a), latest=False)
+    if d.draw(st.booleans()):
+        a = d.shift_onto(a, d.values[d.draw(st.sampled_from([lo, hi]))])
+    d.emit(Op("clip_traced", (a, lo, hi)))
+
+
+def _hard_sigmoid(d: _Draft) -> None:
+    """Every entry moved onto a multiple of 3/2 (so that ``x / 6`` stays dyadic), kinks at ±3."""
+    a = d.pick()
+    target = as_fractions(_entries(d.draw, d.shape(a), (-3.0, 3.0, 0.0, 1.5, -1.5, 4.5, -4.5)))
+    constant = np.asarray(target - d.values[a], dtype=float)
+    d.emit(Op("hard_sigmoid", (d.emit(Op("add_constant", (a,), {"constant": _plain(constant)})),)))
+
+
+def _plant_equal(d: _Draft, a: int) -> int:
+    """Mostly, shift random entries of ``a`` onto others (its max, min, a neighbour)."""
+    value = d.values[a]
+    if value.ndim == 0 or not d.draw(st.integers(0, 3)):
+        return a
+    kind = d.draw(st.sampled_from(["max", "min", "roll", "flip"]))
+    if kind == "max":
+        target = np.full(value.shape, max(value.flat), dtype=object)
+    elif kind == "min":
+        target = np.full(value.shape, min(value.flat), dtype=object)
+    else:
+        axis = d.draw(st.sampled_from(range(value.ndim)))
+        target = np.roll(value, 1, axis) if kind == "roll" else np.flip(value, axis)
+    return d.shift_onto(a, target)
+
+
+def _weigh(d: _Draft, a: int) -> None:
+    """Mostly, weigh the entries of ``a`` (an order op's result) by distinct constants,
+    so that which entry a tie sends where shows in the gradient of a sum."""
+    if d.shape(a) and d.draw(st.integers(0, 3)):
+        weights = _entries(d.draw, d.shape(a), CONSTANTS)
+        d.emit(Op("multiply_constant", (a,), {"constant": _plain(weights)}))
+
+
+def _order(name: str, axis_none: bool = True, keepdims: bool = False) -> Builder:
+    """An order op over an axis (or all entries), on an array with planted equal entries."""
+
+    def build(d: _Draft) -> None:
+        a = _pick_or_any(d, lambda s: len(s) >= 1)
+        if a is None:
+            d.emit(Op("abs", (d.pick(),)))
+            return
+        a = _plant_equal(d, a)
+        if name in ("l1_norm", "linf_norm"):
+            a = d.maybe_zero(a)
+        ndim = len(d.shape(a))
+        axes = ([None] if axis_none else []) + list(range(-ndim, ndim))
+        params: dict[str, Any] = {"axis": d.draw(st.sampled_from(axes))}
+        if keepdims:
+            params["keepdims"] = d.draw(st.booleans())
+        if name == "topk_sum":
+            params["axis"] = params["axis"] if params["axis"] is not None else -1
+            params["k"] = d.draw(st.integers(1, d.shape(a)[params["axis"]]))
+        _weigh(d, d.emit(Op(name, (a,), params)))
+
+    return build
+
+
+def _max_pool1d(d: _Draft) -> None:
+    a = _pick_or_any(d, lambda s: len(s) >= 1 and s[-1] >= 2)
+    if a is None:
+        d.emit(Op("abs", (d.pick(),)))
+        return
+    a = _plant_equal(d, a)
+    n = d.shape(a)[-1]
+    window = d.draw(st.integers(1, n))
+    stride = d.draw(st.integers(1, window))
+    padding = d.draw(st.integers(0, window // 2))
+    params = {"window": window, "stride": stride, "padding": padding}
+    _weigh(d, d.emit(Op("max_pool1d", (a,), params)))
+
+
+def _simplex_builder(d: _Draft) -> None:
+    a = _plant_equal(d, d.pick())
+    radius = d.draw(st.sampled_from([1.0, 0.5, 2.0]))
+    _weigh(d, d.emit(Op("proj_simplex", (a,), {"radius": radius})))
+
+
+BOUNDS = (0.0, 1.0, -1.0, 0.5, -0.5, 2.0)
+SLOPES = (0.25, 0.5, 0.0, 2.0, -0.5)
+
+
 BUILDERS: dict[str, Builder] = {
     "add": _binary("add"),
     "subtract": _binary("subtract"),
@@ -512,41 +879,81 @@ BUILDERS: dict[str, Builder] = {
     "pad": _pad,
     "take": _take,
     "einsum": _einsum,
+    "clip": _clip_builder("clip", arrays=True),
+    "clip_traced": _clip_traced,
+    "hardtanh": _clip_builder("hardtanh", arrays=False),
+    "leaky_relu": _elementwise(
+        "leaky_relu", lambda negative_slope: (0.0,), negative_slope=st.sampled_from(SLOPES)
+    ),
+    "relu6": _elementwise("relu6", lambda: (0.0, 6.0)),
+    "hard_sigmoid": _hard_sigmoid,
+    "soft_threshold": _elementwise(
+        "soft_threshold", lambda lam: (lam, -lam, 0.0), lam=st.sampled_from([0.0, 0.5, 1.0, 2.0])
+    ),
+    "hinge": _elementwise("hinge", lambda: (1.0,)),
+    "huber": _elementwise(
+        "huber", lambda delta: (delta, -delta, 0.0), delta=st.sampled_from([0.5, 1.0, 2.0])
+    ),
+    "max": _order("max", keepdims=True),
+    "min": _order("min", keepdims=True),
+    "sort": _order("sort"),
+    "topk_sum": _order("topk_sum", axis_none=False),
+    "median": _order("median"),
+    "max_pool1d": _max_pool1d,
+    "cummax": _order("cummax", axis_none=False),
+    "l1_norm": _order("l1_norm"),
+    "linf_norm": _order("linf_norm"),
+    "proj_nonneg": _elementwise("proj_nonneg", lambda: (0.0,)),
+    "proj_box": _clip_builder("proj_box", arrays=True),
+    "proj_linf_ball": _clip_builder("proj_linf_ball", arrays=False),
+    "proj_simplex": _simplex_builder,
 }
 assert BUILDERS.keys() == IMPLEMENTATIONS.keys()
 
 _NEED_AN_ARRAY = {"index", "matmul", "dot"}
-# Kinks drawn more often, and first: the simplest program hypothesis tries is then a kink.
+# Kinks (and library ops) drawn more often, and first: the simplest program hypothesis tries
+# is then a kink.
 _KINKS = ["relu", "abs", "maximum", "minimum", "where"]
-_WEIGHTED_NAMES = [*_KINKS, *BUILDERS]
+_WEIGHTED_NAMES = [*_KINKS, *LIBRARY, *BUILDERS]
 
 array_shapes = st.tuples(st.integers(1, 4)) | st.tuples(st.integers(1, 3), st.integers(1, 3))
 shapes = st.just(()) | array_shapes
 
 
 @st.composite
-def _programs(draw: Any, reduce: bool, input_shapes: st.SearchStrategy) -> tuple:
+def _programs(
+    draw: Any, reduce: bool, input_shapes: st.SearchStrategy, rational: bool = False
+) -> tuple:
     shape = draw(input_shapes)
     x = _few_values(draw, shape, X_ENTRIES)
     v = _few_values(draw, shape, V_ENTRIES)
     assume(np.any(v))
     d = _Draft(draw, x)
+    allowed = [n for n in _WEIGHTED_NAMES if rational or n not in RATIONAL]
     for _ in range(draw(st.sampled_from(range(1, MAX_STEPS + 1)))):
-        names = [n for n in _WEIGHTED_NAMES if n not in _NEED_AN_ARRAY or d.values[0].ndim]
+        names = [n for n in allowed if n not in _NEED_AN_ARRAY or d.values[0].ndim]
         BUILDERS[draw(st.sampled_from(names))](d)
     d.gather_dead_ends()
     program = Program(tuple(d.ops), tuple(value.shape for value in d.values), reduce)
     assume(float_is_exact(program, x))
+    if any(op.name in RATIONAL for op in program.ops):
+        assume(derivatives_are_dyadic(program, x, v))
     return program, x, v
 
 
-def programs() -> st.SearchStrategy[tuple[Program, np.ndarray, np.ndarray]]:
-    """``(program, x, v)``: a scalar program, a point on its kinks, a nonzero direction."""
-    return _programs(reduce=True, input_shapes=shapes)
+def programs(rational: bool = False) -> st.SearchStrategy[tuple[Program, np.ndarray, np.ndarray]]:
+    """``(program, x, v)``: a scalar program, a point on its kinks, a nonzero direction.
+
+    With ``rational``, `RATIONAL` ops are drawn too, kept where the derivatives along ``v`` are
+    dyadic: exact comparisons then hold along ``v`` only, not along other directions.
+    """
+    return _programs(reduce=True, input_shapes=shapes, rational=rational)
 
 
-def vector_programs() -> st.SearchStrategy[tuple[Program, np.ndarray, np.ndarray]]:
+def vector_programs(
+    rational: bool = False,
+) -> st.SearchStrategy[tuple[Program, np.ndarray, np.ndarray]]:
     """Like `programs`, but `run` returns the last value itself, an array (for Jacobians)."""
-    return _programs(reduce=False, input_shapes=array_shapes).filter(
+    return _programs(reduce=False, input_shapes=array_shapes, rational=rational).filter(
         lambda case: case[0].shapes[-1] != ()
     )

@@ -4,6 +4,7 @@ For each program f, point x on its kinks and direction v, exactly (as Fractions)
 - ``asd.subgrad(f, direction=v)(x)`` is the limiting gradient ``lim grad f(x + delta * v)``;
 - ``asd.directional(f)(x, v)`` is ``(f(x), f'(x; v))``;
 - ``asd.jacobian(f, direction=v)(x)`` is the limiting Jacobian (programs with array results).
+Programs mix every library family (tests/programs.py): 2000 generated programs per run.
 Where v does not determine the limit (`DegenerateTie`: the ray runs along a kink) the case is
 skipped: any element of the Clarke subdifferential is right there.
 """
@@ -35,7 +36,27 @@ TIE_ORDER = None
 """Orders of delta at which the oracle may break a tie: None for any (the exact limit). With 1
 (the paper's first-order rule), ties that only higher orders break are skipped too."""
 
-EXAMPLES = settings(max_examples=200, deadline=None)
+SUBGRAD = settings(max_examples=1000, deadline=None)
+EXAMPLES = settings(max_examples=500, deadline=None)
+
+
+def pinned(ops, shapes, x, v, reduce):
+    """A program found by the generator that once failed: kept as an explicit example."""
+    return Program(tuple(ops), tuple(shapes), reduce), np.array(x), np.array(v)
+
+
+SIMPLEX_SERIES = pinned(  # a second-order tie downstream of proj_simplex: asd could not
+    [Op("add_constant", (0,), {"constant": (-1.0, 0.0, 0.0, 1.0)}),  # evaluate the projection
+     Op("proj_simplex", (1,), {"radius": 1.0}),  # on exact series, so cummax took the first
+     Op("where", (1, 2, 0, 0), {"cmp": ">"}),  # entry at a tie broken only at delta**2
+     Op("cummax", (3,), {"axis": -1})],
+    [(4,)] * 5, [0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 2.0, 1.0], reduce=False)
+
+NONNEG_SECOND_ORDER = pinned(  # (x0 x1)**2 - 1 = -2 delta**2 along (1 + delta, 1 - delta):
+    [Op("prod", (0,), {"axis": 1}), Op("integer_power", (1,), {"exponent": 2}),  # nonneg once
+     Op("max", (2,), {"axis": None, "keepdims": False}),  # took the active side on a zero
+     Op("add_constant", (3,), {"constant": -1.0}), Op("proj_nonneg", (4,))],  # tangent
+    [(1, 2), (1,), (1,), (), (), ()], [[1.0, 1.0]], [[1.0, -1.0]], reduce=True)
 
 
 def second_order_tie(reduce):
@@ -77,9 +98,10 @@ def note_kinks(program, x):
     event("on a kink" if tied_entries(program, x) else "off kinks")
 
 
-@EXAMPLES
-@given(programs())
+@SUBGRAD
+@given(programs(rational=True))
 @example(second_order_tie(reduce=True))
+@example(NONNEG_SECOND_ORDER)
 def test_subgrad_is_the_limiting_gradient(case):
     program, x, v = case
     note_kinks(program, x)
@@ -89,7 +111,7 @@ def test_subgrad_is_the_limiting_gradient(case):
 
 
 @EXAMPLES
-@given(programs())
+@given(programs(rational=True))
 @example(second_order_tie(reduce=True))
 def test_directional_is_the_exact_one_sided_derivative(case):
     program, x, v = case
@@ -101,8 +123,9 @@ def test_directional_is_the_exact_one_sided_derivative(case):
 
 
 @EXAMPLES
-@given(vector_programs())
+@given(vector_programs(rational=True))
 @example(second_order_tie(reduce=False))
+@example(SIMPLEX_SERIES)
 def test_jacobian_is_the_limiting_jacobian(case):
     program, x, v = case
     note_kinks(program, x)
