@@ -92,7 +92,7 @@ def _asd_maxpool():
 def numpy_ops() -> SimpleNamespace:
     pool, _ = _asd_maxpool()
     return SimpleNamespace(
-        name="numpy", relu=lambda z: np.maximum(z, 0), abs=np.abs, clip=np.clip,
+        name="numpy", relu=lambda z: np.maximum(z, 0), abs=np.abs, clip=np.clip, box=np.clip,
         maximum=np.maximum, conv2d=asd.conv2d, maxpool2=pool, top_sum=_numpy_top_sum)
 
 
@@ -106,6 +106,11 @@ def asd_ops() -> SimpleNamespace:
         ops.sort_impl = "numpy.sort"
     else:
         ops.top_sum, ops.sort_impl = _network_top_sum, "min/max sorting network"
+    box = getattr(getattr(asd, "projections", None), "box", None)
+    if box is not None:
+        ops.box, ops.box_impl = box, "asd.projections.box"
+    else:
+        ops.box_impl = "numpy.clip"
     return ops
 
 
@@ -115,6 +120,7 @@ def autograd_ops() -> SimpleNamespace:
 
     return SimpleNamespace(
         name="autograd", relu=lambda z: anp.maximum(z, 0), abs=anp.abs, clip=anp.clip,
+        box=anp.clip,
         maximum=anp.maximum,
         conv2d=lambda x, w: conv2d_slices(x, w, anp.tensordot, anp.transpose),
         maxpool2=lambda x: maxpool2_slices(x, anp.maximum),
@@ -126,7 +132,8 @@ def torch_ops() -> SimpleNamespace:
     import torch.nn.functional as F
 
     return SimpleNamespace(
-        name="torch", relu=torch.relu, abs=torch.abs, clip=torch.clamp, maximum=torch.maximum,
+        name="torch", relu=torch.relu, abs=torch.abs, clip=torch.clamp, box=torch.clamp,
+        maximum=torch.maximum,
         conv2d=F.conv2d, maxpool2=lambda x: F.max_pool2d(x, 2),
         top_sum=lambda s, k: torch.topk(s, k, dim=1).values.sum())
 
@@ -143,6 +150,7 @@ def jax_ops() -> SimpleNamespace:
                                      "VALID")
 
     return SimpleNamespace(
-        name="jax", relu=jax.nn.relu, abs=jnp.abs, clip=jnp.clip, maximum=jnp.maximum,
+        name="jax", relu=jax.nn.relu, abs=jnp.abs, clip=jnp.clip, box=jnp.clip,
+        maximum=jnp.maximum,
         conv2d=conv2d, maxpool2=maxpool2,
         top_sum=lambda s, k: jax.lax.top_k(s, k)[0].sum())

@@ -196,17 +196,18 @@ def scalar_chain(quick: bool) -> Benchmark:
 
 def projection_loss(ops, params, data):
     (q,) = params
-    a, target, steps, eta = data
-    x = ops.clip(q * eta, -1.0, 1.0)
+    a, target, steps, eta, projector = data
+    project = getattr(ops, projector)  # "clip" (numpy.clip) or "box" (asd.projections.box)
+    x = project(q * eta, -1.0, 1.0)
     for _ in range(steps - 1):
-        x = ops.clip(x - (x @ a - q) * eta, -1.0, 1.0)
+        x = project(x - (x @ a - q) * eta, -1.0, 1.0)
     d = x - target
     return (d * d).sum() * 0.5
 
 
 def projection_hand(params, data, direction=None):
     (q,) = params
-    a, target, steps, eta = data
+    a, target, steps, eta, _ = data
     masks, x = [], None
     for _ in range(steps):
         pre = q * eta if x is None else x - (x @ a - q) * eta
@@ -222,16 +223,19 @@ def projection_hand(params, data, direction=None):
     return (d * d).sum() * 0.5, [g_q]
 
 
-def projection(quick: bool) -> Benchmark:
+def projection(quick: bool, projector: str = "clip") -> Benchmark:
+    """Unrolled projected gradient; asd projects with ``numpy.clip`` or, for ``"box"``, with
+    ``asd.projections.box`` (the peers use their clip either way)."""
     rng = np.random.default_rng(3)
     batch, n, steps = (4, 16, 5) if quick else (64, 100, 30)
     m = rng.standard_normal((n, n))
     a = m @ m.T / n
     q = rng.standard_normal((batch, n)) * 3
     target = rng.uniform(-1, 1, (batch, n))
-    return Benchmark("projection float64", f"{steps} projected-gradient steps onto a box "
-                     f"(clip), {batch} problems of size {n}", np.dtype(np.float64), [q],
-                     (a, target, steps, 0.1), projection_loss, projection_hand)
+    name = "projection" if projector == "clip" else "projection-box"
+    return Benchmark(f"{name} float64", f"{steps} projected-gradient steps onto a box "
+                     f"({projector}), {batch} problems of size {n}", np.dtype(np.float64),
+                     [q], (a, target, steps, 0.1, projector), projection_loss, projection_hand)
 
 
 # ----- a sort-based loss: sum of the k largest scores of every row -----
@@ -266,5 +270,6 @@ def build(quick: bool = False) -> list[Benchmark]:
     return [
         mlp(np.float32, quick), mlp(np.float64, quick),
         mlp(np.float32, quick, ties=True), mlp(np.float64, quick, ties=True),
-        cnn(quick), deep_narrow(quick), scalar_chain(quick), projection(quick), sort_topk(quick),
+        cnn(quick), deep_narrow(quick), scalar_chain(quick), projection(quick),
+        projection(quick, "box"), sort_topk(quick),
     ]

@@ -136,6 +136,8 @@ def run_one(bench: Benchmark, reps: int, warmup: int, peers: tuple[str, ...]) ->
         notes["asd max pooling"] = asd_ops.pool_impl
     if bench.name.startswith("sort"):
         notes["asd sort"] = asd_ops.sort_impl
+    if bench.name.startswith("projection-box"):
+        notes["asd projection"] = asd_ops.box_impl
     return {"name": bench.name, "about": bench.about, "dtype": bench.dtype.name,
             "ties": bench.ties, "hand": bench.hand_label if bench.hand else None,
             "contenders": rows, "ratios": ratios, "check": check(bench, cands, asd_ops),
