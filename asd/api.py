@@ -37,19 +37,7 @@ class _Inputs:
 
     def direction(self, direction, seed, *, allow_zero: bool = False) -> list[np.ndarray]:
         if direction is None:
-            rng = np.random.default_rng(seed)
-            # float32 arguments draw float32 normals: half the cost of the draw, which for a
-            # large model is comparable to a forward pass (it is only paid at a tie).
-            draws = [np.asarray(rng.standard_normal(np.shape(x), dtype=np.float32))
-                     if x.dtype == np.float32 else
-                     np.asarray(rng.standard_normal(np.shape(x))).astype(x.dtype, copy=False)
-                     for x in self.leaves]
-            norm = np.sqrt(sum(float(np.vdot(d, d)) for d in draws))
-            if norm == 0.0:
-                raise ValueError("the differentiated arguments are empty")
-            for d in draws:
-                d /= d.dtype.type(norm)  # in place: no copies
-            return draws
+            return self.random_direction(seed).normalized()
         dirs, tree = flatten(direction)
         if tree != self.tree:
             raise ShapeError(f"direction has structure {tree}, but the differentiated "
@@ -66,6 +54,10 @@ class _Inputs:
         if not allow_zero and not any(np.any(d) for d in out):
             raise ValueError("the direction must be nonzero: it selects the branch at every tie")
         return out
+
+    def random_direction(self, seed) -> LazyDirection:
+        """Independent normals per leaf (drawn lazily): normalized, uniform on the sphere."""
+        return LazyDirection(seed, [x.shape for x in self.leaves], [x.dtype for x in self.leaves])
 
     def call(self, f: Callable, tracers: list) -> Any:
         args = list(self.args)
@@ -197,8 +189,8 @@ def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Call
 def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool) -> ASDResult:
     """The sweep behind `value_and_subgrad` and `asd`; the Dini derivative only if ``full``."""
     if direction is None and any(x.size for x in inputs.leaves):
-        # drawn only if a rule meets a tie (or the Dini derivative is asked for)
-        dirs = LazyDirection(lambda: inputs.direction(None, seed), len(inputs.leaves))
+        # drawn only where a rule meets a tie (or the Dini derivative is asked for)
+        dirs = inputs.random_direction(seed)
     else:
         dirs = inputs.direction(direction, seed)
     trace, out, ids = sweep_along(f, inputs, dirs)
@@ -217,13 +209,15 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool) -> ASDResult:
     value = np.asarray(traced.value)[()]
     if not full:
         return ASDResult(value, inputs.restore(grads), None, None, [], [])
-    dini = np.asarray(trace.tangent(k))[()]
-    return ASDResult(value, inputs.restore(grads), dini, inputs.restore(_resolved(dirs)),
+    dini = np.asarray(trace.tangent(k))
+    if isinstance(dirs, LazyDirection):  # the sweep ran along the unnormalized draw
+        dini = dini * dirs.scale()
+    return ASDResult(value, inputs.restore(grads), dini[()], inputs.restore(_resolved(dirs)),
                      ties_of(trace.nodes, trace.ties), ties_of(trace.nodes, trace.degenerate))
 
 
 def _resolved(dirs) -> list:
-    return dirs.resolve() if isinstance(dirs, LazyDirection) else dirs
+    return dirs.normalized() if isinstance(dirs, LazyDirection) else dirs
 
 
 def subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Callable:

@@ -341,22 +341,14 @@ class _DirectionView:
     recording sweep's.
     """
 
-    __slots__ = ("nodes", "tangents", "values")
+    __slots__ = ("inputs", "nodes", "values")
 
     def __init__(self, trace: Trace, inputs: dict[int, np.ndarray]):
-        self.nodes, self.values, self.tangents = trace.nodes, trace.values, _InputTangents(inputs)
+        self.nodes, self.values, self.inputs = trace.nodes, trace.values, inputs
 
-
-class _InputTangents:
-    """``tangents[k]``: the direction at input nodes, unknown (None) elsewhere."""
-
-    __slots__ = ("inputs",)
-
-    def __init__(self, inputs: dict[int, np.ndarray]):
-        self.inputs = inputs
-
-    def __getitem__(self, k: int):
-        return self.inputs.get(k)
+    def tangent(self, k: int) -> np.ndarray:
+        """The given direction at input node ``k`` (the only tangents ``asd.ray`` reads)."""
+        return self.inputs[k]
 
 
 class _RowTangent(LazyTangent):

@@ -63,7 +63,7 @@ def node_series(trace: Trace, k: int) -> np.ndarray:
     for j in sorted(cone):
         node = nodes[j]
         if node.prim is None:
-            series[j] = line(trace.values[j], trace.tangents[j])
+            series[j] = line(trace.values[j], trace.tangent(j))
             continue
         args = [series[r] if type(r) is int and r in series
                 else trace.values[r] if type(r) is int else r.value for r in node.args]

@@ -9,7 +9,7 @@ The reverse sweep pulls a cotangent back through the stored branch linearization
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import functools
 
 import numpy as np
 
@@ -39,8 +39,6 @@ class LazyTangent:
 
     def __call__(self, index=None) -> np.ndarray:
         trace = self.trace
-        if trace.seeds:
-            trace.resolve_seeds()
         if index is None:
             t = trace.tangent(self.k)
         elif (type(index) is np.ndarray and index.dtype == bool
@@ -54,25 +52,48 @@ class LazyTangent:
 
 
 class LazyDirection:
-    """A sweep direction drawn on first use: a program that meets no tie never draws it
-    (for a large model the draw costs more than the forward pass). Iterating gives one
-    lazy tangent per leaf, for ``Trace.new_input``."""
+    """A random sweep direction whose leaves are drawn on first use, each from its own stream.
 
-    __slots__ = ("draw", "n", "dirs")
+    A program that meets no tie never draws it, and a tie draws only the leaves its tangent
+    reads (for a large model the draw costs more than a forward pass). Each leaf holds
+    standard normals; branch choices do not change under positive scaling, so the sweep uses
+    them as they are and ``normalized()`` gives the direction on the unit sphere (uniformly
+    distributed, as the leaves are independent normals) when a result reports it.
+    """
 
-    def __init__(self, draw: Callable[[], list], n: int):
-        self.draw, self.n, self.dirs = draw, n, None
+    __slots__ = ("streams", "dtypes", "shapes", "leaves")
 
-    def resolve(self) -> list:
-        if self.dirs is None:
-            self.dirs = self.draw()
-        return self.dirs
+    def __init__(self, seed, shapes: list[tuple], dtypes: list):
+        if isinstance(seed, np.random.Generator | np.random.SeedSequence):
+            self.streams = seed.spawn(len(shapes))  # a generator or seed sequence as given
+        else:
+            self.streams = np.random.SeedSequence(seed).spawn(len(shapes))
+        self.shapes, self.dtypes = shapes, dtypes
+        self.leaves: list = [None] * len(shapes)
+
+    def leaf(self, i: int) -> np.ndarray:
+        if self.leaves[i] is None:
+            rng = np.random.default_rng(self.streams[i])
+            # float32 leaves draw float32 normals: half the cost of the draw
+            dtype = np.float32 if self.dtypes[i] == np.float32 else np.float64
+            self.leaves[i] = np.asarray(rng.standard_normal(self.shapes[i], dtype=dtype)
+                                        ).astype(self.dtypes[i], copy=False)
+        return self.leaves[i]
 
     def __iter__(self):
-        return (self._leaf(i) for i in range(self.n))
+        return (functools.partial(self.leaf, i) for i in range(len(self.leaves)))
 
-    def _leaf(self, i: int) -> Callable[[], np.ndarray]:
-        return lambda: self.resolve()[i]
+    def normalized(self) -> list[np.ndarray]:
+        leaves = [self.leaf(i) for i in range(len(self.leaves))]
+        norm = np.sqrt(sum(float(np.vdot(d, d)) for d in leaves))
+        if norm == 0.0:
+            raise ValueError("the differentiated arguments are empty")
+        return [d / d.dtype.type(norm) for d in leaves]
+
+    def scale(self) -> float:
+        """The factor from the drawn leaves to the unit direction."""
+        return 1.0 / np.sqrt(sum(float(np.vdot(d, d)) for d in map(self.leaf,
+                                                                      range(len(self.leaves)))))
 
 
 # A narrowed request recurses once per node; deeper than this, the iterative full sweep
@@ -199,17 +220,14 @@ class Trace:
 
     # ----- tangents (lazy, memoized) -----
 
-    def resolve_seeds(self) -> None:
-        """Draw the lazy direction: every input's tangent at once, so code that reads
-        ``tangents`` of the inputs (exact series along the ray) sees them all."""
-        seeds, self.seeds = self.seeds, {}
-        for j, seed in seeds.items():
-            self.tangents[j] = seed()
+    def draw_seed(self, j: int) -> None:
+        """Draw the lazy direction of input ``j`` (only the inputs a tangent reads are drawn)."""
+        self.tangents[j] = self.seeds.pop(j)()
 
     def tangent(self, k: int) -> np.ndarray:
         """The one-sided directional derivative of node ``k`` along the sweep direction."""
-        if self.seeds:
-            self.resolve_seeds()
+        if k in self.seeds:
+            self.draw_seed(k)
         t = self.tangents[k]
         if t is not None:
             return t
@@ -224,6 +242,9 @@ class Trace:
                 if type(r) is int and nodes[r].active and tangents[r] is None:
                     stack.append(r)
         for j in sorted(todo):
+            if j in self.seeds:
+                self.draw_seed(j)
+                continue
             node = nodes[j]
             ins = [tangents[r] if type(r) is int and nodes[r].active else None for r in node.args]
             lin = self.lins[j]
@@ -247,6 +268,8 @@ class Trace:
         number of tied entries, not the size of the program. Entries are memoized per node;
         a map that cannot narrow a request falls back to the full (memoized) tangent.
         """
+        if k in self.seeds:
+            self.draw_seed(k)
         t = self.tangents[k]
         if t is not None:
             return np.reshape(t, -1) if mask.all() else np.broadcast_to(t, mask.shape)[mask]

@@ -197,25 +197,26 @@ def test_deep_programs_fall_back_instead_of_recursing():
 
 # ----- the lazy direction -----
 
-def counting_direction(monkeypatch):
-    calls = []
-    original = api._Inputs.direction
+def counting_draws(monkeypatch):
+    drawn = []
+    original = LazyDirection.leaf
 
-    def direction(self, *args, **kwargs):
-        calls.append(args)
-        return original(self, *args, **kwargs)
+    def leaf(self, i):
+        if self.leaves[i] is None:
+            drawn.append(i)
+        return original(self, i)
 
-    monkeypatch.setattr(api._Inputs, "direction", direction)
-    return calls
+    monkeypatch.setattr(LazyDirection, "leaf", leaf)
+    return drawn
 
 
 def test_no_tie_no_direction_drawn(monkeypatch):
-    calls = counting_direction(monkeypatch)
+    drawn = counting_draws(monkeypatch)
     x = np.array([1.0, -2.0, 3.0])
     _, g = asd.value_and_subgrad(lambda x: asd.relu(x).sum())(x)
-    assert calls == [] and g.tolist() == [1.0, 0.0, 1.0]
+    assert drawn == [] and g.tolist() == [1.0, 0.0, 1.0]
     asd.value_and_subgrad(lambda x: asd.relu(x).sum())(np.array([0.0, 1.0]))
-    assert len(calls) == 1
+    assert drawn == [0]
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -228,17 +229,27 @@ def test_lazy_draw_is_the_seeded_direction(seed):
     assert float(r.dini) == pytest.approx(float(np.dot(again, r.direction)), rel=1e-12)
 
 
-def test_a_tie_draws_every_input_tangent():
-    """Even when the request reaches no input (the tied entry has a zero scale), all input
-    tangents exist once a rule asked: exact series along the ray read them."""
+def test_a_tie_draws_only_the_leaves_its_tangent_reads():
+    """The tie in relu(x) reads x's direction; y's is never drawn (nor when no tie is met)."""
     def f(x, y):
-        return asd.maximum(asd.relu(x) * 0.0, 0.0).sum() + (y * 2.0).sum()
+        return asd.relu(x).sum() + (y * 2.0).sum()
 
-    inputs = api._Inputs((np.array([-1.0, 2.0]), np.ones(2)), (0, 1))
-    lazy = LazyDirection(lambda: inputs.direction(None, 0), 2)
-    trace, _, _ = api.sweep_along(f, inputs, lazy)
-    assert trace.ties and all(t is not None for t in trace.tangents[:2])
+    inputs = api._Inputs((np.array([0.0, 2.0]), np.ones(2)), (0, 1))
+    trace, _, _ = api.sweep_along(f, inputs, inputs.random_direction(0))
+    assert trace.ties and trace.tangents[0] is not None and trace.tangents[1] is None
     trace, _, _ = api.sweep_along(lambda x, y: (x * y).sum(), inputs,
-                                  LazyDirection(lambda: inputs.direction(None, 0), 2))
+                                  inputs.random_direction(0))
     assert all(t is None for t in trace.tangents[:2])  # no tie: nothing drawn
+
+
+def test_the_exact_series_draws_the_leaves_it_reads():
+    """A degenerate tie (zero tangent) falls to the exact series, which reads the inputs'
+    directions through the same lazy draw."""
+    def f(x):
+        return asd.relu(x[1] - x[0] ** 2) - asd.relu(x[0] ** 2 - x[1])
+
+    g = asd.subgrad(f, direction=np.array([1.0, 0.0]))(np.zeros(2))
+    np.testing.assert_array_equal(g, [0.0, 1.0])
+    for seed in range(5):
+        np.testing.assert_allclose(asd.subgrad(f, seed=seed)(np.zeros(2)), [0.0, 1.0])
 
