@@ -5,7 +5,7 @@ from fractions import Fraction
 from functools import partial
 
 import numpy as np
-from hypothesis import assume, find, given, settings
+from hypothesis import Phase, assume, find, given, settings
 
 from asd.testing.exact import (
     DegenerateTie,
@@ -101,3 +101,34 @@ def test_jacobian_rows_are_limiting_gradients(case):
     assert jacobian.shape == program.shapes[-1] + x.shape
     _, grad = oracle_or_skip(limiting_gradient, lambda x: np.sum(f(x)), x, v)
     assert np.all(np.sum(jacobian.reshape(-1, *x.shape), axis=0) == grad)
+
+
+def _fixed_branch_hinge(a):
+    """A wrong hinge: at ``a == 1`` always the flat piece, whatever the direction."""
+    return (1.0 - a) * np.asarray(a.value < 1.0, dtype=float)
+
+
+def test_a_wrong_tie_rule_in_a_library_op_is_caught(monkeypatch):
+    """Negative control: with hinge's rule replaced by a fixed branch, the generator finds a
+    program on which the subgradient is not the exact limiting gradient."""
+    import asd
+    from tests import programs as generator
+
+    reference = generator.IMPLEMENTATIONS["hinge"]
+    monkeypatch.setitem(generator.IMPLEMENTATIONS, "hinge",
+                        generator._library(_fixed_branch_hinge, lambda a: reference(a)))
+
+    def wrong(case):
+        program, x, v = case
+        if "hinge" not in {op.name for op in program.ops}:
+            return False
+        f = partial(run, program)
+        try:
+            _, expected = limiting_gradient(f, x, v)
+        except DegenerateTie:
+            return False
+        return not np.all(as_fractions(asd.subgrad(f, direction=v)(x)) == expected)
+
+    program, _, _ = find(programs(), wrong, settings=settings(
+        max_examples=5000, database=None, phases=[Phase.generate]))
+    assert any(op.name == "hinge" for op in program.ops)
