@@ -54,19 +54,23 @@ def mlp_hand(params, data, direction=None):
     hs, masks, h = [x], [], x
     for i in range(0, len(params) - 2, 2):
         z = h @ params[i] + params[i + 1]
-        mask = z > 0
         h = np.maximum(z, 0)
         hs.append(h)
-        masks.append(mask)
+        masks.append(z > 0)
+    return _mlp_backward(params, hs, masks, h, y)
+
+
+def _mlp_backward(params, hs, slopes, h, y):
+    """The squared loss and the backward pass through layers with the given relu slopes."""
     d = h @ params[-2] + params[-1] - y
-    scale = 0.5 / x.shape[0]
+    scale = 0.5 / hs[0].shape[0]
     g = d * (2 * scale)
     grads = [None] * len(params)
     for layer in range(len(params) // 2 - 1, -1, -1):
         grads[2 * layer] = hs[layer].T @ g
         grads[2 * layer + 1] = g.sum(axis=0)
         if layer:
-            g = (g @ params[2 * layer].T) * masks[layer - 1]
+            g = (g @ params[2 * layer].T) * slopes[layer - 1]
     return (d * d).sum() * scale, grads
 
 
@@ -91,16 +95,7 @@ def mlp_hand_tangent(params, data, direction=None):
         h, t = np.maximum(z, 0), tz * slope
         hs.append(h)
         slopes.append(slope)
-    d = h @ params[-2] + params[-1] - y
-    scale = 0.5 / x.shape[0]
-    g = d * (2 * scale)
-    grads = [None] * len(params)
-    for layer in range(len(params) // 2 - 1, -1, -1):
-        grads[2 * layer] = hs[layer].T @ g
-        grads[2 * layer + 1] = g.sum(axis=0)
-        if layer:
-            g = (g @ params[2 * layer].T) * slopes[layer - 1]
-    return (d * d).sum() * scale, grads
+    return _mlp_backward(params, hs, slopes, h, y)
 
 
 def mlp_params(sizes, dtype, rng, bias: float) -> list:

@@ -150,14 +150,25 @@ class WeightedSum(LinearMap):
         return None if t is None else self.push(t)[mask]
 
 
-class SoftmaxMap(LinearMap):
-    """The softmax Jacobian ``diag(p) - p p^T`` per slice along ``axes``: symmetric."""
+class _PerSlice(LinearMap):
+    """A map acting on each slice along ``axes`` separately, through the probabilities ``p``:
+    an entry's image reads its whole slice, so a request asks for the slices it touches."""
 
     __slots__ = ("p", "axes")
 
     def __init__(self, p, axes, shape):
         super().__init__(shape, shape)
         self.p, self.axes = p, axes
+
+    def push_at(self, mask, t_at):
+        t = self._spread(_slices_of(mask, self.axes, True, self.in_shape), t_at)
+        return None if t is None else self.push(t)[mask]
+
+
+class SoftmaxMap(_PerSlice):
+    """The softmax Jacobian ``diag(p) - p p^T`` per slice along ``axes``: symmetric."""
+
+    __slots__ = ()
 
     def push(self, t):
         axes = tuple(a + _nb(t, self.in_shape) for a in self.axes)
@@ -166,19 +177,11 @@ class SoftmaxMap(LinearMap):
 
     pull = push
 
-    def push_at(self, mask, t_at):
-        t = self._spread(_slices_of(mask, self.axes, True, self.in_shape), t_at)
-        return None if t is None else self.push(t)[mask]
 
-
-class LogSoftmaxMap(LinearMap):
+class LogSoftmaxMap(_PerSlice):
     """The log_softmax Jacobian ``I - 1 p^T`` per slice along ``axes`` (pull: ``I - p 1^T``)."""
 
-    __slots__ = ("p", "axes")
-
-    def __init__(self, p, axes, shape):
-        super().__init__(shape, shape)
-        self.p, self.axes = p, axes
+    __slots__ = ()
 
     def push(self, t):
         axes = tuple(a + _nb(t, self.in_shape) for a in self.axes)
@@ -187,10 +190,6 @@ class LogSoftmaxMap(LinearMap):
     def pull(self, ct):
         axes = tuple(a + _nb(ct, self.out_shape) for a in self.axes)
         return ct - self.p * np.sum(ct, axis=axes, keepdims=True)
-
-    def push_at(self, mask, t_at):
-        t = self._spread(_slices_of(mask, self.axes, True, self.in_shape), t_at)
-        return None if t is None else self.push(t)[mask]
 
 
 class CumSum(LinearMap):
