@@ -161,7 +161,7 @@ class _SymbolicRun:
 
 
 class _Undeclared(ASDError):
-    pass
+    """A piece calls a smooth function the program did not declare (``smooth={...}``)."""
 
 
 # ----- the certificate -----
