@@ -663,8 +663,43 @@ def cummax(x, axis: int = -1):
     return cummax_p(x, axis=int(axis) % np.ndim(x))
 
 
+# ----- positions: discrete outputs, recorded so that using them as numbers raises -----
+
+argmax_p = Primitive("argmax", lambda x, axis=None: np.argmax(x, axis=axis), discontinuous=True)
+argmin_p = Primitive("argmin", lambda x, axis=None: np.argmin(x, axis=axis), discontinuous=True)
+argsort_p = Primitive("argsort", lambda x, axis=-1: np.argsort(x, axis=axis, kind="stable"),
+                      discontinuous=True)
+
+
+def argmax(x, axis=None, out=None, *, keepdims=False):
+    """Positions of the maxima. They jump where the maximum is tied, so an index built from
+    them (``x[argmax(x)]``) raises NotLipschitzError; ``asd.numpy.max`` is the continuous way.
+    """
+    if out is not None or keepdims:
+        raise UnsupportedError("numpy.argmax with out= or keepdims= on traced arrays")
+    return argmax_p(x, axis=axis)
+
+
+def argmin(x, axis=None, out=None, *, keepdims=False):
+    """Positions of the minima; discrete, like ``argmax``."""
+    if out is not None or keepdims:
+        raise UnsupportedError("numpy.argmin with out= or keepdims= on traced arrays")
+    return argmin_p(x, axis=axis)
+
+
+def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
+    """The sorting permutation (stable); discrete, like ``argmax``. ``asd.numpy.sort`` gives
+    the sorted values with the direction deciding ties."""
+    if order is not None:
+        raise UnsupportedError("numpy.argsort with order= on traced arrays")
+    return argsort_p(x, axis=axis)
+
+
 # ----- numpy dispatch -----
 
+register_numpy(np.argmax, argmax)
+register_numpy(np.argmin, argmin)
+register_numpy(np.argsort, argsort)
 register_numpy(np.max, amax)
 register_numpy(np.amax, amax)
 register_numpy(np.min, amin)
@@ -679,6 +714,6 @@ register_method("max", amax)
 register_method("min", amin)
 
 __all__ = [
-    "amax", "amin", "cummax", "max", "max_pool1d", "max_pool2d", "median", "min",
-    "percentile", "quantile", "sort", "topk_sum",
+    "amax", "amin", "argmax", "argmin", "argsort", "cummax", "max", "max_pool1d", "max_pool2d",
+    "median", "min", "percentile", "quantile", "sort", "topk_sum",
 ]

@@ -15,7 +15,7 @@ from asd.library import order
 from asd import branch, branching
 
 from .piecewise import tied_points
-from .registry import ProgramProof
+from .registry import DiscontinuousProof, ProgramProof
 
 
 @branching
@@ -98,6 +98,10 @@ PROOFS = [
                  tied_points(3, 26), stacked=True),
     ProgramProof((order.max_pool_p,), (pool_01, pool_12),
                  (_row(_pool, 0), _row(_pool, 1)), tied_points(3, 27), stacked=True),
+    # positions jump at ties: using them as numbers or as an index must raise
+    DiscontinuousProof((order.argmax_p,), lambda x: (order.argmax(x) * x).sum()),
+    DiscontinuousProof((order.argmin_p,), lambda x: x[order.argmin(x)]),
+    DiscontinuousProof((order.argsort_p,), lambda x: (order.argsort(x) * x).sum()),
 ]
 
 __all__ = ["PROOFS"]

@@ -32,7 +32,7 @@ import numpy as np
 from jax.extend import core as jcore
 
 import asd
-from asd.errors import UnsupportedError
+from asd.errors import NotLipschitzError, UnsupportedError
 
 # ----- helpers -----
 
@@ -96,7 +96,8 @@ def _reduce(np_fn):
 
 def _argminmax(np_fn):
     def arg(x, *, axes, index_dtype):
-        return np_fn(_raw(x), axis=int(axes[0])).astype(index_dtype)
+        index = np_fn(x, axis=int(axes[0]))  # traced: discrete, so using it as a number raises
+        return index if _traced(index) else index.astype(index_dtype)
 
     return arg
 
@@ -222,6 +223,12 @@ def _slice(x, *, start_indices, limit_indices, strides=None):
 
 
 def _dynamic_slice(x, *starts, slice_sizes):
+    if any(_traced(s) for s in starts):
+        raise NotLipschitzError(
+            "dynamic_slice at a position computed from the differentiated input (e.g. "
+            "x[argmax(x)]): the position jumps where values tie, so the result does too. Use "
+            "a reduction such as jnp.max instead."
+        )
     shape = np.shape(x)
     idx = tuple(slice(s, s + n) for s, n in
                 ((int(np.clip(_raw(s), 0, dim - n)), n)
@@ -279,12 +286,23 @@ def _sort(*operands, dimension, is_stable=True, num_keys=1):
     values = np.sort(keys, axis=dimension)
     if len(operands) == 1:
         return [values]
-    order = np.argsort(_raw(keys), axis=dimension, kind="stable")
+    order = np.argsort(keys, axis=dimension, kind="stable")
+    if not _traced(order):
+        order = np.asarray(order)
     rest = []
     for other in operands[1:]:
         if _traced(other):
             raise UnsupportedError("sort carrying a differentiated operand along the keys")
-        rest.append(np.take_along_axis(np.asarray(other), order, axis=dimension))
+        other = np.asarray(other)
+        positions = np.arange(other.shape[dimension]).reshape(
+            [-1 if a == dimension else 1 for a in range(other.ndim)])
+        if _traced(order) and np.array_equal(other, np.broadcast_to(positions, other.shape)):
+            rest.append(order)  # argsort: the positions, discrete (refused as a number)
+        elif _traced(order):
+            raise UnsupportedError("sort carrying a constant operand along differentiated keys "
+                                   "(its result jumps where keys tie); only argsort is supported")
+        else:
+            rest.append(np.take_along_axis(other, order, axis=dimension))
     return [values, *rest]
 
 
@@ -293,8 +311,9 @@ def _top_k(x, *, k, axis=-1, **_):
     values = np.sort(x, axis=axis)
     index = [slice(None)] * np.ndim(x)
     index[axis] = slice(None, -int(k) - 1 if int(k) < np.shape(x)[axis] else None, -1)
-    order = np.flip(np.argsort(_raw(x), axis=axis, kind="stable"), axis)
-    return [values[tuple(index)], np.take(order, np.arange(int(k)), axis=axis).astype(np.int32)]
+    order = np.take(_rev(np.argsort(x, axis=axis, kind="stable"), dimensions=(axis,)),
+                    np.arange(int(k)), axis=axis)  # traced: discrete, refused as a number
+    return [values[tuple(index)], order if _traced(order) else order.astype(np.int32)]
 
 
 def _clamp(lo, x, hi):

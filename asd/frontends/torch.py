@@ -130,7 +130,7 @@ def _max_or_min(np_fn, arg_fn):
         if not isinstance(dim, int):        # max.other / min.other: elementwise
             return (np.maximum if np_fn is np.max else np.minimum)(x, dim)
         values = np_fn(x, axis=dim, keepdims=bool(keepdim))
-        indices = arg_fn(_raw(x), axis=dim)
+        indices = arg_fn(x, axis=dim)  # traced: discrete, so using it as a number raises
         return values, np.expand_dims(indices, dim) if keepdim else indices
 
     return op
@@ -139,9 +139,9 @@ def _max_or_min(np_fn, arg_fn):
 def _sort(x, dim=-1, descending=False, stable=None):
     dim = dim % np.ndim(x)
     values = np.sort(x, axis=dim)
-    indices = np.argsort(_raw(x), axis=dim, kind="stable")
+    indices = np.argsort(x, axis=dim, kind="stable")  # traced: discrete, refused as a number
     if descending:
-        values, indices = _flip(values, dim), np.flip(indices, dim)
+        values, indices = _flip(values, dim), _flip(indices, dim)
     return values, indices
 
 
@@ -247,10 +247,30 @@ def _max_pool_with_indices(nd: int):
     pool = _max_pool(nd)
 
     def op(*args, **kwargs):
-        y = pool(*args, **kwargs)
-        return y, np.zeros(np.shape(_raw(y)), np.int64)
+        return pool(*args, **kwargs), NotComputed(f"the indices of max_pool{nd}d")
 
     return op
+
+
+class NotComputed:
+    """An output asd does not compute (the pooling indices that aten returns beside the
+    values). Exported graphs carry it even when the model uses the values only; any use
+    raises, so a model that does use it fails loudly instead of getting made-up indices."""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def _refuse(self, *args, **kwargs):
+        raise UnsupportedError(
+            f"{self.what} are not computed by asd's importer (they are discrete, so no "
+            "derivative flows through them); write the model with the pooled values only."
+        )
+
+    __array__ = __array_ufunc__ = __array_function__ = _refuse
+    __getitem__ = __add__ = __radd__ = __mul__ = __rmul__ = __sub__ = __rsub__ = _refuse
+    __len__ = __iter__ = __bool__ = __float__ = __int__ = __index__ = _refuse
 
 
 def _avg_pool(nd: int):
@@ -330,7 +350,8 @@ def _slice(x, dim=0, start=None, end=None, step=1):
 
 
 def _index(x, indices):
-    index = tuple(slice(None) if i is None else _raw(i) for i in indices)
+    # traced indices stay traced: indexing with a discrete function of the input raises
+    index = tuple(slice(None) if i is None else i for i in indices)
     return x[index]
 
 
@@ -411,6 +432,7 @@ ATEN: dict[str, Callable] = {
     "nll_loss": _nll_loss, "nll_loss_forward": lambda *a: (_nll_loss(*a), None),
     "mse_loss": _mse, "conv1d": _conv, "conv2d": _conv, "convolution": _convolution,
     "max_pool1d": _max_pool(1), "max_pool2d": _max_pool(2),
+    "max_pool1d_with_indices": _max_pool_with_indices(1),
     "max_pool2d_with_indices": _max_pool_with_indices(2),
     "avg_pool1d": _avg_pool(1), "avg_pool2d": _avg_pool(2),
     "_native_batch_norm_legit_no_training": _batch_norm_eval, "batch_norm": _batch_norm,

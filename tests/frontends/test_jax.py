@@ -292,3 +292,10 @@ def test_nested_primitive_error_names_the_call_path():
 def test_program_prints():
     text = str(asd.jax.program(jax_cnn, jnp.zeros((1, 1, 4, 4))))
     assert "conv" in text and "max_pool" in text and "relu" in text
+
+
+@pytest.mark.parametrize("f", [lambda x: x[jnp.argmax(x)], lambda x: x[jnp.argsort(x)[-1]]],
+                         ids=["x[argmax]", "x[argsort[-1]]"])
+def test_indexing_by_computed_positions_is_refused_not_guessed(f):
+    with pytest.raises(asd.NotLipschitzError, match="dynamic_slice"):
+        asd.jax.subgrad(f, seed=0)(np.array([1.0, 3.0, 3.0, 0.5]))

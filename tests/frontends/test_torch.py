@@ -406,3 +406,19 @@ def test_import_asd_does_not_import_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_gathering_by_topk_indices_is_refused_not_guessed():
+    x = torch.tensor([1.0, 3.0, 3.0, 0.5])
+    with pytest.raises(asd.NotLipschitzError):
+        asd.torch.subgrad(lambda x: x[torch.topk(x, 2).indices].sum(), x, seed=0)
+
+
+def test_unused_pooling_indices_are_fine_and_used_ones_are_refused():
+    x = torch.tensor([[[1.0, 3.0, 3.0, 0.5]]])
+    g = asd.torch.subgrad(lambda x: torch.nn.functional.max_pool1d(x, 2).sum(), x,
+                          direction=torch.tensor([[[0.0, 1.0, -1.0, 0.0]]]))
+    assert g.tolist() == [[[0.0, 1.0, 1.0, 0.0]]]
+    with pytest.raises(asd.UnsupportedError, match="indices of max_pool1d"):
+        asd.torch.subgrad(lambda x: torch.nn.functional.max_pool1d(
+            x, 2, return_indices=True)[1].sum() + x.sum(), x, seed=0)

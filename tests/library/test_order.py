@@ -417,3 +417,22 @@ def test_degenerate_ties_follow_the_exact_series(name, f, ref, v):
     g = asd.subgrad(f, direction=v)(x)
     _, want = limiting_gradient(ref, x, v)
     np.testing.assert_array_equal(g, np.asarray(want, dtype=float), err_msg=name)
+
+
+# ----- positions are discrete: using them as numbers or indices is refused -----
+
+@pytest.mark.parametrize("f", [
+    lambda x: x[np.argmax(x)],
+    lambda x: x[np.argmin(x)],
+    lambda x: (np.argsort(x) * x).sum(),
+    lambda x: np.take(x, np.argsort(x)[-1:]).sum(),
+], ids=["x[argmax]", "x[argmin]", "argsort-as-number", "take-by-argsort"])
+def test_positions_at_ties_are_refused(f):
+    with pytest.raises(asd.NotLipschitzError):
+        asd.subgrad(f, seed=0)(np.array([1.0, 3.0, 3.0]))
+
+
+def test_positions_behind_stop_gradient_are_allowed():
+    g = asd.subgrad(lambda x: x.max() * asd.stop_gradient(np.argmax(x) + 1.0), seed=0)(
+        np.array([1.0, 3.0]))
+    np.testing.assert_array_equal(g, [0.0, 2.0])
