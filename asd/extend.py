@@ -42,6 +42,7 @@ from .linear import (
 )
 from .primitive import (
     METHODS,
+    UFUNC_ACCUMULATE,
     UFUNC_REDUCE,
     FixedTangent,
     Primitive,
@@ -66,6 +67,11 @@ def register_method(name: str, fn: Callable) -> None:
 def register_reduce(ufunc: np.ufunc, fn: Callable) -> None:
     """Route ``ufunc.reduce`` (e.g. ``np.maximum.reduce``) on traced arrays to ``fn``."""
     UFUNC_REDUCE[ufunc] = fn
+
+
+def register_accumulate(ufunc: np.ufunc, fn: Callable) -> None:
+    """Route ``ufunc.accumulate`` (e.g. ``np.maximum.accumulate``) on traced arrays to ``fn``."""
+    UFUNC_ACCUMULATE[ufunc] = fn
 
 
 def comparison_of(cond) -> tuple[str, object, object] | None:
@@ -301,6 +307,7 @@ __all__ = [
     "identity",
     "is_traced",
     "record_degenerate_tie",
+    "register_accumulate",
     "register_method",
     "register_numpy",
     "register_reduce",

@@ -144,6 +144,7 @@ class Primitive:
 
 UFUNCS: dict[np.ufunc, Callable] = {}
 UFUNC_REDUCE: dict[np.ufunc, Callable] = {}
+UFUNC_ACCUMULATE: dict[np.ufunc, Callable] = {}
 FUNCTIONS: dict[Callable, Callable] = {}
 METHODS: dict[str, Callable] = {}
 

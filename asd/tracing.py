@@ -10,7 +10,16 @@ from __future__ import annotations
 import numpy as np
 
 from .errors import TracerBoolError
-from .primitive import FUNCTIONS, METHODS, UFUNC_REDUCE, UFUNCS, Primitive, Traced, unsupported
+from .primitive import (
+    FUNCTIONS,
+    METHODS,
+    UFUNC_ACCUMULATE,
+    UFUNC_REDUCE,
+    UFUNCS,
+    Primitive,
+    Traced,
+    unsupported,
+)
 
 
 def _ufunc(uf):
@@ -139,8 +148,8 @@ class Tracer(Traced):
             fn = UFUNCS.get(ufunc)
             if fn is not None:
                 return fn(*inputs, **kwargs)
-        elif method == "reduce":
-            fn = UFUNC_REDUCE.get(ufunc)
+        elif method in ("reduce", "accumulate"):
+            fn = (UFUNC_REDUCE if method == "reduce" else UFUNC_ACCUMULATE).get(ufunc)
             if fn is not None:
                 return fn(*inputs, **kwargs)
         suffix = "" if method == "__call__" else f".{method}"

@@ -21,6 +21,7 @@ from asd.extend import (
     Index,
     LinearMap,
     Primitive,
+    register_accumulate,
     register_method,
     register_numpy,
     register_reduce,
@@ -708,6 +709,7 @@ register_numpy(np.sort, sort)
 register_numpy(np.quantile, quantile)
 register_numpy(np.percentile, percentile)
 register_numpy(np.median, median)
+register_accumulate(np.maximum, lambda x, axis=0, dtype=None, out=None: cummax(x, axis=axis))
 register_reduce(np.maximum, _maximum_reduce)
 register_reduce(np.minimum, _minimum_reduce)
 register_method("max", amax)

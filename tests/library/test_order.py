@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asd
-from asd.testing import Jet, Series, check_rule, directional_derivative
+from asd.testing import Jet, Series, check_rule, directional_derivative, limiting_gradient
 from asd.testing.exact import DEFAULT_ORDER, as_fractions
 from asd.testing.strategies import directions, pool_windows, tied_arrays
 
@@ -436,3 +436,13 @@ def test_positions_behind_stop_gradient_are_allowed():
     g = asd.subgrad(lambda x: x.max() * asd.stop_gradient(np.argmax(x) + 1.0), seed=0)(
         np.array([1.0, 3.0]))
     np.testing.assert_array_equal(g, [0.0, 2.0])
+
+
+def test_maximum_accumulate_is_cummax():
+    x, v = np.array([1.0, 3.0, 3.0, 0.5]), np.array([0.0, 1.0, -1.0, 0.0])
+    f = lambda x: (np.maximum.accumulate(x) * np.array([1.0, 2.0, 3.0, 4.0])).sum()  # noqa: E731
+    np.testing.assert_array_equal(asd.subgrad(f, direction=v)(x),
+                                  asd.subgrad(lambda x: (asd.cummax(x) * np.array(
+                                      [1.0, 2.0, 3.0, 4.0])).sum(), direction=v)(x))
+    _, exact = limiting_gradient(f, x, v)
+    np.testing.assert_array_equal(asd.subgrad(f, direction=v)(x), np.asarray(exact, float))
