@@ -21,7 +21,6 @@ it as Markdown. It exits 0 after printing unless asd itself leaves an exact set.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 import types
@@ -30,28 +29,10 @@ from pathlib import Path
 
 import numpy as np
 
+from .cli import load_target
+
 FRAMEWORK_PREFIXES = {"torch": "torch", "jax": "jax", "tensorflow": "tensorflow",
                       "autograd": "autograd"}
-
-
-def load(spec: str) -> Callable:
-    """``'path/to/file.py:name'`` -> the function (or module object) ``name`` in that file."""
-    path, sep, name = spec.rpartition(":")
-    if not sep or not path:
-        raise ValueError(f"expected FILE.py:FUNCTION, got {spec!r}")
-    file = Path(path)
-    if not file.exists():
-        raise FileNotFoundError(f"no such file: {file}")
-    module_name = f"_asd_audit_{file.stem}"
-    loader_spec = importlib.util.spec_from_file_location(module_name, file)
-    if loader_spec is None or loader_spec.loader is None:
-        raise ImportError(f"cannot import {file}")
-    module = importlib.util.module_from_spec(loader_spec)
-    sys.modules[module_name] = module
-    loader_spec.loader.exec_module(module)
-    if not hasattr(module, name):
-        raise AttributeError(f"{file} has no attribute {name!r}")
-    return getattr(module, name)
 
 
 def detect(fn) -> str:
@@ -208,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     from .errors import ASDError
 
     try:
-        fn = load(args.target)
+        fn = load_target(args.target)
         x = parse_point(args.at)
         report = audit(fn, x, args.framework, args.samples, args.seed)
     except (ASDError, ValueError, OSError, AttributeError, ModuleNotFoundError) as e:

@@ -7,7 +7,10 @@ dispatches, importing the chosen module lazily so ``asd demo`` never pays for th
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
+from collections.abc import Callable
+from pathlib import Path
 
 COMMANDS = {
     "demo": ("asd.demo", "the paper's examples: asd against the installed frameworks"),
@@ -15,6 +18,31 @@ COMMANDS = {
     "prove": ("asd.prove", "certificates for every primitive"),
     "bench": ("asd.bench", "benchmarks: asd against the primal and its peers"),
 }
+
+
+def load_target(spec: str) -> Callable:
+    """``'path/to/file.py:name'`` -> the object ``name`` defined in that file.
+
+    Shared by the commands that take a user's function (``asd prove``, ``asd audit``); the
+    module is registered in ``sys.modules`` so tools that look functions up by module
+    (``torch.export``, pickling) find it.
+    """
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path:
+        raise ValueError(f"expected FILE.py:FUNCTION, got {spec!r}")
+    file = Path(path)
+    if not file.exists():
+        raise FileNotFoundError(f"no such file: {file}")
+    module_name = f"_asd_target_{file.stem}"
+    loader_spec = importlib.util.spec_from_file_location(module_name, file)
+    if loader_spec is None or loader_spec.loader is None:
+        raise ImportError(f"cannot import {file}")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module
+    loader_spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise AttributeError(f"{file} has no attribute {name!r}")
+    return getattr(module, name)
 
 
 def usage() -> str:

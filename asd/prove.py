@@ -8,13 +8,13 @@ has one), 1 otherwise, 2 for bad usage.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
-from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+
+from .cli import load_target
 
 STATUS_STYLE = {"proved": "green", "sampled": "yellow", "failed": "bold red"}
 
@@ -86,27 +86,11 @@ def prove_library(console: Console, family: str | None = None, as_markdown: bool
     return 0
 
 
-def load_function(spec: str):
-    """``path/to/file.py:function`` -> the function object."""
-    path, _, name = spec.rpartition(":")
-    if not path or not name:
-        raise ValueError(f"expected FILE.py:FUNCTION, got {spec!r}")
-    file = Path(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"no such file: {path}")
-    module_spec = importlib.util.spec_from_file_location(file.stem, file)
-    module = importlib.util.module_from_spec(module_spec)
-    module_spec.loader.exec_module(module)
-    if not hasattr(module, name):
-        raise AttributeError(f"{path} defines no {name!r}")
-    return getattr(module, name)
-
-
 def prove_program(console: Console, spec: str, smooth: list[str]) -> int:
     """Certify one user branching program; print its pieces, checks and failures."""
     from asd.certificate import certify
 
-    fn = load_function(spec)
+    fn = load_target(spec)
     cert = certify(fn, smooth=smooth or None)
     console.print(str(cert), highlight=False, markup=False)
     console.print("[bold green]VERIFIED[/bold green]" if cert.ok else

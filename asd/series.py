@@ -216,9 +216,9 @@ class Series:
     __le__ = _comparison(operator.le)
     __gt__ = _comparison(operator.gt)
     __ge__ = _comparison(operator.ge)
-    __eq__ = _comparison(operator.eq)  # type: ignore[assignment]
-    __ne__ = _comparison(operator.ne)  # type: ignore[assignment]
-    __hash__ = None  # type: ignore[assignment]
+    __eq__ = _comparison(operator.eq)
+    __ne__ = _comparison(operator.ne)
+    __hash__ = None
 
     def __bool__(self) -> bool:
         return bool(self.coeffs)

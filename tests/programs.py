@@ -273,6 +273,15 @@ def evaluate(program: Program, x: Any) -> list[Any]:
     return values
 
 
+def assert_exact(actual, expected, what):
+    """``actual`` (floats) equals ``expected`` (Fractions) exactly, shape included."""
+    actual, expected = np.asarray(actual, dtype=float), as_fractions(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    assert np.all(as_fractions(actual) == expected), (
+        f"{what}: {actual.tolist()} != {expected.astype(float).tolist()} (exact: {expected})"
+    )
+
+
 def run(program: Program, x: Any) -> Any:
     """The program's result at ``x``: the last value, summed if ``program.reduce``."""
     out = evaluate(program, x)[-1]

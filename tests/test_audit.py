@@ -17,6 +17,7 @@ import pytest
 
 import asd
 from asd import audit, battery, frameworks
+from asd.cli import load_target
 
 
 def write(tmp_path, name: str, source: str):
@@ -61,7 +62,7 @@ def test_audit_flags_torch_gradient_outside_a_singleton_set(tmp_path, capsys):
 
 def test_audit_report_holds_the_true_gradient(tmp_path):
     torch = pytest.importorskip("torch")
-    fn = audit.load(f"{write(tmp_path, 'model2.py', TORCH_MLP)}:f")
+    fn = load_target(f"{write(tmp_path, 'model2.py', TORCH_MLP)}:f")
     report = audit.audit(fn, np.zeros(3), samples=32)
     assert report["framework"] == "torch"
     assert len(report["clarke"]) == 1 and report["asd_inside"]
@@ -109,7 +110,7 @@ def test_audit_plain_numpy_function_has_no_framework_verdict(tmp_path, capsys):
 
 def test_detect_reads_the_framework_from_the_file(tmp_path):
     pytest.importorskip("torch")
-    fn = audit.load(f"{write(tmp_path, 'model4.py', TORCH_MLP)}:relu_sum")
+    fn = load_target(f"{write(tmp_path, 'model4.py', TORCH_MLP)}:relu_sum")
     assert audit.detect(fn) == "torch"
 
 
@@ -130,7 +131,7 @@ def test_audit_exit_code_2_when_the_program_cannot_be_imported(tmp_path, capsys)
 @pytest.mark.parametrize("bad", ["nofile.py:f", "no_colon", ":f"])
 def test_audit_rejects_bad_targets(bad):
     with pytest.raises((ValueError, FileNotFoundError)):
-        audit.load(bad)
+        load_target(bad)
 
 
 # ----- the battery -----

@@ -8,14 +8,8 @@ import pytest
 from hypothesis import given, reject, settings
 
 import asd
-from asd.testing.exact import DegenerateTie, as_fractions, limiting_jacobian
-from tests.programs import run, vector_programs
-
-
-def assert_exact(actual, expected, what):
-    actual, expected = np.asarray(actual, dtype=float), as_fractions(expected)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    assert np.all(as_fractions(actual) == expected), f"{what}: {actual} != {expected}"
+from asd.testing.exact import DegenerateTie, limiting_jacobian
+from tests.programs import assert_exact, run, vector_programs
 
 
 @settings(max_examples=150, deadline=None)

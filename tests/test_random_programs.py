@@ -17,7 +17,6 @@ from hypothesis import event, example, given, reject, settings
 import asd
 from asd.testing.exact import (
     DegenerateTie,
-    as_fractions,
     directional_derivative,
     limiting_gradient,
     limiting_jacobian,
@@ -25,6 +24,7 @@ from asd.testing.exact import (
 from tests.programs import (
     Op,
     Program,
+    assert_exact,
     programs,
     run,
     run_exact,
@@ -83,15 +83,6 @@ def oracle(compute, *args):
         return compute(*args, tie_order=TIE_ORDER)
     except DegenerateTie:
         reject()
-
-
-def assert_exact(actual, expected, what):
-    """``actual`` (floats) equals ``expected`` (Fractions) exactly, shape included."""
-    actual, expected = np.asarray(actual, dtype=float), as_fractions(expected)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    assert np.all(as_fractions(actual) == expected), (
-        f"{what}: {actual.tolist()} != {expected.astype(float).tolist()} (exact: {expected})"
-    )
 
 
 def note_kinks(program, x):

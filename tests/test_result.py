@@ -19,13 +19,7 @@ from asd.testing.exact import (
     directional_derivative,
     limiting_gradient,
 )
-from tests.programs import programs, run, run_exact, tied_entries
-
-
-def assert_exact(actual, expected, what):
-    actual, expected = np.asarray(actual, dtype=float), as_fractions(expected)
-    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
-    assert np.all(as_fractions(actual) == expected), f"{what}: {actual} != {expected}"
+from tests.programs import assert_exact, programs, run, run_exact, tied_entries
 
 
 @settings(max_examples=150, deadline=None)

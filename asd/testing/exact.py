@@ -187,14 +187,14 @@ class Jet:
     __le__ = _comparison(operator.le)
     __gt__ = _comparison(operator.gt)
     __ge__ = _comparison(operator.ge)
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None
 
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, other: Any) -> Any:
         """Equality of values along the ray (not a branch decision, so never degenerate)."""
         other = self._coerce(other)
         return NotImplemented if other is None else self.value == other.value
 
-    def __ne__(self, other: Any) -> Any:  # type: ignore[override]
+    def __ne__(self, other: Any) -> Any:
         equal = self.__eq__(other)
         return equal if equal is NotImplemented else not equal
 

@@ -106,9 +106,9 @@ class Precise:
     __le__ = _compare(lambda a, b: a <= b)
     __gt__ = _compare(lambda a, b: a > b)
     __ge__ = _compare(lambda a, b: a >= b)
-    __eq__ = _compare(lambda a, b: a == b)  # type: ignore[assignment]
-    __ne__ = _compare(lambda a, b: a != b)  # type: ignore[assignment]
-    __hash__ = None  # type: ignore[assignment]
+    __eq__ = _compare(lambda a, b: a == b)
+    __ne__ = _compare(lambda a, b: a != b)
+    __hash__ = None
 
     def __neg__(self) -> Precise:
         return Precise(-self.v)
