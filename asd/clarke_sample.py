@@ -375,10 +375,14 @@ class _Resweep:
     def __init__(self, trace: Trace, ids: list[int], leaf_dirs: list[np.ndarray]):
         self.trace, self.ids, self.leaf_dirs = trace, ids, leaf_dirs
         self.degenerate: dict[int, int] = {}
+        self.decisions: dict[tuple[int, str], int] = {}
         self.probes = np.random.default_rng(0)
 
     def record_degenerate(self, k: int, count: int) -> None:  # the rule-context hook
         self.degenerate[k] = self.degenerate.get(k, 0) + count
+
+    def record_decision(self, k: int, how: str, count: int) -> None:  # the rule-context hook
+        self.decisions[k, how] = self.decisions.get((k, how), 0) + count
 
     def split_at_ties(self, tie_nodes: list[int]) -> list[_Group]:
         n = len(self.leaf_dirs[0])

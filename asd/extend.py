@@ -48,6 +48,7 @@ from .primitive import (
     Primitive,
     ZeroTangent,
     record_degenerate_tie,
+    record_tie_decision,
     register_numpy,
     unsupported,
 )
@@ -307,6 +308,7 @@ __all__ = [
     "identity",
     "is_traced",
     "record_degenerate_tie",
+    "record_tie_decision",
     "register_accumulate",
     "register_method",
     "register_numpy",

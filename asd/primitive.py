@@ -205,6 +205,25 @@ def record_degenerate_tie(count: int = 1) -> None:
         trace.record_degenerate(rule_context.node, int(count))
 
 
+DECIDED_BY = ("tangent", "series", "lexicographic", "equal", "tolerance")
+"""How a tie can be decided: the tangent along v, the exact series along the ray, a further
+direction of the lexicographic sequence, exact equality on a neighbourhood (every branch
+agrees), or a rounding tolerance (a near-tie the float inputs cannot resolve)."""
+
+
+def record_tie_decision(how: str, count: int = 1) -> None:
+    """Report that the running rule decided ``count`` tied entries by ``how`` (`DECIDED_BY`).
+
+    The engine's tie service reports its own decisions; a rule calls this only for ties it
+    decides another way (a projection's rounding tolerance), so diagnostics see every tie.
+    """
+    if how not in DECIDED_BY:
+        raise ValueError(f"how must be one of {DECIDED_BY}, got {how!r}")
+    trace = rule_context.trace
+    if trace is not None and count:
+        trace.record_decision(rule_context.node, how, int(count))
+
+
 __all__ = [
     "ASDError",
     "FixedTangent",
@@ -212,6 +231,7 @@ __all__ = [
     "ZeroTangent",
     "bind",
     "record_degenerate_tie",
+    "record_tie_decision",
     "register_numpy",
     "unsupported",
 ]

@@ -105,7 +105,7 @@ class Trace:
     """One sweep: nodes, primal values, branch linearizations and memoized tangents."""
 
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
-                 "degenerate", "ties")
+                 "degenerate", "ties", "decisions")
 
     def __init__(self):
         self.nodes: list[Node] = []
@@ -118,6 +118,7 @@ class Trace:
         self.taint: list = []
         self.degenerate: dict[int, int] = {}
         self.ties: dict[int, int] = {}  # node -> entries its rule asked the tangent of
+        self.decisions: dict[tuple[int, str], int] = {}  # (node, how) -> tied entries decided
 
     # ----- recording (the forward sweep) -----
 
@@ -209,6 +210,9 @@ class Trace:
 
     def record_degenerate(self, k: int, count: int) -> None:
         self.degenerate[k] = self.degenerate.get(k, 0) + count
+
+    def record_decision(self, k: int, how: str, count: int) -> None:
+        self.decisions[k, how] = self.decisions.get((k, how), 0) + count
 
     def record_tie(self, k: int, count: int) -> None:
         """Node ``k``'s rule met a tie: its linearization depends on the direction.
