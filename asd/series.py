@@ -18,7 +18,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["DEFAULT_ORDER", "Series", "object_array", "to_fraction"]
+__all__ = [
+    "DEFAULT_ORDER",
+    "RaySeries",
+    "Series",
+    "TranscendentalConstant",
+    "UnprovenSign",
+    "object_array",
+    "to_fraction",
+]
 
 DEFAULT_ORDER = 24
 """Highest power of delta kept. Ties whose sign shows only beyond it are taken as exact ties."""
@@ -85,32 +93,47 @@ class Series:
     True
     """
 
-    __slots__ = ("coeffs", "order")
+    __slots__ = ("coeffs", "order", "var", "exact")
 
-    coeffs: tuple[Fraction, ...]
+    coeffs: tuple[Any, ...]
     order: int
+    var: int
+    exact: bool
 
-    def __init__(self, coeffs: Sequence[Scalar] | Scalar = (), order: int = DEFAULT_ORDER) -> None:
+    def __init__(self, coeffs: Sequence[Any] | Scalar = (), order: int = DEFAULT_ORDER,
+                 var: int = 0) -> None:
         if not isinstance(coeffs, Sequence):
             coeffs = (coeffs,)
-        self._set([to_fraction(c) for c in coeffs], order)
+        self._set([c if isinstance(c, Series) else to_fraction(c) for c in coeffs], order, var,
+                  True)
 
-    def _set(self, coeffs: list[Fraction], order: int) -> None:
-        """Store ``coeffs`` truncated after ``delta**order`` and without trailing zeros."""
+    def _set(self, coeffs: list[Any], order: int, var: int, exact: bool) -> None:
+        """Store ``coeffs`` truncated after ``delta**order`` and without trailing zeros.
+
+        ``exact`` stays True only while nothing nonzero was cut off: the stored coefficients
+        are then the whole function (a polynomial), so a series that stores none is proven
+        zero. A trailing coefficient that is itself an unproven zero makes the whole inexact.
+        """
+        if any(coeffs[order + 1:]):
+            exact = False
         del coeffs[order + 1 :]
         while coeffs and not coeffs[-1]:
+            if isinstance(coeffs[-1], Series) and not coeffs[-1].exact:
+                exact = False
             coeffs.pop()
         self.coeffs = tuple(coeffs)
         self.order = order
+        self.var = var
+        self.exact = exact
 
     @classmethod
-    def _new(cls, coeffs: list[Fraction], order: int) -> Series:
-        """Construct from Fractions already checked (the arithmetic's fast path)."""
+    def _new(cls, coeffs: list[Any], order: int, var: int = 0, exact: bool = True) -> Series:
+        """Construct from coefficients already checked (the arithmetic's fast path)."""
         series = object.__new__(cls)
-        series._set(coeffs, order)
+        series._set(coeffs, order, var, exact)
         return series
 
-    def coefficient(self, k: int) -> Fraction:
+    def coefficient(self, k: int) -> Any:
         """The coefficient of ``delta**k`` (zero past the stored ones)."""
         return self.coeffs[k] if k < len(self.coeffs) else Fraction(0)
 
@@ -119,55 +142,91 @@ class Series:
         return next((k for k, c in enumerate(self.coeffs) if c), None)
 
     def sign(self) -> int:
-        """-1, 0 or 1: the sign of the represented function for all small ``delta > 0``."""
-        k = self.valuation()
-        return 0 if k is None else (1 if self.coeffs[k] > 0 else -1)
+        """-1, 0 or 1: the sign of the represented function for all small ``delta > 0``.
+
+        A series stored as zero to the truncation order counts as 0 here; `proven_sign` tells
+        that apart from a proof.
+        """
+        for c in self.coeffs:
+            if c:
+                return c.sign() if isinstance(c, Series) else (1 if c > 0 else -1)
+        return 0
+
+    def proven_sign(self) -> int | None:
+        """The sign where the stored coefficients prove it, None where truncation hides it.
+
+        Nested series (coefficients that are series in an earlier, larger infinitesimal) are
+        ordered lexicographically: the lowest power of this level's infinitesimal whose
+        coefficient is not zero decides, by that coefficient's own sign. An unproven zero
+        coefficient before it leaves the sign unproven.
+        """
+        for c in self.coeffs:
+            if isinstance(c, Series):
+                if c:
+                    return c.proven_sign()
+                if not c.exact:
+                    return None
+            elif c:
+                return 1 if c > 0 else -1
+        return 0 if self.exact else None
 
     # ----- arithmetic -----
 
     def _coerce(self, other: Any) -> Series | None:
+        """``other`` as a series in this one's variable; None where it belongs to a later one."""
         if isinstance(other, Series):
-            return other
+            if other.var == self.var:
+                return other
+            if other.var > self.var:
+                return None
+            return type(self)._new([other], self.order, self.var, True)
         if isinstance(other, numbers.Real):
-            return Series._new([to_fraction(other)], self.order)
+            return type(self)._new([to_fraction(other)], self.order, self.var, True)
         return None
 
     def __add__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        if other is None:
-            return NotImplemented
+        coerced = self._coerce(other)
+        if coerced is None:  # a series in a later variable takes this one as a coefficient
+            return other + self if isinstance(other, Series) else NotImplemented
+        other = coerced
         zero = Fraction(0)
         coeffs = [a + b for a, b in zip_longest(self.coeffs, other.coeffs, fillvalue=zero)]
-        return Series._new(coeffs, min(self.order, other.order))
+        return type(self)._new(coeffs, min(self.order, other.order), self.var,
+                               self.exact and other.exact)
 
     __radd__ = __add__
 
     def __neg__(self) -> Series:
-        return Series._new([-c for c in self.coeffs], self.order)
+        return type(self)._new([-c for c in self.coeffs], self.order, self.var, self.exact)
 
     def __pos__(self) -> Series:
         return self
 
     def __sub__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        return NotImplemented if other is None else self + -other
+        if not isinstance(other, Series | numbers.Real):
+            return NotImplemented
+        return self + -other
 
     def __rsub__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        return NotImplemented if other is None else other + -self
+        if not isinstance(other, Series | numbers.Real):
+            return NotImplemented
+        return -self + other
 
     def __mul__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        if other is None:
-            return NotImplemented
+        coerced = self._coerce(other)
+        if coerced is None:
+            return other * self if isinstance(other, Series) else NotImplemented
+        other = coerced
         order = min(self.order, other.order)
         a, b = self.coeffs, other.coeffs
-        coeffs = [Fraction(0)] * max(0, min(len(a) + len(b) - 1, order + 1))
+        coeffs: list[Any] = [Fraction(0)] * max(0, min(len(a) + len(b) - 1, order + 1))
         for i, ai in enumerate(a[: order + 1]):
             if ai:
                 for j, bj in enumerate(b[: order + 1 - i]):
-                    coeffs[i + j] += ai * bj
-        return Series._new(coeffs, order)
+                    if bj:
+                        coeffs[i + j] = coeffs[i + j] + ai * bj
+        exact = self.exact and other.exact and (not a or not b or len(a) + len(b) - 2 <= order)
+        return type(self)._new(coeffs, order, self.var, exact)
 
     __rmul__ = __mul__
 
@@ -182,21 +241,26 @@ class Series:
         inverse = 1 / a[0]
         b = [inverse]
         for n in range(1, self.order + 1 if len(a) > 1 else 1):
-            b.append(-inverse * sum(a[k] * b[n - k] for k in range(1, min(n, len(a) - 1) + 1)))
-        return Series._new(b, self.order)
+            b.append(-inverse * sum((a[k] * b[n - k] for k in range(1, min(n, len(a) - 1) + 1)),
+                                    Fraction(0)))
+        exact = self.exact and len(a) == 1 and (not isinstance(inverse, Series) or inverse.exact)
+        return type(self)._new(b, self.order, self.var, exact)
 
     def __truediv__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        return NotImplemented if other is None else self * other.reciprocal()
+        if isinstance(other, Series):
+            return self * other.reciprocal()
+        coerced = self._coerce(other)
+        return NotImplemented if coerced is None else self * coerced.reciprocal()
 
     def __rtruediv__(self, other: Any) -> Series:
-        other = self._coerce(other)
-        return NotImplemented if other is None else other * self.reciprocal()
+        if not isinstance(other, Series | numbers.Real):
+            return NotImplemented
+        return self.reciprocal() * other
 
     def __pow__(self, n: int) -> Series:
         if not isinstance(n, numbers.Integral) or n < 0:
             raise TypeError(f"Series ** {n!r}: only integer exponents >= 0 are polynomial")
-        result, base = Series._new([Fraction(1)], self.order), self
+        result, base = type(self)._new([Fraction(1)], self.order, self.var, True), self
         for bit in bin(int(n))[:1:-1]:
             if bit == "1":
                 result = result * base
@@ -204,13 +268,18 @@ class Series:
         return result
 
     def __abs__(self) -> Series:
-        return -self if self.sign() < 0 else self
+        return -self if self < 0 else self
 
     # ----- order -----
 
     def _compare(self, other: Any) -> int:
-        other = self._coerce(other)
-        return NotImplemented if other is None else (self - other).sign()
+        if not isinstance(other, Series | numbers.Real):
+            return NotImplemented
+        return self._sign_of(self - other)
+
+    @staticmethod
+    def _sign_of(diff: Series) -> int:
+        return diff.sign()
 
     __lt__ = _comparison(operator.lt)
     __le__ = _comparison(operator.le)
@@ -235,3 +304,175 @@ class Series:
             if c
         ]
         return f"Series({' + '.join(terms).replace('+ -', '- ') or '0'})"
+
+
+# ----- series along the sweep's ray: strict signs, elementary functions at exact points -----
+
+class UnprovenSign(ArithmeticError):
+    """A comparison whose sign the truncated series cannot prove (zero so far, but inexact)."""
+
+
+class TranscendentalConstant(ArithmeticError):
+    """An elementary function at a point where its Taylor coefficients are not rational."""
+
+
+def _factorials(n: int) -> list[Fraction]:
+    out, f = [], Fraction(1)
+    for k in range(n + 1):
+        out.append(1 / f)
+        f *= k + 1
+    return out
+
+
+def _quotient(num: list[Fraction], den: list[Fraction]) -> list[Fraction]:
+    """Taylor coefficients of ``num / den`` (``den[0] != 0``), as long as ``num``."""
+    out: list[Fraction] = []
+    for n in range(len(num)):
+        out.append((num[n] - sum((den[k] * out[n - k] for k in range(1, min(n, len(den) - 1) + 1)),
+                                 Fraction(0))) / den[0])
+    return out
+
+
+def _taylor(name: str, c: Fraction, n: int) -> list[Fraction]:
+    """``f^(k)(c) / k!`` for ``k <= n``, where they are rational; else `TranscendentalConstant`."""
+    inv = _factorials(n)
+    alt = [Fraction((-1) ** (k // 2)) for k in range(n + 1)]
+    odd = [alt[k] * inv[k] if k % 2 else Fraction(0) for k in range(n + 1)]
+    even = [Fraction(0) if k % 2 else alt[k] * inv[k] for k in range(n + 1)]
+    log = [Fraction(0)] + [Fraction((-1) ** (k + 1), k) for k in range(1, n + 1)]
+    at_zero = {
+        "exp": inv, "expm1": [Fraction(0), *inv[1:]], "log1p": log,
+        "sin": odd, "cos": even,
+        "sinh": [inv[k] if k % 2 else Fraction(0) for k in range(n + 1)],
+        "cosh": [Fraction(0) if k % 2 else inv[k] for k in range(n + 1)],
+        "arctan": [Fraction(0)] + [alt[k] / k if k % 2 else Fraction(0) for k in range(1, n + 1)],
+        "arctanh": [Fraction(0)] + [Fraction(1, k) if k % 2 else Fraction(0)
+                                    for k in range(1, n + 1)],
+    }
+    at_zero["tan"] = _quotient(at_zero["sin"], at_zero["cos"])
+    at_zero["tanh"] = _quotient(at_zero["sinh"], at_zero["cosh"])
+    if name in at_zero and c == 0:
+        return at_zero[name]
+    if name == "log" and c == 1:
+        return log
+    if name in ("sqrt", "cbrt") and c > 0:
+        p = 2 if name == "sqrt" else 3
+        root = _exact_root(c, p)
+        if root is not None:
+            out, binom = [], Fraction(1)
+            for k in range(n + 1):
+                out.append(root * binom / c ** k)
+                binom = binom * (Fraction(1, p) - k) / (k + 1)
+            return out
+    raise TranscendentalConstant(
+        f"{name} at {c}: its Taylor coefficients there are not rational, so the series along "
+        "the ray cannot be computed exactly"
+    )
+
+
+def _exact_root(c: Fraction, p: int) -> Fraction | None:
+    def root(m: int) -> int | None:
+        r = round(m ** (1.0 / p))
+        for s in (r - 1, r, r + 1):
+            if s >= 0 and s ** p == m:
+                return s
+        return None
+
+    num, den = root(c.numerator), root(c.denominator)
+    return None if num is None or den is None else Fraction(num, den)
+
+
+def _elementary(name: str) -> Callable[[RaySeries], RaySeries]:
+    def apply(self: RaySeries) -> RaySeries:
+        base: Any = self
+        depth = 0
+        while isinstance(base, Series):  # the constant term of every level
+            base, depth = base.coefficient(0), depth + 1
+        rest = self - base
+        n = (self.order + 1) * depth  # every power past n vanishes in the truncated ring
+        coeffs = _taylor(name, base, n)
+        out: Any = coeffs[n]
+        for c in coeffs[n - 1 :: -1]:
+            out = out * rest + c
+        if not isinstance(out, Series):
+            out = type(self)._new([out], self.order, self.var, True)
+        if rest and out.exact:  # a transcendental function of a nonconstant series
+            out = type(self)._new(list(out.coeffs), out.order, out.var, False)
+        return out
+
+    apply.__name__ = name
+    return apply
+
+
+class RaySeries(Series):
+    """A `Series` along the sweep's ray as the engine uses it: comparisons must be proven.
+
+    Where truncation hides a sign (a difference that is zero so far but not known to be zero),
+    a comparison raises `UnprovenSign` instead of calling it a tie, so the caller can raise
+    the order or decide by the next direction. Elementary functions (exp, log, sin, ...)
+    expand where their Taylor coefficients are rational (exp, sin, ... at 0; log at 1; roots
+    of perfect squares) and raise `TranscendentalConstant` elsewhere.
+    """
+
+    __slots__ = ()
+
+    @staticmethod
+    def _sign_of(diff: Series) -> int:
+        sign = diff.proven_sign()
+        if sign is None:
+            raise UnprovenSign(f"the sign of {diff!r} is hidden by truncation")
+        return sign
+
+    exp = _elementary("exp")
+    expm1 = _elementary("expm1")
+    log = _elementary("log")
+    log1p = _elementary("log1p")
+    sin = _elementary("sin")
+    cos = _elementary("cos")
+    tan = _elementary("tan")
+    sinh = _elementary("sinh")
+    cosh = _elementary("cosh")
+    tanh = _elementary("tanh")
+    arctan = _elementary("arctan")
+    arctanh = _elementary("arctanh")
+    sqrt = _elementary("sqrt")
+    cbrt = _elementary("cbrt")
+
+
+def _leading(e: Any, top: int) -> tuple[tuple[int, ...], Any] | None:
+    """Exponents (variables ``top`` down to 0) and coefficient of ``e``'s leading term."""
+    exps: list[int] = []
+    while isinstance(e, Series):
+        exps += [0] * (top - e.var)
+        k = e.valuation()
+        if k is None:
+            return None
+        exps.append(k)
+        top, e = e.var - 1, e.coeffs[k]
+    if not e:
+        return None
+    return tuple(exps + [0] * (top + 1)), e
+
+
+def _coefficient_at(e: Any, exps: tuple[int, ...], top: int) -> Any:
+    for level, k in zip(range(top, -1, -1), exps, strict=True):
+        if isinstance(e, Series) and e.var == level:
+            e = e.coefficient(k)
+        elif k:
+            return Fraction(0)
+    return e
+
+
+def leading_vector(entries: Sequence[Any]) -> list[Fraction] | None:
+    """The coefficient vector of the lexicographically leading monomial of a vector of series.
+
+    A vector moving along the (nested) ray as ``ε^k c + …`` points, to leading order, along
+    ``c``: the direction a norm or projection reads at a zero it leaves only at higher order or
+    along a later direction. None when every entry is zero.
+    """
+    top = max((e.var for e in entries if isinstance(e, Series)), default=0)
+    leads = [lead for e in entries if (lead := _leading(e, top)) is not None]
+    if not leads:
+        return None
+    exps = min(lead[0] for lead in leads)
+    return [Fraction(_coefficient_at(e, exps, top)) for e in entries]

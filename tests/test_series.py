@@ -1,0 +1,132 @@
+"""Series along the ray (asd/series.py): exactness, nested lexicographic order, strict signs,
+elementary functions at exact points; checked against sympy's exact Taylor expansions."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import sympy
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asd.series import (
+    RaySeries,
+    Series,
+    TranscendentalConstant,
+    UnprovenSign,
+    leading_vector,
+)
+
+small = st.fractions(min_value=-4, max_value=4, max_denominator=8)
+
+
+def coefficients_of(expr, n: int) -> list[Fraction]:
+    t = sympy.Symbol("t")
+    poly = sympy.series(expr(t), t, 0, n + 1).removeO()
+    return [Fraction(str(sympy.nsimplify(poly.coeff(t, k)))) for k in range(n + 1)]
+
+
+# ----- exactness: a zero is proven only where nothing was cut off -----
+
+@given(st.lists(small, min_size=1, max_size=4), st.lists(small, min_size=1, max_size=4))
+@settings(max_examples=60, deadline=None)
+def test_products_stay_exact_while_their_degree_fits(a, b):
+    p, q = Series(a, order=6), Series(b, order=6)
+    product = p * q
+    assert product.exact
+    assert (product - q * p).proven_sign() == 0
+
+
+def test_truncation_makes_a_zero_unproven():
+    d = Series([0, 1], order=3)
+    assert (d ** 4).coeffs == () and not (d ** 4).exact
+    assert (d ** 4).proven_sign() is None and (d ** 4).sign() == 0  # lenient sign for the oracle
+    assert (1 / (1 + d)).exact is False and Series([2], order=3).reciprocal().exact
+
+
+def test_ray_series_refuse_to_compare_what_truncation_hides():
+    d = RaySeries([0, 1], order=3)
+    with pytest.raises(UnprovenSign):
+        _ = d ** 4 > 0
+    assert (d ** 3 > 0) is True and (d - d == 0) is True
+
+
+# ----- nested series: the lexicographic order of x + ε1 v + ε2 w -----
+
+def nested(inner: list, outer_rest: list, order: int = 6) -> RaySeries:
+    return RaySeries._new([RaySeries(inner, order, 0), *map(Fraction, outer_rest)], order, 1,
+                          True)
+
+
+def test_every_term_of_the_earlier_variable_dominates_the_later_one():
+    # ε1**5 > 0 beats -ε2, whatever the coefficients
+    assert nested([0, 0, 0, 0, 0, 1], [-1000]).proven_sign() == 1
+    # the ε1 part vanishes: the ε2 coefficient decides
+    assert nested([0], [-1]).proven_sign() == -1
+    assert nested([0], [0, 3]).proven_sign() == 1  # ε2**2 after a zero ε2 term
+
+
+@given(st.lists(small, min_size=1, max_size=3), st.lists(small, min_size=1, max_size=3),
+       st.lists(small, min_size=1, max_size=3), st.lists(small, min_size=1, max_size=3))
+@settings(max_examples=60, deadline=None)
+def test_nested_arithmetic_is_a_ring(a, b, c, d):
+    x, y = nested(a, b), nested(c, d)
+    assert ((x + y) * (x - y) - (x * x - y * y)).proven_sign() == 0
+    inner = RaySeries(c, 6, 0)
+    assert ((x * inner) - (inner * x)).proven_sign() == 0  # mixed levels, both orders
+    assert ((inner - x) + (x - inner)).proven_sign() == 0
+
+
+def test_numpy_object_loops_order_nested_series():
+    a = np.array([nested([0], [1]), nested([0, 1], [-5]), nested([0], [-1])], dtype=object)
+    assert list(np.argsort(a)) == [2, 0, 1]
+    assert np.maximum(a, 0)[2] == 0
+
+
+# ----- elementary functions where their Taylor coefficients are rational -----
+
+@pytest.mark.parametrize("name, expr", [
+    ("exp", sympy.exp), ("expm1", lambda t: sympy.exp(t) - 1), ("sin", sympy.sin),
+    ("cos", sympy.cos), ("tan", sympy.tan), ("sinh", sympy.sinh), ("cosh", sympy.cosh),
+    ("tanh", sympy.tanh), ("arctan", sympy.atan), ("arctanh", sympy.atanh),
+    ("log1p", lambda t: sympy.log(1 + t)),
+])
+def test_elementary_functions_at_zero_match_sympy(name, expr):
+    d = RaySeries([0, 1], order=9)
+    got = getattr(d, name)()
+    want = coefficients_of(expr, 9)
+    assert [got.coefficient(k) for k in range(10)] == want
+    assert not got.exact  # an infinite series, truncated
+
+
+def test_log_at_one_and_roots_of_perfect_squares():
+    d = RaySeries([0, 1], order=5)
+    assert [(1 + d).log().coefficient(k) for k in range(6)] == coefficients_of(
+        lambda t: sympy.log(1 + t), 5)
+    root = (Fraction(9, 4) + d).sqrt()
+    assert [root.coefficient(k) for k in range(6)] == coefficients_of(
+        lambda t: sympy.sqrt(sympy.Rational(9, 4) + t), 5)
+    with pytest.raises(TranscendentalConstant):
+        (2 + d).sqrt()
+    with pytest.raises(TranscendentalConstant):
+        (Fraction(1, 2) + d).exp()
+
+
+def test_elementary_functions_of_nested_series():
+    # sin(ε2) with the ε1 part zero: the ε2 expansion, exactly; sin(ε1 + ε2) mixes both
+    s = nested([0], [1]).sin()
+    assert s.coefficient(1) == 1 and s.coefficient(3) == Fraction(-1, 6)
+    both = nested([0, 1], [1]).sin()
+    assert both.coefficient(0).coefficient(3) == Fraction(-1, 6)  # sin(ε1) part
+    assert both.coefficient(1).coefficient(2) == Fraction(-1, 2)  # ε2 cos(ε1) part
+
+
+# ----- the direction a vector of series leaves along -----
+
+def test_leading_vector_reads_the_lexicographically_first_monomial():
+    entries = [nested([0, 0, 2], [5]), nested([0, 0, -1], [0]), nested([0], [7])]
+    assert leading_vector(entries) == [2, -1, 0]  # ε1**2 beats ε2
+    assert leading_vector([nested([0], [0, 3]), nested([0], [1])]) == [0, 1]
+    assert leading_vector([nested([0], []), RaySeries([0], 6, 0)]) is None
