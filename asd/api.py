@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from .errors import ASDError, ShapeError
-from .result import ASDResult, ties_of
-from .sweep import LazyDirection, Trace
+from .result import ASDResult, TieReport, decisions_of, ties_of
+from .sweep import LazyDirection, LexDirections, Trace
 from .tracing import Tracer
 from .tree import flatten, unflatten
 
@@ -44,16 +44,22 @@ class _Inputs:
                              f"arguments have structure {self.tree}")
         out = []
         for d, x in zip(dirs, self.leaves, strict=True):
-            d = np.asarray(d, dtype=np.result_type(x.dtype, np.float32))
+            # float64 whatever the argument's dtype: every tie is decided in full precision
+            d = np.asarray(d, dtype=np.float64)
             if d.shape != x.shape:
                 raise ShapeError(f"direction entry of shape {d.shape} does not match the "
                                  f"argument of shape {x.shape}")
             if not np.all(np.isfinite(d)):
                 raise ValueError("the direction must be finite")
-            out.append(d.astype(x.dtype))
+            out.append(d)
         if not allow_zero and not any(np.any(d) for d in out):
             raise ValueError("the direction must be nonzero: it selects the branch at every tie")
         return out
+
+    def lex(self, directions, seed) -> LexDirections:
+        """The directions after ``v`` (``directions[1:]``), then draws from ``seed``."""
+        given = [self.direction(w, seed, allow_zero=True) for w in (directions or [])[1:]]
+        return LexDirections(given, _lex_seed(seed))
 
     def random_direction(self, seed) -> LazyDirection:
         """Independent normals per leaf (drawn lazily): normalized, uniform on the sphere."""
@@ -90,14 +96,40 @@ def as_float(x, i: int = 0) -> np.ndarray:
     return a
 
 
-def _sweep(f, inputs: _Inputs, direction, seed, allow_zero=False):
-    dirs = inputs.direction(direction, seed, allow_zero=allow_zero)
-    return sweep_along(f, inputs, dirs)
+def _lex_seed(seed):
+    """The seed of the further directions: its own stream, apart from the draw of ``v``
+    (None: the fixed default stream every sweep shares, so repeated calls agree)."""
+    if seed is None:
+        return None
+    if isinstance(seed, np.random.Generator):
+        return seed.bit_generator.seed_seq.spawn(1)[0]
+    if isinstance(seed, np.random.SeedSequence):
+        return seed.spawn(1)[0]
+    return np.random.SeedSequence(seed).spawn(1)[0]
 
 
-def sweep_along(f, inputs: _Inputs, dirs: list[np.ndarray]):
+def _first_direction(direction, directions):
+    """``direction``, or the first of ``directions`` (the lexicographic sequence)."""
+    if directions is None:
+        return direction
+    if direction is not None:
+        raise ValueError("pass direction= or directions=[v, w1, ...], not both")
+    if isinstance(directions, np.ndarray) or not isinstance(directions, list | tuple) \
+            or not directions:
+        raise ValueError("directions must be a non-empty list [v, w1, ...] of directions, each "
+                         "shaped like the differentiated arguments")
+    return directions[0]
+
+
+def _sweep(f, inputs: _Inputs, direction, seed, allow_zero=False, directions=None):
+    dirs = inputs.direction(_first_direction(direction, directions), seed,
+                            allow_zero=allow_zero)
+    return sweep_along(f, inputs, dirs, inputs.lex(directions, seed))
+
+
+def sweep_along(f, inputs: _Inputs, dirs: list[np.ndarray], lex: LexDirections | None = None):
     """Run ``f`` once on traced inputs whose tangents are ``dirs`` (one per leaf)."""
-    trace = Trace()
+    trace = Trace(lex)
     tracers = [trace.new_input(x, d) for x, d in zip(inputs.leaves, dirs, strict=True)]
     out = inputs.call(f, tracers)
     return trace, out, [t._id for t in tracers]
@@ -137,16 +169,21 @@ def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
 # ----- the public functions -----
 
 def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
-                      full: bool = False, diagnostics: bool = False) -> Callable:
+                      directions=None, full: bool = False,
+                      diagnostics: bool = False) -> Callable:
     """Return a function computing ``(f(*args), g)`` with ``g`` in the Clarke subdifferential.
 
     One sweep along a direction drawn uniformly on the unit sphere (or the given
     ``direction``), then reverse mode over the branch linearizations it selected. For the
     given direction ``v`` the result is the limiting gradient ``lim ∇f(x + δv)`` as δ ↓ 0.
+    Where a tie persists along ``v`` it is decided by the next direction of the lexicographic
+    sequence ``directions=[v, w1, ...]`` (drawn from ``seed`` past those given), and the
+    result is then a lexicographic element of the Clarke subdifferential (proofs/README.md).
     With ``full=True`` the function returns the whole `ASDResult` instead (see `asd`).
-    With ``diagnostics=True`` it returns ``(value, subgradient, degenerate)``: the degenerate
-    ties met (``Tie(node, primitive, count)``, ``h == 0`` and ``h_dot == 0``), which flag a
-    possible constraint-qualification failure in user-written branches.
+    With ``diagnostics=True`` it returns ``(value, subgradient, report)``: a `TieReport` of
+    how every tie was decided, which element the result is, and the degenerate ties
+    (``h == 0`` and ``h_dot == 0``), which flag a possible constraint-qualification failure
+    in user-written branches.
 
     >>> import asd
     >>> asd.value_and_subgrad(lambda x: asd.relu(x) - asd.relu(-x))(0.0)
@@ -154,18 +191,21 @@ def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction
     """
 
     def wrapped(*args):
-        result = _asd_sweep(f, _Inputs(args, argnums), direction, seed, full or diagnostics)
+        result = _asd_sweep(f, _Inputs(args, argnums), direction, seed, full or diagnostics,
+                            directions)
         if full:
             return result
         if diagnostics:
-            return result.value, result.subgradient, result.degenerate
+            return result.value, result.subgradient, TieReport(result.decisions,
+                                                               result.degenerate)
         return result.value, result.subgradient
 
     wrapped.__doc__ = f"Value and a Clarke subgradient of {getattr(f, '__name__', f)}."
     return wrapped
 
 
-def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Callable:
+def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
+        directions=None) -> Callable:
     """Return a function running one ASD sweep of scalar ``f`` and returning an `ASDResult`.
 
     The result holds the value, the subgradient (the limiting gradient along the
@@ -180,20 +220,21 @@ def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Call
     """
 
     def wrapped(*args) -> ASDResult:
-        return _asd_sweep(f, _Inputs(args, argnums), direction, seed, True)
+        return _asd_sweep(f, _Inputs(args, argnums), direction, seed, True, directions)
 
     wrapped.__doc__ = f"One ASD sweep of {getattr(f, '__name__', f)}, as an ASDResult."
     return wrapped
 
 
-def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool) -> ASDResult:
+def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None) -> ASDResult:
     """The sweep behind `value_and_subgrad` and `asd`; the Dini derivative only if ``full``."""
+    direction = _first_direction(direction, directions)
     if direction is None and any(x.size for x in inputs.leaves):
         # drawn only where a rule meets a tie (or the Dini derivative is asked for)
         dirs = inputs.random_direction(seed)
     else:
         dirs = inputs.direction(direction, seed)
-    trace, out, ids = sweep_along(f, inputs, dirs)
+    trace, out, ids = sweep_along(f, inputs, dirs, inputs.lex(directions, seed))
     traced = _scalar_output(out, trace)
     if traced is None:
         value = np.asarray(out)[()]
@@ -213,14 +254,16 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool) -> ASDResult:
     if isinstance(dirs, LazyDirection):  # the sweep ran along the unnormalized draw
         dini = dini * dirs.scale()
     return ASDResult(value, inputs.restore(grads), dini[()], inputs.restore(_resolved(dirs)),
-                     ties_of(trace.nodes, trace.ties), ties_of(trace.nodes, trace.degenerate))
+                     ties_of(trace.nodes, trace.ties), ties_of(trace.nodes, trace.degenerate),
+                     decisions_of(trace.nodes, trace.decisions))
 
 
 def _resolved(dirs) -> list:
     return dirs.normalized() if isinstance(dirs, LazyDirection) else dirs
 
 
-def subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> Callable:
+def subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
+            directions=None) -> Callable:
     """Return a function computing an element of the Clarke subdifferential of scalar ``f``.
 
     ``argnums`` (int or tuple) picks the differentiated arguments; arguments may be floats,
@@ -231,7 +274,7 @@ def subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None) -> 
     >>> float(asd.subgrad(f)(0.0))
     1.0
     """
-    vg = value_and_subgrad(f, argnums, seed=seed, direction=direction)
+    vg = value_and_subgrad(f, argnums, seed=seed, direction=direction, directions=directions)
 
     def wrapped(*args):
         return vg(*args)[1]
@@ -271,7 +314,7 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
-             mode: str | None = None) -> Callable:
+             directions=None, mode: str | None = None) -> Callable:
     """Return a function computing the limiting Jacobian of ``f`` along the direction.
 
     The branches are chosen by one sweep along ``direction`` (random if omitted); the
@@ -289,7 +332,7 @@ def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
 
     def wrapped(*args):
         inputs = _Inputs(args, argnums)
-        trace, out, ids = _sweep(f, inputs, direction, seed)
+        trace, out, ids = _sweep(f, inputs, direction, seed, directions=directions)
         outs, out_tree = flatten(out)
         for o in outs:
             if isinstance(o, Tracer):

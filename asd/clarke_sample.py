@@ -24,6 +24,7 @@ are always sampled.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -34,7 +35,7 @@ from .errors import ASDError
 from .linear import FanIn
 from .primitive import ZeroTangent, rule_context
 from .result import Tie, ties_of
-from .sweep import LazyTangent, Trace
+from .sweep import LazyTangent, Trace, push_direction
 from .tree import flatten
 
 
@@ -341,10 +342,19 @@ class _DirectionView:
     recording sweep's.
     """
 
-    __slots__ = ("inputs", "nodes", "values")
+    __slots__ = ("inputs", "nodes", "values", "series_memo", "lex", "lex_leaf", "lins_of",
+                 "lex_tangents")
 
-    def __init__(self, trace: Trace, inputs: dict[int, np.ndarray]):
+    def __init__(self, trace: Trace, inputs: dict[int, np.ndarray], lins_of):
         self.nodes, self.values, self.inputs = trace.nodes, trace.values, inputs
+        self.lex, self.lex_leaf, self.lins_of = trace.lex, trace.lex_leaf, lins_of
+        self.series_memo: dict = {}
+        self.lex_tangents: dict = {}
+
+    def lex_tangent(self, k: int, level: int) -> np.ndarray:
+        """``w_level`` pushed through this direction's group of linearizations."""
+        return push_direction(self.nodes, self.lins_of, lambda j: self.lex_leaf(j, level), k,
+                              self.lex_tangents.setdefault(level, {}))
 
     def tangent(self, k: int) -> np.ndarray:
         """The given direction at input node ``k`` (the only tangents ``asd.ray`` reads)."""
@@ -444,7 +454,8 @@ class _Resweep:
         try:
             for row, direction in enumerate(group.rows):
                 view = _DirectionView(trace, {i: d[direction] for i, d in
-                                              zip(self.ids, self.leaf_dirs, strict=True)})
+                                              zip(self.ids, self.leaf_dirs, strict=True)},
+                                      partial(self._lin, group))
                 dxs = [d if isinstance(d, ZeroTangent) else _RowTangent(view, r, d, row)
                        for r, d in zip(node.args, dxs_batch, strict=True)]
                 _, lin = node.prim.rule(xs, dxs, **node.params)

@@ -79,6 +79,15 @@ class LinearMap:
         """The entries ``mask`` of the pushed tangent; ``NotImplemented``: push it all."""
         return NotImplemented
 
+    def magnitude(self) -> LinearMap | None:
+        """The map with every entry replaced by its absolute value, or None if unknown.
+
+        Pushing ``|t|`` through magnitudes bounds what floating point can lose in a push
+        (``|fl(Lt) - Lt| <= γ |L||t|``), so a tie's tangent whose sign rounding could flip is
+        sent to the exact series instead (`asd.ray`).
+        """
+        return None
+
     def _spread(self, need: np.ndarray, t_at: Callable) -> np.ndarray | None:
         """The input tangent with only the entries ``need`` filled in (zeros elsewhere)."""
         vals = t_at(need)
@@ -111,6 +120,9 @@ class Zero(LinearMap):
 
     def push_at(self, mask, t_at):
         return None
+
+    def magnitude(self):
+        return self
 
 
 class Diagonal(LinearMap):
@@ -181,6 +193,10 @@ class Diagonal(LinearMap):
         return out
 
 
+    def magnitude(self):
+        return self if self.d is None else Diagonal(np.abs(self.d), self.in_shape, self.out_shape)
+
+
 def identity(shape: Shape) -> Diagonal:
     return Diagonal(None, shape, shape)
 
@@ -204,6 +220,9 @@ class Dense(LinearMap):
         flat = np.reshape(ct, np.shape(ct)[:nb] + (-1,))
         return (flat @ self.matrix).reshape(np.shape(ct)[:nb] + self.in_shape)
 
+    def magnitude(self):
+        return Dense(np.abs(self.matrix), self.in_shape, self.out_shape)
+
 
 class Closure(LinearMap):
     """A map given by two functions; each must accept an optional leading batch axis."""
@@ -225,6 +244,9 @@ class Closure(LinearMap):
 class Reshape(LinearMap):
     __slots__ = ()
 
+    def magnitude(self):
+        return self
+
     def push_at(self, mask, t_at):
         return t_at(mask.reshape(self.in_shape))  # C order survives a reshape
 
@@ -245,6 +267,9 @@ class Transpose(LinearMap):
         super().__init__(in_shape, tuple(in_shape[a] for a in axes))
         self.axes = axes
         self.inverse = tuple(int(i) for i in np.argsort(axes))
+
+    def magnitude(self):
+        return self
 
     def push_at(self, mask, t_at):
         t = self._spread(np.transpose(mask, self.inverse), t_at)
@@ -273,6 +298,9 @@ class Sum(LinearMap):
             axis = (int(axis),)
         self.axis = tuple(sorted(a % nd for a in axis)) if nd else ()
         self.keepdims = keepdims
+
+    def magnitude(self):
+        return self
 
     def push(self, t):
         nb = batch_ndim(t, self.in_shape)
@@ -319,6 +347,9 @@ class Index(LinearMap):
         super().__init__(in_shape, out_shape)
         self.index = expand_index(index, len(in_shape))
         self.basic = is_basic(self.index)
+
+    def magnitude(self):
+        return self
 
     def push(self, t):
         if batch_ndim(t, self.in_shape):
@@ -373,6 +404,10 @@ class MatMul(LinearMap):
         if len(self.a_shape) == 1:
             r = r[..., 0, :] if len(self.b_shape) != 1 else r[..., 0]
         return r
+
+    def magnitude(self):
+        return MatMul(np.abs(self.other), self.side, self.a_shape, self.b_shape,
+                      self.out_shape)
 
     def push(self, t):
         if self.plain and np.ndim(t) == 2:

@@ -15,6 +15,7 @@ one-input primitive, a ``FanIn`` of maps otherwise.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -63,13 +64,18 @@ class Traced:
 
 
 class FixedTangent:
-    """A tangent that is already known (used by ``Primitive.asd`` and ``asd.testing``)."""
+    """A tangent that is already known (used by ``Primitive.asd`` and ``asd.testing``).
 
-    __slots__ = ("value",)
+    ``lex`` holds the input's share of the further directions ``w1, w2, ...`` that decide ties
+    persisting along the tangent (see `asd.ray`); without them such a tie reads as equal.
+    """
+
+    __slots__ = ("value", "lex")
     is_zero = False
 
-    def __init__(self, value):
+    def __init__(self, value, lex=()):
         self.value = np.asarray(value)
+        self.lex = [np.asarray(w) for w in lex]
 
     @property
     def shape(self) -> tuple:
@@ -122,7 +128,10 @@ class Primitive:
         """
         xs = tuple(np.asarray(x) for x in xs)
         dirs = (direction,) if len(xs) == 1 else tuple(direction)
-        dxs = [FixedTangent(np.asarray(d, dtype=np.result_type(x, float))) for x, d in
+        # a tie persisting along the direction is decided by a second, seeded one (asd.ray)
+        rng = np.random.default_rng(0)
+        dxs = [FixedTangent(np.asarray(d, dtype=np.result_type(x, float)),
+                            [rng.standard_normal(np.shape(x))]) for x, d in
                zip(xs, dirs, strict=True)]
         ans, lin = self.rule(xs, dxs, **params)
         ans = np.asarray(ans)
@@ -187,8 +196,8 @@ def bind(prim: Primitive, args: tuple, params: dict):
 
 # ----- the rule context: lets a rule report events without knowing about programs -----
 
-class _RuleContext:
-    __slots__ = ("trace", "node")
+class _RuleContext(threading.local):
+    """The sweep and node whose rule is running, per thread (sweeps in threads stay apart)."""
 
     def __init__(self):
         self.trace = None
@@ -205,10 +214,12 @@ def record_degenerate_tie(count: int = 1) -> None:
         trace.record_degenerate(rule_context.node, int(count))
 
 
-DECIDED_BY = ("tangent", "series", "lexicographic", "equal", "tolerance")
+DECIDED_BY = ("tangent", "series", "lexicographic", "equal", "flat", "tolerance")
 """How a tie can be decided: the tangent along v, the exact series along the ray, a further
 direction of the lexicographic sequence, exact equality on a neighbourhood (every branch
-agrees), or a rounding tolerance (a near-tie the float inputs cannot resolve)."""
+agrees), flat (first order agrees along every direction but the series could not be proven:
+the branches' gradients agree almost surely), or a rounding tolerance (a near-tie the float
+inputs cannot resolve)."""
 
 
 def record_tie_decision(how: str, count: int = 1) -> None:

@@ -1,116 +1,313 @@
-"""Ties that the first-order tangent leaves open, decided exactly along the ray.
+"""The tie contract: every tie is decided along the ray, then lexicographically, by one service.
 
-A rule picks a branch at a tie ``h == 0`` by the sign of the tangent ``ḣ`` (Algorithm 7).
-When ``ḣ == 0`` too, the first-order choice may be wrong for the given direction:
-``relu(x1 - x0**2) - relu(x0**2 - x1)`` along ``v = (1, 0)`` has ``h(x + δv) = -δ²``, and
-taking the ``>=`` side at both relus doubles the gradient. For a random direction this happens
-with probability zero (the paper's guarantee), but for an explicit ``direction=`` it does not.
+A rule that meets a tie ``h == 0`` (``a == b``) asks `tie_sign` which side the sweep enters,
+and nothing else decides: no rule keeps a convention of its own. The answer is the sign of
+``h`` at the point ``x + ε₁v + ε₂w₁ + ε₃w₂ + …`` with ``ε₁ ≫ ε₂ ≫ …`` infinitesimal, read in
+this order (each step only for the entries the previous one left at zero):
 
-So a rule asks ``tie_sign`` instead of comparing tangents itself: ties the tangents decide
-cost nothing more; at the rest, the tied quantities are evaluated as exact power series in δ
-along ``x + δv`` (``asd.series``) by re-running their ancestors' numpy implementations on
-object arrays, and the leading nonzero coefficient decides. That works whenever the ancestors
-are piecewise-polynomial (+ - * /, integer powers, max/min/abs/where, sums, matmul, indexing)
-and small enough (``BUDGET`` entries); otherwise the tie stays at sign 0 and the rule keeps
-the paper's ``>=`` convention, which is then correct with probability one over the direction.
-This slow exact path is taken only at degenerate ties, never in a tie-free sweep.
+1. the tangent ``ḣ`` along ``v`` (free: the engine pushes ``v`` through the linearizations);
+2. the exact power series of ``h`` along ``x + δv`` (`node_series`, exact rationals), at an
+   order raised until the sign is proven or a cap is met: this decides every tie that opens
+   at some order, so with an explicit ``v`` the result is the limiting gradient along ``v``;
+3. where ``h`` vanishes along the whole ray (or its sign cannot be proven), the next direction
+   ``w₁`` of the lexicographic sequence: first order (``w₁`` pushed through the linearizations
+   already selected), then the nested series along ``x + ε₁v + ε₂w₁``; then ``w₂``, … The
+   directions come from ``directions=`` and then from the seed. This is how LD-derivatives
+   (Nesterov; Khan & Barton) decide, and it composes: every rule sees the same ordering, so
+   ``relu(h) - relu(-h)`` comes out as ``∇h`` wherever the ties persist.
+
+A tie still at zero after a random direction is an equality on a neighbourhood of ``x``
+(almost surely): every branch then has the same gradient, and comparisons read their exact
+value there (``h > 0`` is false). Where the series cannot be computed (a transcendental
+function at a point with irrational Taylor coefficients, or a cone beyond ``BUDGET``) and
+first order is flat along every direction, the tie is reported as ``flat``: the branches'
+gradients agree almost surely, and rules whose answer depends on more than the gradient
+(``where``) refuse it with `UndecidedTieError`. Every decision is reported per sweep
+(`asd.primitive.record_tie_decision`), so a result can say which element it is.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .primitive import FixedTangent, record_degenerate_tie
-from .series import Series, object_array
+from .errors import ASDError
+from .primitive import FixedTangent, record_degenerate_tie, record_tie_decision
+from .series import (
+    RaySeries,
+    Series,
+    TranscendentalConstant,
+    UnprovenSign,
+    object_array,
+    to_fraction,
+)
 from .sweep import LazyTangent, Trace
 
 BUDGET = 20_000
-"""Most entries (summed over the ancestor cone) evaluated on series for one degenerate tie."""
+"""Most entries one tie may newly evaluate on series along ``v`` (memoized entries are free;
+each further level of nesting divides it by 4); past it the tie is decided by the next
+direction and reported as ``flat``, never by a convention."""
+
+ORDERS = (2, 4, 8, 16, 32, 64)
+"""The truncation orders tried in turn: most ties open at order 2; each step re-runs only the
+tied cone, and a cap keeps Fraction coefficients from growing without bound."""
 
 
 class SeriesUnavailable(Exception):
     """The series along the ray cannot be computed exactly (a transcendental or large cone)."""
 
 
-def as_series(a) -> np.ndarray:
-    """An object array of constant series holding the values of ``a`` exactly."""
+class UndecidedTieError(ASDError):
+    """A tie whose side matters for the value but that no direction could decide exactly."""
+
+
+# ----- series of values along the ray -----
+
+def as_series(a, order: int = ORDERS[-1]) -> np.ndarray:
+    """``a`` as an object array of series; plain numbers become exact constant series."""
     a = np.asarray(a)
     if a.dtype == object:
-        return object_array([e if isinstance(e, Series) else Series(e) for e in a.flat], a.shape)
-    return object_array([Series(float(e)) for e in a.ravel()], a.shape)
+        return object_array([e if isinstance(e, Series) else RaySeries([e], order)
+                             for e in a.flat], a.shape)
+    return object_array([RaySeries([float(e)], order) for e in a.ravel()], a.shape)
 
 
-def line(x, t) -> np.ndarray:
-    """``x + δ t`` entrywise, exactly."""
-    x, t = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(t, dtype=float))
-    return object_array([Series([a, b]) for a, b in zip(x.ravel(), t.ravel(), strict=True)],
-                        x.shape)
+def line(x, tangents: list, order: int = ORDERS[-1]) -> np.ndarray:
+    """``x + ε₁t₀ + ε₂t₁ + …`` entrywise, exactly: nested series, one level per tangent."""
+    x = np.asarray(x, dtype=float)
+    arrays = np.broadcast_arrays(x, *(np.asarray(t, dtype=float) for t in tangents))
+    flat = [a.ravel() for a in arrays]
+    out = []
+    for e in range(x.size):
+        s = RaySeries([flat[0][e], flat[1][e]], order, 0)
+        for level in range(2, len(flat)):
+            s = RaySeries._new([s, to_fraction(flat[level][e])], order, level - 1, True)
+        out.append(s)
+    return object_array(out, x.shape)
 
 
-def node_series(trace: Trace, k: int) -> np.ndarray:
-    """The value of node ``k`` along ``x + δv`` as an object array of exact series."""
+def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -> np.ndarray:
+    """Node ``k`` along ``x + ε₁v + … + ε_depth w_(depth-1)`` as an object array of series.
+
+    Re-runs the numpy implementations of ``k``'s ancestors on series (their ties then decide
+    themselves by the same lexicographic order); memoized per sweep, so the ties of a long
+    program evaluate each node once.
+    """
+    memo = trace.series_memo.setdefault((depth, order), {})
+    if k in memo:
+        return memo[k]
     nodes = trace.nodes
     cone, stack = set(), [k]
     while stack:
         j = stack.pop()
-        if j in cone or not nodes[j].active:
+        if j in cone or j in memo or not nodes[j].active:
             continue
         cone.add(j)
         stack.extend(r for r in nodes[j].args if type(r) is int)
-    if sum(int(np.prod(nodes[j].shape)) for j in cone) > BUDGET:
-        raise SeriesUnavailable(f"the ancestors of %{k} exceed {BUDGET} entries")
-    series: dict[int, np.ndarray] = {}
+    budget = BUDGET >> 2 * (depth - 1)
+    if sum(int(np.prod(nodes[j].shape)) for j in cone) > budget:
+        raise SeriesUnavailable(f"the ancestors of %{k} exceed {budget} entries")
     for j in sorted(cone):
         node = nodes[j]
         if node.prim is None:
-            series[j] = line(trace.values[j], trace.tangent(j))
+            memo[j] = line(trace.values[j], [trace.tangent(j)] + [
+                trace.lex_tangent(j, level) for level in range(1, depth)], order)
             continue
-        args = [series[r] if type(r) is int and r in series
+        args = [memo[r] if type(r) is int and r in memo
                 else trace.values[r] if type(r) is int else r.value for r in node.args]
         try:
             out = node.prim.impl(*args, **node.params)
-        except Exception as exc:  # any failure means: not a polynomial computation
+        except (UnprovenSign, TranscendentalConstant) as exc:
+            raise SeriesUnavailable(f"{node.name}: {exc}") from exc
+        except Exception as exc:  # any other failure: not an exactly computable operation
             raise SeriesUnavailable(f"{node.name} cannot run on exact series: {exc}") from exc
-        series[j] = as_series(out)
-    return series[k]
+        memo[j] = as_series(out, order)
+    return memo[k]
 
 
-def input_series(x, dx, shape: tuple) -> np.ndarray:
-    """The series of a rule's input ``x`` (with lazy tangent ``dx``), broadcast to ``shape``."""
+def input_series(x, dx, shape: tuple, depth: int | None = 1, order: int = 24) -> np.ndarray:
+    """The series of a rule's input ``x`` (with lazy tangent ``dx``), broadcast to ``shape``.
+
+    ``depth`` counts the directions read (``v``, then ``w1``, ...); None reads them all, so
+    comparing two entries' series orders them exactly as the lexicographic ray does.
+    """
+    if depth is None:
+        depth = 1 + (_Side(x, dx, shape).levels() or 0)
+        if isinstance(dx, LazyTangent):
+            try:
+                s = node_series(dx.trace, dx.k, depth, order)
+            except SeriesUnavailable:
+                # first order along every direction: the order ties read where the exact
+                # series is out of reach (reported as flat by the rule's caller)
+                trace, k = dx.trace, dx.k
+                s = line(x, [trace.tangent(k)] + [trace.lex_tangent(k, level)
+                                                  for level in range(1, depth)], order)
+                record_tie_decision("flat", 1)
+            return np.broadcast_to(s, shape)
     if isinstance(dx, LazyTangent):
-        s = node_series(dx.trace, dx.k)
+        s = node_series(dx.trace, dx.k, depth, order)
     elif isinstance(dx, FixedTangent):
-        s = line(x, dx.value)
+        s = line(x, [dx.value, *dx.lex[:depth - 1]], order)
     else:
-        s = as_series(x)
+        s = as_series(x, order)
     return np.broadcast_to(s, shape)
 
 
-def tie_sign(a, da, b, db, tie: np.ndarray, *, record: bool = False) -> np.ndarray:
-    """The sign of ``(a - b)(x + δv)`` as δ ↓ 0 at the tied entries (``a == b`` there).
+# ----- deciding ties -----
+
+class _Side:
+    """One side of a tie: its value, lazy tangent, and how to read it along each direction."""
+
+    def __init__(self, x, dx, shape: tuple):
+        self.x, self.dx, self.shape = x, dx, shape
+        self.moves = dx is not None and not getattr(dx, "is_zero", False)
+
+    def levels(self) -> int | None:
+        """How many directions after ``v`` this side can be read along (None: a constant,
+        which reads the same along every direction)."""
+        if isinstance(self.dx, LazyTangent):
+            return self.dx.trace.lex.levels
+        if isinstance(self.dx, FixedTangent):
+            return len(self.dx.lex)
+        return None
+
+    def tangent(self, level: int, mask: np.ndarray) -> np.ndarray:
+        from .extend import tangent_at
+
+        if not self.moves:
+            return np.zeros(int(np.count_nonzero(mask)))
+        if level == 0:
+            return np.asarray(tangent_at(self.dx, mask, self.shape), dtype=float)
+        if isinstance(self.dx, LazyTangent):
+            t = self.dx.trace.lex_tangent(self.dx.k, level)
+        else:
+            t = self.dx.lex[level - 1]
+        return np.broadcast_to(t, self.shape)[mask]
+
+    def series(self, depth: int, order: int, mask: np.ndarray) -> np.ndarray:
+        if not self.moves:
+            return as_series(np.broadcast_to(self.x, self.shape)[mask], order)
+        return input_series(self.x, self.dx, self.shape, depth, order)[mask]
+
+
+def tie_sign(a, da, b, db, tie: np.ndarray, *, record: bool = False,
+             strict: bool = False) -> np.ndarray:
+    """The side of ``a - b`` that the sweep enters, at the tied entries (``a == b`` there).
 
     ``tie`` is a bool mask in the broadcast shape of ``a`` and ``b``; ``da``/``db`` are their
-    lazy tangents (``db=None`` for a constant ``b``). Returns -1, 0 or +1 per tied entry (in
-    mask order): first from the tangents, then, where those tie too, from the exact series.
-    0 means the ray runs along the kink as far as the engine can see; the rule then takes the
-    ``>=`` side. ``record=True`` reports the degenerate ties (for user-written branches).
+    lazy tangents (``db=None`` for a constant ``b``). Returns -1 or +1 per tied entry (in mask
+    order), decided as the module docstring says; 0 only where ``a`` and ``b`` are equal on a
+    neighbourhood of ``x`` (every branch agrees; ``a > b`` is false there). ``record=True``
+    also counts the ties first order leaves open (for user-written branches); ``strict=True``
+    raises `UndecidedTieError` instead of returning 0 for a tie that is only flat, not proven
+    equal (for rules whose value depends on the side).
     """
-    from .extend import tangent_at
-
     shape = tie.shape
-    h_dot = tangent_at(da, tie, shape) - (0.0 if db is None else tangent_at(db, tie, shape))
+    left, right = _Side(a, da, shape), _Side(b, db, shape)
+    h_dot = left.tangent(0, tie) - right.tangent(0, tie)
     sign = np.sign(h_dot).astype(np.int8)
-    flat = sign == 0
-    if flat.any():
-        if record:
-            record_degenerate_tie(int(np.count_nonzero(flat)))
-        deep = np.zeros(shape, bool)
-        deep[tie] = flat
-        try:
-            h = input_series(a, da, shape)[deep] - (
-                input_series(b, db, shape)[deep] if db is not None
-                else as_series(np.broadcast_to(b, shape)[deep]))
-        except SeriesUnavailable:
+    sign[_rounding_could_flip(left, right, tie, h_dot)] = 0
+    record_tie_decision("tangent", int(np.count_nonzero(sign)))
+    open_ = sign == 0
+    if not open_.any():
+        return sign
+    if record:
+        record_degenerate_tie(int(np.count_nonzero(open_)))
+    where = np.flatnonzero(tie.ravel())
+    flat = np.zeros(sign.shape, bool)  # open entries whose series could not be proven
+    levels = min((n for n in (left.levels(), right.levels()) if n is not None), default=0)
+    for depth in range(1, levels + 2):
+        if depth > 1:  # first order along the next direction, through the selected maps
+            idx = np.flatnonzero(open_)
+            mask = _mask(shape, where[idx])
+            s = np.sign(left.tangent(depth - 1, mask) - right.tangent(depth - 1, mask))
+            decided = s != 0
+            sign[idx[decided]] = s[decided]
+            open_[idx[decided]] = False
+            record_tie_decision("lexicographic", int(np.count_nonzero(decided)))
+            if not open_.any():
+                return sign
+        _decide_by_series(left, right, shape, where, open_, sign, depth, flat)
+        if not open_.any():
             return sign
-        sign[flat] = [s.sign() for s in h]
+    equal = open_ & ~flat
+    record_tie_decision("equal", int(np.count_nonzero(equal)))
+    if (open_ & flat).any():
+        record_tie_decision("flat", int(np.count_nonzero(open_ & flat)))
+        if strict:
+            raise UndecidedTieError(
+                f"{int(np.count_nonzero(open_ & flat))} tied entries (values "
+                f"{np.broadcast_to(a, shape)[tie][open_ & flat][:3].tolist()}) are flat to first "
+                "order along every direction tried, and their series along the ray could not "
+                "be computed exactly (a transcendental function at a point with irrational "
+                "Taylor coefficients, or a very large program). Which side is taken changes "
+                "the result here, so asd refuses to guess: write the condition with "
+                "polynomial operations near the tie, or move the point off the tie."
+            )
     return sign
+
+
+SMALL = 2.0 ** -20
+"""Tangents below ``SMALL`` times the direction's largest entry get a rounding bound."""
+
+
+def _rounding_could_flip(left: _Side, right: _Side, tie: np.ndarray,
+                         h_dot: np.ndarray) -> np.ndarray:
+    """Entries whose float tangent is within rounding error of 0, so its sign is unproven.
+
+    A push rounds each product and sum once, so ``|fl(ḣ) - ḣ| <= γ M`` with ``M`` the push of
+    ``|v|`` through the maps' magnitudes and ``γ = 2 n eps`` for ``n`` nodes. The bound is
+    computed only for tangents below ``SMALL`` times the direction's scale (above it rounding
+    would need intermediate tangents ``2**30`` times larger than the direction). Where a map
+    cannot bound itself, a small tangent counts as unproven too; the series then decides.
+    """
+    trace = next((s.dx.trace for s in (left, right) if isinstance(s.dx, LazyTangent)), None)
+    if not isinstance(trace, Trace) or not h_dot.size:
+        return np.zeros(h_dot.shape, bool)
+    small = (h_dot != 0) & (np.abs(h_dot) <= SMALL * trace.direction_scale())
+    if not small.any():
+        return small
+    bound = np.zeros(h_dot.shape)
+    for side in (left, right):
+        if side.moves:
+            mag = trace.magnitude(side.dx.k)
+            if mag is None:
+                return small
+            bound = bound + np.broadcast_to(mag, tie.shape)[tie]
+    gamma = 2.0 * (len(trace.nodes) + 2) * np.finfo(float).eps
+    return small & (np.abs(h_dot) <= gamma * bound)
+
+
+def _mask(shape: tuple, flat_idx: np.ndarray) -> np.ndarray:
+    mask = np.zeros(shape, bool)
+    mask.ravel()[flat_idx] = True
+    return mask
+
+
+def _decide_by_series(left: _Side, right: _Side, shape: tuple, where: np.ndarray,
+                      open_: np.ndarray, sign: np.ndarray, depth: int, flat: np.ndarray) -> None:
+    """Decide the open entries by their series at ``depth`` levels, at rising orders.
+
+    Decided entries leave ``open_``; ``flat`` marks those whose sign stayed unproven (a series
+    that could not be computed, or zero so far at the highest order but not proven zero).
+    """
+    todo = open_.copy()
+    before = int(np.count_nonzero(open_))
+    for order in ORDERS:
+        idx = np.flatnonzero(todo)
+        if not idx.size:
+            break
+        mask = _mask(shape, where[idx])
+        try:
+            h = left.series(depth, order, mask) - right.series(depth, order, mask)
+        except SeriesUnavailable:
+            break
+        signs = [s.proven_sign() if isinstance(s, Series) else int(np.sign(s)) for s in h]
+        for i, s in zip(idx, signs, strict=True):
+            if s is not None:
+                todo[i] = False
+                flat[i] = False
+                if s:
+                    sign[i], open_[i] = s, False
+    flat[todo] = True
+    record_tie_decision("series" if depth == 1 else "lexicographic",
+                        before - int(np.count_nonzero(open_)))

@@ -96,6 +96,65 @@ class LazyDirection:
                                                                       range(len(self.leaves)))))
 
 
+class LexDirections:
+    """The directions ``w1, w2, ...`` after ``v`` that decide ties persisting along the ray.
+
+    ``given[l]`` holds level ``l + 1`` as one array per differentiated leaf (from
+    ``directions=``); after them ``random`` more levels are drawn lazily, float64 normals from
+    their own stream of ``seed`` (0 when None, so repeated calls agree), apart from the draw
+    of ``v``. A random level decides almost surely every tie that is not an equality near ``x``.
+    """
+
+    __slots__ = ("given", "seed", "drawn", "levels")
+
+    def __init__(self, given: list[list[np.ndarray]] = (), seed=None, random: int = 1):
+        self.given = [list(level) for level in given]
+        self.seed = seed
+        self.drawn: dict[tuple[int, int], np.ndarray] = {}
+        self.levels = len(self.given) + random
+
+    def leaf(self, level: int, i: int, shape: tuple) -> np.ndarray:
+        """Level ``level`` (1-based) of leaf ``i``."""
+        if level <= len(self.given):
+            return self.given[level - 1][i]
+        key = (level, i)
+        if key not in self.drawn:
+            if not isinstance(self.seed, np.random.SeedSequence):
+                self.seed = np.random.SeedSequence(0 if self.seed is None else self.seed)
+            stream = np.random.SeedSequence(self.seed.entropy,
+                                            spawn_key=(*self.seed.spawn_key, level, i))
+            self.drawn[key] = np.random.default_rng(stream).standard_normal(shape)
+        return self.drawn[key]
+
+
+def push_direction(nodes: list, lin_of, seed_of, k: int, memo: dict) -> np.ndarray:
+    """Node ``k``'s derivative along a direction given at the inputs (``seed_of(j)``), pushed
+    through the linearizations ``lin_of(j)`` of its ancestors; ``memo`` keeps every node's."""
+    if k in memo:
+        return memo[k]
+    todo, stack = set(), [k]
+    while stack:
+        j = stack.pop()
+        if j in todo or j in memo:
+            continue
+        todo.add(j)
+        stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
+    for j in sorted(todo):
+        node = nodes[j]
+        if node.prim is None:
+            memo[j] = seed_of(j)
+            continue
+        ins = [memo[r] if type(r) is int and nodes[r].active else None for r in node.args]
+        lin = lin_of(j)
+        t = None
+        if type(lin) is FanIn:
+            t = lin.push(*ins)
+        elif lin is not None and ins[0] is not None:
+            t = lin.push(ins[0])
+        memo[j] = np.zeros(node.shape) if t is None else t
+    return memo[k]
+
+
 # A narrowed request recurses once per node; deeper than this, the iterative full sweep
 # is used instead (it never nears Python's recursion limit).
 MAX_REQUEST_DEPTH = 150
@@ -105,9 +164,10 @@ class Trace:
     """One sweep: nodes, primal values, branch linearizations and memoized tangents."""
 
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
-                 "degenerate", "ties", "decisions")
+                 "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents",
+                 "series_memo", "magnitudes")
 
-    def __init__(self):
+    def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
         self.values: list = []
         self.lins: list = []
@@ -119,12 +179,19 @@ class Trace:
         self.degenerate: dict[int, int] = {}
         self.ties: dict[int, int] = {}  # node -> entries its rule asked the tangent of
         self.decisions: dict[tuple[int, str], int] = {}  # (node, how) -> tied entries decided
+        self.lex = LexDirections() if lex is None else lex
+        self.leaf_index: dict[int, int] = {}  # active input node -> its leaf number
+        self.lex_tangents: dict[int, dict[int, np.ndarray]] = {}  # level -> node -> tangent
+        self.series_memo: dict = {}  # (depth, order) -> node -> series along the ray
+        self.magnitudes: dict = {}  # node -> |maps| pushed on |v| (None: a map has no bound)
 
     # ----- recording (the forward sweep) -----
 
     def new_input(self, value, tangent=None, *, active: bool = True) -> Tracer:
         """A traced input; ``tangent`` is an array, None, or a callable drawing it lazily."""
         k = len(self.nodes)
+        if active:
+            self.leaf_index[k] = len(self.leaf_index)
         if callable(tangent):
             self.seeds[k], tangent = tangent, None
         self.nodes.append(Node(None, (), {}, np.shape(value), np.result_type(value), active))
@@ -262,6 +329,62 @@ class Trace:
                 t = np.zeros(node.shape, node.dtype)
             tangents[j] = t
         return tangents[k]
+
+    def lex_tangent(self, k: int, level: int) -> np.ndarray:
+        """Node ``k``'s derivative along the lexicographic direction ``level`` (``w_level``).
+
+        Pushed, in float64, through the linearizations the sweep has selected: the first-order
+        term of a tie that persists along ``v`` (`asd.ray`). Memoized per level.
+        """
+        return push_direction(self.nodes, self.lins.__getitem__,
+                              lambda j: self.lex_leaf(j, level),
+                              k, self.lex_tangents.setdefault(level, {}))
+
+    def lex_leaf(self, j: int, level: int) -> np.ndarray:
+        """Input node ``j``'s part of ``w_level`` (zero for inputs not differentiated)."""
+        i, shape = self.leaf_index.get(j), self.nodes[j].shape
+        return np.zeros(shape) if i is None else np.asarray(self.lex.leaf(level, i, shape),
+                                                            dtype=float)
+
+    def direction_scale(self) -> float:
+        """The largest entry of the direction drawn so far (a tangent reads no other)."""
+        return max((float(np.max(np.abs(self.tangents[j]), initial=0.0))
+                    for j in self.leaf_index if self.tangents[j] is not None), default=0.0)
+
+    def magnitude(self, k: int) -> np.ndarray | None:
+        """``|u_k| ... |u_1| |v|``: bounds every partial sum of node ``k``'s tangent.
+
+        None where some map in the cone cannot give its magnitude. Memoized.
+        """
+        memo, nodes = self.magnitudes, self.nodes
+        if k in memo:
+            return memo[k]
+        todo, stack = set(), [k]
+        while stack:
+            j = stack.pop()
+            if j in todo or j in memo:
+                continue
+            todo.add(j)
+            stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
+        for j in sorted(todo):
+            node = nodes[j]
+            if node.prim is None:
+                memo[j] = (np.abs(np.asarray(self.tangent(j), dtype=float))
+                           if j in self.leaf_index else np.zeros(node.shape))
+                continue
+            lin = self.lins[j]
+            maps = lin.maps if type(lin) is FanIn else (lin,)
+            total = np.zeros(node.shape)
+            for m, r in zip(maps, node.args, strict=False):
+                if m is None or type(r) is not int or not nodes[r].active:
+                    continue
+                mag = None if memo[r] is None else m.magnitude()
+                if mag is None:
+                    total = None
+                    break
+                total = total + mag.push(memo[r])
+            memo[j] = total
+        return memo[k]
 
     def tangent_at(self, k: int, mask: np.ndarray, depth: int = 0) -> np.ndarray:
         """The entries ``mask`` (bool, node ``k``'s shape) of the tangent, in C order.

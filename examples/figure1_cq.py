@@ -41,8 +41,9 @@ def main() -> None:
     print(f"{'direction':>10} {'branch on x':>12} {'branch on x**3':>15}")
     for v in (1.0, -1.0, 0.5, -3.0):
         good = asd.subgrad(identity_from(relu_left), direction=v)(0.0)
-        _, bad, degenerate = asd.value_and_subgrad(identity_from(relu_right), direction=v,
-                                                   diagnostics=True)(0.0)
+        _, bad, report = asd.value_and_subgrad(identity_from(relu_right), direction=v,
+                                               diagnostics=True)(0.0)
+        degenerate = report.degenerate
         print(f"{v:>10} {float(good):>12} {float(bad):>15}   degenerate ties: "
               f"{[str(t) for t in degenerate]}")
         assert good == 1.0

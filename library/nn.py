@@ -21,7 +21,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from asd.errors import ShapeError, UnsupportedError
-from asd.extend import Closure, Diagonal, FanIn, Primitive, is_traced
+from asd.extend import Closure, Diagonal, FanIn, Primitive, is_traced, tie_sign
 
 # ----- convolution: correlation of windows, and its adjoint -----
 
@@ -320,7 +320,7 @@ def elu_rule(xs, dxs, alpha):
     right = np.asarray(x > 0)
     tie = x == 0
     if tie.any():
-        right[tie] = dxs[0](tie) >= 0
+        right[tie] = tie_sign(x, dxs[0], 0.0, None, tie) >= 0
     slope = np.where(right, 1.0, neg).astype(ans.dtype, copy=False)
     return ans, Diagonal(slope, x.shape)
 

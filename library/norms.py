@@ -15,6 +15,7 @@ import numpy as np
 
 from asd.errors import NotLipschitzError, UnsupportedError
 from asd.extend import LinearMap, Primitive, register_numpy
+from asd.series import leading_vector
 
 from . import smooth
 from .order import Layout, Ray, amax, amin, normalize_axes
@@ -77,10 +78,9 @@ def _leading_direction(d: np.ndarray, flat: np.ndarray, ray: Ray) -> np.ndarray:
     d = d.copy()
     rows, out = series.reshape(-1, d.shape[-1]), d.reshape(-1, d.shape[-1])
     for r in np.flatnonzero(flat.reshape(-1)):
-        orders = [e.valuation() for e in rows[r]]
-        k = min((o for o in orders if o is not None), default=None)
-        if k is not None:
-            out[r] = [float(e.coefficient(k)) for e in rows[r]]
+        c = leading_vector(list(rows[r]))
+        if c is not None:
+            out[r] = [float(e) for e in c]
     return out.reshape(d.shape)
 
 

@@ -1,13 +1,14 @@
 """Order primitives: max/min over axes, sort, top-k sums, quantiles, max pooling, cummax.
 
 Each is the paper's sequential program folded into one vectorized rule. A max over entries is
-a chain of pairwise maxima whose ties go to the larger tangent and then to the first operand,
-so the rule picks, among the entries equal to the max, those with the largest tangent, then
-the lowest index. A sort orders entries by (value, tangent, index): exactly the order of
-``x + δv`` for small δ > 0, so its linear map is a permutation (an ``Index`` map). Tangents
-are asked for only where values tie, and only at the tied entries; where the tangents tie too,
-the exact power series of the tied entries along the ray decide (``asd.ray``, as ``tie_sign``
-does for ``maximum``), and the lowest index only where those agree as well.
+a chain of pairwise maxima whose ties go to the side the sweep enters, so the rule picks, among
+the entries equal to the max, the largest along the sweep. A sort orders entries by their
+values at ``x + ε₁v + ε₂w₁ + …``: exactly the order the lexicographic ray sees, so its linear
+map is a permutation (an ``Index`` map). Tangents are asked for only where values tie, and only
+at the tied entries; where the tangents tie too, the exact (nested) series of the tied entries
+along the ray and the further directions decide (``asd.ray.input_series``, the ordering
+``tie_sign`` uses), and the lowest index only where entries are equal near the point (every
+choice then has the same gradient).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class Ray:
     def series(self, need: np.ndarray) -> np.ndarray | None:
         mask = self.lay.back(need)
         try:
-            s = input_series(self.x, self.dx, self.lay.shape)
+            s = input_series(self.x, self.dx, self.lay.shape, depth=None)
         except SeriesUnavailable:
             return None
         out = np.full(self.lay.shape, None, dtype=object)
@@ -101,8 +102,9 @@ class Ray:
 def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
     """Per row (last axis), the first entry with the largest (value, tangent, series) triple.
 
-    The sequential program ``max(max(x0, x1), x2)...`` with ties going to the larger tangent
-    (then to the larger series along the ray, ``asd.extend.tie_sign``), then the first operand.
+    The sequential program ``max(max(x0, x1), x2)...`` with ties going to the larger tangent,
+    then to the larger series along the lexicographic ray (``asd.ray.input_series``), then —
+    only where entries are equal near the point — the first operand.
     ``ray.tangent(need)`` is called only for rows whose maximum value is tied, ``ray.series``
     only where the tangents tie too.
     """
@@ -535,7 +537,7 @@ class PoolRay:
 
     def series(self, need: np.ndarray) -> np.ndarray | None:
         try:
-            s = input_series(self.x, self.dx, self.x.shape)
+            s = input_series(self.x, self.dx, self.x.shape, depth=None)
         except SeriesUnavailable:
             return None
         return s[(Ellipsis, *self.positions)]

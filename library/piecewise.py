@@ -56,7 +56,8 @@ def abs_rule(xs, dxs):
     return np.abs(x), Diagonal(np.where(positive, 1.0, -1.0).astype(x.dtype), x.shape)
 
 
-# ----- maximum and minimum: ties broken by (value, tangent), then the first operand -----
+# ----- maximum and minimum: ties decided along the ray by the tie service -----
+# (``tie_sign`` returns 0 only where the operands are equal near x: either one is right then)
 
 def _select_rule(np_op, first_wins, sign_of_first):
     def rule(xs, dxs):
@@ -115,9 +116,10 @@ clip_p = Primitive("clip", _clip_impl)
 @clip_p.defrule
 def clip_rule(xs, dxs):
     """The sequential program ``minimum(maximum(x, lo), hi)``: each tie goes to the side the
-    ray enters (`tie_sign`: tangents, then exact series), to the first operand ``x`` when the
-    ray runs along the bound. One exception: where ``lo == hi`` along the whole ray the
-    interval is a point, so the output follows the bound whatever ``x`` does."""
+    sweep enters (`tie_sign`: tangents, exact series, then the next lexicographic direction
+    where the ray runs along the bound; the first operand ``x`` only where ``x`` equals the
+    bound near the point, when both sides agree). One exception: where ``lo == hi`` near the
+    point the interval is a point, so the output follows the bound whatever ``x`` does."""
     x, lo, hi = xs
     ans = _clip_impl(x, lo, hi)
     out = np.shape(ans)
@@ -348,8 +350,9 @@ def where_cmp_rule(xs, dxs, op):
                 "discontinuous there. Make both branches agree on the boundary, or use a "
                 "continuous primitive."
             )
-        side = tie_sign(lhs, dxs[0], rhs, dxs[1], tie, record=True)
-        cond[tie] = {">": side >= 0, ">=": side >= 0, "<": side <= 0, "<=": side <= 0,
+        side = tie_sign(lhs, dxs[0], rhs, dxs[1], tie, record=True, strict=True)
+        # side 0: lhs == rhs on a whole neighbourhood, so the comparison reads its exact value
+        cond[tie] = {">": side > 0, ">=": side >= 0, "<": side < 0, "<=": side <= 0,
                      "==": side == 0, "!=": side != 0}[op]
     return ans, FanIn(None, None, Diagonal(cond, np.shape(a), out),
                       Diagonal(~cond, np.shape(b), out))

@@ -257,12 +257,22 @@ def _check_push_at(p, label, m, t, pushed, rng, rtol) -> None:
               "(the engine asks for tied entries only)", None, want, got, why)
 
 
-def _asd_results(p: _Problem, v_parts, report: RuleReport, tol):
-    """(dini, forward Jacobian) from the public API; also forward == reverse and dini == J v."""
+LEX_STEP = 2.0 ** -30
+"""η in the oracle's ray ``v + ηw`` for a lexicographic result: exact in binary, and small
+enough that the pieces the ray enters are those the lexicographic order picks."""
+
+
+def _asd_results(p: _Problem, v_parts, report: RuleReport, tol, w_parts=None):
+    """(dini, forward Jacobian) from the public API; also forward == reverse and dini == J v.
+
+    ``w_parts`` is the second direction of the lexicographic sequence, for ties that persist
+    along ``v``.
+    """
     argnums, args = p.argnums, p.args
     value, dini = directional(p.fn, argnums)(*args, tuple(v_parts))
-    jf = jacobian(p.fn, argnums, direction=tuple(v_parts), mode="forward")(*args)
-    jr = jacobian(p.fn, argnums, direction=tuple(v_parts), mode="reverse")(*args)
+    seq = [tuple(v_parts)] + ([] if w_parts is None else [tuple(w_parts)])
+    jf = jacobian(p.fn, argnums, directions=seq, mode="forward")(*args)
+    jr = jacobian(p.fn, argnums, directions=seq, mode="reverse")(*args)
     out_size = int(np.size(value))
     jf, jr = p.joint(jf, out_size), p.joint(jr, out_size)
     v = np.concatenate([d.ravel() for d in v_parts]) if v_parts else np.zeros(0)
@@ -419,9 +429,17 @@ def check_rule(
         _check_maps(p, trace, rng, tol, report)
         _check_value(p, out.value, tol)
         report.ran("value")
-        value, dini, jac, v = _asd_results(p, v_parts, report, tol)
+        # A tie persisting along v is decided by a second direction w (the tie contract): the
+        # Jacobian is then the limit along v + ηw for small η, which the oracle checks.
+        w_parts = None
+        if any(how in ("lexicographic", "flat") for _, how in trace.decisions):
+            w_parts = [rng.choice([-1.0, -0.5, 0.5, 1.0], size=np.shape(x)) for x in p.xs]
+        value, dini, jac, v = _asd_results(p, v_parts, report, tol, w_parts)
         _check_value(p, value, tol)
         oracle, want_dini, want_jac = _pick_oracle(p, exact, v)
+        if w_parts is not None:
+            w = np.concatenate([np.ravel(d) for d in w_parts])
+            want_jac = _pick_oracle(p, exact, v + LEX_STEP * w)[2]
         report.oracle = oracle
         src = "the exact Fraction oracle" if oracle == "exact" else "mpmath at 80 digits"
         ok, why = _close(dini, np.reshape(want_dini, np.shape(dini)), *tol)

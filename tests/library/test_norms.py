@@ -132,12 +132,16 @@ def test_l2_at_zero_is_the_normalized_tangent(v):
     np.testing.assert_allclose(g, v / np.linalg.norm(v), rtol=1e-15)
 
 
-def test_l2_at_zero_with_zero_tangent_is_zero():
+def test_l2_at_zero_with_zero_tangent_follows_the_next_direction():
+    """x stays at 0 along the whole ray: the second direction w decides, and the branch is
+    the norm's gradient along w, a unit vector (the Clarke set is the unit ball)."""
+
     def f(x, y):
         return asd.norm(x) + y
 
-    gx, gy = asd.subgrad(f, argnums=(0, 1), direction=(np.zeros(3), 1.0))(np.zeros(3), 2.0)
-    np.testing.assert_array_equal(gx, np.zeros(3))
+    w = (np.array([3.0, 0.0, -4.0]), 7.0)
+    gx, gy = asd.subgrad(f, argnums=(0, 1), directions=[(np.zeros(3), 1.0), w])(np.zeros(3), 2.0)
+    np.testing.assert_allclose(gx, [0.6, 0.0, -0.8], rtol=1e-15)
     assert gy == 1.0
 
 
