@@ -223,13 +223,24 @@ def series_ray(x: Any, v: Any, order: int = DEFAULT_ORDER) -> np.ndarray:
     return object_array([Series((a, b), order) for a, b in zip(x.flat, v.flat)], x.shape)
 
 
-def jet_ray(x: Any, v: Any, order: int = DEFAULT_ORDER, tie_order: int | None = None) -> np.ndarray:
-    """The object array of `Jet` ``x + delta * v`` seeded with the identity gradient."""
+def jet_ray(x: Any, v: Any, order: int = DEFAULT_ORDER, tie_order: int | None = None,
+            w: Any = None, power: int = 12) -> np.ndarray:
+    """The object array of `Jet` ``x + delta * v`` seeded with the identity gradient.
+
+    With ``w``, the curve ``x + delta * v + delta**power * w``: for programs whose tied
+    quantities have degree below ``power`` along ``v``, every term of the ray's own series
+    outweighs every term with ``w``, so the limit along the curve is the lexicographic limit
+    along ``[v, w]`` that decides ties persisting along ``v`` (asd's tie contract).
+    """
     x, v = _ray(x, v)
+    w = np.zeros(x.shape, dtype=object) if w is None else _ray(x, w)[1]
+    if w.any() and power > order:
+        raise ValueError(f"power {power} must not exceed the truncation order {order}")
     zero, one = Series((), order), Series((1,), order)
     jets = [
-        Jet(Series((a, b), order), [one if j == i else zero for j in range(x.size)], tie_order)
-        for i, (a, b) in enumerate(zip(x.flat, v.flat))
+        Jet(Series((a, b, *[0] * (power - 2), c) if c else (a, b), order),
+            [one if j == i else zero for j in range(x.size)], tie_order)
+        for i, (a, b, c) in enumerate(zip(x.flat, v.flat, w.flat))
     ]
     return object_array(jets, x.shape)
 
@@ -257,14 +268,16 @@ def limiting_gradient(
     order: int = DEFAULT_ORDER,
     *,
     tie_order: int | None = None,
+    w: Any = None,
 ) -> tuple[Fraction, np.ndarray]:
     """``(f(x), lim grad f(x + delta * v))`` as delta -> 0+, exactly, for scalar ``f``.
 
     ``f`` receives an object array of `Jet` shaped like ``x`` and must return a scalar (a number,
     `Jet` or 0-d array). The gradient is an object array of Fractions shaped like ``x``. Raises
-    `DegenerateTie` where ``v`` does not determine the limit (see `Jet` for ``tie_order``).
+    `DegenerateTie` where ``v`` does not determine the limit (see `Jet` for ``tie_order``);
+    with ``w`` the limit is the lexicographic one along ``[v, w]`` (see `jet_ray`).
     """
-    xs = jet_ray(x, v, order, tie_order)
+    xs = jet_ray(x, v, order, tie_order, w)
     out = np.asarray(f(xs), dtype=object)
     if out.shape != ():
         raise ValueError(f"f must return a scalar, got shape {out.shape}; use limiting_jacobian")
@@ -280,9 +293,11 @@ def limiting_jacobian(
     order: int = DEFAULT_ORDER,
     *,
     tie_order: int | None = None,
+    w: Any = None,
 ) -> np.ndarray:
-    """``lim J f(x + delta * v)`` for array-valued ``f``: Fractions, ``out.shape + x.shape``."""
-    xs = jet_ray(x, v, order, tie_order)
+    """``lim J f(x + delta * v)`` for array-valued ``f``: Fractions, ``out.shape + x.shape``
+    (lexicographic along ``[v, w]`` with ``w``, see `jet_ray`)."""
+    xs = jet_ray(x, v, order, tie_order, w)
     out = np.asarray(f(xs), dtype=object)
     rows = [_gradient(element, xs.size) for element in out.flat]
     return object_array([g for row in rows for g in row], out.shape + xs.shape)
