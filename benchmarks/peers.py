@@ -47,6 +47,8 @@ def numpy_contenders(bench: Benchmark, asd_ops) -> list[Contender]:
         out.append(Contender("hand", lambda: bench.hand(params, data), _plain, True))
     vg = asd.value_and_subgrad(lambda p: bench.loss(asd_ops, p, data))
     out.append(Contender("asd", lambda: vg(params), _plain, True))
+    if bench.untied is not None:
+        out.append(Contender("asd untied", lambda: vg(bench.untied), None, True))
     return out
 
 

@@ -35,6 +35,7 @@ class Benchmark:
     hand_label: str = "numpy fwd+bwd"
     ties: bool = False
     notes: dict = field(default_factory=dict)
+    untied: list | None = None  # the same program's parameters at a point without ties
 
 
 # ----- multilayer perceptrons (wide, tied, deep and narrow) -----
@@ -187,6 +188,35 @@ def scalar_chain(quick: bool) -> Benchmark:
                      (blocks,), chain_loss, chain_hand)
 
 
+# ----- a chain whose every tie only the exact series decides (the tie contract's cost) -----
+
+def series_chain_loss(ops, params, data):
+    """``y <- relu(y + s) - relu(-(y + s))`` with ``s = x0² + x1²``: at x = 0 every relu meets
+    ``y + s == 0`` with a zero tangent along every direction, and only the series along the
+    ray (``δ²|v|²``) decides; the value is ``blocks * s + x0 + 2 x1``."""
+    (x,) = params
+    s = x[0] * x[0] + x[1] * x[1]
+    y = s * 0.0
+    for _ in range(data[0]):
+        h = y + s
+        y = ops.relu(h) - ops.relu(-h)
+    return y + x[0] + 2.0 * x[1]
+
+
+def series_chain_hand(params, data, direction=None):
+    """The chain is ``blocks * (x0² + x1²) + x0 + 2 x1`` written with kinks: smooth."""
+    (x,) = params
+    return data[0] * float(x @ x) + x[0] + 2.0 * x[1], [2.0 * data[0] * x + np.array([1.0, 2.0])]
+
+
+def series_chain(quick: bool) -> Benchmark:
+    blocks = 100 if quick else 2000  # 5 operations a block: 10^4 nodes
+    return Benchmark("series-chain float64", f"{5 * blocks}-node chain at x = 0, every tie "
+                     "decided by the exact series; 'asd untied': the same chain at x = (1, 1)",
+                     np.dtype(np.float64), [np.zeros(2)], (blocks,), series_chain_loss,
+                     series_chain_hand, "closed form", ties=True, untied=[np.ones(2)])
+
+
 # ----- a projection-heavy program: unrolled projected gradient onto a box -----
 
 def projection_loss(ops, params, data):
@@ -266,5 +296,5 @@ def build(quick: bool = False) -> list[Benchmark]:
         mlp(np.float32, quick), mlp(np.float64, quick),
         mlp(np.float32, quick, ties=True), mlp(np.float64, quick, ties=True),
         cnn(quick), deep_narrow(quick), scalar_chain(quick), projection(quick),
-        projection(quick, "box"), sort_topk(quick),
+        projection(quick, "box"), sort_topk(quick), series_chain(quick),
     ]

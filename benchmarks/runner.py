@@ -23,7 +23,7 @@ from . import ops as backends
 from .peers import PEERS, Contender, contenders, installed
 from .programs import Benchmark, build, draw_direction
 
-ORDER = ("primal", "hand", "asd", "autograd", "torch", "jax", "jax.jit")
+ORDER = ("primal", "hand", "asd", "asd untied", "autograd", "torch", "jax", "jax.jit")
 
 # (label, program-name prefix, numerator, denominator, limit, measure)
 TARGETS = (
@@ -32,6 +32,8 @@ TARGETS = (
      "time"),
     ("1000-op scalar chain: asd / autograd", "scalar-chain", "asd", "autograd", 1.0, "time"),
     ("MLP peak memory: asd / autograd", "mlp float", "asd", "autograd", 1.5, "memory"),
+    ("10^4-node chain, every tie by the series: asd / asd untied", "series-chain", "asd",
+     "asd untied", 20.0, "time"),
 )
 
 
