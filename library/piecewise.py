@@ -339,18 +339,20 @@ def where_cmp_rule(xs, dxs, op):
     cond_moves = not (dxs[0].is_zero and dxs[1].is_zero)
     tie = np.asarray(np.broadcast_to(np.equal(lhs, rhs), out))
     if cond_moves and tie.any():
+        side = tie_sign(lhs, dxs[0], rhs, dxs[1], tie, record=True, strict=True)
+        # a tie that is an equality near x keeps one side there; any other switches sides
         a_tie = np.broadcast_to(a, out)[tie]
         b_tie = np.broadcast_to(b, out)[tie]
-        if np.any(a_tie != b_tie):
-            bad = np.flatnonzero(a_tie != b_tie)[:3]
+        jump = (a_tie != b_tie) & (side != 0)
+        if np.any(jump):
+            bad = np.flatnonzero(jump)[:3]
             raise NotLipschitzError(
                 f"where(lhs {op} rhs, a, b) jumps: the condition is tied (lhs == rhs) at "
-                f"{int(np.count_nonzero(a_tie != b_tie))} entries where a != b (e.g. a = "
+                f"{int(np.count_nonzero(jump))} entries where a != b (e.g. a = "
                 f"{a_tie[bad].tolist()}, b = {b_tie[bad].tolist()}), so the function is "
                 "discontinuous there. Make both branches agree on the boundary, or use a "
                 "continuous primitive."
             )
-        side = tie_sign(lhs, dxs[0], rhs, dxs[1], tie, record=True, strict=True)
         # side 0: lhs == rhs on a whole neighbourhood, so the comparison reads its exact value
         cond[tie] = {">": side > 0, ">=": side >= 0, "<": side < 0, "<=": side <= 0,
                      "==": side == 0, "!=": side != 0}[op]

@@ -90,6 +90,13 @@ def test_a_comparison_that_is_zero_near_x_reads_its_exact_value():
         assert [d.how for d in report.decisions] == ["equal"]
 
 
+def test_a_where_whose_condition_is_an_equality_near_x_does_not_jump():
+    f = lambda x: np.where(0 * x > 0, 2 * x + 1, x)  # noqa: E731  (x everywhere)
+    assert asd.value_and_subgrad(f, seed=0)(0.0) == (0.0, 1.0)
+    with pytest.raises(asd.NotLipschitzError, match="jumps"):
+        asd.subgrad(lambda x: np.where(x > 0, 2 * x + 1, x))(0.0)
+
+
 def test_degenerate_tie_through_sin_is_decided_by_its_exact_series():
     f = lambda x: asd.relu(x[1] - np.sin(x[0]) ** 2) - asd.relu(np.sin(x[0]) ** 2 - x[1])  # noqa: E731
     _, g, report = asd.value_and_subgrad(f, direction=np.array([1.0, 0.0]),
@@ -167,15 +174,18 @@ def persisting_programs(draw):
     coef = np.array(draw(st.lists(st.sampled_from([-2.0, -1.0, 1.0, 3.0]), min_size=m,
                                   max_size=m)))
     pair = draw(st.booleans())
-    # v: a coordinate vector, or orthogonal to the first tied form (ties persist along v)
+    # v: a coordinate vector, or orthogonal to the first tied form (ties persist along v),
+    # with tiny components added in some entries (they must still decide exactly)
+    v = np.zeros(n)
     if draw(st.booleans()):
-        v = np.zeros(n)
         v[draw(st.integers(0, n - 1))] = 1.0
     else:
-        v = np.zeros(n)
         v[0], v[1] = a[0, 1], -a[0, 0]
         if not v.any():
             v[-1] = 1.0
+    for i in range(n):
+        if draw(st.integers(0, 3)) == 0:
+            v[i] += draw(st.sampled_from([2.0**-40, -(2.0**-45), 2.0**-60]))
     w = np.array(draw(st.lists(st.sampled_from([-1.0, -0.5, 0.5, 1.0, 2.0]), min_size=n,
                                max_size=n)))
     return a, quad, kinds, coef, pair, v, w
