@@ -20,6 +20,7 @@ import numpy as np
 
 __all__ = [
     "DEFAULT_ORDER",
+    "Interval",
     "RaySeries",
     "Series",
     "TranscendentalConstant",
@@ -149,7 +150,9 @@ class Series:
         """
         for c in self.coeffs:
             if c:
-                return c.sign() if isinstance(c, Series) else (1 if c > 0 else -1)
+                if isinstance(c, Series | Interval):
+                    return c.sign() or 0
+                return 1 if c > 0 else -1
         return 0
 
     def proven_sign(self) -> int | None:
@@ -166,6 +169,9 @@ class Series:
                     return c.proven_sign()
                 if not c.exact:
                     return None
+            elif isinstance(c, Interval):
+                if c:
+                    return c.sign()  # None where the interval still holds 0
             elif c:
                 return 1 if c > 0 else -1
         return 0 if self.exact else None
@@ -182,6 +188,8 @@ class Series:
             return type(self)._new([other], self.order, self.var, True)
         if isinstance(other, numbers.Real):
             return type(self)._new([to_fraction(other)], self.order, self.var, True)
+        if isinstance(other, Interval):
+            return type(self)._new([other], self.order, self.var, True)
         return None
 
     def __add__(self, other: Any) -> Series:
@@ -203,12 +211,12 @@ class Series:
         return self
 
     def __sub__(self, other: Any) -> Series:
-        if not isinstance(other, Series | numbers.Real):
+        if not isinstance(other, Series | Interval | numbers.Real):
             return NotImplemented
         return self + -other
 
     def __rsub__(self, other: Any) -> Series:
-        if not isinstance(other, Series | numbers.Real):
+        if not isinstance(other, Series | Interval | numbers.Real):
             return NotImplemented
         return -self + other
 
@@ -253,7 +261,7 @@ class Series:
         return NotImplemented if coerced is None else self * coerced.reciprocal()
 
     def __rtruediv__(self, other: Any) -> Series:
-        if not isinstance(other, Series | numbers.Real):
+        if not isinstance(other, Series | Interval | numbers.Real):
             return NotImplemented
         return self.reciprocal() * other
 
@@ -273,7 +281,7 @@ class Series:
     # ----- order -----
 
     def _compare(self, other: Any) -> int:
-        if not isinstance(other, Series | numbers.Real):
+        if not isinstance(other, Series | Interval | numbers.Real):
             return NotImplemented
         return self._sign_of(self - other)
 
@@ -382,6 +390,182 @@ def _exact_root(c: Fraction, p: int) -> Fraction | None:
     return None if num is None or den is None else Fraction(num, den)
 
 
+class Interval:
+    """A real number known only to lie in ``[lo, hi]`` (exact Fraction ends): a transcendental
+    coefficient such as ``exp(1/2)``, enclosed by mpmath's interval arithmetic. Arithmetic on
+    Fraction ends is exact, so every result still encloses the true value; a sign is proven
+    only where the interval excludes 0."""
+
+    __slots__ = ("lo", "hi")
+
+    def __init__(self, lo: Fraction, hi: Fraction):
+        self.lo, self.hi = lo, hi
+
+    @staticmethod
+    def of(other: Any) -> Interval | None:
+        if isinstance(other, Interval):
+            return other
+        if isinstance(other, numbers.Real):
+            f = to_fraction(other)
+            return Interval(f, f)
+        return None
+
+    def sign(self) -> int | None:
+        if self.lo > 0:
+            return 1
+        if self.hi < 0:
+            return -1
+        return 0 if self.lo == self.hi == 0 else None
+
+    def __bool__(self) -> bool:
+        return not self.lo == self.hi == 0
+
+    def __add__(self, other: Any) -> Any:
+        o = Interval.of(other)
+        return NotImplemented if o is None else Interval(self.lo + o.lo, self.hi + o.hi)
+
+    __radd__ = __add__
+
+    def __neg__(self) -> Interval:
+        return Interval(-self.hi, -self.lo)
+
+    def __sub__(self, other: Any) -> Any:
+        o = Interval.of(other)
+        return NotImplemented if o is None else self + -o
+
+    def __rsub__(self, other: Any) -> Any:
+        o = Interval.of(other)
+        return NotImplemented if o is None else o + -self
+
+    def __mul__(self, other: Any) -> Any:
+        o = Interval.of(other)
+        if o is None:
+            return NotImplemented
+        ends = (self.lo * o.lo, self.lo * o.hi, self.hi * o.lo, self.hi * o.hi)
+        return Interval(min(ends), max(ends))
+
+    __rmul__ = __mul__
+
+    def reciprocal(self) -> Interval:
+        if self.sign() in (0, None):
+            raise UnprovenSign(f"1/{self!r}: the interval holds 0")
+        return Interval(1 / self.hi, 1 / self.lo)
+
+    def __truediv__(self, other: Any) -> Any:
+        o = Interval.of(other)
+        return NotImplemented if o is None else self * o.reciprocal()
+
+    def __rtruediv__(self, other: Any) -> Any:
+        o = Interval.of(other)
+        return NotImplemented if o is None else o * self.reciprocal()
+
+    def __float__(self) -> float:
+        return float((self.lo + self.hi) / 2)
+
+    def __repr__(self) -> str:
+        return f"Interval({float(self.lo)!r}, {float(self.hi)!r})"
+
+
+PRECISION = 256
+"""Bits of mpmath's interval arithmetic for transcendental constants."""
+
+
+def _enclose(fn: str, c: Fraction) -> Interval:
+    """``fn(c)`` enclosed in an `Interval` by mpmath's interval arithmetic (its own context, so
+    no global precision changes); functions it lacks are written with ``exp`` and ``log``,
+    and ``atan`` as ``Im log(1 + ic)`` through ``atan2``-free identities on the real line."""
+    from mpmath.ctx_iv import MPIntervalContext
+
+    ctx = MPIntervalContext()
+    ctx.prec = PRECISION
+    x = ctx.mpf(c.numerator) / c.denominator
+    derived = {
+        "sinh": lambda: (ctx.exp(x) - ctx.exp(-x)) / 2,
+        "cosh": lambda: (ctx.exp(x) + ctx.exp(-x)) / 2,
+        "tanh": lambda: 1 - 2 / (ctx.exp(2 * x) + 1),
+        "atanh": lambda: ctx.log((1 + x) / (1 - x)) / 2,
+        "cbrt": lambda: ctx.exp(ctx.log(x) / 3),
+        "atan": lambda: _atan(ctx, x),
+    }
+    value = derived[fn]() if fn in derived else getattr(ctx, fn)(x)
+
+    def exact(raw) -> Fraction:
+        sign, man, exp, _ = raw
+        return (-1) ** sign * Fraction(man) * Fraction(2) ** exp
+
+    lo, hi = value._mpi_
+    return Interval(exact(lo), exact(hi))
+
+
+def _atan(ctx, x):
+    """``atan(x)`` as an interval: ``2 atan(x / (1 + sqrt(1 + x²)))`` reduces the argument below
+    1/2 twice, then the alternating Taylor series is summed with its remainder as a bound."""
+    for _ in range(2):
+        x = x / (1 + ctx.sqrt(1 + x * x))
+    total, term, k = ctx.mpf(0), x, 1
+    while True:
+        total += term / k
+        term = -term * x * x
+        k += 2
+        if k > 4 * PRECISION:
+            break
+    bound = abs(term) / k  # the alternating remainder after the last term
+    return 4 * (total + ctx.mpf([-1, 1]) * bound)
+
+
+def _horner(coeffs: list, u: Any) -> Any:
+    out: Any = coeffs[-1]
+    for c in coeffs[-2::-1]:
+        out = out * u + c
+    return out
+
+
+def _at_zero(name: str, u: Any, n: int) -> Any:
+    """``name(u)`` for a series ``u`` with zero constant term (rational Taylor coefficients)."""
+    return _horner(_taylor(name, Fraction(0), n), u)
+
+
+def _at_one(name: str, u: Any, n: int) -> Any:
+    """``name(1 + u)`` for a series ``u`` with zero constant term (roots)."""
+    return _horner(_taylor(name, Fraction(1), n), u)
+
+
+def _anywhere(name: str, c: Fraction, rest: Any, n: int) -> Any:
+    """``name(c + rest)`` by its addition theorem: enclosed constants at ``c`` times rational
+    series of ``rest`` at 0 (``rest`` has zero constant term)."""
+    if name in ("exp", "expm1"):
+        e = _enclose("exp", c)
+        tail = e * _at_zero("expm1", rest, n)
+        return e + tail if name == "exp" else (e - 1) + tail
+    if name in ("sin", "cos"):
+        sin_c, cos_c = _enclose("sin", c), _enclose("cos", c)
+        sin_r, cos_r = _at_zero("sin", rest, n), _at_zero("cos", rest, n)
+        if name == "sin":
+            return sin_c * cos_r + cos_c * sin_r
+        return cos_c * cos_r - sin_c * sin_r
+    if name in ("sinh", "cosh"):
+        sinh_c, cosh_c = _enclose("sinh", c), _enclose("cosh", c)
+        sinh_r, cosh_r = _at_zero("sinh", rest, n), _at_zero("cosh", rest, n)
+        if name == "sinh":
+            return sinh_c * cosh_r + cosh_c * sinh_r
+        return cosh_c * cosh_r + sinh_c * sinh_r
+    if name in ("tan", "tanh"):
+        t, tr = _enclose(name, c), _at_zero(name, rest, n)
+        return (t + tr) / (1 - t * tr) if name == "tan" else (t + tr) / (1 + t * tr)
+    if name == "log" and c > 0:
+        return _enclose("log", c) + _at_zero("log1p", rest / c, n)
+    if name == "log1p" and c > -1:
+        return _enclose("log1p", c) + _at_zero("log1p", rest / (1 + c), n)
+    if name == "arctan":
+        return _enclose("atan", c) + _at_zero("arctan", rest / (1 + c * c + c * rest), n)
+    if name == "arctanh" and -1 < c < 1:
+        return _enclose("atanh", c) + _at_zero("arctanh", rest / (1 - c * c - c * rest), n)
+    if name in ("sqrt", "cbrt") and c != 0 and (name == "cbrt" or c > 0):
+        root = _enclose(name, c) if c > 0 else -_enclose(name, -c)
+        return root * _at_one(name, rest / c, n)
+    raise TranscendentalConstant(f"{name} at {c}: outside its domain or not analytic there")
+
+
 def _elementary(name: str) -> Callable[[RaySeries], RaySeries]:
     def apply(self: RaySeries) -> RaySeries:
         base: Any = self
@@ -390,10 +574,10 @@ def _elementary(name: str) -> Callable[[RaySeries], RaySeries]:
             base, depth = base.coefficient(0), depth + 1
         rest = self - base
         n = (self.order + 1) * depth  # every power past n vanishes in the truncated ring
-        coeffs = _taylor(name, base, n)
-        out: Any = coeffs[n]
-        for c in coeffs[n - 1 :: -1]:
-            out = out * rest + c
+        try:
+            out = _horner(_taylor(name, base, n), rest)
+        except TranscendentalConstant:
+            out = _anywhere(name, to_fraction(base), rest, n)
         if not isinstance(out, Series):
             out = type(self)._new([out], self.order, self.var, True)
         if rest and out.exact:  # a transcendental function of a nonconstant series
@@ -475,4 +659,5 @@ def leading_vector(entries: Sequence[Any]) -> list[Fraction] | None:
     if not leads:
         return None
     exps = min(lead[0] for lead in leads)
-    return [Fraction(_coefficient_at(e, exps, top)) for e in entries]
+    coeffs = [_coefficient_at(e, exps, top) for e in entries]
+    return [Fraction(float(c)) if isinstance(c, Interval) else Fraction(c) for c in coeffs]

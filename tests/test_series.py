@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asd.series import (
+    Interval,
     RaySeries,
     Series,
     TranscendentalConstant,
@@ -109,9 +110,9 @@ def test_log_at_one_and_roots_of_perfect_squares():
     assert [root.coefficient(k) for k in range(6)] == coefficients_of(
         lambda t: sympy.sqrt(sympy.Rational(9, 4) + t), 5)
     with pytest.raises(TranscendentalConstant):
-        (2 + d).sqrt()
+        (-2 + d).sqrt()  # outside the domain
     with pytest.raises(TranscendentalConstant):
-        (Fraction(1, 2) + d).exp()
+        (-1 + d).log1p()
 
 
 def test_elementary_functions_of_nested_series():
@@ -130,3 +131,34 @@ def test_leading_vector_reads_the_lexicographically_first_monomial():
     assert leading_vector(entries) == [2, -1, 0]  # ε1**2 beats ε2
     assert leading_vector([nested([0], [0, 3]), nested([0], [1])]) == [0, 1]
     assert leading_vector([nested([0], []), RaySeries([0], 6, 0)]) is None
+
+
+# ----- transcendental constants: enclosed, and signs proven only where they separate -----
+
+@pytest.mark.parametrize("name, fn", [
+    ("exp", sympy.exp), ("sin", sympy.sin), ("cos", sympy.cos), ("tanh", sympy.tanh),
+    ("log", sympy.log), ("sqrt", sympy.sqrt), ("arctan", sympy.atan), ("sinh", sympy.sinh),
+    ("cosh", sympy.cosh), ("arctanh", sympy.atanh), ("cbrt", sympy.cbrt), ("tan", sympy.tan),
+    ("log1p", lambda t: sympy.log(1 + t)),
+])
+def test_series_at_irrational_points_enclose_the_taylor_coefficients(name, fn):
+    c = Fraction(3, 4)
+    got = getattr(RaySeries([c, 1], order=5), name)()
+    t = sympy.Symbol("t")
+    poly = sympy.series(fn(sympy.Rational(3, 4) + t), t, 0, 6).removeO()
+    for k in range(6):
+        exact, coeff = poly.coeff(t, k), got.coefficient(k)
+        if not isinstance(coeff, Interval):  # a rational coefficient: equal exactly
+            assert sympy.Rational(coeff.numerator, coeff.denominator) == exact, (name, k)
+            continue
+        lo, hi = (sympy.Rational(e.numerator, e.denominator) for e in (coeff.lo, coeff.hi))
+        assert (exact - lo).evalf(100) >= 0 and (hi - exact).evalf(100) >= 0, (name, k)
+        assert coeff.hi - coeff.lo < Fraction(1, 2**200)
+
+
+def test_interval_signs_are_proven_only_where_they_separate():
+    d = RaySeries([Fraction(1, 2), 1], order=3)
+    assert (d.exp() - d.exp()).proven_sign() is None  # the same enclosure twice: unproven
+    assert (d.exp() - Fraction(33, 20)).proven_sign() == -1  # e**0.5 = 1.6487... < 1.65
+    with pytest.raises(UnprovenSign):
+        _ = d.exp() - d.exp() > 0
