@@ -6,9 +6,10 @@ and nothing else decides: no rule keeps a convention of its own. The answer is t
 this order (each step only for the entries the previous one left at zero):
 
 1. the tangent ``ḣ`` along ``v`` (free: the engine pushes ``v`` through the linearizations);
-2. the exact power series of ``h`` along ``x + δv`` (`node_series`, exact rationals), at an
-   order raised until the sign is proven or a cap is met: this decides every tie that opens
-   at some order, so with an explicit ``v`` the result is the limiting gradient along ``v``;
+2. the exact power series of ``h`` along ``x + δv`` (`node_series`: rationals, and intervals
+   for transcendental constants), at an order raised until the sign is proven or a cap is
+   met: this decides every tie that opens at some order, so with an explicit ``v`` the result
+   is the limiting gradient along ``v``;
 3. where ``h`` vanishes along the whole ray (or its sign cannot be proven), the next direction
    ``w₁`` of the lexicographic sequence: first order (``w₁`` pushed through the linearizations
    already selected), then the nested series along ``x + ε₁v + ε₂w₁``; then ``w₂``, … The
@@ -18,9 +19,10 @@ this order (each step only for the entries the previous one left at zero):
 
 A tie still at zero after a random direction is an equality on a neighbourhood of ``x``
 (almost surely): every branch then has the same gradient, and comparisons read their exact
-value there (``h > 0`` is false). Where the series cannot be computed (a transcendental
-function at a point with irrational Taylor coefficients, or a cone beyond ``BUDGET``) and
-first order is flat along every direction, the tie is reported as ``flat``: the branches'
+value there (``h > 0`` is false). Where the series cannot be computed or its sign proven (a
+cancellation of interval-enclosed transcendental constants, an operation with no series, or a
+cone beyond ``BUDGET``) and first order is flat along every direction, the tie is reported as
+``flat``: the branches'
 gradients agree almost surely, and rules whose answer depends on more than the gradient
 (``where``) refuse it with `UndecidedTieError`. Every decision is reported per sweep
 (`asd.primitive.record_tie_decision`), so a result can say which element it is.
