@@ -304,12 +304,16 @@ def _decide_by_series(left: _Side, right: _Side, shape: tuple, where: np.ndarray
         except SeriesUnavailable:
             break
         signs = [s.proven_sign() if isinstance(s, Series) else int(np.sign(s)) for s in h]
-        for i, s in zip(idx, signs, strict=True):
-            if s is not None:
-                todo[i] = False
-                flat[i] = False
-                if s:
-                    sign[i], open_[i] = s, False
+        for i, s, e in zip(idx, signs, h, strict=True):
+            if s is None:
+                if not e.hidden_by_truncation():  # an interval holds 0: no order will do
+                    todo[i] = False
+                    flat[i] = True
+                continue
+            todo[i] = False
+            flat[i] = False
+            if s:
+                sign[i], open_[i] = s, False
     flat[todo] = True
     record_tie_decision("series" if depth == 1 else "lexicographic",
                         before - int(np.count_nonzero(open_)))

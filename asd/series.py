@@ -176,6 +176,22 @@ class Series:
                 return 1 if c > 0 else -1
         return 0 if self.exact else None
 
+    def hidden_by_truncation(self) -> bool:
+        """Whether a higher order could prove the sign `proven_sign` leaves open (not when an
+        interval coefficient that holds 0 decides it: its width does not shrink with order)."""
+        for c in self.coeffs:
+            if isinstance(c, Series):
+                if c:
+                    return c.hidden_by_truncation()
+                if not c.exact:
+                    return True
+            elif isinstance(c, Interval):
+                if c:
+                    return False
+            elif c:
+                return False
+        return not self.exact
+
     # ----- arithmetic -----
 
     def _coerce(self, other: Any) -> Series | None:
