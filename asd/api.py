@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from . import arguments
-from .arguments import check_argnums, describe_leaf
+from .arguments import as_float, check_argnums, describe_leaf
 from .errors import ArgumentError, ShapeError
 from .result import ASDResult, ties_of
 from .sweep import LazyDirection, Trace
@@ -93,11 +93,6 @@ class _Inputs:
                  zip(arrays, self.leaves, strict=True)]
         fixed = [a if arr else a[()] for a, arr in zip(fixed, self.is_array, strict=True)]
         return unflatten(self.tree, fixed)
-
-
-def as_float(x, where: str = "argument") -> np.ndarray:
-    """A differentiated leaf as a finite float array; see `asd.arguments.as_float`."""
-    return arguments.as_float(x, where)
 
 
 def _sweep(f, inputs: _Inputs, direction, seed, allow_zero=False):

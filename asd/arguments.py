@@ -128,9 +128,13 @@ def as_float(x, where: str = "argument") -> np.ndarray:
     a = as_real_array(x, where)
     if a.dtype.kind != "f":
         a = a.astype(np.float64)
-    # a sum is finite when every entry is (one pass, no temporary); the entrywise test runs
-    # only to tell a NaN or infinity from an overflowing sum
-    if not np.isfinite(np.add.reduce(a, axis=None)) and not np.all(np.isfinite(a)):
+    # the sum of squares (one BLAS pass, no temporary: a quarter of an entrywise test) is
+    # finite when every entry is; the entrywise test runs only to tell a NaN or infinity
+    # from a sum that overflowed
+    flat = a.ravel()
+    with np.errstate(over="ignore", invalid="ignore"):
+        square_sum = np.dot(flat, flat)
+    if not np.isfinite(square_sum) and not np.all(np.isfinite(a)):
         bad = np.argwhere(~np.isfinite(a))
         at = f" at index {tuple(int(i) for i in bad[0])}" if a.ndim else ""
         raise NonFiniteError(
