@@ -9,10 +9,10 @@ import numpy as np
 
 from . import arguments
 from .arguments import as_float, check_argnums, describe_leaf
-from .errors import ArgumentError, ShapeError
+from .errors import ArgumentError, ASDError, ShapeError
 from .result import ASDResult, ties_of
 from .sweep import LazyDirection, Trace
-from .tracing import Tracer, close_trace
+from .tracing import Tracer, as_asd_error, close_trace, raised_by_asd
 from .tree import flatten, unflatten
 
 ArgNums = int | tuple[int, ...]
@@ -83,6 +83,8 @@ class _Inputs:
         try:
             with np.errstate(all="ignore"):
                 return f(*args)
+        except (IndexError, ValueError, TypeError) as e:
+            raise _explained(e) from e
         finally:
             if tracers:  # the call is over: values that escaped it refuse further use
                 close_trace(tracers[0]._trace)
@@ -93,6 +95,15 @@ class _Inputs:
                  zip(arrays, self.leaves, strict=True)]
         fixed = [a if arr else a[()] for a, arr in zip(fixed, self.is_array, strict=True)]
         return unflatten(self.tree, fixed)
+
+
+def _explained(e: Exception) -> Exception:
+    """A bare error raised inside asd's library while ``f`` ran, as an asd error.
+
+    The user's own exceptions (raised outside asd) are returned unchanged.
+    """
+    where = None if isinstance(e, ASDError) else raised_by_asd(e)
+    return e if where is None else as_asd_error(e, f"asd's {where}()", ())
 
 
 def _sweep(f, inputs: _Inputs, direction, seed, allow_zero=False):
@@ -379,6 +390,8 @@ def trace(f: Callable) -> Callable[..., Any]:
         try:
             with np.errstate(all="ignore"):
                 out = f(*unflatten(in_tree, tracers))
+        except (IndexError, ValueError, TypeError) as e:
+            raise _explained(e) from e
         finally:
             program_nodes = t.nodes
             close_trace(t)

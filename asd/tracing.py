@@ -87,13 +87,41 @@ def as_asd_error(e: Exception, what: str, operands: tuple) -> Exception:
     if isinstance(e, ASDError):
         return e
     ops = ", ".join(repr(o) if isinstance(o, Tracer) else _short(o) for o in operands)
+    what = f"{what} of {ops}" if ops else what
     if isinstance(e, IndexError):
-        return IndexingError(f"{what} of {ops}: {e}. Index within the array's shape.")
+        return IndexingError(f"{what}: {e}. Index within the array's shape.")
     if isinstance(e, ValueError):
-        return ShapeError(f"{what} of {ops}: {e}. Make the shapes agree (reshape to a size "
+        return ShapeError(f"{what}: {e}. Make the shapes agree (reshape to a size "
                           "with the same number of entries, broadcastable operands).")
-    return ArgumentTypeError(f"{what} of {ops}: {e}. Operands of traced arrays must be real "
+    return ArgumentTypeError(f"{what}: {e}. Operands of traced arrays must be real "
                              "numbers or arrays.")
+
+
+def raised_by_asd(e: BaseException) -> str | None:
+    """The asd function a raw exception came from (skipping numpy's frames), else None.
+
+    Errors the user's own code raises (also through numpy) come from a frame outside asd and
+    pass through unchanged; a bare ``ValueError`` from inside asd's library is asd's to
+    explain (see `as_asd_error`).
+    """
+    frames = []
+    tb = e.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    dirs = _engine_dirs()
+    numpy_dir = os.path.dirname(os.path.abspath(np.__file__))
+    inside = None
+    for frame in reversed(frames):
+        name = os.path.abspath(frame.f_code.co_filename)
+        if name.startswith(numpy_dir + os.sep):
+            continue
+        if not any(name.startswith(d + os.sep) for d in dirs):
+            break
+        inside = inside or "asd"
+        if not frame.f_code.co_name.startswith("<"):  # the first named function (no lambda)
+            return frame.f_code.co_name
+    return inside
 
 
 def _short(x, n: int = 40) -> str:

@@ -277,3 +277,25 @@ def test_namedtuple_arguments_come_back_as_namedtuples():
     d = asd.subgrad(lambda p: asd.relu(p.b), direction=(np.zeros(2), 1.0))(
         Params(np.ones(2), 0.0))
     assert type(d) is Params and d.b == 1.0
+
+
+def test_library_errors_inside_the_function_are_explained_and_the_users_pass_through():
+    call_raises(asd.ShapeError, lambda: asd.subgrad(lambda x: anp.reshape(x, 4).sum())(
+        np.ones(3)), "reshape", "size 3 into shape (4,)")
+    call_raises(asd.IndexingError, lambda: asd.subgrad(lambda x: anp.take(x, [7]).sum())(
+        np.ones(3)), "index 7 is out of bounds")
+    call_raises(asd.ShapeError, lambda: asd.trace(lambda x: anp.reshape(x, 4))(np.ones(3)),
+                "reshape")
+
+    class Mine(ValueError):
+        pass
+
+    def mine(x):
+        raise Mine("the user's own")
+
+    with pytest.raises(Mine, match="the user's own"):
+        asd.subgrad(mine)(1.0)
+    # numpy called by the user on the user's own data: the user's error, unchanged
+    with pytest.raises(ValueError, match="negative dimensions") as info:
+        asd.subgrad(lambda x: np.ones(-1))(1.0)
+    assert not isinstance(info.value, asd.ASDError)
