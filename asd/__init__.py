@@ -3,7 +3,16 @@
 >>> import asd
 >>> float(asd.subgrad(lambda x: asd.relu(x) - asd.relu(-x))(0.0))
 1.0
+
+The parts that need heavy libraries load on first use, so ``import asd`` stays fast:
+``asd.certify`` (sympy), ``asd.clarke`` and ``asd.ClarkeSample`` (scipy), and the
+subpackages ``asd.testing`` and ``asd.numpy``.
+
+>>> asd.testing.check_rule.__name__
+'check_rule'
 """
+
+import importlib as _importlib
 
 from . import (
     library,  # registers the primitives with numpy dispatch
@@ -12,13 +21,16 @@ from . import (
 )
 from .api import asd, directional, jacobian, subgrad, trace, value_and_subgrad
 from .branching_program import branch, branching
-from .certificate import certify
-from .clarke_sample import ClarkeSample, clarke
 from .errors import (
+    ArgumentError,
+    ArgumentTypeError,
     ASDError,
+    DeadTraceError,
+    IndexingError,
     NestingError,
     NonFiniteError,
     NotLipschitzError,
+    OutputError,
     ShapeError,
     TracerBoolError,
     UnsupportedError,
@@ -30,11 +42,41 @@ from .result import ASDResult
 
 __version__ = "0.1.0"
 
+# name -> (module, attribute or None for the module itself), imported on first access
+_LAZY = {
+    "certify": ("asd.certificate", "certify"),
+    "clarke": ("asd.clarke_sample", "clarke"),
+    "ClarkeSample": ("asd.clarke_sample", "ClarkeSample"),
+    "testing": ("asd.testing", None),
+    "numpy": ("asd.numpy", None),
+}
+
+
+def __getattr__(name: str):
+    """Load the heavy parts of the public API on first use (see the module docstring)."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'asd' has no attribute {name!r}")
+    module, attribute = _LAZY[name]
+    value = _importlib.import_module(module)
+    if attribute is not None:
+        value = getattr(value, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))
+
 __all__ = [
     *library.__all__,
     "ASDError",
+    "ArgumentError",
+    "ArgumentTypeError",
+    "DeadTraceError",
+    "IndexingError",
+    "OutputError",
     "ASDResult",
-    "ClarkeSample",
+    "ClarkeSample",  # noqa: F405  (loaded on first use, see __getattr__)
     "NestingError",
     "NonFiniteError",
     "NotLipschitzError",
@@ -46,8 +88,8 @@ __all__ = [
     "asd",
     "branch",
     "branching",
-    "certify",
-    "clarke",
+    "certify",  # noqa: F405  (loaded on first use, see __getattr__)
+    "clarke",  # noqa: F405  (loaded on first use, see __getattr__)
     "directional",
     "jacobian",
     "library",

@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ASDError, ShapeError
+from . import arguments
+from .arguments import as_float, check_argnums, describe_leaf
+from .errors import ArgumentError, ASDError, ShapeError
 from .result import ASDResult, TieReport, decisions_of, ties_of
 from .sweep import LazyDirection, LexDirections, Trace
-from .tracing import Tracer
+from .tracing import Tracer, as_asd_error, close_trace, raised_by_asd
 from .tree import flatten, unflatten
 
 ArgNums = int | tuple[int, ...]
@@ -22,18 +24,38 @@ class _Inputs:
     """The differentiated leaves of a call, their kinds, and how to rebuild the arguments."""
 
     def __init__(self, args: tuple, argnums: ArgNums):
-        if not args:
-            raise TypeError("the function needs at least one argument to differentiate")
-        self.single = isinstance(argnums, int | np.integer)
-        self.argnums = (int(argnums),) if self.single else tuple(int(a) for a in argnums)
-        for a in self.argnums:
-            if not -len(args) <= a < len(args):
-                raise ValueError(f"argnums={argnums} but the function got {len(args)} arguments")
+        self.single, self.argnums = check_argnums(argnums, len(args))
         self.args = args
         diff = args[self.argnums[0]] if self.single else tuple(args[a] for a in self.argnums)
         raw, self.tree = flatten(diff)
         self.is_array = [isinstance(x, np.ndarray) for x in raw]
-        self.leaves = [as_float(x, i) for i, x in enumerate(raw)]
+        self.leaves = [as_float(x, self.describe(i)) for i, x in enumerate(raw)]
+        arguments.check_not_empty(self.leaves, self.argnums)
+
+    def describe(self, i: int) -> str:
+        """Leaf ``i`` named for a message: 'argument 1' or 'argument 0 (leaf 2)'."""
+        if self.single:
+            return describe_leaf(self.argnums[0] % len(self.args), i, self.tree.n_leaves)
+        start = 0
+        for a, sub in zip(self.argnums, self.tree.children, strict=True):
+            if i < start + sub.n_leaves:
+                return describe_leaf(a % len(self.args), i - start, sub.n_leaves)
+            start += sub.n_leaves
+        return f"leaf {i}"
+
+    def checked_direction(self, direction, *, allow_zero: bool = False):
+        """The user's direction validated and rebuilt in the arguments' structure."""
+        return arguments.check_direction(direction, self.tree, self.leaves,
+                                         allow_zero=allow_zero)
+
+    def checked_sequence(self, direction, directions) -> tuple:
+        """``(direction, directions)`` validated: ``v``, and the lexicographic ``[v, w1, ...]``
+        whose later entries may be zero (they only decide ties that persist)."""
+        if directions is None:
+            return self.checked_direction(direction), None
+        first = _first_direction(direction, directions)
+        return None, [self.checked_direction(first)] + [
+            self.checked_direction(w, allow_zero=True) for w in directions[1:]]
 
     def direction(self, direction, seed, *, allow_zero: bool = False) -> list[np.ndarray]:
         if direction is None:
@@ -73,8 +95,14 @@ class _Inputs:
         else:
             for a, r in zip(self.argnums, rebuilt, strict=True):
                 args[a] = r
-        with np.errstate(all="ignore"):
-            return f(*args)
+        try:
+            with np.errstate(all="ignore"):
+                return f(*args)
+        except (IndexError, ValueError, TypeError) as e:
+            raise _explained(e) from e
+        finally:
+            if tracers:  # the call is over: values that escaped it refuse further use
+                close_trace(tracers[0]._trace)
 
     def restore(self, arrays: list) -> Any:
         """Cast results back to each leaf's dtype; Python scalars come back as numpy scalars."""
@@ -84,16 +112,13 @@ class _Inputs:
         return unflatten(self.tree, fixed)
 
 
-def as_float(x, i: int = 0) -> np.ndarray:
-    if isinstance(x, Tracer):
-        raise ASDError("an argument is already a traced value; nested differentiation is "
-                       "not supported")
-    a = np.asarray(x)
-    if a.dtype == object:
-        raise TypeError(f"argument leaf {i} is not numeric: {type(x).__name__}")
-    if not np.issubdtype(a.dtype, np.floating):
-        a = a.astype(np.float64)
-    return a
+def _explained(e: Exception) -> Exception:
+    """A bare error raised inside asd's library while ``f`` ran, as an asd error.
+
+    The user's own exceptions (raised outside asd) are returned unchanged.
+    """
+    where = None if isinstance(e, ASDError) else raised_by_asd(e)
+    return e if where is None else as_asd_error(e, f"asd's {where}()", ())
 
 
 def _lex_seed(seed):
@@ -113,11 +138,11 @@ def _first_direction(direction, directions):
     if directions is None:
         return direction
     if direction is not None:
-        raise ValueError("pass direction= or directions=[v, w1, ...], not both")
+        raise ArgumentError("pass direction= or directions=[v, w1, ...], not both")
     if isinstance(directions, np.ndarray) or not isinstance(directions, list | tuple) \
             or not directions:
-        raise ValueError("directions must be a non-empty list [v, w1, ...] of directions, each "
-                         "shaped like the differentiated arguments")
+        raise ArgumentError("directions must be a non-empty list [v, w1, ...] of directions, "
+                            "each shaped like the differentiated arguments")
     return directions[0]
 
 
@@ -136,34 +161,12 @@ def sweep_along(f, inputs: _Inputs, dirs: list[np.ndarray], lex: LexDirections |
 
 
 def _scalar_output(out, trace: Trace):
-    if isinstance(out, Tracer):
-        if out._trace is not trace:
-            raise ASDError("the function returned a traced value from another sweep")
-        if out.shape != ():
-            raise ShapeError(
-                f"subgrad needs a scalar output, but the function returned shape {out.shape}; "
-                "reduce it (e.g. .sum()) or use asd.jacobian for vector outputs"
-            )
-        return out
-    a = np.asarray(out)
-    if a.dtype == object or a.shape != ():
-        raise ShapeError(
-            f"subgrad needs a scalar output, got {type(out).__name__} of shape {np.shape(out)}; "
-            "use asd.jacobian for vector or structured outputs"
-        )
-    return None
+    """The traced scalar output, None for a real constant; see `asd.arguments.scalar_output`."""
+    return arguments.scalar_output(out, trace)
 
 
 def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
-    if not np.all(np.isfinite(trace.values[out_id])):
-        k = trace.first_nonfinite(out_id)
-        trace.raise_nonfinite(k, "the output value")
-    if not all(np.all(np.isfinite(a)) for a in arrays):
-        k = trace.first_nonfinite(out_id)
-        if k is None:
-            raise ASDError("the subgradient is not finite although every value is; a rule "
-                           "produced an infinite slope. Report this with the program.")
-        trace.raise_nonfinite(k, "a value the subgradient passes through")
+    arguments.check_finite(trace, out_id, arrays)
 
 
 # ----- the public functions -----
@@ -190,9 +193,12 @@ def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction
     (np.float64(0.0), np.float64(1.0))
     """
 
+    arguments.check_seed(seed)
+
     def wrapped(*args):
-        result = _asd_sweep(f, _Inputs(args, argnums), direction, seed, full or diagnostics,
-                            directions)
+        inputs = _Inputs(args, argnums)
+        direction_, directions_ = inputs.checked_sequence(direction, directions)
+        result = _asd_sweep(f, inputs, direction_, seed, full or diagnostics, directions_)
         if full:
             return result
         if diagnostics:
@@ -219,8 +225,12 @@ def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
     ([np.float64(0.0), np.float64(1.0)], 2.0, [Tie(node=2, primitive='maximum', count=1)])
     """
 
+    arguments.check_seed(seed)
+
     def wrapped(*args) -> ASDResult:
-        return _asd_sweep(f, _Inputs(args, argnums), direction, seed, True, directions)
+        inputs = _Inputs(args, argnums)
+        direction_, directions_ = inputs.checked_sequence(direction, directions)
+        return _asd_sweep(f, inputs, direction_, seed, True, directions_)
 
     wrapped.__doc__ = f"One ASD sweep of {getattr(f, '__name__', f)}, as an ASDResult."
     return wrapped
@@ -244,7 +254,8 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
     k = traced._id
     trace.check_lipschitz(k)
     ct = trace.pull(k, np.ones((), dtype=traced.dtype))
-    grads = [ct[i] if ct[i] is not None else np.zeros_like(x)
+    # inputs after the output node (f returned an earlier input) are outside ct: zero
+    grads = [ct[i] if i < len(ct) and ct[i] is not None else np.zeros_like(x)
              for i, x in zip(ids, inputs.leaves, strict=True)]
     _check_finite(trace, k, grads)
     value = np.asarray(traced.value)[()]
@@ -295,10 +306,15 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
     """
 
     def wrapped(*args_and_v):
+        if len(args_and_v) < 2:
+            raise ArgumentError(f"directional(f) is called as g(*args, v): the arguments, then "
+                                f"the direction; got {len(args_and_v)} value(s)")
         *args, v = args_and_v
         inputs = _Inputs(tuple(args), argnums)
+        v = inputs.checked_direction(v, allow_zero=True)
         trace, out, _ = _sweep(f, inputs, v, None, allow_zero=True)
-        leaves, tree = flatten(out)
+        leaves, tree = arguments.output_leaves(out, trace)
+        arguments.check_finite_outputs(trace, leaves)
         values, dots = [], []
         for leaf in leaves:
             if isinstance(leaf, Tracer):
@@ -308,6 +324,7 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
             else:
                 values.append(np.asarray(leaf)[()])
                 dots.append(np.zeros_like(np.asarray(leaf, dtype=float))[()])
+        arguments.check_finite_tangents(trace, leaves, dots)
         return unflatten(tree, values), unflatten(tree, dots)
 
     return wrapped
@@ -328,12 +345,15 @@ def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
            [0., 0.]])
     """
     if mode not in (None, "forward", "reverse"):
-        raise ValueError(f"mode must be 'forward', 'reverse' or None, got {mode!r}")
+        raise ArgumentError(f"mode must be 'forward', 'reverse' or None, got {mode!r}")
+    arguments.check_seed(seed)
 
     def wrapped(*args):
         inputs = _Inputs(args, argnums)
-        trace, out, ids = _sweep(f, inputs, direction, seed, directions=directions)
-        outs, out_tree = flatten(out)
+        direction_, directions_ = inputs.checked_sequence(direction, directions)
+        trace, out, ids = _sweep(f, inputs, direction_, seed, directions=directions_)
+        outs, out_tree = arguments.output_leaves(out, trace)
+        arguments.check_finite_outputs(trace, outs)
         for o in outs:
             if isinstance(o, Tracer):
                 trace.check_lipschitz(o._id)
@@ -347,6 +367,9 @@ def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
                                     for b, x in zip(row, inputs.leaves, strict=True)])
             for row, o in zip(blocks, outs, strict=True)
         ]
+        for row, o in zip(blocks, outs, strict=True):
+            if isinstance(o, Tracer):
+                arguments.check_finite(trace, o._id, row, "the Jacobian")
         return unflatten(out_tree, per_out)
 
     return wrapped
@@ -389,7 +412,7 @@ def _reverse_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list)
         seed = np.eye(m, dtype=o.dtype).reshape((m,) + shape)
         ct = trace.pull(o._id, seed)
         rows.append([
-            np.zeros(shape + x.shape) if ct[i] is None
+            np.zeros(shape + x.shape) if i >= len(ct) or ct[i] is None
             else np.broadcast_to(ct[i], (m,) + x.shape).reshape(shape + x.shape)
             for i, x in zip(ids, inputs.leaves, strict=True)
         ])
@@ -415,13 +438,20 @@ def trace(f: Callable) -> Callable[..., Any]:
     def wrapped(*args):
         t = Trace()
         leaves, in_tree = flatten(args)
-        tracers = [t.new_input(np.asarray(x), active=False) for x in leaves]
-        with np.errstate(all="ignore"):
-            out = f(*unflatten(in_tree, tracers))
-        outs, out_tree = flatten(out)
-        from .program import Literal
+        tracers = [t.new_input(arguments.as_real_array(x, f"argument leaf {i}"), active=False)
+                   for i, x in enumerate(leaves)]
+        try:
+            with np.errstate(all="ignore"):
+                out = f(*unflatten(in_tree, tracers))
+        except (IndexError, ValueError, TypeError) as e:
+            raise _explained(e) from e
+        finally:
+            program_nodes = t.nodes
+            close_trace(t)
+        outs, out_tree = arguments.output_leaves(out, t)
+        from .program import Literal, Program
 
         refs = [o._id if isinstance(o, Tracer) else Literal(o) for o in outs]
-        return t.program([x._id for x in tracers], in_tree, refs, out_tree)
+        return Program(program_nodes, [x._id for x in tracers], in_tree, refs, out_tree)
 
     return wrapped

@@ -29,12 +29,13 @@ from __future__ import annotations
 
 import functools
 import numbers
+import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ASDError, TracerBoolError, UnsupportedError
+from .errors import ArgumentError, ArgumentTypeError, ASDError, TracerBoolError, UnsupportedError
 from .linear import Diagonal, FanIn
 from .primitive import Primitive, record_degenerate_tie
 
@@ -69,7 +70,30 @@ _SMOOTH_BY_UFUNC = {s.numpy: s for s in SMOOTH.values()}
 
 # ----- the active evaluation: `branch` asks it to decide -----
 
-_ACTIVE: list = []  # the evaluations in progress (a program may call another program)
+class _Active(threading.local):
+    """The evaluations in progress on this thread (a program may call another program).
+
+    Per thread, so programs evaluated on several threads at once never see each other's run.
+    """
+
+    def __init__(self):
+        self.runs: list = []
+
+    # the list operations the evaluators use (asd.certificate runs programs too)
+    def append(self, run) -> None:
+        self.runs.append(run)
+
+    def pop(self):
+        return self.runs.pop()
+
+    def __bool__(self) -> bool:
+        return bool(self.runs)
+
+    def __getitem__(self, i):
+        return self.runs[i]
+
+
+_ACTIVE = _Active()
 
 
 def branch(h) -> bool:
@@ -82,8 +106,9 @@ def branch(h) -> bool:
     >>> asd.branch(0.0), asd.branch(-2)
     (True, False)
     """
-    if _ACTIVE:
-        return _ACTIVE[-1].decide(h)
+    runs = _ACTIVE.runs
+    if runs:
+        return runs[-1].decide(h)
     if isinstance(h, numbers.Real) or (isinstance(h, np.ndarray | np.generic) and np.ndim(h) == 0):
         return bool(h >= 0)
     raise ASDError(
@@ -332,7 +357,8 @@ def evaluate(program: BranchingPrimitive, args: Sequence, tangents: Sequence | N
     """
     arrays = [np.asarray(a) for a in args]
     if program.arity is not None and len(arrays) != program.arity:
-        raise TypeError(f"{program.name} takes {program.arity} arguments, got {len(arrays)}")
+        raise ArgumentTypeError(f"{program.name} takes {program.arity} arguments, got "
+                                f"{len(arrays)}")
     shape = np.broadcast_shapes(*(a.shape for a in arrays))
     dtype = np.result_type(*arrays)
     if not np.issubdtype(dtype, np.inexact):
@@ -434,7 +460,8 @@ class BranchingPrimitive(Primitive):
     def __init__(self, fn: Callable, smooth: Iterable[str] = (), name: str | None = None):
         unknown = set(smooth) - set(SMOOTH)
         if unknown:
-            raise ValueError(f"unknown smooth functions {sorted(unknown)}; known: {sorted(SMOOTH)}")
+            raise ArgumentError(f"unknown smooth functions {sorted(unknown)}; known: "
+                                f"{sorted(SMOOTH)}")
         self.fn, self.smooth = fn, frozenset(smooth)
         code = getattr(fn, "__code__", None)
         self.arity = code.co_argcount if code is not None and not code.co_flags & 0x04 else None

@@ -23,6 +23,7 @@ are always sampled.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -31,7 +32,7 @@ import numpy as np
 from scipy.optimize import linprog, nnls
 
 from .api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along
-from .errors import ASDError
+from .errors import ArgumentError, ArgumentTypeError, ASDError
 from .linear import FanIn
 from .primitive import ZeroTangent, rule_context
 from .result import Tie, ties_of
@@ -241,8 +242,10 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
     >>> sorted(s.gradients.tolist()), s.contains(0.0), float(s.min_norm())
     ([-1.0, 1.0], True, 0.0)
     """
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral | float) or n != int(n):
+        raise ArgumentTypeError(f"n must be a whole number of directions, got {n!r}")
     if int(n) < 1:
-        raise ValueError(f"n must be a positive number of directions, got {n}")
+        raise ArgumentError(f"n must be a positive number of directions, got {n}")
     n = int(n)
 
     def wrapped(*args) -> ClarkeSample:
@@ -278,7 +281,7 @@ def _antithetic(inputs: _Inputs, n: int, seed) -> np.ndarray:
     """``n`` unit directions in the flattened joint input space, as pairs ``v, -v``."""
     size = sum(x.size for x in inputs.leaves)
     if size == 0:
-        raise ValueError("the differentiated arguments are empty")
+        raise ArgumentError("the differentiated arguments are empty")
     rng = np.random.default_rng(seed)
     half = rng.standard_normal(((n + 1) // 2, size))
     half /= np.linalg.norm(half, axis=1, keepdims=True)
@@ -289,11 +292,11 @@ def _given(inputs: _Inputs, directions) -> np.ndarray:
     size = sum(x.size for x in inputs.leaves)
     dirs = np.asarray(directions, dtype=float)
     if dirs.ndim == 0 or dirs.size % size or dirs.size == 0:
-        raise ValueError(f"directions of shape {dirs.shape} do not hold whole directions of "
+        raise ArgumentError(f"directions of shape {dirs.shape} do not hold whole directions of "
                          f"{size} entries (the differentiated arguments)")
     dirs = dirs.reshape(-1, size)
     if not np.all(np.isfinite(dirs)) or not np.all(np.any(dirs != 0, axis=1)):
-        raise ValueError("every direction must be finite and nonzero")
+        raise ArgumentError("every direction must be finite and nonzero")
     return dirs
 
 
@@ -480,7 +483,7 @@ class _Resweep:
         trace = self.trace
         nodes, lins, wants = trace.nodes, trace.lins, trace.wants
         ng = len(groups)
-        ct: list = [None] * (out + 1)
+        ct: list = [None] * len(nodes)  # an input after the output node has a zero row
         ct[out] = np.ones((ng, *nodes[out].shape), nodes[out].dtype)
         for k in range(out, -1, -1):
             c = ct[k]

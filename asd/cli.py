@@ -47,11 +47,29 @@ def load_target(spec: str) -> Callable:
 
 def usage() -> str:
     rows = "\n".join(f"  {name:<7} {about}" for name, (_, about) in COMMANDS.items())
-    return f"usage: asd COMMAND [options]\n\ncommands:\n{rows}\n\n'asd COMMAND --help' for more."
+    return (f"usage: asd COMMAND [options]\n       asd --version\n\ncommands:\n{rows}\n\n"
+            "'asd COMMAND --help' for more.")
+
+
+def version() -> str:
+    """``asd 0.1.0 (pip package autosubdiff, Python 3.11.7)``."""
+    from asd import __version__
+
+    return (f"asd {__version__} (pip package autosubdiff, Python "
+            f"{'.'.join(map(str, sys.version_info[:3]))})")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Dispatch ``asd COMMAND``; ``asd --version`` names the version and the pip package.
+
+    >>> main(["--version"])  # doctest: +ELLIPSIS
+    asd 0.1.0 (pip package autosubdiff, Python ...)
+    0
+    """
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-V", "--version"):
+        print(version())
+        return 0
     if not argv or argv[0] in ("-h", "--help"):
         print(usage())
         return 0 if argv else 2

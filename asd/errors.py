@@ -43,3 +43,26 @@ class UnsupportedError(ASDError, NotImplementedError):
 
 class NestingError(ASDError, RuntimeError):
     """Traced values from two different sweeps met in one operation."""
+
+
+class ArgumentError(ASDError, ValueError):
+    """An argument asd cannot differentiate at: bad ``argnums``, huge integers, a zero direction.
+
+    It is a ``ValueError`` too, so code written against numpy's conventions keeps working.
+    """
+
+
+class ArgumentTypeError(ASDError, TypeError):
+    """A value of a kind asd refuses: complex, strings, sets, other objects (a ``TypeError``)."""
+
+
+class OutputError(ASDError, TypeError):
+    """The differentiated function returned something that is not a real number or array."""
+
+
+class IndexingError(ASDError, IndexError):
+    """An index out of range on a traced array (an ``IndexError``, as numpy raises)."""
+
+
+class DeadTraceError(ASDError, RuntimeError):
+    """A traced value was used after the call that traced it had returned."""

@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from .primitive import Primitive, bind
+from .errors import NonFiniteError, ShapeError
+from .primitive import Primitive, Traced, bind
 from .tree import TreeDef, flatten, unflatten
 
 
@@ -95,21 +96,61 @@ class Program:
     __repr__ = __str__
 
     def __call__(self, *args) -> Any:
-        """Re-evaluate at new inputs of the same shapes (traced inputs are traced through)."""
+        """Re-evaluate at new inputs of the same shapes (traced inputs are traced through).
+
+        A NaN or infinity in an output raises `NonFiniteError` naming the first node that
+        produced one, as the derivative transforms do.
+        """
+        from .arguments import as_real_array
+
         leaves, tree = flatten(args)
-        if tree != self.in_tree:
-            raise ValueError(f"program expects arguments shaped {self.in_tree}, got {tree}")
+        if not tree.same_structure(self.in_tree):
+            raise ShapeError(f"the program was traced with arguments structured "
+                             f"{self.in_tree}, but was called with {tree}; call it with the "
+                             "same structure (trace again for a different one)")
         env: list[Any] = [None] * len(self.nodes)
-        for k, leaf in zip(self.inputs, leaves, strict=True):
+        for i, (k, leaf) in enumerate(zip(self.inputs, leaves, strict=True)):
             node = self.nodes[k]
+            if not isinstance(leaf, Traced):
+                leaf = as_real_array(leaf, f"argument leaf {i}")
             if np.shape(leaf) != node.shape:
-                raise ValueError(f"input %{k} has shape {node.shape}, got {np.shape(leaf)}")
+                raise ShapeError(f"input %{k} was traced with shape {node.shape} but was given "
+                                 f"shape {np.shape(leaf)}; trace the function again for new "
+                                 "shapes")
             env[k] = leaf
 
         def read(a):
             return env[a] if isinstance(a, int) else a.value
 
-        for k, node in enumerate(self.nodes):
-            if node.prim is not None:
-                env[k] = bind(node.prim, tuple(read(a) for a in node.args), node.params)
-        return unflatten(self.out_tree, [read(o) for o in self.outputs])
+        with np.errstate(all="ignore"):
+            for k, node in enumerate(self.nodes):
+                if node.prim is not None:
+                    env[k] = bind(node.prim, tuple(read(a) for a in node.args), node.params)
+        outs = [read(o) for o in self.outputs]
+        if not all(isinstance(o, Traced) or _finite(o) for o in outs):
+            self._raise_nonfinite(env)
+        return unflatten(self.out_tree, outs)
+
+    def _raise_nonfinite(self, env: list) -> None:
+        for k, v in enumerate(env):
+            if v is not None and not isinstance(v, Traced) and not _finite(v):
+                node = self.nodes[k]
+                ins = ", ".join(_summary(env[a]) if isinstance(a, int) else repr(a)
+                                for a in node.args)
+                raise NonFiniteError(
+                    f"{format_node(k, node)} produced {_summary(v)} from inputs ({ins}); the "
+                    "program's output is not finite. Keep the inputs in the primitive's "
+                    "domain (e.g. asd.numpy.where(x > 0, x, 1) before log) or rescale.")
+        raise NonFiniteError("the program's output is not finite")
+
+
+def _finite(v) -> bool:
+    a = np.asarray(v)
+    return a.dtype.kind not in "fc" or bool(np.all(np.isfinite(a)))
+
+
+def _summary(v) -> str:
+    a = np.asarray(v)
+    if a.size <= 6:
+        return np.array2string(a, precision=6, separator=", ")
+    return f"{a.dtype.name}{list(a.shape)} with {int(np.sum(~np.isfinite(a)))} non-finite entries"

@@ -10,11 +10,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from .cli import load_target
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STATUS_STYLE = {"proved": "green", "sampled": "yellow", "failed": "bold red"}
 
@@ -50,7 +51,19 @@ def prove_library(console: Console, family: str | None = None, as_markdown: bool
     from asd import proofs
 
     start = time.perf_counter()
-    rows = proofs.run_all(family)
+    rows = []
+    families = [family] if family else list(proofs.FAMILIES)
+    print(f"asd prove: certifying {len(families)} famil{'y' if len(families) == 1 else 'ies'} "
+          f"({', '.join(families)}); sympy proofs take a while", file=sys.stderr, flush=True)
+    for fam in families:
+        # one family at a time, with its time, so a long run shows where it is
+        t0 = time.perf_counter()
+        done = proofs.run_all(fam)
+        rows += done
+        failed = sum(not r.ok for r in done)
+        print(f"asd prove: {fam:<12} {len(done):3d} certificates"
+              f"{f', {failed} failing' if failed else ''} ({time.perf_counter() - t0:.1f} s)",
+              file=sys.stderr, flush=True)
     missing = [] if family else proofs.uncovered()
     if as_markdown:
         print(markdown(rows, missing))
@@ -58,6 +71,8 @@ def prove_library(console: Console, family: str | None = None, as_markdown: bool
         print(f"\n{'VERIFIED' if ok else 'REJECTED'}: {len(rows)} certificates "
               f"({time.perf_counter() - start:.1f} s)")
         return 0 if ok else 1
+    from rich.table import Table
+
     table = Table(title="asd prove: certificates of the library primitives", show_lines=False)
     for col in ("family", "primitive", "constraints", "CQ", "continuity", "gradient check",
                 "ok"):
@@ -117,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:
         return int(e.code or 0)
+    from rich.console import Console
+
     console = Console(width=None if sys.stdout.isatty() else 150)
     if args.program:
         try:

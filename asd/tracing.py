@@ -7,9 +7,20 @@ library through the dispatch tables in ``asd.primitive``; the engine never names
 
 from __future__ import annotations
 
+import linecache
+import os
+import sys
+
 import numpy as np
 
-from .errors import TracerBoolError
+from .errors import (
+    ArgumentTypeError,
+    ASDError,
+    DeadTraceError,
+    IndexingError,
+    ShapeError,
+    TracerBoolError,
+)
 from .primitive import (
     FUNCTIONS,
     METHODS,
@@ -27,19 +38,26 @@ def _ufunc(uf):
     # same sweep, go straight to the trace: operators are the hottest path of a program.
     def op(self, other):
         fn = UFUNCS.get(uf)
-        if type(fn) is Primitive and (type(other) is not Tracer or other._trace is self._trace):
-            return self._trace.apply(fn, (self, other), {})
-        if fn is None:
-            raise unsupported(f"numpy.{uf.__name__}")
-        return fn(self, other)
+        try:
+            if type(fn) is Primitive and (type(other) is not Tracer
+                                          or other._trace is self._trace):
+                return self._trace.apply(fn, (self, other), {})
+            if fn is None:
+                raise unsupported(f"numpy.{uf.__name__}")
+            return fn(self, other)
+        except (IndexError, ValueError, TypeError) as e:
+            raise as_asd_error(e, f"numpy.{uf.__name__}", (self, other)) from e
 
     def rop(self, other):
         fn = UFUNCS.get(uf)
-        if type(fn) is Primitive and type(other) is not Tracer:
-            return self._trace.apply(fn, (other, self), {})
-        if fn is None:
-            raise unsupported(f"numpy.{uf.__name__}")
-        return fn(other, self)
+        try:
+            if type(fn) is Primitive and type(other) is not Tracer:
+                return self._trace.apply(fn, (other, self), {})
+            if fn is None:
+                raise unsupported(f"numpy.{uf.__name__}")
+            return fn(other, self)
+        except (IndexError, ValueError, TypeError) as e:
+            raise as_asd_error(e, f"numpy.{uf.__name__}", (other, self)) from e
 
     return op, rop
 
@@ -49,10 +67,135 @@ def _method(name):
         fn = METHODS.get(name)
         if fn is None:
             raise unsupported(f"the array method .{name}()")
-        return fn(self, *args, **kwargs)
+        try:
+            return fn(self, *args, **kwargs)
+        except (IndexError, ValueError, TypeError) as e:
+            what = "indexing" if name == "getitem" else f".{name}()"
+            raise as_asd_error(e, what, (self, *args)) from e
 
     method.__name__ = name
     return method
+
+
+def as_asd_error(e: Exception, what: str, operands: tuple) -> Exception:
+    """A raw numpy/Python error from an operation on traced values, as an asd error.
+
+    asd's own errors (and the user's, which never pass through here) are returned unchanged;
+    an ``IndexError`` stays an ``IndexError`` (`IndexingError`), a ``ValueError`` becomes a
+    `ShapeError` and a ``TypeError`` an `ArgumentTypeError`, naming the operands.
+    """
+    if isinstance(e, ASDError):
+        return e
+    ops = ", ".join(repr(o) if isinstance(o, Tracer) else _short(o) for o in operands)
+    what = f"{what} of {ops}" if ops else what
+    if isinstance(e, IndexError):
+        return IndexingError(f"{what}: {e}. Index within the array's shape.")
+    if isinstance(e, ValueError):
+        return ShapeError(f"{what}: {e}. Make the shapes agree (reshape to a size "
+                          "with the same number of entries, broadcastable operands).")
+    return ArgumentTypeError(f"{what}: {e}. Operands of traced arrays must be real "
+                             "numbers or arrays.")
+
+
+def raised_by_asd(e: BaseException) -> str | None:
+    """The asd function a raw exception came from (skipping numpy's frames), else None.
+
+    Errors the user's own code raises (also through numpy) come from a frame outside asd and
+    pass through unchanged; a bare ``ValueError`` from inside asd's library is asd's to
+    explain (see `as_asd_error`).
+    """
+    frames = []
+    tb = e.__traceback__
+    while tb is not None:
+        frames.append(tb.tb_frame)
+        tb = tb.tb_next
+    dirs = _engine_dirs()
+    numpy_dir = os.path.dirname(os.path.abspath(np.__file__))
+    inside = None
+    for frame in reversed(frames):
+        name = os.path.abspath(frame.f_code.co_filename)
+        if name.startswith(numpy_dir + os.sep):
+            continue
+        if not any(name.startswith(d + os.sep) for d in dirs):
+            break
+        inside = inside or "asd"
+        if not frame.f_code.co_name.startswith("<"):  # the first named function (no lambda)
+            return frame.f_code.co_name
+    return inside
+
+
+def _short(x, n: int = 40) -> str:
+    text = repr(x)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+# ----- the end of a call: traced values that escaped it refuse further use -----
+
+class ClosedNodes(list):
+    """The node list of a trace whose call has returned: readable, but nothing is recorded.
+
+    A traced value that escaped its call (through a closure, a global or the output) would
+    otherwise keep appending to a trace nobody sweeps again and return numbers that look
+    right. The engine only reads the nodes after the call, so refusing ``append`` is enough
+    and costs nothing per operation.
+    """
+
+    __slots__ = ()
+
+    def append(self, node) -> None:
+        raise DeadTraceError(
+            "a traced value was used after the call that traced it had returned (it escaped "
+            "through a closure, a global or the function's output). Traced values live only "
+            "inside one call: compute with the arguments the function receives, and keep "
+            "plain numbers (result.value, the returned arrays) between calls.")
+
+
+def close_trace(trace) -> None:
+    """Mark ``trace`` finished: its values stay readable, new operations on them raise."""
+    if type(trace.nodes) is not ClosedNodes:
+        trace.nodes = ClosedNodes(trace.nodes)
+
+
+# ----- naming what the user wrote, for TracerBoolError -----
+
+COMPARISON_SYMBOLS = {"greater": ">", "greater_equal": ">=", "less": "<", "less_equal": "<=",
+                      "equal": "==", "not_equal": "!="}
+
+_ENGINE_DIRS: list[str] = [os.path.dirname(os.path.abspath(__file__))]
+
+
+def _engine_dirs() -> list[str]:
+    """asd's package folder and its library's (installed apart as asd.library)."""
+    if len(_ENGINE_DIRS) == 1 and "asd.library" in sys.modules:
+        lib = getattr(sys.modules["asd.library"], "__file__", None)
+        if lib:
+            _ENGINE_DIRS.append(os.path.dirname(os.path.abspath(lib)))
+    return _ENGINE_DIRS
+
+
+def user_source_line() -> str:
+    """`` at file.py:12: `if x > 0:` ``: the first frame outside asd, or '' if none."""
+    dirs = _engine_dirs()
+    frame = sys._getframe(1)
+    while frame is not None:
+        name = os.path.abspath(frame.f_code.co_filename)
+        if not any(name.startswith(d + os.sep) for d in dirs):
+            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+            return (f" at {frame.f_code.co_filename}:{frame.f_lineno}"
+                    + (f": `{line}`" if line else ""))
+        frame = frame.f_back
+    return ""
+
+
+def describe_value(x: Tracer) -> str:
+    """``%3 (x > y: %1 > %2)`` for a comparison, else ``%3 float64[2]``."""
+    node = x._trace.nodes[x._id]
+    symbol = COMPARISON_SYMBOLS.get(node.name)
+    if symbol is not None and len(node.args) == 2:
+        a, b = (f"%{r}" if isinstance(r, int) else _short(getattr(r, "value", r))
+                for r in node.args)
+        return f"%{x._id} = {a} {symbol} {b} (a comparison of traced values)"
+    return f"%{x._id} {x.dtype.name}{list(x.shape)} (from {node.name})"
 
 
 def _value_of(x):
@@ -91,7 +234,8 @@ class Tracer(Traced):
 
     def __len__(self) -> int:
         if not self.ndim:
-            raise TypeError("len() of a 0-d traced array")
+            raise ArgumentTypeError(f"len() of a 0-d traced array {describe_value(self)}; "
+                                    "a scalar has no length")
         return self.shape[0]
 
     def __iter__(self):
@@ -103,8 +247,8 @@ class Tracer(Traced):
     # ----- Python control flow is refused: it would ignore the direction at ties -----
     def __bool__(self):
         raise TracerBoolError(
-            f"Python `if`/`while`/`bool()` on traced value %{self._id} {self.dtype.name}"
-            f"{list(self.shape)}: a Python branch at a tie ignores the sweep direction and "
+            f"Python `if`/`while`/`bool()` on traced value {describe_value(self)}"
+            f"{user_source_line()}: a Python branch at a tie ignores the sweep direction and "
             "breaks the subgradient guarantee. Use asd.numpy.where(cond, a, b) or a library "
             "primitive (asd.relu, asd.maximum, asd.abs, ...), or write the function with "
             "@asd.branching."
@@ -112,7 +256,8 @@ class Tracer(Traced):
 
     def _concrete(self, kind):
         raise TracerBoolError(
-            f"{kind}() of traced value %{self._id} would drop it from the program. Keep "
+            f"{kind}() of traced value {describe_value(self)}{user_source_line()} would drop "
+            "it from the program. Keep "
             "computing with asd.numpy, or wrap it in asd.stop_gradient(...) and take "
             ".value if the number is only for logging."
         )
@@ -134,7 +279,8 @@ class Tracer(Traced):
 
     def __array__(self, dtype=None, copy=None):
         raise TracerBoolError(
-            f"traced value %{self._id} was converted to a plain numpy array (np.array, "
+            f"traced value {describe_value(self)}{user_source_line()} was converted to a "
+            "plain numpy array (np.array, "
             "np.asarray or a C extension), which drops it from the program. Use asd.numpy "
             "(e.g. asd.numpy.stack instead of np.array([...]))."
         )
@@ -144,16 +290,19 @@ class Tracer(Traced):
         if kwargs.get("out") is not None:
             raise unsupported(f"numpy.{ufunc.__name__} with out=")
         kwargs.pop("out", None)
+        suffix = "" if method == "__call__" else f".{method}"
         if method == "__call__":
             fn = UFUNCS.get(ufunc)
-            if fn is not None:
-                return fn(*inputs, **kwargs)
         elif method in ("reduce", "accumulate"):
             fn = (UFUNC_REDUCE if method == "reduce" else UFUNC_ACCUMULATE).get(ufunc)
-            if fn is not None:
-                return fn(*inputs, **kwargs)
-        suffix = "" if method == "__call__" else f".{method}"
-        raise unsupported(f"numpy.{ufunc.__name__}{suffix}")
+        else:
+            fn = None
+        if fn is None:
+            raise unsupported(f"numpy.{ufunc.__name__}{suffix}")
+        try:
+            return fn(*inputs, **kwargs)
+        except (IndexError, ValueError, TypeError) as e:
+            raise as_asd_error(e, f"numpy.{ufunc.__name__}{suffix}", inputs) from e
 
     def __array_function__(self, func, types, args, kwargs):
         meta = METADATA.get(func)
@@ -163,7 +312,10 @@ class Tracer(Traced):
         fn = FUNCTIONS.get(func)
         if fn is None:
             raise unsupported(f"numpy.{func.__name__}")
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except (IndexError, ValueError, TypeError) as e:
+            raise as_asd_error(e, f"numpy.{func.__name__}", args) from e
 
     # ----- operators -----
     __add__, __radd__ = _ufunc(np.add)
@@ -207,7 +359,7 @@ class Tracer(Traced):
     cumsum = _method("cumsum")
 
     def __setitem__(self, key, value):
-        raise TypeError(
+        raise ArgumentTypeError(
             "traced arrays are immutable; build the result with asd.numpy.where, "
             "concatenate or stack instead of item assignment"
         )

@@ -1,4 +1,17 @@
-"""Nested tuples, lists and dicts of arrays: flatten to leaves, rebuild; results mirror inputs."""
+"""Nested tuples, lists and dicts of arrays: flatten to leaves, rebuild; results mirror inputs.
+
+Containers keep their type on the way back: a namedtuple comes back as the same namedtuple
+(a gradient of ``Params(w, b)`` is a ``Params``), a list subclass as a list, and ``None``
+entries stay ``None``.
+
+>>> from collections import namedtuple
+>>> Params = namedtuple("Params", "w b")
+>>> leaves, tree = flatten(Params(1.0, [2.0, 3.0]))
+>>> leaves, tree
+([1.0, 2.0, 3.0], Params(*, [*, *]))
+>>> unflatten(tree, [10.0, 20.0, 30.0])
+Params(w=10.0, b=[20.0, 30.0])
+"""
 
 from __future__ import annotations
 
@@ -6,22 +19,41 @@ from typing import Any
 
 
 class TreeDef:
-    """The shape of a nested container: ``kind`` is 'leaf', 'tuple', 'list', 'dict' or 'none'."""
+    """The shape of a nested container.
 
-    __slots__ = ("kind", "keys", "children", "n_leaves")
+    ``kind`` is 'leaf', 'tuple', 'list', 'dict', 'none' or 'namedtuple' (then ``cls`` is the
+    namedtuple class, used to rebuild it).
+    """
 
-    def __init__(self, kind: str, keys=(), children=()):
+    __slots__ = ("kind", "keys", "children", "n_leaves", "cls")
+
+    def __init__(self, kind: str, keys=(), children=(), cls=None):
         self.kind, self.keys, self.children = kind, tuple(keys), tuple(children)
+        self.cls = cls
         self.n_leaves = 1 if kind == "leaf" else sum(c.n_leaves for c in self.children)
 
     def __eq__(self, other) -> bool:
         return (
             isinstance(other, TreeDef)
-            and (self.kind, self.keys, self.children) == (other.kind, other.keys, other.children)
+            and (self.kind, self.keys, self.children, self.cls)
+            == (other.kind, other.keys, other.children, other.cls)
         )
 
     def __hash__(self) -> int:
         return hash((self.kind, self.keys, self.children))
+
+    def same_structure(self, other: TreeDef) -> bool:
+        """Equal up to the tuple type: a plain tuple matches a namedtuple of the same length.
+
+        So a direction may be written as a plain tuple for a namedtuple argument.
+        """
+        tuples = ("tuple", "namedtuple")
+        if self.kind in tuples and other.kind in tuples:
+            return len(self.children) == len(other.children) and all(
+                a.same_structure(b) for a, b in zip(self.children, other.children, strict=True))
+        return (self.kind, self.keys, len(self.children)) == (
+            other.kind, other.keys, len(other.children)) and all(
+            a.same_structure(b) for a, b in zip(self.children, other.children, strict=True))
 
     def __repr__(self) -> str:
         if self.kind == "leaf":
@@ -32,19 +64,30 @@ class TreeDef:
             f"{k!r}: {c!r}" if self.kind == "dict" else repr(c)
             for k, c in zip(self.keys or [None] * len(self.children), self.children, strict=True)
         )
+        if self.kind == "namedtuple":
+            return f"{self.cls.__name__}({inner})"
         return {"tuple": f"({inner})", "list": f"[{inner}]", "dict": f"{{{inner}}}"}[self.kind]
 
 
 LEAF = TreeDef("leaf")
 
 
+def _is_namedtuple(x) -> bool:
+    return isinstance(x, tuple) and hasattr(type(x), "_fields") and hasattr(type(x), "_make")
+
+
 def flatten(tree: Any) -> tuple[list, TreeDef]:
+    """The leaves of ``tree`` in order, and its structure (see `unflatten`)."""
     leaves: list = []
 
     def walk(x) -> TreeDef:
-        if isinstance(x, tuple | list):
-            return TreeDef(type(x).__name__ if type(x) in (tuple, list) else "tuple",
-                           children=[walk(c) for c in x])
+        if isinstance(x, tuple):
+            kids = [walk(c) for c in x]
+            if _is_namedtuple(x):
+                return TreeDef("namedtuple", children=kids, cls=type(x))
+            return TreeDef("tuple", children=kids)
+        if isinstance(x, list):
+            return TreeDef("list", children=[walk(c) for c in x])
         if isinstance(x, dict):
             return TreeDef("dict", keys=list(x), children=[walk(x[k]) for k in x])
         if x is None:
@@ -56,6 +99,7 @@ def flatten(tree: Any) -> tuple[list, TreeDef]:
 
 
 def unflatten(treedef: TreeDef, leaves) -> Any:
+    """Rebuild the structure ``treedef`` with ``leaves`` in order."""
     it = iter(leaves)
 
     def build(td: TreeDef):
@@ -66,6 +110,8 @@ def unflatten(treedef: TreeDef, leaves) -> Any:
         kids = [build(c) for c in td.children]
         if td.kind == "dict":
             return dict(zip(td.keys, kids, strict=True))
+        if td.kind == "namedtuple":
+            return td.cls._make(kids)
         return tuple(kids) if td.kind == "tuple" else kids
 
     return build(treedef)

@@ -107,3 +107,195 @@ def test_item_assignment_is_refused():
 
     with pytest.raises(TypeError, match="immutable"):
         asd.subgrad(f, seed=0)(np.ones(2))
+
+
+# ----- argument, output and indexing errors: each names what was wrong and the fix -----
+
+def call_raises(exc, call, *fragments):
+    with pytest.raises(exc) as info:
+        call()
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} missing from: {message}"
+    assert isinstance(info.value, asd.ASDError)
+    return info.value
+
+
+def test_duplicate_and_out_of_range_argnums():
+    f = lambda x, y: x * y  # noqa: E731
+    err = call_raises(asd.ArgumentError, lambda: asd.subgrad(f, argnums=(0, 0))(1.0, 2.0),
+                      "argnums=(0, 0)", "twice", "once")
+    assert isinstance(err, ValueError)
+    call_raises(asd.ArgumentError, lambda: asd.subgrad(f, argnums=(1, -1))(1.0, 2.0), "twice")
+    call_raises(asd.ArgumentError, lambda: asd.subgrad(f, argnums=2)(1.0, 2.0),
+                "names argument 2", "got 2 arguments", "range(-2, 2)")
+    err = call_raises(asd.ArgumentTypeError, lambda: asd.subgrad(f, argnums="0")(1.0, 2.0),
+                      "argnums must be an int", "argnums=(0, 1)")
+    assert isinstance(err, TypeError)
+    call_raises(asd.ArgumentError, lambda: asd.subgrad(f)(), "no arguments")
+
+
+def test_complex_string_set_and_object_arguments_are_refused():
+    square = lambda x: x * x  # noqa: E731
+    err = call_raises(asd.ArgumentTypeError, lambda: asd.subgrad(square)(1 + 1j),
+                      "argument 0 is complex", "real and imaginary parts")
+    assert isinstance(err, TypeError)
+    call_raises(asd.ArgumentTypeError, lambda: asd.subgrad(square)("1.5"), "str", "float(s)")
+    call_raises(asd.ArgumentTypeError, lambda: asd.subgrad(square)({1.0}), "set")
+    call_raises(asd.ArgumentTypeError, lambda: asd.subgrad(square)(object()), "object")
+    call_raises(asd.ArgumentTypeError, lambda: asd.subgrad(square)((1.0, 2j)),
+                "argument 0 (leaf 1) is complex")
+
+
+def test_integers_beyond_64_bits_are_refused():
+    call_raises(asd.ArgumentError, lambda: asd.subgrad(lambda x: x * 2.0)(2 ** 64),
+                "18446744073709551616", "64-bit", "float(n)")
+    call_raises(asd.ArgumentError, lambda: asd.subgrad(lambda x: x * 2.0)(2 ** 63), "64-bit")
+
+
+def test_zero_nan_and_misshaped_directions_are_refused():
+    f = lambda x: anp.sum(asd.relu(x))  # noqa: E731
+    call_raises(asd.ArgumentError, lambda: asd.subgrad(f, direction=np.zeros(2))(np.zeros(2)),
+                "direction is zero", "selects the branch")
+    call_raises(asd.ArgumentError,
+                lambda: asd.subgrad(f, direction=np.array([np.nan, 1.0]))(np.zeros(2)),
+                "not finite")
+    call_raises(asd.ShapeError, lambda: asd.subgrad(f, direction=np.ones(3))(np.zeros(2)),
+                "shape (3,)", "shape (2,)")
+    call_raises(asd.ArgumentTypeError,
+                lambda: asd.jacobian(f, direction=np.array([1j, 1.0]))(np.zeros(2)), "complex")
+    # a zero direction is fine for the directional derivative: f'(x; 0) = 0
+    assert asd.directional(f)(np.zeros(2), np.zeros(2))[1] == 0.0
+
+
+def test_bad_seeds_are_refused_when_the_transform_is_made():
+    call_raises(asd.ArgumentError, lambda: asd.subgrad(lambda x: x, seed=-1), "seed=-1")
+    call_raises(asd.ArgumentError, lambda: asd.jacobian(lambda x: x, seed="s"), "seed='s'")
+
+
+def test_empty_arguments_are_refused():
+    call_raises(asd.ArgumentError, lambda: asd.subgrad(lambda x: anp.sum(x))(np.zeros(0)),
+                "hold no numbers")
+
+
+def test_non_numeric_and_complex_outputs_are_refused():
+    err = call_raises(asd.OutputError, lambda: asd.subgrad(lambda x: "abc")(1.0),
+                      "the output is a str")
+    assert isinstance(err, TypeError)
+    call_raises(asd.OutputError, lambda: asd.subgrad(lambda x: 1j)(1.0), "complex")
+    call_raises(asd.OutputError, lambda: asd.subgrad(lambda x: x * 1j)(1.0), "complex",
+                "real part")
+    call_raises(asd.OutputError, lambda: asd.directional(lambda x: [x, "a"])(1.0, 1.0),
+                "output leaf 1")
+
+
+def test_a_tuple_output_of_subgrad_names_jacobian():
+    call_raises(asd.ShapeError, lambda: asd.subgrad(lambda x: (x, x))(1.0),
+                "needs a scalar output", "tuple of 2 values", "asd.jacobian")
+
+
+def test_index_out_of_range_and_bad_reshape():
+    err = call_raises(asd.IndexingError, lambda: asd.subgrad(lambda x: x[5])(np.ones(3)),
+                      "index 5 is out of bounds", "Tracer(%0, float64[3])")
+    assert isinstance(err, IndexError)
+    call_raises(asd.ShapeError, lambda: asd.subgrad(lambda x: x.reshape(4).sum())(np.ones(3)),
+                ".reshape()", "size 3 into shape (4,)")
+
+
+def test_a_traced_value_used_after_its_call_raises():
+    kept = []
+
+    def f(x):
+        kept.append(x)
+        return anp.sum(x * 2.0)
+
+    assert list(asd.subgrad(f, seed=0)(np.ones(2))) == [2.0, 2.0]
+    err = call_raises(asd.DeadTraceError, lambda: kept[0] * 3.0, "after the call",
+                      "escaped")
+    assert isinstance(err, RuntimeError)
+    call_raises(asd.DeadTraceError, lambda: asd.relu(kept[0]), "after the call")
+    call_raises(asd.DeadTraceError, lambda: np.sin(kept[0]), "after the call")
+
+
+def test_escaped_value_from_trace_raises_too_and_the_program_still_runs():
+    kept = []
+
+    def f(x):
+        kept.append(x)
+        return asd.relu(x)
+
+    program = asd.trace(f)(np.ones(2))
+    call_raises(asd.DeadTraceError, lambda: kept[0] + 1.0, "after the call")
+    assert list(program(np.array([-1.0, 2.0]))) == [0.0, 2.0]
+
+
+def test_nan_and_inf_in_every_mode():
+    log_sum = lambda x: anp.sum(anp.log(x))  # noqa: E731
+    err = call_raises(asd.NonFiniteError,
+                      lambda: asd.directional(log_sum)(-np.ones(3), np.ones(3)), "log")
+    assert str(err).startswith("%1 = log %0")
+    call_raises(asd.NonFiniteError, lambda: asd.jacobian(anp.log)(-np.ones(2)), "log")
+    call_raises(asd.NonFiniteError, lambda: asd.clarke(log_sum, 4, seed=0)(-np.ones(3)), "log")
+    program = asd.trace(log_sum)(np.ones(3))
+    call_raises(asd.NonFiniteError, lambda: program(-np.ones(3)), "%1 = log %0",
+                "program's output")
+    # NaN arguments are refused before the function runs: np.sort would move a NaN away
+    # from x[0] and return a confident gradient
+    call_raises(asd.NonFiniteError,
+                lambda: asd.subgrad(lambda x: anp.sort(x)[0])(np.array([np.nan, 1.0])),
+                "argument 0", "nan", "np.nan_to_num")
+    call_raises(asd.NonFiniteError, lambda: asd.jacobian(asd.relu)(np.array([np.nan, 1.0])),
+                "non-finite")
+
+
+def test_an_overflowing_derivative_is_named_not_reported_as_a_bug():
+    err = call_raises(asd.NonFiniteError, lambda: asd.subgrad(lambda x: x ** 0.01)(5e-324),
+                      "overflowed", "x**0.01")
+    assert "Report this" not in str(err)
+    call_raises(asd.NonFiniteError,
+                lambda: asd.directional(lambda x: x ** 0.01)(5e-324, 1.0), "overflowed",
+                "%1 = real_pow %0")
+
+
+def test_tracer_bool_error_shows_the_comparison_and_the_source_line():
+    def f(x, y):
+        if x > y:  # the line the message quotes
+            return x
+        return y
+
+    err = call_raises(asd.TracerBoolError, lambda: asd.subgrad(f, argnums=(0, 1))(1.0, 2.0),
+                      "%2 = %0 > %1", "test_errors.py", "`if x > y:  # the line the message")
+    assert "asd.numpy.where" in str(err)
+
+
+def test_namedtuple_arguments_come_back_as_namedtuples():
+    from collections import namedtuple
+
+    Params = namedtuple("Params", "w b")
+    g = asd.subgrad(lambda p: anp.sum(p.w * 2.0) + p.b, seed=0)(Params(np.ones(2), 0.5))
+    assert type(g) is Params and list(g.w) == [2.0, 2.0] and g.b == 1.0
+    d = asd.subgrad(lambda p: asd.relu(p.b), direction=(np.zeros(2), 1.0))(
+        Params(np.ones(2), 0.0))
+    assert type(d) is Params and d.b == 1.0
+
+
+def test_library_errors_inside_the_function_are_explained_and_the_users_pass_through():
+    call_raises(asd.ShapeError, lambda: asd.subgrad(lambda x: anp.reshape(x, 4).sum())(
+        np.ones(3)), "reshape", "size 3 into shape (4,)")
+    call_raises(asd.IndexingError, lambda: asd.subgrad(lambda x: anp.take(x, [7]).sum())(
+        np.ones(3)), "index 7 is out of bounds")
+    call_raises(asd.ShapeError, lambda: asd.trace(lambda x: anp.reshape(x, 4))(np.ones(3)),
+                "reshape")
+
+    class Mine(ValueError):
+        pass
+
+    def mine(x):
+        raise Mine("the user's own")
+
+    with pytest.raises(Mine, match="the user's own"):
+        asd.subgrad(mine)(1.0)
+    # numpy called by the user on the user's own data: the user's error, unchanged
+    with pytest.raises(ValueError, match="negative dimensions") as info:
+        asd.subgrad(lambda x: np.ones(-1))(1.0)
+    assert not isinstance(info.value, asd.ASDError)

@@ -15,7 +15,12 @@ from asd.cli import main
 
 def test_prove_lists_every_primitive_and_passes(capsys):
     status = main(["prove"])
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
+    # progress goes to stderr, a line per family with its count and time
+    for family in proofs.FAMILIES:
+        assert f"asd prove: {family}" in captured.err, captured.err
+    assert " s)" in captured.err
     names = {p.name for _, p in proofs.library_primitives().values()}
     missing = sorted(n for n in names if n not in out)
     assert missing == []

@@ -1,0 +1,321 @@
+"""Checks at the API boundary: arguments, ``argnums``, directions, seeds and outputs.
+
+Every public transform (``subgrad``, ``directional``, ``jacobian``, ``trace``, ``clarke``,
+``Program`` calls) takes the same kinds of values, so they are checked here, once, and each
+mistake gets the same asd error naming what was wrong and the fix. Without these checks numpy
+would guess: a complex number silently loses its imaginary part, the string ``"1.5"`` becomes
+1.5, a function returning ``"abc"`` gets a zero gradient, and a NaN input sorts to the end and
+yields a confident subgradient at a point where the function has none.
+
+>>> import asd
+>>> asd.subgrad(lambda x: x * x)(1 + 1j)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+    ...
+asd.errors.ArgumentTypeError: argument 0 is complex (complex128); ... two real arguments.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    NestingError,
+    NonFiniteError,
+    OutputError,
+    ShapeError,
+)
+from .primitive import Traced
+from .tree import TreeDef, flatten, unflatten
+
+INT64_RANGE = (-(2 ** 63), 2 ** 63)
+"""Python integers outside this range do not fit numpy's int64 and are refused."""
+
+
+def _is_int(a) -> bool:
+    return isinstance(a, int | np.integer) and not isinstance(a, bool | np.bool_)
+
+
+# ----- argnums -----
+
+def check_argnums(argnums, n_args: int) -> tuple[bool, tuple[int, ...]]:
+    """``(single, argnums as a tuple)``; refuses non-integers, out-of-range and duplicates.
+
+    A duplicate would differentiate one argument twice and hand one of the two blocks zeros.
+
+    >>> check_argnums((0, 2), 3)
+    (False, (0, 2))
+    >>> check_argnums((0, -2), 2)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    asd.errors.ArgumentError: argnums=(0, -2) names argument 0 twice ...; list each argument once.
+    """
+    if n_args == 0:
+        raise ArgumentError("the function was called with no arguments, so there is nothing to "
+                            "differentiate; call it at the point, e.g. asd.subgrad(f)(x)")
+    if _is_int(argnums):
+        single, nums = True, (int(argnums),)
+    elif (isinstance(argnums, tuple | list) and len(argnums) > 0
+          and all(_is_int(a) for a in argnums)):
+        single, nums = False, tuple(int(a) for a in argnums)
+    else:
+        raise ArgumentTypeError(
+            f"argnums must be an int or a non-empty tuple of ints, got {argnums!r}; e.g. "
+            "argnums=0 for the first argument or argnums=(0, 1) for the first two")
+    seen: dict[int, int] = {}
+    for a in nums:
+        if not -n_args <= a < n_args:
+            raise ArgumentError(f"argnums={argnums!r} names argument {a}, but the function got "
+                                f"{n_args} argument{'s' if n_args != 1 else ''}; use an index "
+                                f"in range({-n_args}, {n_args})")
+        i = a % n_args
+        if i in seen:
+            raise ArgumentError(f"argnums={argnums!r} names argument {i} twice ({a} is argument "
+                                f"{i} of {n_args}); list each argument once.")
+        seen[i] = a
+    return single, nums
+
+
+# ----- argument leaves -----
+
+def as_real_array(x, where: str) -> np.ndarray:
+    """``x`` as a real numeric array (bool, int or float), or a clear error naming ``where``.
+
+    >>> as_real_array(3, "argument 0")
+    array(3)
+    >>> as_real_array("1.5", "argument 0")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    asd.errors.ArgumentTypeError: argument 0 is a str ('1.5'), not a real number ... string).
+    """
+    if isinstance(x, Traced):
+        raise NestingError(f"{where} is already a traced value: nested differentiation (asd "
+                           "inside asd) is not supported. Differentiate the outer function "
+                           "with respect to all the variables at once (argnums=(0, 1)).")
+    if _is_int(x) and not INT64_RANGE[0] <= int(x) < INT64_RANGE[1]:
+        raise ArgumentError(f"{where} is the integer {int(x)}, outside the 64-bit range numpy "
+                            "computes in; pass it as a float (float(n)) or rescale it")
+    if isinstance(x, str | bytes):
+        raise ArgumentTypeError(f"{where} is a {type(x).__name__} ({_short(x)}), not a real "
+                                "number or array; convert it first (float(s) for a string).")
+    try:
+        a = np.asarray(x)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise ArgumentTypeError(f"{where} ({type(x).__name__}) cannot be read as a real array: "
+                                f"{e}. Pass floats, numpy arrays, or tuples/lists/dicts of "
+                                "them.") from e
+    kind = a.dtype.kind
+    if kind == "c":
+        raise ArgumentTypeError(
+            f"{where} is complex ({a.dtype}); asd differentiates real functions of real "
+            "inputs. Pass the real and imaginary parts as two real arguments.")
+    if kind not in "biuf":
+        raise ArgumentTypeError(
+            f"{where} is a {type(x).__name__} ({_short(x)}), not a real number or array; "
+            "pass floats, numpy arrays, or tuples/lists/dicts of them (sets and other "
+            "objects are not read as arrays).")
+    if kind == "u" and a.dtype.itemsize == 8 and a.size and a.max() >= INT64_RANGE[1]:
+        raise ArgumentError(f"{where} holds integers of 2**63 or more, outside the 64-bit range "
+                            "numpy computes in; pass floats")
+    return a
+
+
+def as_float(x, where: str = "argument") -> np.ndarray:
+    """A differentiated leaf as a finite float array (integers and bools become float64)."""
+    a = as_real_array(x, where)
+    if a.dtype.kind != "f":
+        a = a.astype(np.float64)
+    # the sum of squares (one BLAS pass, no temporary: a quarter of an entrywise test) is
+    # finite when every entry is; the entrywise test runs only to tell a NaN or infinity
+    # from a sum that overflowed
+    flat = a.ravel()
+    with np.errstate(over="ignore", invalid="ignore"):
+        square_sum = np.dot(flat, flat)
+    if not np.isfinite(square_sum) and not np.all(np.isfinite(a)):
+        bad = np.argwhere(~np.isfinite(a))
+        at = f" at index {tuple(int(i) for i in bad[0])}" if a.ndim else ""
+        raise NonFiniteError(
+            f"{where} has {len(bad)} non-finite entr{'y' if len(bad) == 1 else 'ies'} "
+            f"({a[tuple(bad[0])] if a.ndim else a}{at}); a generalized derivative exists only "
+            "at finite points. Replace NaN/inf before differentiating (np.nan_to_num).")
+    return a
+
+
+def check_not_empty(leaves: list[np.ndarray], argnums: tuple[int, ...]) -> None:
+    """Refuse differentiated arguments that hold no number: there is nothing to sweep along."""
+    if not any(x.size for x in leaves):
+        raise ArgumentError(
+            f"the differentiated argument{'s' if len(argnums) > 1 else ''} (argnums="
+            f"{argnums[0] if len(argnums) == 1 else argnums}) hold no numbers (empty arrays or "
+            "containers), so there is nothing to differentiate; pass the point as floats or "
+            "a non-empty array, or pick another argument with argnums")
+
+
+def describe_leaf(argnum: int, i: int, n_leaves: int) -> str:
+    return f"argument {argnum}" if n_leaves == 1 else f"argument {argnum} (leaf {i})"
+
+
+def _short(x, n: int = 40) -> str:
+    text = repr(x)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+# ----- directions and seeds -----
+
+def check_direction(direction, tree: TreeDef, leaves: list[np.ndarray], *,
+                    allow_zero: bool = False) -> Any:
+    """The direction rebuilt in the arguments' structure, or a clear error.
+
+    Refuses a structure or shape that does not match the differentiated arguments, complex
+    or non-numeric entries, NaN/inf, and (unless ``allow_zero``) the zero vector, which
+    selects no branch. ``None`` (draw one at random) is passed through.
+    """
+    if direction is None:
+        return None
+    dirs, dtree = flatten(direction)
+    if not dtree.same_structure(tree):
+        raise ShapeError(f"the direction has structure {dtree}, but the differentiated "
+                         f"arguments have structure {tree}; give one entry per argument leaf")
+    out = []
+    for i, (d, x) in enumerate(zip(dirs, leaves, strict=True)):
+        where = "the direction" if len(dirs) == 1 else f"the direction (leaf {i})"
+        d = as_real_array(d, where)
+        if d.shape != x.shape:
+            raise ShapeError(f"{where} has shape {d.shape}, but the argument it moves has shape "
+                             f"{x.shape}; give the direction the argument's shape")
+        if not np.all(np.isfinite(d)):
+            raise ArgumentError(f"{where} is not finite ({_short(d)}); give a finite vector")
+        out.append(d)
+    if not allow_zero and not any(np.any(d) for d in out):
+        raise ArgumentError("the direction is zero; it must be nonzero because it selects the "
+                            "branch at every tie (any nonzero vector works; scale is ignored)")
+    return unflatten(tree, out)
+
+
+def check_seed(seed) -> None:
+    """Refuse a seed numpy's ``SeedSequence`` would reject, at decoration time.
+
+    >>> check_seed(-1)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+        ...
+    asd.errors.ArgumentError: seed=-1 is not usable: seeds are None, a non-negative int, ...
+    """
+    if seed is None or isinstance(seed, np.random.Generator | np.random.SeedSequence):
+        return
+    try:
+        ok = not isinstance(seed, bool | float | str | bytes)
+        if ok:
+            np.random.SeedSequence(seed)
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ArgumentError(f"seed={_short(seed)} is not usable: seeds are None, a non-negative "
+                            "int, a sequence of them, a numpy Generator or SeedSequence")
+
+
+# ----- outputs -----
+
+def output_leaf(o, trace, where: str):
+    """Check one output leaf: a traced value of this sweep, or a real numeric constant."""
+    if isinstance(o, Traced):
+        if o._trace is not trace:
+            raise NestingError(f"{where} is a traced value from another call (kept from an "
+                               "earlier call, or closed over); compute it from the arguments")
+        if np.result_type(o.value).kind == "c":
+            raise OutputError(f"{where} is complex; asd differentiates real-valued functions. "
+                              "Return the real part, the imaginary part or the modulus.")
+        return o
+    if isinstance(o, str | bytes):
+        raise OutputError(f"{where} is a {type(o).__name__} ({_short(o)}); the function must "
+                          "return real numbers or arrays")
+    try:
+        a = np.asarray(o)
+    except (TypeError, ValueError, OverflowError) as e:
+        raise OutputError(f"{where} ({type(o).__name__}) is not a real number or array: "
+                          f"{e}") from e
+    if a.dtype.kind == "c":
+        raise OutputError(f"{where} is complex ({_short(o)}); asd differentiates real-valued "
+                          "functions. Return the real part, the imaginary part or the modulus.")
+    if a.dtype.kind not in "biuf":
+        raise OutputError(f"{where} is a {type(o).__name__} ({_short(o)}), not a real number "
+                          "or array")
+    return o
+
+
+def scalar_output(out, trace, who: str = "subgrad"):
+    """The traced scalar output, or None for a real constant; anything else is refused."""
+    if isinstance(out, tuple | list | dict):
+        raise ShapeError(
+            f"{who} needs a scalar output, but the function returned a {type(out).__name__} of "
+            f"{len(out)} values; return one number (e.g. the loss), or use asd.jacobian or "
+            "asd.directional for structured outputs")
+    output_leaf(out, trace, "the output")
+    if isinstance(out, Traced):
+        if out.shape != ():
+            raise ShapeError(
+                f"{who} needs a scalar output, but the function returned shape {out.shape}; "
+                "reduce it (e.g. .sum()) or use asd.jacobian for vector outputs")
+        return out
+    if np.shape(out) != ():
+        raise ShapeError(f"{who} needs a scalar output, got {type(out).__name__} of shape "
+                         f"{np.shape(out)}; use asd.jacobian for vector outputs")
+    if not np.isfinite(np.asarray(out, dtype=float)):
+        raise NonFiniteError(f"the output is the constant {out!r}, which is not finite")
+    return None
+
+
+def output_leaves(out, trace) -> tuple[list, TreeDef]:
+    """Flatten a structured output, checking every leaf (see `output_leaf`)."""
+    outs, tree = flatten(out)
+    for i, o in enumerate(outs):
+        output_leaf(o, trace, "the output" if len(outs) == 1 else f"output leaf {i}")
+    return outs, tree
+
+
+# ----- non-finite values and derivatives -----
+
+def check_finite(trace, out_id: int, arrays: list, what: str = "the subgradient") -> None:
+    """NaN/inf in the output value (named at its first node) or in the derivative."""
+    if not np.all(np.isfinite(trace.values[out_id])):
+        k = trace.first_nonfinite(out_id)
+        trace.raise_nonfinite(k, "the output value")
+    if not all(np.all(np.isfinite(a)) for a in arrays):
+        k = trace.first_nonfinite(out_id)
+        if k is not None:
+            trace.raise_nonfinite(k, f"a value {what} passes through")
+        raise NonFiniteError(derivative_overflow(what))
+
+
+def check_finite_outputs(trace, outs: list) -> None:
+    """Every output leaf's value finite; a traced one is named at the node that first broke."""
+    for i, o in enumerate(outs):
+        if isinstance(o, Traced):
+            if not np.all(np.isfinite(o.value)):
+                k = trace.first_nonfinite(o._id)
+                trace.raise_nonfinite(k, "the output value")
+        elif not np.all(np.isfinite(np.asarray(o, dtype=float))):
+            raise NonFiniteError(f"output leaf {i} is the constant {_short(o)}, which is not "
+                                 "finite")
+
+
+def derivative_overflow(what: str, node: str | None = None) -> str:
+    at = f" at {node}" if node else ""
+    return (f"{what} is not finite although every value is: a derivative{at} overflowed the "
+            "float range (a slope such as that of x**0.01 near 0 is larger than 1e308). Keep "
+            "the point away from where the slope blows up, or rescale the inputs.")
+
+
+def check_finite_tangents(trace, outs: list, dots: list) -> None:
+    """For directional derivatives: name the first node whose tangent is not finite."""
+    if all(np.all(np.isfinite(d)) for d in dots):
+        return
+    from .program import format_node
+
+    for k, t in enumerate(trace.tangents):
+        if t is not None and not np.all(np.isfinite(t)):
+            raise NonFiniteError(derivative_overflow("the directional derivative",
+                                                     format_node(k, trace.nodes[k])))
+    raise NonFiniteError(derivative_overflow("the directional derivative"))
