@@ -33,14 +33,36 @@ with respect to its bounds. Matrix inputs of ``psd`` are symmetrized: ``psd(X)``
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
 from asd.errors import ASDError, ShapeError, UnsupportedError
-from asd.extend import Closure, Diagonal, FanIn, FixedTangent, Primitive, Zero, identity
-from asd.ray import tie_sign
+from asd.extend import (
+    Closure,
+    Diagonal,
+    FanIn,
+    FixedTangent,
+    Primitive,
+    Zero,
+    identity,
+    record_tie_decision,
+)
+from asd.ray import SeriesUnavailable, input_series, line, tie_sign
+from asd.series import Series
 
-from .spectral import embed, gradient_map, refine_cluster, sym, tie_tolerance
+from .spectral import (
+    curvature_of,
+    eigh_ties,
+    embed,
+    gradient_map,
+    ray_scaled,
+    refine_cluster,
+    scaled_curvature,
+    sym,
+    tie_tolerance,
+    vnorm,
+)
 
 SQRT_HALF = float(np.sqrt(0.5))
 
@@ -142,8 +164,30 @@ def ray_threshold(c_active: np.ndarray, c_tied: np.ndarray) -> float:
     return float(tau_k[joined])
 
 
-def _flat_tangent(dx, size: int) -> np.ndarray:
-    return np.asarray(dx(), dtype=float).reshape(size)
+def ray_series(x: np.ndarray, dx, count: int) -> np.ndarray:
+    """``x`` along the ray ``x + δd`` as exact power series (``asd.ray.input_series``).
+
+    A rule calls this only at a near-tie (its float test within ``tie_tolerance``), and then
+    decides that tie exactly: the constant coefficients are the float inputs themselves, so a
+    point whose float norm misses the radius by one ulp is decided as the exact arithmetic says,
+    and the higher ones carry the curvature of the input (``u(x) = (1 + x0², x1 - x0²)`` along
+    ``(1, 0)``). Where the series cannot be computed (a transcendental ancestor, too large a
+    cone) the straight line ``x + δẋ`` of the float tangent stands in, exact to first order but
+    blind to curvature; its ``count`` decisions are then reported as ``"tolerance"`` ones.
+    """
+    try:
+        series = input_series(x, dx, x.shape)
+    except SeriesUnavailable:
+        record_tie_decision("tolerance", count)
+        return line(x, np.asarray(dx(), dtype=float).reshape(x.shape))
+    record_tie_decision("series", count)
+    return series
+
+
+def _signs(series: np.ndarray) -> np.ndarray:
+    """Sign of each series for small δ > 0 (0 where it vanishes to the truncation order)."""
+    return np.array([e.sign() if isinstance(e, Series) else int(np.sign(e))
+                     for e in np.ravel(series)], dtype=np.int8).reshape(np.shape(series))
 
 
 # ----- trivial sets: {0} and the whole space -----
@@ -299,15 +343,18 @@ halfspace_p = Primitive("proj_halfspace", _halfspace_impl)
 
 @halfspace_p.defrule
 def halfspace_rule(xs, dxs):
+    """Projects where ``h = <a, x> - b`` is positive along the ray; a near-tie (within rounding
+    of the float ``h``) is decided by the exact series of ``h`` (`ray_series`)."""
     x = _floats(xs[0])
     _static("halfspace", dxs[1:], ("a", "b"))
     a, nrm = _normal(xs[1], x, "halfspace")
     b = float(xs[2])
     h = float(np.sum(a * x)) - b
-    project = h > tie_tolerance(x.size, nrm * np.linalg.norm(x) + abs(b))
-    if not project and h >= -tie_tolerance(x.size, nrm * np.linalg.norm(x) + abs(b)):
-        d = np.asarray(dxs[0](), dtype=float)
-        project = float(np.sum(a * d)) > tie_tolerance(x.size, nrm * np.linalg.norm(d))
+    if abs(h) > tie_tolerance(x.size, float(np.sum(np.abs(a * x))) + abs(b)):
+        project = h > 0
+    else:
+        s = ray_series(x, dxs[0], 1)
+        project = _signs(np.sum(a * s) - b) > 0
     lin = _rank_one_map(a / nrm, 1.0, x.shape) if project else identity(x.shape)
     return _halfspace_impl(x, a, b), FanIn(lin, None, None)
 
@@ -316,7 +363,7 @@ def halfspace_rule(xs, dxs):
 
 def _l2_impl(x, r):
     x, r = _floats(x), _radius(r, "l2_ball")
-    nrm = float(np.linalg.norm(x))
+    nrm = vnorm(x)
     return x * (r / nrm) if nrm > r else x.copy()
 
 
@@ -325,20 +372,20 @@ l2_ball_p = Primitive("proj_l2_ball", _l2_impl)
 
 @l2_ball_p.defrule
 def l2_ball_rule(xs, dxs):
+    """Outside along the ray when ``h = ||x||² - r²`` is positive there. The float norm decides
+    only when it is clear of ``r`` by more than its rounding; otherwise the exact series of
+    ``h`` does (a tangent to the sphere leaves the ball at second order, a curved input may not).
+    """
     x, r = _floats(xs[0]), _radius(xs[1], "l2_ball")
     _static("l2_ball", dxs[1:], ("radius",))
     if r == 0:
         return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
-    nrm = float(np.linalg.norm(x))
-    tol = tie_tolerance(x.size, max(nrm, r))
-    outside = nrm > r + tol
-    if not outside and nrm >= r - tol:
-        d = np.asarray(dxs[0](), dtype=float)
-        w = x / nrm
-        wd = float(np.sum(w * d))
-        tol_d = tie_tolerance(x.size, np.linalg.norm(d))
-        # a tangent to the sphere still leaves the ball at second order
-        outside = wd > tol_d or (wd >= -tol_d and np.linalg.norm(d - wd * w) > tol_d)
+    nrm = vnorm(x)
+    if abs(nrm - r) > tie_tolerance(x.size, max(nrm, r)):
+        outside = nrm > r
+    else:
+        s = ray_series(x, dxs[0], 1).reshape(-1)
+        outside = _signs(np.sum(s * s) - Fraction(r) ** 2) > 0
     if not outside:
         return x.copy(), FanIn(identity(x.shape), None)
     return x * (r / nrm) if nrm > r else x.copy(), FanIn(
@@ -360,6 +407,10 @@ simplex_p = Primitive("proj_simplex", _simplex_impl)
 
 @simplex_p.defrule
 def simplex_rule(xs, dxs):
+    """Active set ``u_i > τ`` along the ray. Near-ties (within rounding of the float
+    threshold) are decided by the threshold system solved on the exact series of the input:
+    the same sort and running sums as the float ``threshold``, on series ordered as the ray
+    orders them. An entry tied to every order counts as active (the ``>=`` side)."""
     x, r = _floats(xs[0]), _radius(xs[1], "simplex")
     _static("simplex", dxs[1:], ("radius",))
     if r == 0 or x.size == 0:
@@ -370,9 +421,8 @@ def simplex_rule(xs, dxs):
     tol = tie_tolerance(u.size, max(float(np.max(np.abs(u))), r))
     active, tied = h > tol, np.abs(h) <= tol
     if tied.any():
-        d = _flat_tangent(dxs[0], u.size)
-        tau_dot = ray_threshold(d[active], d[tied])
-        active = active | (tied & (d >= tau_dot))
+        s = ray_series(x, dxs[0], int(np.count_nonzero(tied))).reshape(-1)
+        active = _signs(s - threshold(s, r)) >= 0
     return np.maximum(x - tau, 0), FanIn(_active_map(active, None, x.shape), None)
 
 
@@ -389,6 +439,8 @@ standard_simplex_p = Primitive("proj_standard_simplex", _standard_simplex_impl)
 
 @standard_simplex_p.defrule
 def standard_simplex_rule(xs, dxs):
+    """Uncoupled (``max(x, 0)``) while ``sum(max(x, 0)) <= r``, else the simplex's threshold.
+    Near-ties of the sum or of the threshold are decided on the exact series of the input."""
     x, r = _floats(xs[0]), _radius(xs[1], "standard_simplex")
     _static("standard_simplex", dxs[1:], ("radius",))
     if r == 0 or x.size == 0:
@@ -396,18 +448,15 @@ def standard_simplex_rule(xs, dxs):
     u = x.reshape(-1)
     tol = tie_tolerance(u.size, max(float(np.max(np.abs(u))), r))
     excess = float(np.sum(np.maximum(u, 0))) - r
-    boundary = abs(excess) <= tol
-    tau = threshold(u, r) if excess > tol else 0.0
+    coupled = excess > 0
+    tau = threshold(u, r) if coupled else 0.0
     h = u - tau
-    active, tied = h > tol, np.abs(h) <= tol
-    coupled = excess > tol  # the sum constraint is active: rank-one part in the Jacobian
-    if tied.any() or boundary:
-        d = _flat_tangent(dxs[0], u.size)
-        tau_dot = ray_threshold(d[active], d[tied]) if (coupled or boundary) else 0.0
-        if boundary:
-            coupled = tau_dot > 0
-            tau_dot = max(tau_dot, 0.0)
-        active = active | (tied & (d >= tau_dot))
+    tied = np.abs(h) <= tol
+    active = h > 0
+    if tied.any() or abs(excess) <= tol:
+        s = ray_series(x, dxs[0], max(int(np.count_nonzero(tied)), 1)).reshape(-1)
+        coupled = _signs(np.sum(np.maximum(s, 0)) - r) > 0
+        active = _signs(s - threshold(s, r) if coupled else s) >= 0
     ans = np.maximum(x - tau, 0)
     lin = _active_map(active, None, x.shape) if coupled else Diagonal(
         active.reshape(x.shape).astype(float), x.shape)
@@ -429,6 +478,9 @@ l1_ball_p = Primitive("proj_l1_ball", _l1_impl)
 
 @l1_ball_p.defrule
 def l1_ball_rule(xs, dxs):
+    """Soft threshold of ``|x|`` with the signs of ``x``, or the identity inside the ball.
+    Near-ties of ``||x||_1 - r`` or of the threshold are decided on the exact series of the
+    input: inside when ``||x(δ)||_1 <= r`` along the ray, else the active set of ``|x(δ)|``."""
     x, r = _floats(xs[0]), _radius(xs[1], "l1_ball")
     _static("l1_ball", dxs[1:], ("radius",))
     if r == 0 or x.size == 0:
@@ -437,22 +489,20 @@ def l1_ball_rule(xs, dxs):
     a = np.abs(u)
     tol = tie_tolerance(u.size, max(float(np.max(a)), r))
     excess = float(a.sum()) - r
+    ans = _l1_impl(x, r)
     if excess < -tol:
-        return x.copy(), FanIn(identity(x.shape), None)
-    boundary = excess <= tol
-    tau = 0.0 if boundary else threshold(a, r)
+        return ans, FanIn(identity(x.shape), None)
+    tau = threshold(a, r) if excess > 0 else 0.0
     h = a - tau
-    active, tied = h > tol, np.abs(h) <= tol
-    signs = np.sign(u)
-    if tied.any() or boundary:
-        d = _flat_tangent(dxs[0], u.size)
-        signs = np.where(u == 0, np.sign(d), signs)
-        c = signs * d  # the rate at which |x_i| grows along the ray
-        tau_dot = ray_threshold(c[active], c[tied])
-        if boundary and tau_dot <= 0:  # the ray stays in the ball
-            return x.copy(), FanIn(identity(x.shape), None)
-        active = active | (tied & (c >= tau_dot))
-    ans = x.copy() if boundary else np.sign(x) * np.maximum(np.abs(x) - tau, 0)
+    tied = np.abs(h) <= tol
+    active, signs = h > 0, np.sign(u)
+    if tied.any() or excess <= tol:
+        s = ray_series(x, dxs[0], max(int(np.count_nonzero(tied)), 1)).reshape(-1)
+        abs_s = np.abs(s)
+        if _signs(np.sum(abs_s) - r) <= 0:  # the ray stays in the ball
+            return ans, FanIn(identity(x.shape), None)
+        signs = _signs(s).astype(float)
+        active = _signs(abs_s - threshold(abs_s, r)) >= 0
     return ans, FanIn(_active_map(active, signs, x.shape), None)
 
 
@@ -622,24 +672,27 @@ psd_p = Primitive("proj_psd", _psd_impl)
 
 @psd_p.defrule
 def psd_rule(xs, dxs):
+    """Eigenvalues tied at 0 enter the cone or leave it as their expansion ``δμ + δ²ν`` along
+    the ray says (``ν`` with the input's curvature where ``μ`` ties, `refine_cluster`)."""
     X = _square(xs[0], "psd")
     n = X.shape[0]
-    lam, V = np.linalg.eigh(sym(X))
+    lam, V, tol = eigh_ties(sym(X))
     ans = (V * np.maximum(lam, 0)) @ V.T
-    tol = tie_tolerance(n, np.max(np.abs(lam), initial=0.0))
     null = np.abs(lam) <= tol
     levels = np.zeros((3, n))
     tols = np.array([tol, np.inf, np.inf])
     if null.any():
-        D = sym(np.asarray(dxs[0](), dtype=float))
+        if tol > 0:
+            record_tie_decision("tolerance", int(np.count_nonzero(null)))
+        D, c = ray_scaled(sym(np.asarray(dxs[0](), dtype=float)))
         idx = np.flatnonzero(null)
         V = V.copy()
-        V[:, idx], levels[1, idx], levels[2, idx] = refine_cluster(lam, V, idx, D, 0.0)
+        V[:, idx], levels[1, idx], levels[2, idx] = refine_cluster(
+            lam, V, idx, D, 0.0, scaled_curvature(curvature_of(X, dxs[0], sym), c))
         lam = np.where(null, 0.0, lam)
-        scale_d = float(np.linalg.norm(D))
         gap = np.min(np.abs(lam[~null]), initial=np.inf)
-        tols = np.array([tol, tie_tolerance(n, scale_d),
-                         tie_tolerance(n, scale_d**2 / gap if np.isfinite(gap) else 0.0)])
+        scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(levels[2]))))
+        tols = np.array([tol, tie_tolerance(n, 1.0), tie_tolerance(n, scale_2)])
     levels[0] = lam
     if not null.any():  # no kink: the eigenvalues alone decide
         levels, tols = levels[:1], tols[:1]
@@ -650,28 +703,35 @@ def psd_rule(xs, dxs):
 
 
 def eigen_expansion(lam: np.ndarray, V: np.ndarray, D: np.ndarray, tied: np.ndarray,
-                    center: np.ndarray, tol: float):
-    """Eigenvalues along ``Y + δD`` to second order, ``λ + δμ + δ²ν``, in the limit basis.
+                    center: np.ndarray, tol: float, curvature=None):
+    """Eigenvalues along ``Y + δD + δ²Y₂`` to second order, ``λ + δμ + δ²ν``, in the limit basis.
 
     The ``tied`` eigenvalues (each within ``tol`` of its ``center``) are snapped to it and
     their clusters rotated into the direction's limit basis; then ``μ = diag(VᵀDV)`` and
-    ``ν_i = Σ_j (VᵀDV)_ij² / (λ_i - λ_j)`` over the eigenvalues not tied to ``λ_i`` (the sums
-    over a cluster are basis-free, so untied clusters need no rotation). Returns the basis,
-    the levels ``(λ, μ, ν)`` and a tolerance per level.
+    ``ν_i = (VᵀY₂V)_ii + Σ_j (VᵀDV)_ij² / (λ_i - λ_j)`` over the eigenvalues not tied to
+    ``λ_i`` (the sums over a cluster are basis-free, so untied clusters need no rotation).
+    ``D`` is scaled to unit size first (`ray_scaled`; every level keeps its signs), and the
+    curvature ``Y₂`` is asked for (`curvature_of`) only at a tie. Returns the basis, the levels
+    ``(λ, μ, ν)`` and a tolerance per level.
     """
+    D, c = ray_scaled(D)
+    curv = None if curvature is None else scaled_curvature(curvature, c)
+    Y2 = None if curv is None else curv()
     V = V.copy()
-    for c in np.unique(center[tied]):
-        idx = np.flatnonzero(tied & (center == c))
-        V[:, idx], _, _ = refine_cluster(lam, V, idx, D, float(c))
+    for k in np.unique(center[tied]):
+        idx = np.flatnonzero(tied & (center == k))
+        V[:, idx], _, _ = refine_cluster(lam, V, idx, D, float(k),
+                                         None if Y2 is None else lambda: Y2)
     lam = np.where(tied, center, lam)
     H = V.T @ D @ V
     diff = lam[:, None] - lam[None, :]
     far = np.abs(diff) > tol
     nu = np.sum(np.where(far, H * H / np.where(far, diff, 1.0), 0.0), axis=1)
-    scale = float(np.linalg.norm(D))
+    if Y2 is not None:
+        nu = nu + np.einsum("ij,ik,kj->j", V, Y2, V)
     gap = float(np.min(np.abs(diff[far]), initial=np.inf))
-    tols = np.array([tol, tie_tolerance(lam.size, scale),
-                     tie_tolerance(lam.size, scale**2 / gap if np.isfinite(gap) else 0.0)])
+    scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(nu), initial=0.0)))
+    tols = np.array([tol, tie_tolerance(lam.size, 1.0), tie_tolerance(lam.size, scale_2)])
     return V, np.stack([lam, np.diag(H).copy(), nu]), tols
 
 
@@ -732,10 +792,9 @@ def nuclear_ball_rule(xs, dxs):
     m = X.shape[0]
     if r == 0:
         return np.zeros_like(X), FanIn(Zero(X.shape, X.shape), None)
-    lam, V = np.linalg.eigh(embed(X))
+    lam, V, tol = eigh_ties(embed(X))
     N = lam.size
     a = np.abs(lam)
-    tol = tie_tolerance(N, np.max(a, initial=0.0))
     excess = float(a.sum()) - 2 * r
     if excess < -tol:
         return X.copy(), FanIn(identity(X.shape), None)
@@ -746,8 +805,10 @@ def nuclear_ball_rule(xs, dxs):
     active, tied = h > tol, np.abs(h) <= tol
     signs, levels, taus, tols = np.sign(lam), lam[None], np.array([tau]), np.array([tol])
     if tied.any() or boundary:
+        record_tie_decision("tolerance", int(np.count_nonzero(tied)))
         D = embed(np.asarray(dxs[0](), dtype=float))
-        V, levels, tols = eigen_expansion(lam, V, D, tied, np.sign(lam) * tau, tol)
+        V, levels, tols = eigen_expansion(lam, V, D, tied, np.sign(lam) * tau, tol,
+                                          curvature_of(X, dxs[0], embed))
         signs = _lex_sign(levels, tols)
         taus, active = _threshold_levels(signs * levels, tau, active, tied, tols, boundary)
         if taus is None:  # the ray stays in the ball
