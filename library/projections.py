@@ -370,24 +370,27 @@ def _l2_impl(x, r):
 l2_ball_p = Primitive("proj_l2_ball", _l2_impl)
 
 
+def l2_leaves(x: np.ndarray, r: float, dx) -> bool:
+    """Whether the ray leaves the ball: ``h = ||x||² - r²`` positive along it. The float norm
+    decides only when it is clear of ``r`` by more than its rounding; otherwise the exact
+    series of ``h`` does (a tangent to the sphere leaves at second order, a curved input may
+    not)."""
+    nrm = vnorm(x)
+    if abs(nrm - r) > tie_tolerance(x.size, max(nrm, r)):
+        return nrm > r
+    s = ray_series(x, dx, 1).reshape(-1)
+    return bool(_signs(np.sum(s * s) - Fraction(r) ** 2) > 0)
+
+
 @l2_ball_p.defrule
 def l2_ball_rule(xs, dxs):
-    """Outside along the ray when ``h = ||x||² - r²`` is positive there. The float norm decides
-    only when it is clear of ``r`` by more than its rounding; otherwise the exact series of
-    ``h`` does (a tangent to the sphere leaves the ball at second order, a curved input may not).
-    """
     x, r = _floats(xs[0]), _radius(xs[1], "l2_ball")
     _static("l2_ball", dxs[1:], ("radius",))
     if r == 0:
         return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
-    nrm = vnorm(x)
-    if abs(nrm - r) > tie_tolerance(x.size, max(nrm, r)):
-        outside = nrm > r
-    else:
-        s = ray_series(x, dxs[0], 1).reshape(-1)
-        outside = _signs(np.sum(s * s) - Fraction(r) ** 2) > 0
-    if not outside:
+    if not l2_leaves(x, r, dxs[0]):
         return x.copy(), FanIn(identity(x.shape), None)
+    nrm = vnorm(x)
     return x * (r / nrm) if nrm > r else x.copy(), FanIn(
         _rank_one_map(x / nrm, min(r / nrm, 1.0), x.shape), None)
 
@@ -670,34 +673,40 @@ def _psd_impl(X):
 psd_p = Primitive("proj_psd", _psd_impl)
 
 
-@psd_p.defrule
-def psd_rule(xs, dxs):
-    """Eigenvalues tied at 0 enter the cone or leave it as their expansion ``δμ + δ²ν`` along
-    the ray says (``ν`` with the input's curvature where ``μ`` ties, `refine_cluster`)."""
-    X = _square(xs[0], "psd")
+def psd_levels(X: np.ndarray, dx):
+    """The eigen-analysis of ``psd`` along the ray: ``(lam, V, levels, tols, null)``.
+
+    Eigenvalues tied at 0 (``null``) split as ``δμ + δ²ν`` (``ν`` with the input's curvature
+    where ``μ`` ties, `refine_cluster`); ``levels`` stacks ``(λ, μ, ν)`` in the limit basis
+    ``V`` (only ``λ`` without a tie), each with its rounding tolerance in ``tols``.
+    """
     n = X.shape[0]
     lam, V, tol = eigh_ties(sym(X))
-    ans = (V * np.maximum(lam, 0)) @ V.T
     null = np.abs(lam) <= tol
-    levels = np.zeros((3, n))
-    tols = np.array([tol, np.inf, np.inf])
-    if null.any():
-        if tol > 0:
-            record_tie_decision("tolerance", int(np.count_nonzero(null)))
-        D, c = ray_scaled(sym(np.asarray(dxs[0](), dtype=float)))
-        idx = np.flatnonzero(null)
-        V = V.copy()
-        V[:, idx], levels[1, idx], levels[2, idx] = refine_cluster(
-            lam, V, idx, D, 0.0, scaled_curvature(curvature_of(X, dxs[0], sym), c))
-        lam = np.where(null, 0.0, lam)
-        gap = np.min(np.abs(lam[~null]), initial=np.inf)
-        scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(levels[2]))))
-        tols = np.array([tol, tie_tolerance(n, 1.0), tie_tolerance(n, scale_2)])
-    levels[0] = lam
     if not null.any():  # no kink: the eigenvalues alone decide
-        levels, tols = levels[:1], tols[:1]
-    sign = _lex_sign(levels, tols)
-    active = sign >= 0  # an eigenvalue tied at 0 to every order counts as entering the cone
+        return lam, V, lam[None], np.array([tol]), null
+    if tol > 0:
+        record_tie_decision("tolerance", int(np.count_nonzero(null)))
+    levels = np.zeros((3, n))
+    D, c = ray_scaled(sym(np.asarray(dx(), dtype=float)))
+    idx = np.flatnonzero(null)
+    V = V.copy()
+    V[:, idx], levels[1, idx], levels[2, idx] = refine_cluster(
+        lam, V, idx, D, 0.0, scaled_curvature(curvature_of(X, dx, sym), c))
+    levels[0] = np.where(null, 0.0, lam)
+    gap = np.min(np.abs(lam[~null]), initial=np.inf)
+    scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(levels[2]))))
+    return lam, V, levels, np.array([tol, tie_tolerance(n, 1.0), tie_tolerance(n, scale_2)]), null
+
+
+@psd_p.defrule
+def psd_rule(xs, dxs):
+    """Eigenvalues tied at 0 enter the cone or leave it as their expansion along the ray says
+    (`psd_levels`); one tied at 0 to every order counts as entering (the ``>=`` side)."""
+    X = _square(xs[0], "psd")
+    lam, V, levels, tols, _ = psd_levels(X, dxs[0])
+    ans = (V * np.maximum(lam, 0)) @ V.T
+    active = _lex_sign(levels, tols) >= 0
     gamma = divided_differences(levels, levels * active, tols, active)
     return ans, _symmetric(_eigen_map(V, gamma, X.shape), X.shape)
 
@@ -857,23 +866,76 @@ def _distance_impl(x, *params, set):
 distance_p = Primitive("distance", _distance_impl)
 
 
+def _second_order_escape(set: str, x: np.ndarray, params: tuple, dx) -> np.ndarray | None:
+    """The unit limit of the residual ``x(δ) - P(x(δ))`` where it is of order δ² (the ray is
+    tangent to a curved boundary), or None where the ray stays in the set to second order.
+
+    - ``l2_ball``: the residual is radial, ``x/||x||``, once the ray leaves (`l2_leaves`);
+    - ``psd``: eigenvalues ``δ²ν`` with ``μ = 0``, ``ν < 0`` leave; the residual is
+      ``δ² Σ ν q qᵀ`` over them (`psd_levels`);
+    - ``soc`` (and ``rsoc`` through its rotation): on the cone's boundary a tangent with a
+      part orthogonal to ``w = z/|z|`` leaves along the normal ``(-1, w)/√2``;
+    - ``nuclear_ball``: not derived; a ray tangent to its boundary raises.
+    Polyhedral sets have no curvature: a zero first-order residual means the ray stays in.
+    """
+    if set == "l2_ball":
+        return x / vnorm(x) if params[0] > 0 and l2_leaves(x, params[0], dx) else None
+    if set == "psd":
+        _, V, levels, tols, null = psd_levels(x, dx)
+        if not null.any():
+            return None
+        leave = null & (np.abs(levels[1]) <= tols[1]) & (levels[2] < -tols[2])
+        R = (V[:, leave] * levels[2, leave]) @ V[:, leave].T
+        return R / vnorm(R) if leave.any() else None
+    if set in ("soc", "rsoc"):
+        y = x if set == "soc" else _rotate(x)
+        d = np.asarray(dx(), dtype=float).reshape(x.shape)
+        d = d if set == "soc" else _rotate(d)
+        t, z = float(y[0]), y[1:]
+        nz = vnorm(z)
+        if nz == 0 or abs(t - nz) > tie_tolerance(y.size, max(abs(t), nz)):
+            return None
+        w = z / nz
+        record_tie_decision("tolerance", 1)
+        if vnorm(d[1:] - (w @ d[1:]) * w) <= tie_tolerance(y.size, vnorm(d)):
+            return None
+        n = np.concatenate([[-1.0], w]) * SQRT_HALF
+        return n if set == "soc" else _rotate(n)
+    if set == "nuclear_ball":
+        raise UnsupportedError(
+            "projections.distance to nuclear_ball: the ray is tangent to the ball's boundary "
+            "(its first-order residual vanishes), and asd does not derive the second-order "
+            "residual of this set. Use a direction that is not tangent to the boundary, or "
+            "write the distance as nuclear_norm(X - nuclear_ball(X, r)) away from the set.")
+    return None
+
+
+distance_p = Primitive("distance", _distance_impl)
+
+
 @distance_p.defrule
 def distance_rule(xs, dxs, set):
     """Outside the set the gradient is ``(x - P(x)) / dist``. On the set it is the unit
-    vector of ``d - P'(x; d)`` (the ray's escape direction), or 0 when the ray stays in."""
+    vector of ``d - P'(x; d)`` (the ray's escape direction), or, where that vanishes on a
+    curved boundary, the unit second-order residual (`_second_order_escape`), or 0 when the
+    ray stays in the set: in every case ``lim ∇dist(x + δd)``."""
     x = _floats(xs[0])
     _static("distance", dxs[1:], ("set parameter",) * (len(xs) - 1))
     ans, lin = RULES[set]((x, *xs[1:]), dxs)
     proj_map = lin.maps[0] if isinstance(lin, FanIn) else lin
     res = x - ans
-    dist = float(np.linalg.norm(res))
-    if dist > tie_tolerance(x.size, np.linalg.norm(x) + np.linalg.norm(ans)):
+    dist = vnorm(res)
+    if dist > tie_tolerance(x.size, vnorm(x) + vnorm(ans)):
         g = res / dist
     else:
         d = np.asarray(dxs[0](), dtype=float).reshape(x.shape)
         w = d - proj_map(d)
-        nw = float(np.linalg.norm(w))
-        g = w / nw if nw > tie_tolerance(x.size, np.linalg.norm(d)) else np.zeros_like(x)
+        nw = vnorm(w)
+        if nw > tie_tolerance(x.size, vnorm(d)):
+            g = w / nw
+        else:
+            escape = _second_order_escape(set, x, tuple(float(p) for p in xs[1:]), dxs[0])
+            g = np.zeros_like(x) if escape is None else escape.reshape(x.shape)
     return np.asarray(dist), FanIn(gradient_map(g, x.shape), *([None] * (len(xs) - 1)))
 
 
@@ -1003,10 +1065,16 @@ SETS: dict[Callable, str] = {
 }
 
 
+BALLS = frozenset({"l1_ball", "l2_ball", "linf_ball", "simplex", "standard_simplex",
+                   "nuclear_ball"})
+"""Sets whose radius defaults to 1.0, as in their projection functions."""
+
+
 def distance(x, set, *params):
     """Euclidean distance from ``x`` to a set, e.g. ``distance(x, projections.l2_ball, 1.0)``.
 
-    ``set`` is one of the projection functions (or its name); ``params`` are its parameters.
+    ``set`` is one of the projection functions (or its name); ``params`` are its parameters
+    (a ball's or simplex's radius defaults to 1.0, as in its projection).
     Its subgradient is the unit residual outside the set, and inside the limiting gradient
     along the direction (0 unless the ray leaves the set).
 
@@ -1019,6 +1087,8 @@ def distance(x, set, *params):
     if name not in RULES:
         raise UnsupportedError(f"projections.distance: unknown set {set!r}; use one of "
                                f"{sorted(RULES)}")
+    if not params and name in BALLS:
+        params = (1.0,)
     return distance_p(x, *params, set=name)
 
 
