@@ -548,40 +548,45 @@ def _soc_zero(v):
     return np.zeros_like(v)
 
 
-def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], depth: int = 0) -> Callable:
+def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], ray_h: Callable[[], int],
+                 depth: int = 0) -> Callable:
     """Push function of the limiting Jacobian of the SOC projection at ``x`` along the tangent.
 
     Interior, polar interior and the region between are smooth. On the cone's boundary
-    ``t = |z|`` the ray leaves the cone when ``t_dot < w.z_dot`` (``w = z/|z|``), or when they
-    are equal and ``z_dot`` has a part orthogonal to ``w`` (second order); symmetrically on
-    the polar's boundary. At the apex the projection is positively homogeneous, so the
-    Jacobian at ``δd`` is the one at ``d`` (itself resolved along ``d``).
+    ``t = |z|`` (and on the polar's, ``-t = |z|``) the ray leaves into the region between
+    exactly when ``h = t² - |z|²`` turns negative along it; ``ray_h()`` gives that sign from
+    the exact series of the input (`ray_series`), so a tangent to the boundary (which leaves
+    at second order) and a curved input are both decided exactly. At the apex the projection
+    is positively homogeneous, so the Jacobian at ``δd`` is the one at ``d`` (itself resolved
+    along ``d``, first order only: reported as a tolerance decision).
     """
     t, z = float(x[0]), x[1:]
-    nz = float(np.linalg.norm(z))
-    tol = tie_tolerance(x.size, np.hypot(t, nz))
+    nz = vnorm(z)
+    tol = tie_tolerance(x.size, max(abs(t), nz))
     if nz - abs(t) > tol:
         return _soc_between(z / nz, (t + nz) / (2 * nz), t / (2 * nz))
     if t - nz > tol:
         return _soc_identity
     if -t - nz > tol:
         return _soc_zero
-    d = np.asarray(tangent(), dtype=float).reshape(x.shape)
     if nz <= tol and abs(t) <= tol:
+        d = np.asarray(tangent(), dtype=float).reshape(x.shape)
         if depth or not np.any(d):
             return _soc_identity
-        return soc_jacobian(d, lambda: d, depth + 1)
+        record_tie_decision("tolerance", 1)
+        return soc_jacobian(d, lambda: d, lambda: _soc_line_sign(d), depth + 1)
+    leaves = ray_h() < 0
     w = z / nz
-    wd = float(w @ d[1:])
-    tol_d = tie_tolerance(x.size, np.linalg.norm(d))
-    perp = float(np.linalg.norm(d[1:] - wd * w)) > tol_d
-    if t > 0:  # on the cone's boundary: h = t - |z|
-        h_dot = d[0] - wd
-        leaves = h_dot < -tol_d or (h_dot <= tol_d and perp)
+    if t > 0:  # on the cone's boundary
         return _soc_between(w, 1.0, 0.5) if leaves else _soc_identity
-    h_dot = -d[0] - wd  # on the polar's boundary: h = -t - |z|
-    leaves = h_dot < -tol_d or (h_dot <= tol_d and perp)
-    return _soc_between(w, 0.0, -0.5) if leaves else _soc_zero
+    return _soc_between(w, 0.0, -0.5) if leaves else _soc_zero  # on the polar's boundary
+
+
+def _soc_line_sign(d: np.ndarray) -> int:
+    """Sign of ``h = t² - |z|²`` along the straight ray from the apex's direction ``d``
+    (homogeneous: the sign of ``h(d)``, decided exactly on the float ``d``)."""
+    s = line(d, np.zeros_like(d))
+    return int(_signs(s[0] * s[0] - np.sum(s[1:] * s[1:])))
 
 
 soc_p = Primitive("proj_soc", lambda x: _soc_value(_vector(x, "soc", 1)))
@@ -590,7 +595,12 @@ soc_p = Primitive("proj_soc", lambda x: _soc_value(_vector(x, "soc", 1)))
 @soc_p.defrule
 def soc_rule(xs, dxs):
     x = _vector(xs[0], "soc", 1)
-    push = soc_jacobian(x, dxs[0])
+
+    def soc_h():
+        s = ray_series(x, dxs[0], 1)
+        return int(_signs(s[0] * s[0] - np.sum(s[1:] * s[1:])))
+
+    push = soc_jacobian(x, dxs[0], soc_h)
     return _soc_value(x), _symmetric(push, x.shape)
 
 
@@ -607,7 +617,12 @@ rsoc_p = Primitive("proj_rsoc", lambda x: _rotate(_soc_value(_rotate(_vector(x, 
 def rsoc_rule(xs, dxs):
     x = _vector(xs[0], "rsoc", 2)
     y = _rotate(x)
-    push = soc_jacobian(y, lambda: _rotate(np.asarray(dxs[0](), dtype=float)))
+
+    def rsoc_h():  # t² - |z|² of the rotated cone is 2uv - |w|², exact without the rotation
+        s = ray_series(x, dxs[0], 1)
+        return int(_signs(2 * s[0] * s[1] - np.sum(s[2:] * s[2:])))
+
+    push = soc_jacobian(y, lambda: _rotate(np.asarray(dxs[0](), dtype=float)), rsoc_h)
 
     def rsoc_push(v):
         return _rotate(push(_rotate(v)))
