@@ -164,24 +164,42 @@ def ray_threshold(c_active: np.ndarray, c_tied: np.ndarray) -> float:
     return float(tau_k[joined])
 
 
-def ray_series(x: np.ndarray, dx, count: int) -> np.ndarray:
-    """``x`` along the ray ``x + δd`` as exact power series (``asd.ray.input_series``).
+def ray_signs(x: np.ndarray, dx, tied: Callable[[np.ndarray], object], count: int) -> np.ndarray:
+    """Signs along the ray ``x(x₀ + δv)`` of the quantities ``tied(series of x)``.
 
-    A rule calls this only at a near-tie (its float test within ``tie_tolerance``), and then
-    decides that tie exactly: the constant coefficients are the float inputs themselves, so a
-    point whose float norm misses the radius by one ulp is decided as the exact arithmetic says,
-    and the higher ones carry the curvature of the input (``u(x) = (1 + x0², x1 - x0²)`` along
-    ``(1, 0)``). Where the series cannot be computed (a transcendental ancestor, too large a
-    cone) the straight line ``x + δẋ`` of the float tangent stands in, exact to first order but
-    blind to curvature; its ``count`` decisions are then reported as ``"tolerance"`` ones.
+    A rule calls this only at a near-tie (its float test within ``tie_tolerance``) and decides
+    that tie exactly. First on the straight line ``x + δẋ`` (asking for the tangent, so the
+    sweep knows the rule met a tie): its constant and first-order coefficients are exact, so a
+    point whose float norm misses the radius by one ulp is decided as the exact arithmetic says.
+    Where those vanish, on the exact series of the input (``asd.ray.input_series``), whose
+    higher coefficients carry its curvature (``u(x) = (1 + x0², x1 - x0²)`` along ``(1, 0)``).
+    Where that series cannot be computed (a transcendental ancestor, too large a cone) the
+    line's higher orders decide, blind to curvature, and the ``count`` decisions are reported
+    as ``"tolerance"`` ones. A quantity zero to every order examined gets sign 0.
     """
+    d = np.asarray(dx(), dtype=float).reshape(x.shape)
+    h = np.asarray(tied(line(x, d)), dtype=object)
+    first = np.array([_leading_sign(e, 1) for e in h.flat], dtype=np.int8).reshape(h.shape)
+    if np.all(first != 0):
+        return first
     try:
         series = input_series(x, dx, x.shape)
     except SeriesUnavailable:
         record_tie_decision("tolerance", count)
-        return line(x, np.asarray(dx(), dtype=float).reshape(x.shape))
+        return _signs(h)
     record_tie_decision("series", count)
-    return series
+    return _signs(tied(series))
+
+
+def _leading_sign(e, order: int) -> int:
+    """Sign of the first nonzero coefficient of ``e`` up to ``δ**order`` (0 if none)."""
+    if not isinstance(e, Series):
+        return int(np.sign(e))
+    for k in range(order + 1):
+        c = e.coefficient(k)
+        if c:
+            return 1 if c > 0 else -1
+    return 0
 
 
 def _signs(series: np.ndarray) -> np.ndarray:
@@ -344,7 +362,7 @@ halfspace_p = Primitive("proj_halfspace", _halfspace_impl)
 @halfspace_p.defrule
 def halfspace_rule(xs, dxs):
     """Projects where ``h = <a, x> - b`` is positive along the ray; a near-tie (within rounding
-    of the float ``h``) is decided by the exact series of ``h`` (`ray_series`)."""
+    of the float ``h``) is decided by the exact series of ``h`` (`ray_signs`)."""
     x = _floats(xs[0])
     _static("halfspace", dxs[1:], ("a", "b"))
     a, nrm = _normal(xs[1], x, "halfspace")
@@ -353,8 +371,7 @@ def halfspace_rule(xs, dxs):
     if abs(h) > tie_tolerance(x.size, float(np.sum(np.abs(a * x))) + abs(b)):
         project = h > 0
     else:
-        s = ray_series(x, dxs[0], 1)
-        project = _signs(np.sum(a * s) - b) > 0
+        project = ray_signs(x, dxs[0], lambda s: np.sum(a * s) - b, 1) > 0
     lin = _rank_one_map(a / nrm, 1.0, x.shape) if project else identity(x.shape)
     return _halfspace_impl(x, a, b), FanIn(lin, None, None)
 
@@ -378,8 +395,7 @@ def l2_leaves(x: np.ndarray, r: float, dx) -> bool:
     nrm = vnorm(x)
     if abs(nrm - r) > tie_tolerance(x.size, max(nrm, r)):
         return nrm > r
-    s = ray_series(x, dx, 1).reshape(-1)
-    return bool(_signs(np.sum(s * s) - Fraction(r) ** 2) > 0)
+    return bool(ray_signs(x, dx, lambda s: np.sum(s * s) - Fraction(r) ** 2, 1) > 0)
 
 
 @l2_ball_p.defrule
@@ -424,8 +440,11 @@ def simplex_rule(xs, dxs):
     tol = tie_tolerance(u.size, max(float(np.max(np.abs(u))), r))
     active, tied = h > tol, np.abs(h) <= tol
     if tied.any():
-        s = ray_series(x, dxs[0], int(np.count_nonzero(tied))).reshape(-1)
-        active = _signs(s - threshold(s, r)) >= 0
+        def simplex_tied(s):
+            s = s.reshape(-1)
+            return s - threshold(s, r)
+
+        active = ray_signs(x, dxs[0], simplex_tied, int(np.count_nonzero(tied))) >= 0
     return np.maximum(x - tau, 0), FanIn(_active_map(active, None, x.shape), None)
 
 
@@ -457,9 +476,14 @@ def standard_simplex_rule(xs, dxs):
     tied = np.abs(h) <= tol
     active = h > 0
     if tied.any() or abs(excess) <= tol:
-        s = ray_series(x, dxs[0], max(int(np.count_nonzero(tied)), 1)).reshape(-1)
-        coupled = _signs(np.sum(np.maximum(s, 0)) - r) > 0
-        active = _signs(s - threshold(s, r) if coupled else s) >= 0
+        def standard_simplex_tied(s):
+            s = s.reshape(-1)
+            excess = np.sum(np.maximum(s, 0)) - r
+            rest = s - threshold(s, r) if excess > 0 else s
+            return np.concatenate([[excess], rest])
+
+        signs = ray_signs(x, dxs[0], standard_simplex_tied, max(int(np.count_nonzero(tied)), 1))
+        coupled, active = signs[0] > 0, signs[1:] >= 0
     ans = np.maximum(x - tau, 0)
     lin = _active_map(active, None, x.shape) if coupled else Diagonal(
         active.reshape(x.shape).astype(float), x.shape)
@@ -500,12 +524,15 @@ def l1_ball_rule(xs, dxs):
     tied = np.abs(h) <= tol
     active, signs = h > 0, np.sign(u)
     if tied.any() or excess <= tol:
-        s = ray_series(x, dxs[0], max(int(np.count_nonzero(tied)), 1)).reshape(-1)
-        abs_s = np.abs(s)
-        if _signs(np.sum(abs_s) - r) <= 0:  # the ray stays in the ball
+        def l1_tied(s):
+            s = s.reshape(-1)
+            a = np.abs(s)
+            return np.concatenate([[np.sum(a) - r], s, a - threshold(a, r)])
+
+        out = ray_signs(x, dxs[0], l1_tied, max(int(np.count_nonzero(tied)), 1))
+        if out[0] <= 0:  # the ray stays in the ball
             return ans, FanIn(identity(x.shape), None)
-        signs = _signs(s).astype(float)
-        active = _signs(abs_s - threshold(abs_s, r)) >= 0
+        signs, active = out[1:u.size + 1].astype(float), out[u.size + 1:] >= 0
     return ans, FanIn(_active_map(active, signs, x.shape), None)
 
 
@@ -555,7 +582,7 @@ def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], ray_h: Callab
     Interior, polar interior and the region between are smooth. On the cone's boundary
     ``t = |z|`` (and on the polar's, ``-t = |z|``) the ray leaves into the region between
     exactly when ``h = t² - |z|²`` turns negative along it; ``ray_h()`` gives that sign from
-    the exact series of the input (`ray_series`), so a tangent to the boundary (which leaves
+    the exact series of the input (`ray_signs`), so a tangent to the boundary (which leaves
     at second order) and a curved input are both decided exactly. At the apex the projection
     is positively homogeneous, so the Jacobian at ``δd`` is the one at ``d`` (itself resolved
     along ``d``, first order only: reported as a tolerance decision).
@@ -597,8 +624,7 @@ def soc_rule(xs, dxs):
     x = _vector(xs[0], "soc", 1)
 
     def soc_h():
-        s = ray_series(x, dxs[0], 1)
-        return int(_signs(s[0] * s[0] - np.sum(s[1:] * s[1:])))
+        return int(ray_signs(x, dxs[0], lambda s: s[0] * s[0] - np.sum(s[1:] * s[1:]), 1))
 
     push = soc_jacobian(x, dxs[0], soc_h)
     return _soc_value(x), _symmetric(push, x.shape)
@@ -619,8 +645,7 @@ def rsoc_rule(xs, dxs):
     y = _rotate(x)
 
     def rsoc_h():  # t² - |z|² of the rotated cone is 2uv - |w|², exact without the rotation
-        s = ray_series(x, dxs[0], 1)
-        return int(_signs(2 * s[0] * s[1] - np.sum(s[2:] * s[2:])))
+        return int(ray_signs(x, dxs[0], lambda s: 2 * s[0] * s[1] - np.sum(s[2:] * s[2:]), 1))
 
     push = soc_jacobian(y, lambda: _rotate(np.asarray(dxs[0](), dtype=float)), rsoc_h)
 
