@@ -53,12 +53,13 @@ def sym(a: np.ndarray) -> np.ndarray:
 
 
 def pow2_scale(a: np.ndarray) -> float:
-    """A power of two near ``max |a|`` (1 for a zero array): dividing by it is exact and keeps
-    squares and products of entries near the float maximum finite, as ``np.hypot`` does."""
+    """The power of two ``c <= max |a| < 2c`` (1 for a zero array): dividing by it is exact
+    (and finite even at the float maximum) and keeps squares and products of entries near the
+    float maximum finite, as ``np.hypot`` does."""
     big = float(np.max(np.abs(a), initial=0.0))
     if not np.isfinite(big) or big == 0:
         return 1.0
-    return float(np.ldexp(1.0, np.frexp(big)[1]))
+    return float(np.ldexp(1.0, int(np.frexp(big)[1]) - 1))
 
 
 def vnorm(x: np.ndarray) -> float:
