@@ -6,24 +6,24 @@ from kinks that is the ordinary Jacobian. At a kink the rule asks for the tangen
 the piece the ray ``x + δd`` enters:
 
 - polyhedral sets (orthants, box, halfspace, simplices, l1 ball): the active set along the
-  ray; for the simplex-like sets the threshold ``τ(x + δd) = τ + δτ'`` is solved from the
-  tied coordinates by the same sort that computes ``τ``;
-- l2 ball and second-order cones: the sign of the constraint's first-order change, then
-  its second-order change when the tangent is tangent to the boundary (a tangent to a
-  curved boundary leaves the set);
+  ray; for the simplex-like sets the threshold system ``u_i - τ(u)`` solved on the ray;
+- l2 ball and second-order cones: the sign of the constraint (``|x|² - r²``, ``t² - |z|²``)
+  along the ray (a tangent to a curved boundary leaves the set at second order);
 - PSD cone and nuclear ball: the tied eigenvalues split along the ray as ``δμ + δ²ν``
   (see ``library/spectral.py``), which fixes the limit eigenbasis and which directions
   enter the cone.
 
-Where the ray stays on a kink (the tangent is tied too, to every order examined) the rule
-takes the side "inside the set" (identity on that piece), the ``>=`` side of DESIGN.md.
-Every such choice is a limit of Jacobians at nearby points, so it is an element of the
-Clarke Jacobian, symmetric with eigenvalues in [0, 1].
-
-Ties are detected with the scale-aware tolerance ``8 n eps scale`` (``scale``: the size of
-the quantities compared), because thresholds, norms and eigenvalues are computed values
-that miss exact ties by a few ulps. Jacobians are structured: diagonal, diagonal plus low
-rank, or an action in an eigenbasis; never a dense n x n matrix.
+A float test with the scale-aware tolerance ``8 n eps scale`` only filters: clear of a kink the
+float comparison decides; at a near-tie the tied quantity is decided exactly along the ray
+(`ray_signs`: the float value and tangent in rational arithmetic, then the exact series of the
+input, `asd.ray.input_series`). Only eigenvalue clusters of a non-diagonal matrix (``eigh``
+rounds), the cones' apex and inputs whose series cannot be computed are decided by the
+tolerance, and each such decision is reported (``record_tie_decision("tolerance", count)``).
+Where the ray stays on a kink to every order, the rule takes the side "inside the set"
+(identity on that piece), the ``>=`` side of DESIGN.md. Every choice is a limit of Jacobians at
+nearby points, so it is an element of the Clarke Jacobian, symmetric with eigenvalues in [0, 1].
+Jacobians are structured: diagonal, diagonal plus low rank, or an action in an eigenbasis;
+never a dense n x n matrix.
 
 Set parameters (``a``, ``b``, ``radius``) are constants; only ``box`` also differentiates
 with respect to its bounds. Matrix inputs of ``psd`` are symmetrized: ``psd(X)`` projects

@@ -18,8 +18,12 @@ on the kink to that order) keeps ``eigh``'s basis; any such choice is a limiting
 
 Ties are detected with the scale-aware tolerance ``tie_tolerance(n, scale) = 8 n eps scale``
 (``scale = max |λ|``; for first-order coefficients ``scale = max |μ|``): eigenvalues closer
-than that are one cluster. ``eigh`` is backward stable, so its eigenvalues carry errors of
-order ``n eps ||X||``; a tighter test would miss ties that exist in exact arithmetic.
+than that are one cluster, reported as a ``"tolerance"`` decision. ``eigh`` is backward stable,
+so its eigenvalues carry errors of order ``n eps ||X||``; a tighter test would miss ties that
+exist in exact arithmetic. An exactly diagonal matrix needs no tolerance (`eigh_ties`). Where
+the first order ties inside a cluster, the second order includes the input's curvature ``X₂``
+(the δ² coefficient of its exact series along the ray, `curvature_of`). Inputs and tangents are
+scaled by powers of two (`pow2_scale`) so that entries near the float maximum do not overflow.
 
 The matrix-norm functions act on rectangular ``X`` through the symmetric embedding
 ``E(X) = [[0, X], [X.T, 0]]`` whose eigenvalues are ``±σ(X)`` and zeros, so one code path
