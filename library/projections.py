@@ -6,24 +6,24 @@ from kinks that is the ordinary Jacobian. At a kink the rule asks for the tangen
 the piece the ray ``x + δd`` enters:
 
 - polyhedral sets (orthants, box, halfspace, simplices, l1 ball): the active set along the
-  ray; for the simplex-like sets the threshold ``τ(x + δd) = τ + δτ'`` is solved from the
-  tied coordinates by the same sort that computes ``τ``;
-- l2 ball and second-order cones: the sign of the constraint's first-order change, then
-  its second-order change when the tangent is tangent to the boundary (a tangent to a
-  curved boundary leaves the set);
+  ray; for the simplex-like sets the threshold system ``u_i - τ(u)`` solved on the ray;
+- l2 ball and second-order cones: the sign of the constraint (``|x|² - r²``, ``t² - |z|²``)
+  along the ray (a tangent to a curved boundary leaves the set at second order);
 - PSD cone and nuclear ball: the tied eigenvalues split along the ray as ``δμ + δ²ν``
   (see ``library/spectral.py``), which fixes the limit eigenbasis and which directions
   enter the cone.
 
-Where the ray stays on a kink (the tangent is tied too, to every order examined) the rule
-takes the side "inside the set" (identity on that piece), the ``>=`` side of DESIGN.md.
-Every such choice is a limit of Jacobians at nearby points, so it is an element of the
-Clarke Jacobian, symmetric with eigenvalues in [0, 1].
-
-Ties are detected with the scale-aware tolerance ``8 n eps scale`` (``scale``: the size of
-the quantities compared), because thresholds, norms and eigenvalues are computed values
-that miss exact ties by a few ulps. Jacobians are structured: diagonal, diagonal plus low
-rank, or an action in an eigenbasis; never a dense n x n matrix.
+A float test with the scale-aware tolerance ``8 n eps scale`` only filters: clear of a kink the
+float comparison decides; at a near-tie the tied quantity is decided exactly along the ray
+(`ray_signs`: the float value and tangent in rational arithmetic, then the exact series of the
+input, `asd.ray.input_series`). Only eigenvalue clusters of a non-diagonal matrix (``eigh``
+rounds), the cones' apex and inputs whose series cannot be computed are decided by the
+tolerance, and each such decision is reported (``record_tie_decision("tolerance", count)``).
+Where the ray stays on a kink to every order, the rule takes the side "inside the set"
+(identity on that piece), the ``>=`` side of DESIGN.md. Every choice is a limit of Jacobians at
+nearby points, so it is an element of the Clarke Jacobian, symmetric with eigenvalues in [0, 1].
+Jacobians are structured: diagonal, diagonal plus low rank, or an action in an eigenbasis;
+never a dense n x n matrix.
 
 Set parameters (``a``, ``b``, ``radius``) are constants; only ``box`` also differentiates
 with respect to its bounds. Matrix inputs of ``psd`` are symmetrized: ``psd(X)`` projects
@@ -33,14 +33,36 @@ with respect to its bounds. Matrix inputs of ``psd`` are symmetrized: ``psd(X)``
 from __future__ import annotations
 
 from collections.abc import Callable
+from fractions import Fraction
 
 import numpy as np
 
 from asd.errors import ASDError, ShapeError, UnsupportedError
-from asd.extend import Closure, Diagonal, FanIn, FixedTangent, Primitive, Zero, identity
-from asd.ray import tie_sign
+from asd.extend import (
+    Closure,
+    Diagonal,
+    FanIn,
+    FixedTangent,
+    Primitive,
+    Zero,
+    identity,
+    record_tie_decision,
+)
+from asd.ray import SeriesUnavailable, input_series, line, tie_sign
+from asd.series import Series
 
-from .spectral import embed, gradient_map, refine_cluster, sym, tie_tolerance
+from .spectral import (
+    curvature_of,
+    eigh_ties,
+    embed,
+    gradient_map,
+    ray_scaled,
+    refine_cluster,
+    scaled_curvature,
+    sym,
+    tie_tolerance,
+    vnorm,
+)
 
 SQRT_HALF = float(np.sqrt(0.5))
 
@@ -142,8 +164,48 @@ def ray_threshold(c_active: np.ndarray, c_tied: np.ndarray) -> float:
     return float(tau_k[joined])
 
 
-def _flat_tangent(dx, size: int) -> np.ndarray:
-    return np.asarray(dx(), dtype=float).reshape(size)
+def ray_signs(x: np.ndarray, dx, tied: Callable[[np.ndarray], object], count: int) -> np.ndarray:
+    """Signs along the ray ``x(x₀ + δv)`` of the quantities ``tied(series of x)``.
+
+    A rule calls this only at a near-tie (its float test within ``tie_tolerance``) and decides
+    that tie exactly. First on the straight line ``x + δẋ`` (asking for the tangent, so the
+    sweep knows the rule met a tie): its constant and first-order coefficients are exact, so a
+    point whose float norm misses the radius by one ulp is decided as the exact arithmetic says.
+    Where those vanish, on the exact series of the input (``asd.ray.input_series``), whose
+    higher coefficients carry its curvature (``u(x) = (1 + x0², x1 - x0²)`` along ``(1, 0)``).
+    Where that series cannot be computed (a transcendental ancestor, too large a cone) the
+    line's higher orders decide, blind to curvature, and the ``count`` decisions are reported
+    as ``"tolerance"`` ones. A quantity zero to every order examined gets sign 0.
+    """
+    d = np.asarray(dx(), dtype=float).reshape(x.shape)
+    h = np.asarray(tied(line(x, d)), dtype=object)
+    first = np.array([_leading_sign(e, 1) for e in h.flat], dtype=np.int8).reshape(h.shape)
+    if np.all(first != 0):
+        return first
+    try:
+        series = input_series(x, dx, x.shape)
+    except SeriesUnavailable:
+        record_tie_decision("tolerance", count)
+        return _signs(h)
+    record_tie_decision("series", count)
+    return _signs(tied(series))
+
+
+def _leading_sign(e, order: int) -> int:
+    """Sign of the first nonzero coefficient of ``e`` up to ``δ**order`` (0 if none)."""
+    if not isinstance(e, Series):
+        return int(np.sign(e))
+    for k in range(order + 1):
+        c = e.coefficient(k)
+        if c:
+            return 1 if c > 0 else -1
+    return 0
+
+
+def _signs(series: np.ndarray) -> np.ndarray:
+    """Sign of each series for small δ > 0 (0 where it vanishes to the truncation order)."""
+    return np.array([e.sign() if isinstance(e, Series) else int(np.sign(e))
+                     for e in np.ravel(series)], dtype=np.int8).reshape(np.shape(series))
 
 
 # ----- trivial sets: {0} and the whole space -----
@@ -299,15 +361,17 @@ halfspace_p = Primitive("proj_halfspace", _halfspace_impl)
 
 @halfspace_p.defrule
 def halfspace_rule(xs, dxs):
+    """Projects where ``h = <a, x> - b`` is positive along the ray; a near-tie (within rounding
+    of the float ``h``) is decided by the exact series of ``h`` (`ray_signs`)."""
     x = _floats(xs[0])
     _static("halfspace", dxs[1:], ("a", "b"))
     a, nrm = _normal(xs[1], x, "halfspace")
     b = float(xs[2])
     h = float(np.sum(a * x)) - b
-    project = h > tie_tolerance(x.size, nrm * np.linalg.norm(x) + abs(b))
-    if not project and h >= -tie_tolerance(x.size, nrm * np.linalg.norm(x) + abs(b)):
-        d = np.asarray(dxs[0](), dtype=float)
-        project = float(np.sum(a * d)) > tie_tolerance(x.size, nrm * np.linalg.norm(d))
+    if abs(h) > tie_tolerance(x.size, float(np.sum(np.abs(a * x))) + abs(b)):
+        project = h > 0
+    else:
+        project = ray_signs(x, dxs[0], lambda s: np.sum(a * s) - b, 1) > 0
     lin = _rank_one_map(a / nrm, 1.0, x.shape) if project else identity(x.shape)
     return _halfspace_impl(x, a, b), FanIn(lin, None, None)
 
@@ -316,11 +380,22 @@ def halfspace_rule(xs, dxs):
 
 def _l2_impl(x, r):
     x, r = _floats(x), _radius(r, "l2_ball")
-    nrm = float(np.linalg.norm(x))
+    nrm = vnorm(x)
     return x * (r / nrm) if nrm > r else x.copy()
 
 
 l2_ball_p = Primitive("proj_l2_ball", _l2_impl)
+
+
+def l2_leaves(x: np.ndarray, r: float, dx) -> bool:
+    """Whether the ray leaves the ball: ``h = ||x||² - r²`` positive along it. The float norm
+    decides only when it is clear of ``r`` by more than its rounding; otherwise the exact
+    series of ``h`` does (a tangent to the sphere leaves at second order, a curved input may
+    not)."""
+    nrm = vnorm(x)
+    if abs(nrm - r) > tie_tolerance(x.size, max(nrm, r)):
+        return nrm > r
+    return bool(ray_signs(x, dx, lambda s: np.sum(s * s) - Fraction(r) ** 2, 1) > 0)
 
 
 @l2_ball_p.defrule
@@ -329,18 +404,9 @@ def l2_ball_rule(xs, dxs):
     _static("l2_ball", dxs[1:], ("radius",))
     if r == 0:
         return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
-    nrm = float(np.linalg.norm(x))
-    tol = tie_tolerance(x.size, max(nrm, r))
-    outside = nrm > r + tol
-    if not outside and nrm >= r - tol:
-        d = np.asarray(dxs[0](), dtype=float)
-        w = x / nrm
-        wd = float(np.sum(w * d))
-        tol_d = tie_tolerance(x.size, np.linalg.norm(d))
-        # a tangent to the sphere still leaves the ball at second order
-        outside = wd > tol_d or (wd >= -tol_d and np.linalg.norm(d - wd * w) > tol_d)
-    if not outside:
+    if not l2_leaves(x, r, dxs[0]):
         return x.copy(), FanIn(identity(x.shape), None)
+    nrm = vnorm(x)
     return x * (r / nrm) if nrm > r else x.copy(), FanIn(
         _rank_one_map(x / nrm, min(r / nrm, 1.0), x.shape), None)
 
@@ -360,6 +426,10 @@ simplex_p = Primitive("proj_simplex", _simplex_impl)
 
 @simplex_p.defrule
 def simplex_rule(xs, dxs):
+    """Active set ``u_i > τ`` along the ray. Near-ties (within rounding of the float
+    threshold) are decided by the threshold system solved on the exact series of the input:
+    the same sort and running sums as the float ``threshold``, on series ordered as the ray
+    orders them. An entry tied to every order counts as active (the ``>=`` side)."""
     x, r = _floats(xs[0]), _radius(xs[1], "simplex")
     _static("simplex", dxs[1:], ("radius",))
     if r == 0 or x.size == 0:
@@ -370,9 +440,11 @@ def simplex_rule(xs, dxs):
     tol = tie_tolerance(u.size, max(float(np.max(np.abs(u))), r))
     active, tied = h > tol, np.abs(h) <= tol
     if tied.any():
-        d = _flat_tangent(dxs[0], u.size)
-        tau_dot = ray_threshold(d[active], d[tied])
-        active = active | (tied & (d >= tau_dot))
+        def simplex_tied(s):
+            s = s.reshape(-1)
+            return s - threshold(s, r)
+
+        active = ray_signs(x, dxs[0], simplex_tied, int(np.count_nonzero(tied))) >= 0
     return np.maximum(x - tau, 0), FanIn(_active_map(active, None, x.shape), None)
 
 
@@ -389,6 +461,8 @@ standard_simplex_p = Primitive("proj_standard_simplex", _standard_simplex_impl)
 
 @standard_simplex_p.defrule
 def standard_simplex_rule(xs, dxs):
+    """Uncoupled (``max(x, 0)``) while ``sum(max(x, 0)) <= r``, else the simplex's threshold.
+    Near-ties of the sum or of the threshold are decided on the exact series of the input."""
     x, r = _floats(xs[0]), _radius(xs[1], "standard_simplex")
     _static("standard_simplex", dxs[1:], ("radius",))
     if r == 0 or x.size == 0:
@@ -396,18 +470,20 @@ def standard_simplex_rule(xs, dxs):
     u = x.reshape(-1)
     tol = tie_tolerance(u.size, max(float(np.max(np.abs(u))), r))
     excess = float(np.sum(np.maximum(u, 0))) - r
-    boundary = abs(excess) <= tol
-    tau = threshold(u, r) if excess > tol else 0.0
+    coupled = excess > 0
+    tau = threshold(u, r) if coupled else 0.0
     h = u - tau
-    active, tied = h > tol, np.abs(h) <= tol
-    coupled = excess > tol  # the sum constraint is active: rank-one part in the Jacobian
-    if tied.any() or boundary:
-        d = _flat_tangent(dxs[0], u.size)
-        tau_dot = ray_threshold(d[active], d[tied]) if (coupled or boundary) else 0.0
-        if boundary:
-            coupled = tau_dot > 0
-            tau_dot = max(tau_dot, 0.0)
-        active = active | (tied & (d >= tau_dot))
+    tied = np.abs(h) <= tol
+    active = h > 0
+    if tied.any() or abs(excess) <= tol:
+        def standard_simplex_tied(s):
+            s = s.reshape(-1)
+            excess = np.sum(np.maximum(s, 0)) - r
+            rest = s - threshold(s, r) if excess > 0 else s
+            return np.concatenate([[excess], rest])
+
+        signs = ray_signs(x, dxs[0], standard_simplex_tied, max(int(np.count_nonzero(tied)), 1))
+        coupled, active = signs[0] > 0, signs[1:] >= 0
     ans = np.maximum(x - tau, 0)
     lin = _active_map(active, None, x.shape) if coupled else Diagonal(
         active.reshape(x.shape).astype(float), x.shape)
@@ -429,6 +505,9 @@ l1_ball_p = Primitive("proj_l1_ball", _l1_impl)
 
 @l1_ball_p.defrule
 def l1_ball_rule(xs, dxs):
+    """Soft threshold of ``|x|`` with the signs of ``x``, or the identity inside the ball.
+    Near-ties of ``||x||_1 - r`` or of the threshold are decided on the exact series of the
+    input: inside when ``||x(δ)||_1 <= r`` along the ray, else the active set of ``|x(δ)|``."""
     x, r = _floats(xs[0]), _radius(xs[1], "l1_ball")
     _static("l1_ball", dxs[1:], ("radius",))
     if r == 0 or x.size == 0:
@@ -437,22 +516,23 @@ def l1_ball_rule(xs, dxs):
     a = np.abs(u)
     tol = tie_tolerance(u.size, max(float(np.max(a)), r))
     excess = float(a.sum()) - r
+    ans = _l1_impl(x, r)
     if excess < -tol:
-        return x.copy(), FanIn(identity(x.shape), None)
-    boundary = excess <= tol
-    tau = 0.0 if boundary else threshold(a, r)
+        return ans, FanIn(identity(x.shape), None)
+    tau = threshold(a, r) if excess > 0 else 0.0
     h = a - tau
-    active, tied = h > tol, np.abs(h) <= tol
-    signs = np.sign(u)
-    if tied.any() or boundary:
-        d = _flat_tangent(dxs[0], u.size)
-        signs = np.where(u == 0, np.sign(d), signs)
-        c = signs * d  # the rate at which |x_i| grows along the ray
-        tau_dot = ray_threshold(c[active], c[tied])
-        if boundary and tau_dot <= 0:  # the ray stays in the ball
-            return x.copy(), FanIn(identity(x.shape), None)
-        active = active | (tied & (c >= tau_dot))
-    ans = x.copy() if boundary else np.sign(x) * np.maximum(np.abs(x) - tau, 0)
+    tied = np.abs(h) <= tol
+    active, signs = h > 0, np.sign(u)
+    if tied.any() or excess <= tol:
+        def l1_tied(s):
+            s = s.reshape(-1)
+            a = np.abs(s)
+            return np.concatenate([[np.sum(a) - r], s, a - threshold(a, r)])
+
+        out = ray_signs(x, dxs[0], l1_tied, max(int(np.count_nonzero(tied)), 1))
+        if out[0] <= 0:  # the ray stays in the ball
+            return ans, FanIn(identity(x.shape), None)
+        signs, active = out[1:u.size + 1].astype(float), out[u.size + 1:] >= 0
     return ans, FanIn(_active_map(active, signs, x.shape), None)
 
 
@@ -495,40 +575,45 @@ def _soc_zero(v):
     return np.zeros_like(v)
 
 
-def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], depth: int = 0) -> Callable:
+def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], ray_h: Callable[[], int],
+                 depth: int = 0) -> Callable:
     """Push function of the limiting Jacobian of the SOC projection at ``x`` along the tangent.
 
     Interior, polar interior and the region between are smooth. On the cone's boundary
-    ``t = |z|`` the ray leaves the cone when ``t_dot < w.z_dot`` (``w = z/|z|``), or when they
-    are equal and ``z_dot`` has a part orthogonal to ``w`` (second order); symmetrically on
-    the polar's boundary. At the apex the projection is positively homogeneous, so the
-    Jacobian at ``δd`` is the one at ``d`` (itself resolved along ``d``).
+    ``t = |z|`` (and on the polar's, ``-t = |z|``) the ray leaves into the region between
+    exactly when ``h = t² - |z|²`` turns negative along it; ``ray_h()`` gives that sign from
+    the exact series of the input (`ray_signs`), so a tangent to the boundary (which leaves
+    at second order) and a curved input are both decided exactly. At the apex the projection
+    is positively homogeneous, so the Jacobian at ``δd`` is the one at ``d`` (itself resolved
+    along ``d``, first order only: reported as a tolerance decision).
     """
     t, z = float(x[0]), x[1:]
-    nz = float(np.linalg.norm(z))
-    tol = tie_tolerance(x.size, np.hypot(t, nz))
+    nz = vnorm(z)
+    tol = tie_tolerance(x.size, max(abs(t), nz))
     if nz - abs(t) > tol:
         return _soc_between(z / nz, (t + nz) / (2 * nz), t / (2 * nz))
     if t - nz > tol:
         return _soc_identity
     if -t - nz > tol:
         return _soc_zero
-    d = np.asarray(tangent(), dtype=float).reshape(x.shape)
     if nz <= tol and abs(t) <= tol:
+        d = np.asarray(tangent(), dtype=float).reshape(x.shape)
         if depth or not np.any(d):
             return _soc_identity
-        return soc_jacobian(d, lambda: d, depth + 1)
+        record_tie_decision("tolerance", 1)
+        return soc_jacobian(d, lambda: d, lambda: _soc_line_sign(d), depth + 1)
+    leaves = ray_h() < 0
     w = z / nz
-    wd = float(w @ d[1:])
-    tol_d = tie_tolerance(x.size, np.linalg.norm(d))
-    perp = float(np.linalg.norm(d[1:] - wd * w)) > tol_d
-    if t > 0:  # on the cone's boundary: h = t - |z|
-        h_dot = d[0] - wd
-        leaves = h_dot < -tol_d or (h_dot <= tol_d and perp)
+    if t > 0:  # on the cone's boundary
         return _soc_between(w, 1.0, 0.5) if leaves else _soc_identity
-    h_dot = -d[0] - wd  # on the polar's boundary: h = -t - |z|
-    leaves = h_dot < -tol_d or (h_dot <= tol_d and perp)
-    return _soc_between(w, 0.0, -0.5) if leaves else _soc_zero
+    return _soc_between(w, 0.0, -0.5) if leaves else _soc_zero  # on the polar's boundary
+
+
+def _soc_line_sign(d: np.ndarray) -> int:
+    """Sign of ``h = t² - |z|²`` along the straight ray from the apex's direction ``d``
+    (homogeneous: the sign of ``h(d)``, decided exactly on the float ``d``)."""
+    s = line(d, np.zeros_like(d))
+    return int(_signs(s[0] * s[0] - np.sum(s[1:] * s[1:])))
 
 
 soc_p = Primitive("proj_soc", lambda x: _soc_value(_vector(x, "soc", 1)))
@@ -537,7 +622,11 @@ soc_p = Primitive("proj_soc", lambda x: _soc_value(_vector(x, "soc", 1)))
 @soc_p.defrule
 def soc_rule(xs, dxs):
     x = _vector(xs[0], "soc", 1)
-    push = soc_jacobian(x, dxs[0])
+
+    def soc_h():
+        return int(ray_signs(x, dxs[0], lambda s: s[0] * s[0] - np.sum(s[1:] * s[1:]), 1))
+
+    push = soc_jacobian(x, dxs[0], soc_h)
     return _soc_value(x), _symmetric(push, x.shape)
 
 
@@ -554,7 +643,11 @@ rsoc_p = Primitive("proj_rsoc", lambda x: _rotate(_soc_value(_rotate(_vector(x, 
 def rsoc_rule(xs, dxs):
     x = _vector(xs[0], "rsoc", 2)
     y = _rotate(x)
-    push = soc_jacobian(y, lambda: _rotate(np.asarray(dxs[0](), dtype=float)))
+
+    def rsoc_h():  # t² - |z|² of the rotated cone is 2uv - |w|², exact without the rotation
+        return int(ray_signs(x, dxs[0], lambda s: 2 * s[0] * s[1] - np.sum(s[2:] * s[2:]), 1))
+
+    push = soc_jacobian(y, lambda: _rotate(np.asarray(dxs[0](), dtype=float)), rsoc_h)
 
     def rsoc_push(v):
         return _rotate(push(_rotate(v)))
@@ -620,58 +713,74 @@ def _psd_impl(X):
 psd_p = Primitive("proj_psd", _psd_impl)
 
 
+def psd_levels(X: np.ndarray, dx):
+    """The eigen-analysis of ``psd`` along the ray: ``(lam, V, levels, tols, null)``.
+
+    Eigenvalues tied at 0 (``null``) split as ``δμ + δ²ν`` (``ν`` with the input's curvature
+    where ``μ`` ties, `refine_cluster`); ``levels`` stacks ``(λ, μ, ν)`` in the limit basis
+    ``V`` (only ``λ`` without a tie), each with its rounding tolerance in ``tols``.
+    """
+    n = X.shape[0]
+    lam, V, tol = eigh_ties(sym(X))
+    null = np.abs(lam) <= tol
+    if not null.any():  # no kink: the eigenvalues alone decide
+        return lam, V, lam[None], np.array([tol]), null
+    if tol > 0:
+        record_tie_decision("tolerance", int(np.count_nonzero(null)))
+    levels = np.zeros((3, n))
+    D, c = ray_scaled(sym(np.asarray(dx(), dtype=float)))
+    idx = np.flatnonzero(null)
+    V = V.copy()
+    V[:, idx], levels[1, idx], levels[2, idx] = refine_cluster(
+        lam, V, idx, D, 0.0, scaled_curvature(curvature_of(X, dx, sym), c))
+    levels[0] = np.where(null, 0.0, lam)
+    gap = np.min(np.abs(lam[~null]), initial=np.inf)
+    scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(levels[2]))))
+    return lam, V, levels, np.array([tol, tie_tolerance(n, 1.0), tie_tolerance(n, scale_2)]), null
+
+
 @psd_p.defrule
 def psd_rule(xs, dxs):
+    """Eigenvalues tied at 0 enter the cone or leave it as their expansion along the ray says
+    (`psd_levels`); one tied at 0 to every order counts as entering (the ``>=`` side)."""
     X = _square(xs[0], "psd")
-    n = X.shape[0]
-    lam, V = np.linalg.eigh(sym(X))
+    lam, V, levels, tols, _ = psd_levels(X, dxs[0])
     ans = (V * np.maximum(lam, 0)) @ V.T
-    tol = tie_tolerance(n, np.max(np.abs(lam), initial=0.0))
-    null = np.abs(lam) <= tol
-    levels = np.zeros((3, n))
-    tols = np.array([tol, np.inf, np.inf])
-    if null.any():
-        D = sym(np.asarray(dxs[0](), dtype=float))
-        idx = np.flatnonzero(null)
-        V = V.copy()
-        V[:, idx], levels[1, idx], levels[2, idx] = refine_cluster(lam, V, idx, D, 0.0)
-        lam = np.where(null, 0.0, lam)
-        scale_d = float(np.linalg.norm(D))
-        gap = np.min(np.abs(lam[~null]), initial=np.inf)
-        tols = np.array([tol, tie_tolerance(n, scale_d),
-                         tie_tolerance(n, scale_d**2 / gap if np.isfinite(gap) else 0.0)])
-    levels[0] = lam
-    if not null.any():  # no kink: the eigenvalues alone decide
-        levels, tols = levels[:1], tols[:1]
-    sign = _lex_sign(levels, tols)
-    active = sign >= 0  # an eigenvalue tied at 0 to every order counts as entering the cone
+    active = _lex_sign(levels, tols) >= 0
     gamma = divided_differences(levels, levels * active, tols, active)
     return ans, _symmetric(_eigen_map(V, gamma, X.shape), X.shape)
 
 
 def eigen_expansion(lam: np.ndarray, V: np.ndarray, D: np.ndarray, tied: np.ndarray,
-                    center: np.ndarray, tol: float):
-    """Eigenvalues along ``Y + δD`` to second order, ``λ + δμ + δ²ν``, in the limit basis.
+                    center: np.ndarray, tol: float, curvature=None):
+    """Eigenvalues along ``Y + δD + δ²Y₂`` to second order, ``λ + δμ + δ²ν``, in the limit basis.
 
     The ``tied`` eigenvalues (each within ``tol`` of its ``center``) are snapped to it and
     their clusters rotated into the direction's limit basis; then ``μ = diag(VᵀDV)`` and
-    ``ν_i = Σ_j (VᵀDV)_ij² / (λ_i - λ_j)`` over the eigenvalues not tied to ``λ_i`` (the sums
-    over a cluster are basis-free, so untied clusters need no rotation). Returns the basis,
-    the levels ``(λ, μ, ν)`` and a tolerance per level.
+    ``ν_i = (VᵀY₂V)_ii + Σ_j (VᵀDV)_ij² / (λ_i - λ_j)`` over the eigenvalues not tied to
+    ``λ_i`` (the sums over a cluster are basis-free, so untied clusters need no rotation).
+    ``D`` is scaled to unit size first (`ray_scaled`; every level keeps its signs), and the
+    curvature ``Y₂`` is asked for (`curvature_of`) only at a tie. Returns the basis, the levels
+    ``(λ, μ, ν)`` and a tolerance per level.
     """
+    D, c = ray_scaled(D)
+    curv = None if curvature is None else scaled_curvature(curvature, c)
+    Y2 = None if curv is None else curv()
     V = V.copy()
-    for c in np.unique(center[tied]):
-        idx = np.flatnonzero(tied & (center == c))
-        V[:, idx], _, _ = refine_cluster(lam, V, idx, D, float(c))
+    for k in np.unique(center[tied]):
+        idx = np.flatnonzero(tied & (center == k))
+        V[:, idx], _, _ = refine_cluster(lam, V, idx, D, float(k),
+                                         None if Y2 is None else lambda: Y2)
     lam = np.where(tied, center, lam)
     H = V.T @ D @ V
     diff = lam[:, None] - lam[None, :]
     far = np.abs(diff) > tol
     nu = np.sum(np.where(far, H * H / np.where(far, diff, 1.0), 0.0), axis=1)
-    scale = float(np.linalg.norm(D))
+    if Y2 is not None:
+        nu = nu + np.einsum("ij,ik,kj->j", V, Y2, V)
     gap = float(np.min(np.abs(diff[far]), initial=np.inf))
-    tols = np.array([tol, tie_tolerance(lam.size, scale),
-                     tie_tolerance(lam.size, scale**2 / gap if np.isfinite(gap) else 0.0)])
+    scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(nu), initial=0.0)))
+    tols = np.array([tol, tie_tolerance(lam.size, 1.0), tie_tolerance(lam.size, scale_2)])
     return V, np.stack([lam, np.diag(H).copy(), nu]), tols
 
 
@@ -732,10 +841,9 @@ def nuclear_ball_rule(xs, dxs):
     m = X.shape[0]
     if r == 0:
         return np.zeros_like(X), FanIn(Zero(X.shape, X.shape), None)
-    lam, V = np.linalg.eigh(embed(X))
+    lam, V, tol = eigh_ties(embed(X))
     N = lam.size
     a = np.abs(lam)
-    tol = tie_tolerance(N, np.max(a, initial=0.0))
     excess = float(a.sum()) - 2 * r
     if excess < -tol:
         return X.copy(), FanIn(identity(X.shape), None)
@@ -746,8 +854,10 @@ def nuclear_ball_rule(xs, dxs):
     active, tied = h > tol, np.abs(h) <= tol
     signs, levels, taus, tols = np.sign(lam), lam[None], np.array([tau]), np.array([tol])
     if tied.any() or boundary:
+        record_tie_decision("tolerance", int(np.count_nonzero(tied)))
         D = embed(np.asarray(dxs[0](), dtype=float))
-        V, levels, tols = eigen_expansion(lam, V, D, tied, np.sign(lam) * tau, tol)
+        V, levels, tols = eigen_expansion(lam, V, D, tied, np.sign(lam) * tau, tol,
+                                          curvature_of(X, dxs[0], embed))
         signs = _lex_sign(levels, tols)
         taus, active = _threshold_levels(signs * levels, tau, active, tied, tols, boundary)
         if taus is None:  # the ray stays in the ball
@@ -796,23 +906,76 @@ def _distance_impl(x, *params, set):
 distance_p = Primitive("distance", _distance_impl)
 
 
+def _second_order_escape(set: str, x: np.ndarray, params: tuple, dx) -> np.ndarray | None:
+    """The unit limit of the residual ``x(δ) - P(x(δ))`` where it is of order δ² (the ray is
+    tangent to a curved boundary), or None where the ray stays in the set to second order.
+
+    - ``l2_ball``: the residual is radial, ``x/||x||``, once the ray leaves (`l2_leaves`);
+    - ``psd``: eigenvalues ``δ²ν`` with ``μ = 0``, ``ν < 0`` leave; the residual is
+      ``δ² Σ ν q qᵀ`` over them (`psd_levels`);
+    - ``soc`` (and ``rsoc`` through its rotation): on the cone's boundary a tangent with a
+      part orthogonal to ``w = z/|z|`` leaves along the normal ``(-1, w)/√2``;
+    - ``nuclear_ball``: not derived; a ray tangent to its boundary raises.
+    Polyhedral sets have no curvature: a zero first-order residual means the ray stays in.
+    """
+    if set == "l2_ball":
+        return x / vnorm(x) if params[0] > 0 and l2_leaves(x, params[0], dx) else None
+    if set == "psd":
+        _, V, levels, tols, null = psd_levels(x, dx)
+        if not null.any():
+            return None
+        leave = null & (np.abs(levels[1]) <= tols[1]) & (levels[2] < -tols[2])
+        R = (V[:, leave] * levels[2, leave]) @ V[:, leave].T
+        return R / vnorm(R) if leave.any() else None
+    if set in ("soc", "rsoc"):
+        y = x if set == "soc" else _rotate(x)
+        d = np.asarray(dx(), dtype=float).reshape(x.shape)
+        d = d if set == "soc" else _rotate(d)
+        t, z = float(y[0]), y[1:]
+        nz = vnorm(z)
+        if nz == 0 or abs(t - nz) > tie_tolerance(y.size, max(abs(t), nz)):
+            return None
+        w = z / nz
+        record_tie_decision("tolerance", 1)
+        if vnorm(d[1:] - (w @ d[1:]) * w) <= tie_tolerance(y.size, vnorm(d)):
+            return None
+        n = np.concatenate([[-1.0], w]) * SQRT_HALF
+        return n if set == "soc" else _rotate(n)
+    if set == "nuclear_ball":
+        raise UnsupportedError(
+            "projections.distance to nuclear_ball: the ray is tangent to the ball's boundary "
+            "(its first-order residual vanishes), and asd does not derive the second-order "
+            "residual of this set. Use a direction that is not tangent to the boundary, or "
+            "write the distance as nuclear_norm(X - nuclear_ball(X, r)) away from the set.")
+    return None
+
+
+distance_p = Primitive("distance", _distance_impl)
+
+
 @distance_p.defrule
 def distance_rule(xs, dxs, set):
     """Outside the set the gradient is ``(x - P(x)) / dist``. On the set it is the unit
-    vector of ``d - P'(x; d)`` (the ray's escape direction), or 0 when the ray stays in."""
+    vector of ``d - P'(x; d)`` (the ray's escape direction), or, where that vanishes on a
+    curved boundary, the unit second-order residual (`_second_order_escape`), or 0 when the
+    ray stays in the set: in every case ``lim ∇dist(x + δd)``."""
     x = _floats(xs[0])
     _static("distance", dxs[1:], ("set parameter",) * (len(xs) - 1))
     ans, lin = RULES[set]((x, *xs[1:]), dxs)
     proj_map = lin.maps[0] if isinstance(lin, FanIn) else lin
     res = x - ans
-    dist = float(np.linalg.norm(res))
-    if dist > tie_tolerance(x.size, np.linalg.norm(x) + np.linalg.norm(ans)):
+    dist = vnorm(res)
+    if dist > tie_tolerance(x.size, vnorm(x) + vnorm(ans)):
         g = res / dist
     else:
         d = np.asarray(dxs[0](), dtype=float).reshape(x.shape)
         w = d - proj_map(d)
-        nw = float(np.linalg.norm(w))
-        g = w / nw if nw > tie_tolerance(x.size, np.linalg.norm(d)) else np.zeros_like(x)
+        nw = vnorm(w)
+        if nw > tie_tolerance(x.size, vnorm(d)):
+            g = w / nw
+        else:
+            escape = _second_order_escape(set, x, tuple(float(p) for p in xs[1:]), dxs[0])
+            g = np.zeros_like(x) if escape is None else escape.reshape(x.shape)
     return np.asarray(dist), FanIn(gradient_map(g, x.shape), *([None] * (len(xs) - 1)))
 
 
@@ -942,10 +1105,16 @@ SETS: dict[Callable, str] = {
 }
 
 
+BALLS = frozenset({"l1_ball", "l2_ball", "linf_ball", "simplex", "standard_simplex",
+                   "nuclear_ball"})
+"""Sets whose radius defaults to 1.0, as in their projection functions."""
+
+
 def distance(x, set, *params):
     """Euclidean distance from ``x`` to a set, e.g. ``distance(x, projections.l2_ball, 1.0)``.
 
-    ``set`` is one of the projection functions (or its name); ``params`` are its parameters.
+    ``set`` is one of the projection functions (or its name); ``params`` are its parameters
+    (a ball's or simplex's radius defaults to 1.0, as in its projection).
     Its subgradient is the unit residual outside the set, and inside the limiting gradient
     along the direction (0 unless the ray leaves the set).
 
@@ -958,6 +1127,8 @@ def distance(x, set, *params):
     if name not in RULES:
         raise UnsupportedError(f"projections.distance: unknown set {set!r}; use one of "
                                f"{sorted(RULES)}")
+    if not params and name in BALLS:
+        params = (1.0,)
     return distance_p(x, *params, set=name)
 
 
