@@ -53,8 +53,8 @@ class _Inputs:
         whose later entries may be zero (they only decide ties that persist)."""
         if directions is None:
             return self.checked_direction(direction), None
-        first = _first_direction(direction, directions)
-        return None, [self.checked_direction(first)] + [
+        first = _first_direction(direction, directions)  # zero only with a w to decide
+        return None, [self.checked_direction(first, allow_zero=len(directions) > 1)] + [
             self.checked_direction(w, allow_zero=True) for w in directions[1:]]
 
     def direction(self, direction, seed, *, allow_zero: bool = False) -> list[np.ndarray]:
@@ -243,7 +243,7 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
         # drawn only where a rule meets a tie (or the Dini derivative is asked for)
         dirs = inputs.random_direction(seed)
     else:
-        dirs = inputs.direction(direction, seed)
+        dirs = inputs.direction(direction, seed, allow_zero=directions is not None)
     trace, out, ids = sweep_along(f, inputs, dirs, inputs.lex(directions, seed))
     traced = _scalar_output(out, trace)
     if traced is None:

@@ -58,6 +58,10 @@ class SeriesUnavailable(Exception):
     """The series along the ray cannot be computed exactly (a transcendental or large cone)."""
 
 
+class SeriesTruncated(SeriesUnavailable):
+    """A comparison inside the cone needs a higher order of the series (not an impossibility)."""
+
+
 class UndecidedTieError(ASDError):
     """A tie whose side matters for the value but that no direction could decide exactly."""
 
@@ -118,7 +122,10 @@ def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -
                 else trace.values[r] if type(r) is int else r.value for r in node.args]
         try:
             out = node.prim.impl(*args, **node.params)
-        except (UnprovenSign, TranscendentalConstant) as exc:
+        except UnprovenSign as exc:
+            kind = SeriesTruncated if exc.truncated else SeriesUnavailable
+            raise kind(f"{node.name}: {exc}") from exc
+        except TranscendentalConstant as exc:
             raise SeriesUnavailable(f"{node.name}: {exc}") from exc
         except Exception as exc:  # any other failure: not an exactly computable operation
             raise SeriesUnavailable(f"{node.name} cannot run on exact series: {exc}") from exc
@@ -301,6 +308,8 @@ def _decide_by_series(left: _Side, right: _Side, shape: tuple, where: np.ndarray
         mask = _mask(shape, where[idx])
         try:
             h = left.series(depth, order, mask) - right.series(depth, order, mask)
+        except SeriesTruncated:  # a tie inside the cone needs a higher order
+            continue
         except SeriesUnavailable:
             break
         signs = [s.proven_sign() if isinstance(s, Series) else int(np.sign(s)) for s in h]

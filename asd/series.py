@@ -333,7 +333,12 @@ class Series:
 # ----- series along the sweep's ray: strict signs, elementary functions at exact points -----
 
 class UnprovenSign(ArithmeticError):
-    """A comparison whose sign the truncated series cannot prove (zero so far, but inexact)."""
+    """A comparison whose sign the series cannot prove: zero so far but truncated
+    (``truncated``: a higher order may prove it), or held by an interval that contains 0."""
+
+    def __init__(self, message: str, truncated: bool = True):
+        super().__init__(message)
+        self.truncated = truncated
 
 
 class TranscendentalConstant(ArithmeticError):
@@ -620,7 +625,9 @@ class RaySeries(Series):
     def _sign_of(diff: Series) -> int:
         sign = diff.proven_sign()
         if sign is None:
-            raise UnprovenSign(f"the sign of {diff!r} is hidden by truncation")
+            truncated = diff.hidden_by_truncation()
+            why = "truncation" if truncated else "an interval that holds 0"
+            raise UnprovenSign(f"the sign of {diff!r} is hidden by {why}", truncated)
         return sign
 
     exp = _elementary("exp")

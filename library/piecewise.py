@@ -339,7 +339,10 @@ def where_cmp_rule(xs, dxs, op):
     cond_moves = not (dxs[0].is_zero and dxs[1].is_zero)
     tie = np.asarray(np.broadcast_to(np.equal(lhs, rhs), out))
     if cond_moves and tie.any():
-        side = tie_sign(lhs, dxs[0], rhs, dxs[1], tie, record=True, strict=True)
+        # the side changes the result unless both sides are the same traced value
+        same = getattr(dxs[2], "k", None) is not None and getattr(dxs[2], "k", None) == getattr(
+            dxs[3], "k", None)
+        side = tie_sign(lhs, dxs[0], rhs, dxs[1], tie, record=True, strict=not same)
         # a tie that is an equality near x keeps one side there; any other switches sides
         a_tie = np.broadcast_to(a, out)[tie]
         b_tie = np.broadcast_to(b, out)[tie]

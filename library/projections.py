@@ -45,6 +45,7 @@ from asd.extend import (
     FixedTangent,
     Primitive,
     Zero,
+    ZeroTangent,
     identity,
     record_tie_decision,
 )
@@ -175,20 +176,26 @@ def ray_signs(x: np.ndarray, dx, tied: Callable[[np.ndarray], object], count: in
     higher coefficients carry its curvature (``u(x) = (1 + x0², x1 - x0²)`` along ``(1, 0)``).
     Where that series cannot be computed (a transcendental ancestor, too large a cone) the
     line's higher orders decide, blind to curvature, and the ``count`` decisions are reported
-    as ``"tolerance"`` ones. A quantity zero to every order examined gets sign 0.
+    as ``"tolerance"`` ones. The series reads the whole lexicographic sequence
+    ``[v, w1, ...]`` (the tie contract), so a tie persisting along ``v`` is decided by the next
+    direction; sign 0 is left only for a quantity that is zero near the point.
     """
     d = np.asarray(dx(), dtype=float).reshape(x.shape)
-    h = np.asarray(tied(line(x, d)), dtype=object)
+    h = np.asarray(tied(line(x, [d])), dtype=object)
     first = np.array([_leading_sign(e, 1) for e in h.flat], dtype=np.int8).reshape(h.shape)
     if np.all(first != 0):
         return first
     try:
-        series = input_series(x, dx, x.shape)
+        signs = _signs(tied(input_series(x, dx, x.shape)))
+        if np.all(signs != 0):
+            record_tie_decision("series", count)
+            return signs
+        # zero along the whole ray: every direction of the lexicographic sequence decides
+        record_tie_decision("lexicographic", count)
+        return _signs(tied(input_series(x, dx, x.shape, depth=None)))
     except SeriesUnavailable:
         record_tie_decision("tolerance", count)
         return _signs(h)
-    record_tie_decision("series", count)
-    return _signs(tied(series))
 
 
 def _leading_sign(e, order: int) -> int:
@@ -313,7 +320,7 @@ def linf_ball_rule(xs, dxs):
     x, r = _floats(xs[0]), _radius(xs[1], "linf_ball")
     _static("linf_ball", dxs[1:], ("radius",))
     lo, hi = np.full(x.shape, -r), np.full(x.shape, r)
-    zero = FixedTangent(np.zeros(x.shape))
+    zero = ZeroTangent(x.shape, x.dtype)  # the bounds are constants
     inside, _, _ = box_pieces(x, lo, hi, (dxs[0], zero, zero))
     return np.clip(x, -r, r), FanIn(Diagonal(inside.astype(x.dtype), x.shape), None)
 
@@ -612,7 +619,7 @@ def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], ray_h: Callab
 def _soc_line_sign(d: np.ndarray) -> int:
     """Sign of ``h = t² - |z|²`` along the straight ray from the apex's direction ``d``
     (homogeneous: the sign of ``h(d)``, decided exactly on the float ``d``)."""
-    s = line(d, np.zeros_like(d))
+    s = line(d, [np.zeros_like(d)])
     return int(_signs(s[0] * s[0] - np.sum(s[1:] * s[1:])))
 
 

@@ -21,6 +21,7 @@ from asd.library import spectral as spec_lib
 import asd
 import asd.numpy as anp
 from asd.errors import UnsupportedError
+from asd.result import LEXICOGRAPHIC
 from asd.testing.exact import limiting_gradient
 
 P = asd.projections
@@ -116,16 +117,25 @@ def test_polyhedral_sets_decide_by_the_curvature_of_their_input(set_name, u_name
         assert _in_clarke(f, x, g)
 
 
-def test_l1_ball_brief_case_is_in_the_clarke_set_although_the_ray_stays_on_a_kink():
+def test_l1_ball_brief_case_is_the_lexicographic_element_although_the_ray_stays_on_a_kink():
     """``‖u‖₁ = 1 + 2δ²`` leaves the ball; the second entry then sits on ``|u₂| = τ`` to every
-    order, so the ``>=`` side (active) is taken: a limit of gradients, unlike the identity the
-    first order picked (its region is the single point 0)."""
+    order along v, so the second direction w decides (the tie contract): the result is the
+    exact limit along ``x + δv + δ¹²w``, and never the identity the first order picked (its
+    region is the single point 0)."""
     def f(x):
         return anp.sum(P.l1_ball(anp.stack([1 + x[0] ** 2, x[1] - x[0] ** 2])) * C)
 
-    g = asd.subgrad(f, direction=E0)(np.zeros(2))
-    np.testing.assert_allclose(g, [0.0, 1.5], atol=1e-12)
-    assert _in_clarke(f, np.zeros(2), g)
+    def f_exact(x):
+        y = POLYHEDRAL["l1_ball"][1](_array([1 + x[0] * x[0], x[1] - x[0] * x[0]], np.zeros(2)))
+        return y[0] * int(C[0]) + y[1] * int(C[1])
+
+    for w, want in (([0.0, -1.0], [0.0, 1.5]), ([1.0, 1.0], [0.0, 0.0])):
+        r = asd.asd(f, directions=[E0, np.array(w)])(np.zeros(2))
+        np.testing.assert_allclose(r.subgradient, want, atol=1e-12)
+        lex = limiting_gradient(f_exact, np.zeros(2), E0, w=np.array(w))[1]
+        np.testing.assert_allclose(r.subgradient, np.asarray(lex, dtype=float), atol=1e-12)
+        assert r.element == LEXICOGRAPHIC
+    assert _in_clarke(f, np.zeros(2), np.array([0.0, 1.5]))
     assert not _in_clarke(f, np.zeros(2), np.array([0.0, 2.0]))  # the identity's gradient
 
 
@@ -334,10 +344,10 @@ def test_series_and_tolerance_decisions_are_reported(monkeypatch):
     assert seen == [("series", 1)]
     seen.clear()
 
-    def through_sin(x):  # an ancestor the exact series cannot follow
-        return P.l2_ball(anp.stack([anp.sin(x[0]) + 1.0, x[1]]))
+    def through_arcsin(x):  # an ancestor the exact series cannot follow
+        return P.l2_ball(anp.stack([anp.arcsin(x[0]) + 1.0, x[1]]))
 
-    asd.jacobian(through_sin, direction=np.array([0.0, 1.0]))(np.zeros(2))
+    asd.jacobian(through_arcsin, direction=np.array([0.0, 1.0]))(np.zeros(2))
     assert seen == [("tolerance", 1)]
     seen.clear()
     R = np.array([[1.0, 1.0], [1.0, -1.0]]) / np.sqrt(2)
