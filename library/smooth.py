@@ -959,6 +959,12 @@ getitem_p = deflinear("getitem", lambda x, index: np.asarray(x)[index],
 
 
 def getitem(x, index):
+    if isinstance(index, tuple) and len(index) == 1:
+        index = index[0]
+    if is_traced(index):  # positions from argmax/argsort are decided along the ray
+        from .order import gather_at
+
+        return gather_at(x, index)
     if isinstance(index, list):
         index = np.asarray(index)
     elif isinstance(index, tuple):
@@ -975,6 +981,10 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     """
     if out is not None or mode != "raise":
         raise unsupported("numpy.take with out= or mode other than 'raise'")
+    if is_traced(indices):
+        from .order import gather_at
+
+        return gather_at(a, indices, "take", axis)
     _check_static_index(indices)
     indices = np.asarray(indices)
     if axis is None:
