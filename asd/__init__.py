@@ -33,6 +33,7 @@ from .errors import (
     OutputError,
     ShapeError,
     TracerBoolError,
+    UndecidedTieError,
     UnsupportedError,
 )
 from .library import *  # noqa: F403  (the primitives: asd.relu, asd.maximum, ...)
@@ -84,6 +85,7 @@ __all__ = [
     "Program",
     "ShapeError",
     "TracerBoolError",
+    "UndecidedTieError",
     "UnsupportedError",
     "asd",
     "branch",

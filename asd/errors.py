@@ -66,3 +66,7 @@ class IndexingError(ASDError, IndexError):
 
 class DeadTraceError(ASDError, RuntimeError):
     """A traced value was used after the call that traced it had returned."""
+
+
+class UndecidedTieError(ASDError):
+    """A tie whose side changes the result but that no direction could decide exactly."""

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ASDError
+from .errors import UndecidedTieError
 from .primitive import FixedTangent, record_degenerate_tie, record_tie_decision
 from .series import (
     RaySeries,
@@ -60,10 +60,6 @@ class SeriesUnavailable(Exception):
 
 class SeriesTruncated(SeriesUnavailable):
     """A comparison inside the cone needs a higher order of the series (not an impossibility)."""
-
-
-class UndecidedTieError(ASDError):
-    """A tie whose side matters for the value but that no direction could decide exactly."""
 
 
 # ----- series of values along the ray -----

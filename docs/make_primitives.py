@@ -44,9 +44,11 @@ KINKS: dict[str, str] = {
     "soft_threshold": "x = -lam, x = lam",
     "hinge": "x = 1",
     "huber": "none: C^1 (second derivative jumps at |x| = delta)",
-    "argmax": "ties of the maximum (integer output; refused as a number or an index)",
-    "argmin": "ties of the minimum (integer output; refused as a number or an index)",
-    "argsort": "ties among entries (integer output; refused as a number or an index)",
+    "argmax": "ties of the maximum (integer output; refused as a number; an index: gather_at)",
+    "argmin": "ties of the minimum (integer output; refused as a number; an index: gather_at)",
+    "argsort": "ties among entries (integer output; refused as a number; an index: gather_at)",
+    "gather_at": "tied positions (decided along the ray; a jump where they gather "
+                 "different values raises)",
     "greater": "a = b (boolean output, no derivative; decides where/select)",
     "greater_equal": "a = b (boolean output, no derivative; decides where/select)",
     "less": "a = b (boolean output, no derivative; decides where/select)",
@@ -166,6 +168,8 @@ CASES: list[Case] = [
          _common("min", lambda o, x: o.min(x))),
     Case("sort", "sort(x) . (1, 2)", lambda x: (asd.sort(x) * np.array(W2)).sum(), (0.0, 0.0),
          (1.0, -1.0), _common("sort", lambda o, x: (o.sort(x) * o.asarray(W2)).sum())),
+    Case("gather_at", "x[argmax(x)]", lambda x: x[np.argmax(x)], (1.0, 1.0, 0.0),
+         (1.0, -1.0, 0.0), {}),
     Case("topk_sum", "topk_sum(x, 2)", lambda x: asd.topk_sum(x, 2), (1.0, 1.0, 1.0),
          (1.0, 0.0, -1.0), _common("topk_sum", lambda o, x: o.topk_sum(x, 2))),
     Case("median", "median(x)", asd.median, (0.0, 0.0, 0.0), (1.0, 0.0, -1.0),
@@ -272,6 +276,11 @@ def render() -> str:
         "",
         "Enumerated from the `asd.library` modules. *Kinks*: where the primitive is not "
         "differentiable (blank: smooth on its domain). *Cases*: rows of the table below.",
+        "",
+        "Every public function (`asd.relu`, `asd.maximum`, `asd.norm`, `asd.projections.*`, "
+        "`asd.spectral.*`, ...) also has the paper's ASD routine: `f.asd(*xs, direction=v, "
+        "**params)` returns `(value, Dini derivative along v, branch gradient)` from one sweep "
+        "of `f` (e.g. `asd.relu.asd(0.0, direction=-1.0)` is `(0, 0, 0)`).",
         "",
         "| family | primitive | kinks | cases |",
         "|---|---|---|---|",

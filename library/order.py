@@ -1,4 +1,5 @@
-"""Order primitives: max/min over axes, sort, top-k sums, quantiles, max pooling, cummax.
+"""Order primitives: max/min over axes, sort, top-k sums, quantiles, max pooling, cummax,
+and gathers at positions (argmax, argsort) computed from traced values.
 
 Each is the paper's sequential program folded into one vectorized rule. A max over entries is
 a chain of pairwise maxima whose ties go to the side the sweep enters, so the rule picks, among
@@ -17,17 +18,21 @@ from functools import cmp_to_key
 
 import numpy as np
 
-from asd.errors import UnsupportedError
+from asd.errors import NotLipschitzError, UnsupportedError
 from asd.extend import (
+    FanIn,
     Index,
     LinearMap,
     Primitive,
+    is_traced,
     register_accumulate,
     register_method,
     register_numpy,
     register_reduce,
 )
 from asd.ray import SeriesUnavailable, input_series
+
+from .smooth import getitem
 
 # ----- layout: the reduced axes moved last and merged into one -----
 
@@ -667,6 +672,7 @@ def cummax(x, axis: int = -1):
 
 
 # ----- positions: discrete outputs, recorded so that using them as numbers raises -----
+# Used as indices they are decided along the ray like any branch (see `gather_at`).
 
 argmax_p = Primitive("argmax", lambda x, axis=None: np.argmax(x, axis=axis), discontinuous=True)
 argmin_p = Primitive("argmin", lambda x, axis=None: np.argmin(x, axis=axis), discontinuous=True)
@@ -675,8 +681,10 @@ argsort_p = Primitive("argsort", lambda x, axis=-1: np.argsort(x, axis=axis, kin
 
 
 def argmax(x, axis=None, out=None, *, keepdims=False):
-    """Positions of the maxima. They jump where the maximum is tied, so an index built from
-    them (``x[argmax(x)]``) raises NotLipschitzError; ``asd.numpy.max`` is the continuous way.
+    """Positions of the maxima. They jump where the maximum is tied, so using them as numbers
+    raises NotLipschitzError; as an index (``x[argmax(x)]``) the tied position is decided
+    along the ray and the gather is allowed where the tied positions gather equal values
+    (`gather_at`).
     """
     if out is not None or keepdims:
         raise UnsupportedError("numpy.argmax with out= or keepdims= on traced arrays")
@@ -691,11 +699,176 @@ def argmin(x, axis=None, out=None, *, keepdims=False):
 
 
 def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
-    """The sorting permutation (stable); discrete, like ``argmax``. ``asd.numpy.sort`` gives
-    the sorted values with the direction deciding ties."""
+    """The sorting permutation (stable); discrete, like ``argmax``, and an index the same way
+    (``take_along_axis(x, argsort(x))`` is ``sort(x)``, ties decided by the direction)."""
     if order is not None:
         raise UnsupportedError("numpy.argsort with order= on traced arrays")
     return argsort_p(x, axis=axis)
+
+
+# ----- gathers at positions computed from traced values -----
+# ``x[argmax(y)]``, ``np.take_along_axis(x, np.argsort(y), -1)``, ``x[np.argsort(y)[-k:]]``:
+# the position is a branch. The rule decides it along the ray the way max and sort do
+# (`lex_argmax`, `lex_order`: value, tangent, series), so on the ray the gather is a fixed
+# `Index` map. The composite is continuous exactly where every position tied in ``y`` gathers
+# the same values of ``x`` (as ``where`` checks its sides where its condition is tied);
+# otherwise it jumps and the rule raises NotLipschitzError naming the node.
+
+POSITION_KINDS = {"argmax": 1.0, "argmin": -1.0, "argsort": 1.0}
+
+
+def _source_of(index):
+    """``(kind, y, axis, post)`` if the traced ``index`` is ``argmax/argmin/argsort(y)``
+    followed by static indexing ``post``; ``None`` for any other traced value."""
+    trace, k, post = index._trace, index._id, []
+    node = trace.nodes[k]
+    while node.name == "getitem" and type(node.args[0]) is int:
+        post.insert(0, node.params["index"])
+        k = node.args[0]
+        node = trace.nodes[k]
+    if node.name not in POSITION_KINDS or type(node.args[0]) is not int:
+        return None
+    ref = node.args[0]
+    y = type(index)(trace, ref, trace.values[ref])
+    return node.name, y, node.params.get("axis", -1 if node.name == "argsort" else None), post
+
+
+def _positions(kind: str, y: np.ndarray, axis, ray_of) -> tuple[np.ndarray, np.ndarray]:
+    """The positions ``kind(y, axis)`` decided along the ray, and for each position the tied
+    alternatives (``cands[..., r]``, padded with the position itself): the positions numpy
+    could return at ``y`` under another tie-break."""
+    sign = POSITION_KINDS[kind]
+    axes = normalize_axes(axis, np.ndim(y))
+    lay = Layout(np.shape(y), axes)
+    vals = sign * lay.to(np.asarray(y, dtype=float))
+    if kind == "argsort":
+        order = lex_order(vals, ray_of(lay, sign))
+        sv = np.take_along_axis(vals, order, -1)
+        n = vals.shape[-1]
+        idx = np.broadcast_to(np.arange(n), vals.shape)
+        start = np.maximum.accumulate(np.where(np.concatenate(
+            [np.ones(vals.shape[:-1] + (1,), bool), sv[..., 1:] != sv[..., :-1]], -1), idx, 0), -1)
+        end = n - np.flip(np.maximum.accumulate(np.flip(np.where(np.concatenate(
+            [sv[..., 1:] != sv[..., :-1], np.ones(vals.shape[:-1] + (1,), bool)], -1),
+            n - 1 - idx, 0), -1), -1), -1)
+        width = int((end - start).max(initial=1))
+        cands = [np.take_along_axis(order, np.where(start + r < end, start + r, idx), -1)
+                 for r in range(width)]
+        return lay.back(order), np.stack([lay.back(c) for c in cands], -1)
+    sel = lex_argmax(vals, ray_of(lay, sign))
+    tied = vals == vals.max(-1, keepdims=True)
+    first = np.argsort(~tied, axis=-1, kind="stable")
+    count = tied.sum(-1)
+    cands = [np.where(r < count, first[..., r], sel) for r in range(int(count.max()))]
+    return sel, np.stack(cands, -1)
+
+
+def _gather_index(x_shape: tuple, pos: np.ndarray, mode: str, axis) -> tuple:
+    """The index into ``x`` that ``x[pos]`` (mode 'index'), ``np.take(x, pos, axis)`` or
+    ``np.take_along_axis(x, pos, axis)`` reads."""
+    if mode == "index":
+        return (pos,)
+    if mode == "take":
+        if axis is None:
+            return np.unravel_index(pos, x_shape)
+        return (slice(None),) * axis + (pos,)
+    nd = len(x_shape)
+    grids = [np.arange(n).reshape([-1 if d == a else 1 for d in range(nd)])
+             for a, n in enumerate(x_shape)]
+    grids[axis] = pos
+    return tuple(grids)
+
+
+def _post(pos: np.ndarray, post: tuple) -> np.ndarray:
+    for index in post:
+        pos = pos[index]
+    return pos
+
+
+def _gather_impl(x, y, kind, axis, post, mode, take_axis):
+    pos = POSITION_IMPLS[kind](np.asarray(y), axis)
+    return np.asarray(x)[_gather_index(np.shape(x), _post(pos, post), mode, take_axis)]
+
+
+gather_p = Primitive("gather_at", _gather_impl)
+POSITION_IMPLS = {
+    "argmax": lambda y, axis: np.argmax(y, axis=axis),
+    "argmin": lambda y, axis: np.argmin(y, axis=axis),
+    "argsort": lambda y, axis: np.argsort(y, axis=axis, kind="stable"),
+}
+
+
+@gather_p.defrule
+def gather_rule(xs, dxs, kind, axis, post, mode, take_axis):
+    x, y = np.asarray(xs[0]), np.asarray(xs[1])
+    if getattr(dxs[1], "is_zero", False):  # y does not move: the positions are constants
+        pos = POSITION_IMPLS[kind](y, axis)
+        cands = pos[..., None]
+    else:
+        pos, cands = _positions(kind, y, axis, lambda lay, sign: Ray(lay, y, dxs[1], sign))
+    index = _gather_index(x.shape, _post(pos, post), mode, take_axis)
+    ans = x[index]
+    for r in range(cands.shape[-1]):
+        alt = x[_gather_index(x.shape, _post(cands[..., r], post), mode, take_axis)]
+        jump = alt != ans
+        if jump.any():
+            raise NotLipschitzError(
+                f"gather at {kind} positions: {kind} of its input is tied there and the tied "
+                f"positions gather different values (e.g. {ans[jump].ravel()[:3].tolist()} "
+                f"against {alt[jump].ravel()[:3].tolist()}), so the result jumps. Use a "
+                "continuous primitive (asd.numpy.max, sort, topk_sum), make the gathered "
+                "values agree at the ties, or wrap the positions in asd.stop_gradient(...) "
+                "if they are constant by intent.")
+    return ans, FanIn(Index(index, x.shape, ans.shape), None)
+
+
+def gather_at(x, index, mode: str = "index", axis=None):
+    """``x[index]`` (``mode='index'``), ``np.take(x, index, axis)`` or
+    ``np.take_along_axis(x, index, axis)`` where ``index`` is a traced position array.
+
+    Positions from ``argmax``/``argmin``/``argsort`` (then static indexing, as
+    ``argsort(y)[-k:]``) are decided along the ray; positions behind ``asd.stop_gradient``
+    are constants (numpy's tie order, as asked). Anything else traced raises.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: x[np.argmax(x)], direction=np.array([1.0, 2.0]))(np.ones(2))
+    array([0., 1.])
+    """
+    trace, k = index._trace, index._id
+    if trace.nodes[k].name == "stop_gradient":
+        pos = np.asarray(index.value)
+        take_axis = None if axis is None else int(axis) % (np.ndim(x) or 1)
+        return getitem(x, _gather_index(np.shape(x), pos, mode, take_axis))
+    source = _source_of(index)
+    if source is None:
+        raise NotLipschitzError(
+            f"indexing with the traced value %{k} ({trace.nodes[k].name}): only positions "
+            "computed by argmax, argmin or argsort (then static indexing) are decided along "
+            "the ray. Use a reduction (asd.numpy.max, sort) or asd.stop_gradient(index) if "
+            "the index is constant by intent.")
+    kind, y, pos_axis, post = source
+    take_axis = None if axis is None else int(axis) % (np.ndim(x) or 1)
+    return gather_p(x, y, kind=kind, axis=pos_axis, post=tuple(post), mode=mode,
+                    take_axis=take_axis)
+
+
+def take_along_axis(arr, indices, axis=-1):
+    """``numpy.take_along_axis``; traced ``indices`` must be positions (see `gather_at`).
+
+    >>> import numpy as np, asd
+    >>> x = np.array([1.0, 1.0, 0.0])
+    >>> asd.jacobian(lambda x: np.take_along_axis(x, np.argsort(x), -1),
+    ...              direction=np.array([0.0, -1.0, 0.0]))(x)
+    array([[0., 0., 1.],
+           [0., 1., 0.],
+           [1., 0., 0.]])
+    """
+    if axis is None:
+        raise UnsupportedError("numpy.take_along_axis with axis=None on traced arrays")
+    if is_traced(indices):
+        return gather_at(arr, indices, "take_along", axis)
+    axis = int(axis) % np.ndim(arr)
+    return getitem(arr, _gather_index(np.shape(arr), np.asarray(indices), "take_along", axis))
 
 
 # ----- numpy dispatch -----
@@ -703,6 +876,7 @@ def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
 register_numpy(np.argmax, argmax)
 register_numpy(np.argmin, argmin)
 register_numpy(np.argsort, argsort)
+register_numpy(np.take_along_axis, take_along_axis)
 register_numpy(np.max, amax)
 register_numpy(np.amax, amax)
 register_numpy(np.min, amin)

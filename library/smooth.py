@@ -363,7 +363,9 @@ real_pow_p = Primitive("real_pow", lambda x, p: np.power(x, p))
 def real_pow_rule(xs, dxs, p):
     (x,) = xs
     x = _inexact(x)
-    if p < 1:
+    if p == 0.5:
+        _refuse_root("x ** 0.5", x, dxs[0], "x = 0", _ROOT_FIX)
+    elif p < 1:
         _refuse(f"x ** {p}", x == 0, x, "x = 0",
                 "For a norm write asd.norm(v) instead of sqrt(sum(v**2)); otherwise keep the "
                 "input away from 0 (e.g. (x + eps) ** p).")
@@ -404,11 +406,70 @@ negative_p = deflinear("negative", np.negative, lambda i, o: Diagonal(-1.0, i, o
 positive_p = deflinear("positive", np.positive, lambda i, o: identity(i))
 
 
-def _sqrt_slope(x, ans):
-    _refuse("sqrt", np.asarray(x) == 0, x, "0",
-            "For a Euclidean norm use asd.norm(v), whose rule is correct at 0; for "
-            "sqrt(x**2) use asd.abs(x); otherwise keep the input away from 0.")
-    return 0.5 / ans
+# ----- square roots of squares: Lipschitz composites through a non-Lipschitz node -----
+# sqrt(x**2) and sqrt(sum(x**2)) are Lipschitz (|x|, ||x||) although sqrt is not at 0. Their
+# limiting gradient along a ray is not a function of the linearizations a sweep composes (the
+# sqrt's slope is infinite where its input's is 0), so the rule refuses there and names the
+# library function with the same value, recognised from the node that feeds the sqrt.
+
+def _squared(trace, ref) -> bool:
+    """Whether the traced operand ``ref`` is an elementwise square ``u * u`` of one node."""
+    if type(ref) is not int:
+        return False
+    node = trace.nodes[ref]
+    if node.name == "square" or (node.name == "integer_pow" and node.params.get("n") == 2):
+        return True
+    return node.name == "multiply" and type(node.args[0]) is int and node.args[0] == node.args[1]
+
+
+def _sum_of_squares(trace, ref) -> str | None:
+    """The library call equal to ``sqrt`` of node ``ref``, if ``ref`` is a (sum of) squares."""
+    if type(ref) is not int:
+        return None
+    node = trace.nodes[ref]
+    if _squared(trace, ref):
+        return "asd.abs(x) (it equals sqrt(x**2))"
+    if node.name == "sum" and _squared(trace, node.args[0]):
+        axis = node.params.get("axis")
+        arg = "" if axis is None else f", axis={axis}"
+        return (f"asd.norm(x{arg}) or np.linalg.norm(x{arg}) (it equals sqrt(sum(x**2)) and "
+                "its rule is correct at 0)")
+    if (node.name in ("matmul", "dot", "inner", "vdot") and type(node.args[0]) is int
+            and node.args[0] == node.args[1] and len(node.shape) == 0):
+        return "asd.norm(x) or np.linalg.norm(x) (it equals sqrt(x @ x) and is correct at 0)"
+    if node.name == "add" and all(_squared(trace, a) for a in node.args):
+        return ("asd.norm(asd.numpy.stack([a, b])) (it equals sqrt(a**2 + b**2) and is "
+                "correct at 0)")
+    return None
+
+
+def _refuse_root(name: str, x, dx, where: str, fallback: str) -> None:
+    """Refuse a root at ``x == 0``, naming the library function when the input is squares."""
+    bad = np.asarray(x) == 0
+    if not bad.any():
+        return
+    trace = getattr(dx, "trace", None)
+    same = _sum_of_squares(trace, dx.k) if trace is not None else None
+    fix = (f"The input is a square or a sum of squares, so the composite is Lipschitz: write "
+           f"{same} instead." if same else fallback)
+    _refuse(name, bad, x, where, fix)
+
+
+_ROOT_FIX = ("For a Euclidean norm use asd.norm(v), whose rule is correct at 0; for "
+             "sqrt(x**2) use asd.abs(x); otherwise keep the input away from 0.")
+
+sqrt_p = Primitive("sqrt", np.sqrt)
+
+
+@sqrt_p.defrule
+def sqrt_rule(xs, dxs):
+    (x,) = xs
+    _refuse_root("sqrt", x, dxs[0], "0", _ROOT_FIX)
+    ans = np.sqrt(x)
+    return ans, Diagonal(0.5 / ans, np.shape(x))
+
+
+register_numpy(np.sqrt, sqrt_p)
 
 
 def _cbrt_slope(x, ans):
@@ -448,7 +509,6 @@ log10_p = defsmooth("log10", np.log10, lambda x, ans: 1.0 / (np.asarray(x) * _LN
                     numpy=np.log10)
 log1p_p = defsmooth("log1p", np.log1p, lambda x, ans: 1.0 / (1.0 + np.asarray(x)),
                     numpy=np.log1p)
-sqrt_p = defsmooth("sqrt", np.sqrt, _sqrt_slope, numpy=np.sqrt)
 cbrt_p = defsmooth("cbrt", np.cbrt, _cbrt_slope, numpy=np.cbrt)
 square_p = defsmooth("square", np.square, lambda x, ans: 2.0 * np.asarray(x), numpy=np.square)
 reciprocal_p = defsmooth("reciprocal", lambda x: np.reciprocal(_inexact(x)),
@@ -899,6 +959,12 @@ getitem_p = deflinear("getitem", lambda x, index: np.asarray(x)[index],
 
 
 def getitem(x, index):
+    if isinstance(index, tuple) and len(index) == 1:
+        index = index[0]
+    if is_traced(index):  # positions from argmax/argsort are decided along the ray
+        from .order import gather_at
+
+        return gather_at(x, index)
     if isinstance(index, list):
         index = np.asarray(index)
     elif isinstance(index, tuple):
@@ -915,6 +981,10 @@ def take(a, indices, axis=None, out=None, mode="raise"):
     """
     if out is not None or mode != "raise":
         raise unsupported("numpy.take with out= or mode other than 'raise'")
+    if is_traced(indices):
+        from .order import gather_at
+
+        return gather_at(a, indices, "take", axis)
     _check_static_index(indices)
     indices = np.asarray(indices)
     if axis is None:

@@ -15,7 +15,7 @@ from asd.library import order
 from asd import branch, branching
 
 from .piecewise import tied_points
-from .registry import DiscontinuousProof, ProgramProof
+from .registry import DiscontinuousProof, OracleProof, ProgramProof
 
 
 @branching
@@ -80,6 +80,18 @@ def _pool(X):
     return np.transpose(order.max_pool1d(np.transpose(X), 2, stride=1))
 
 
+W = np.array([1.0, 2.0, 3.0, 4.0])
+
+
+def _gather_sorted(x):
+    """The sorted values gathered at argsort positions, plus the max gathered at argmax."""
+    return np.take_along_axis(x, np.argsort(x), -1) * W + x[np.argmax(x)]
+
+
+def _sorted_reference(x):
+    return np.sort(x) * W + np.max(x)
+
+
 PROOFS = [
     ProgramProof((order.extreme_p,), (max3, min3),
                  (lambda X: order.amax(X, axis=0), lambda X: order.amin(X, axis=0)),
@@ -98,9 +110,15 @@ PROOFS = [
                  tied_points(3, 26), stacked=True),
     ProgramProof((order.max_pool_p,), (pool_01, pool_12),
                  (_row(_pool, 0), _row(_pool, 1)), tied_points(3, 27), stacked=True),
-    # positions jump at ties: using them as numbers or as an index must raise
+    # a gather at positions is decided along the ray: on ties it is the sorted / max gather
+    OracleProof((order.gather_p,), title="gather_at (argsort, argmax positions)",
+                library=_gather_sorted, reference=_sorted_reference,
+                points=[((np.array([1.0, 1.0, 0.0, 1.0]),), None),
+                        ((np.array([2.0, -1.0, 2.0, -1.0]),), None)],
+                note="position decided along the ray; tied positions gather equal values"),
+    # positions jump at ties: using them as numbers must raise
     DiscontinuousProof((order.argmax_p,), lambda x: (order.argmax(x) * x).sum()),
-    DiscontinuousProof((order.argmin_p,), lambda x: x[order.argmin(x)]),
+    DiscontinuousProof((order.argmin_p,), lambda x: (order.argmin(x) * x).sum()),
     DiscontinuousProof((order.argsort_p,), lambda x: (order.argsort(x) * x).sum()),
 ]
 

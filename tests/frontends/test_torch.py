@@ -408,10 +408,18 @@ def test_import_asd_does_not_import_torch():
     assert out.stdout.strip() == "False"
 
 
-def test_gathering_by_topk_indices_is_refused_not_guessed():
+def test_gathering_by_topk_indices_is_decided_by_the_ray_not_guessed():
     x = torch.tensor([1.0, 3.0, 3.0, 0.5])
-    with pytest.raises(asd.NotLipschitzError):
-        asd.torch.subgrad(lambda x: x[torch.topk(x, 2).indices].sum(), x, seed=0)
+    # continuous (the top-2 sum): the tied positions are decided along the ray
+    got = asd.torch.subgrad(lambda x: x[torch.topk(x, 2).indices].sum(), x, seed=0)
+    assert torch.equal(got, torch.tensor([0.0, 1.0, 1.0, 0.0]))
+    got = asd.torch.subgrad(lambda x: x[torch.topk(x, 1).indices].sum(), x,
+                            direction=torch.tensor([0.0, 1.0, 2.0, 0.0]))
+    assert torch.equal(got, torch.tensor([0.0, 0.0, 1.0, 0.0]))
+    # a jump (the tied positions gather different values) is refused
+    with pytest.raises(asd.NotLipschitzError, match="gather_at"):
+        asd.torch.subgrad(lambda x: (x * torch.arange(4.0))[torch.topk(x, 1).indices].sum(),
+                          x, seed=0)
 
 
 def test_unused_pooling_indices_are_fine_and_used_ones_are_refused():

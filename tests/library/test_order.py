@@ -389,14 +389,16 @@ def test_degenerate_ties_follow_the_exact_series(name, f, ref, v):
     np.testing.assert_array_equal(g, np.asarray(want, dtype=float), err_msg=name)
 
 
-# ----- positions are discrete: using them as numbers or indices is refused -----
+# ----- positions are discrete: as numbers they are refused; as indices see test_positions -----
 
 @pytest.mark.parametrize("f", [
-    lambda x: x[np.argmax(x)],
-    lambda x: x[np.argmin(x)],
+    lambda x: (np.argmax(x) * x).sum(),
+    lambda x: (np.argmin(x) * x).sum(),
     lambda x: (np.argsort(x) * x).sum(),
-    lambda x: np.take(x, np.argsort(x)[-1:]).sum(),
-], ids=["x[argmax]", "x[argmin]", "argsort-as-number", "take-by-argsort"])
+    lambda x: (x * np.array([1.0, 2.0, 3.0]))[np.argmax(x)],
+    lambda x: np.take(x * np.array([1.0, 2.0, 3.0]), np.argsort(x)[-1:]).sum(),
+], ids=["argmax-as-number", "argmin-as-number", "argsort-as-number", "jumping-gather",
+        "jumping-take"])
 def test_positions_at_ties_are_refused(f):
     with pytest.raises(asd.NotLipschitzError):
         asd.subgrad(f, seed=0)(np.array([1.0, 3.0, 3.0]))

@@ -490,6 +490,46 @@ def test_sqrt_message_teaches_the_fix():
         asd.subgrad(lambda x: np.sqrt(np.sum(x * x)))(np.zeros(2))
 
 
+# sqrt of squares is Lipschitz; the refusal names the library function with the same value,
+# recognised from the node feeding the sqrt (and that function is then correct at 0)
+SQUARE_ROOTS = [
+    (lambda x: np.sum(np.sqrt(x**2)), r"asd\.abs\(x\)", lambda x: np.sum(asd.abs(x))),
+    (lambda x: np.sum(np.sqrt(x * x)), r"asd\.abs\(x\)", lambda x: np.sum(asd.abs(x))),
+    (lambda x: np.sqrt(np.sum(x**2)), r"asd\.norm\(x\) or np\.linalg\.norm\(x\)", asd.norm),
+    (lambda x: np.sum(np.square(x)) ** 0.5, r"asd\.norm\(x\)", asd.norm),
+    (lambda x: np.sqrt(x @ x), r"asd\.norm\(x\)", np.linalg.norm),
+    (lambda x: np.sqrt(np.dot(x, x)), r"asd\.norm\(x\)", np.linalg.norm),
+    (lambda x: np.sqrt(x[0] ** 2 + np.square(x[1])), r"asd\.norm\(asd\.numpy\.stack",
+     lambda x: asd.norm(asd.numpy.stack([x[0], x[1]]))),
+    (lambda x: np.sum(np.sqrt(np.sum(x.reshape(1, 2) ** 2, axis=0))),
+     r"asd\.norm\(x, axis=0\) or np\.linalg\.norm\(x, axis=0\)",
+     lambda x: np.sum(asd.norm(x.reshape(1, 2), axis=0))),
+]
+
+
+@pytest.mark.parametrize("fn,named,same", SQUARE_ROOTS)
+def test_root_of_squares_names_the_function_with_the_same_value(fn, named, same):
+    x = np.zeros(2)
+    with pytest.raises(asd.NotLipschitzError, match=named):
+        asd.subgrad(fn)(x)
+    v = np.array([3.0, -4.0])
+    assert float(fn(v)) == pytest.approx(float(same(v)))  # the named function has fn's value
+    value, dini = asd.directional(same)(x, v)
+    assert float(value) == 0.0 and float(dini) == pytest.approx(float(fn(v)))
+
+
+@pytest.mark.parametrize("fn", [
+    lambda x: np.sum(np.sqrt(x)),
+    lambda x: np.sqrt(np.sum(x)),
+    lambda x: np.sqrt(np.sum(x * x[::-1])),
+    lambda x: np.sum(np.sqrt(asd.relu(x))),
+])
+def test_root_of_other_inputs_keeps_the_general_advice(fn):
+    with pytest.raises(asd.NotLipschitzError, match="keep the input away from 0") as e:
+        asd.subgrad(fn)(np.zeros(2))
+    assert "sum of squares" not in str(e.value)
+
+
 @pytest.mark.parametrize("x", [np.array([-1.0, 2.0]), np.array([0.0, 2.0])])
 def test_log_outside_its_domain_raises_nonfinite_naming_the_log(x):
     with pytest.raises(asd.NonFiniteError, match=r"%\d+ = log %0"):
