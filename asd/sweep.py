@@ -347,9 +347,13 @@ class Trace:
                                                             dtype=float)
 
     def direction_scale(self) -> float:
-        """The largest entry of the direction drawn so far (a tangent reads no other)."""
-        return max((float(np.max(np.abs(self.tangents[j]), initial=0.0))
-                    for j in self.leaf_index if self.tangents[j] is not None), default=0.0)
+        """The largest entry of the direction drawn so far (a tangent reads no other);
+        memoized per leaf, since a drawn leaf never changes."""
+        scales = self.magnitudes.setdefault("scale", {})
+        for j in self.leaf_index:
+            if j not in scales and self.tangents[j] is not None:
+                scales[j] = float(np.max(np.abs(self.tangents[j]), initial=0.0))
+        return max(scales.values(), default=0.0)
 
     def magnitude(self, k: int) -> np.ndarray | None:
         """``|u_k| ... |u_1| |v|``: bounds every partial sum of node ``k``'s tangent.
