@@ -40,6 +40,9 @@ from .library import *  # noqa: F403  (the primitives: asd.relu, asd.maximum, ..
 from .primitive import Primitive
 from .program import Program
 from .result import ASDResult
+from .routine import attach_asd_routines
+
+attach_asd_routines()  # f.asd on every public library function (the paper's ASD routine)
 
 __version__ = "0.1.0"
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import asd.library as L
 import numpy as np
 import pytest
-from asd.library import NOT_DIFFERENTIABLE, asd_routine, is_constant_argument
 
 import asd
 from asd.primitive import Primitive
+from asd.routine import NOT_DIFFERENTIABLE, asd_routine, is_constant_argument
 from asd.testing import exact
 from asd.tree import flatten
 
