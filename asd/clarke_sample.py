@@ -36,7 +36,7 @@ from .errors import ArgumentError, ArgumentTypeError, ASDError
 from .linear import FanIn
 from .primitive import ZeroTangent, rule_context
 from .result import Tie, ties_of
-from .sweep import LazyTangent, Trace, push_direction
+from .sweep import LazyTangent, Trace, missing_cone, push_direction
 from .tree import flatten
 
 
@@ -415,14 +415,7 @@ class _Resweep:
         nodes, memo = self.trace.nodes, group.tangents
         if k in memo:
             return memo[k]
-        todo, stack = set(), [k]
-        while stack:
-            j = stack.pop()
-            if j in todo or j in memo:
-                continue
-            todo.add(j)
-            stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
-        for j in sorted(todo):
+        for j in missing_cone(nodes, k, memo):
             lin = self._lin(group, j)
             ins = [memo.get(r) if type(r) is int and nodes[r].active else None
                    for r in nodes[j].args]

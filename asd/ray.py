@@ -42,7 +42,7 @@ from .series import (
     object_array,
     to_fraction,
 )
-from .sweep import LazyTangent, Trace
+from .sweep import LazyTangent, Trace, missing_cone
 
 BUDGET = 20_000
 """Most entries one tie may newly evaluate on series along ``v`` (memoized entries are free;
@@ -98,17 +98,11 @@ def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -
     if k in memo:
         return memo[k]
     nodes = trace.nodes
-    cone, stack = set(), [k]
-    while stack:
-        j = stack.pop()
-        if j in cone or j in memo or not nodes[j].active:
-            continue
-        cone.add(j)
-        stack.extend(r for r in nodes[j].args if type(r) is int)
+    cone = missing_cone(nodes, k, memo)
     budget = BUDGET >> 2 * (depth - 1)
     if sum(int(np.prod(nodes[j].shape)) for j in cone) > budget:
         raise SeriesUnavailable(f"the ancestors of %{k} exceed {budget} entries")
-    for j in sorted(cone):
+    for j in cone:
         node = nodes[j]
         if node.prim is None:
             memo[j] = line(trace.values[j], [trace.tangent(j)] + [

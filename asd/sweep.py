@@ -127,19 +127,25 @@ class LexDirections:
         return self.drawn[key]
 
 
+def missing_cone(nodes: list, k: int, known) -> list[int]:
+    """Node ``k`` and its active ancestors not in ``known``, in program order: what a
+    memoized sweep from the inputs to ``k`` still has to compute."""
+    todo, stack = set(), [k]
+    while stack:
+        j = stack.pop()
+        if j in todo or j in known:
+            continue
+        todo.add(j)
+        stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
+    return sorted(todo)
+
+
 def push_direction(nodes: list, lin_of, seed_of, k: int, memo: dict) -> np.ndarray:
     """Node ``k``'s derivative along a direction given at the inputs (``seed_of(j)``), pushed
     through the linearizations ``lin_of(j)`` of its ancestors; ``memo`` keeps every node's."""
     if k in memo:
         return memo[k]
-    todo, stack = set(), [k]
-    while stack:
-        j = stack.pop()
-        if j in todo or j in memo:
-            continue
-        todo.add(j)
-        stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
-    for j in sorted(todo):
+    for j in missing_cone(nodes, k, memo):
         node = nodes[j]
         if node.prim is None:
             memo[j] = seed_of(j)
@@ -363,14 +369,7 @@ class Trace:
         memo, nodes = self.magnitudes, self.nodes
         if k in memo:
             return memo[k]
-        todo, stack = set(), [k]
-        while stack:
-            j = stack.pop()
-            if j in todo or j in memo:
-                continue
-            todo.add(j)
-            stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
-        for j in sorted(todo):
+        for j in missing_cone(nodes, k, memo):
             node = nodes[j]
             if node.prim is None:
                 memo[j] = (np.abs(np.asarray(self.tangent(j), dtype=float))
