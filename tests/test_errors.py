@@ -288,7 +288,7 @@ def test_library_errors_inside_the_function_are_explained_and_the_users_pass_thr
                 "reshape")
 
     class Mine(ValueError):
-        pass
+        """The user's own exception: it must come back unchanged."""
 
     def mine(x):
         raise Mine("the user's own")

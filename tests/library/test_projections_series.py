@@ -23,6 +23,7 @@ import asd.numpy as anp
 from asd.errors import UnsupportedError
 from asd.result import LEXICOGRAPHIC
 from asd.testing.exact import limiting_gradient
+from tests.library.test_projections import ref_threshold
 
 P = asd.projections
 S = asd.spectral
@@ -34,16 +35,6 @@ def _array(values, like):
     out = np.empty(len(values), dtype=object)
     out[:] = list(values)
     return out.reshape(np.shape(like))
-
-
-def ref_threshold(u, r):
-    total, tau = 0, None
-    for k, s in enumerate(sorted(u, reverse=True)):
-        total = total + s
-        cand = (total - r) / (k + 1)
-        if s > cand:
-            tau = cand
-    return tau
 
 
 def ref_l1(x, r=1):
