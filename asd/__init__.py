@@ -10,18 +10,30 @@ subpackages ``asd.testing`` and ``asd.numpy``.
 
 >>> asd.testing.check_rule.__name__
 'check_rule'
+
+The package's layers, top to bottom (each subpackage's docstring says what it may import):
+this module and ``api``, ``result``, ``errors``, ``tree`` are the public surface; ``cli`` holds
+the ``asd`` command; ``frontends`` the PyTorch and JAX importers, published as ``asd.torch`` and
+``asd.jax`` (the same module objects, loaded on first use); ``analysis`` the Clarke-set tools,
+branching programs and certificates; ``core`` the engine; ``extend`` is the one surface through
+which the library (``asd.library``) and users add primitives.
 """
 
 import importlib as _importlib
+import importlib.abc as _importlib_abc
+import importlib.util as _importlib_util
+import sys as _sys
 
-from . import (
+from asd import (
     library,  # registers the primitives with numpy dispatch
     projections,  # namespace asd.projections (asd.projections.simplex, ...)
     spectral,  # namespace asd.spectral (asd.spectral.lambda_max, ...)
 )
-from .api import asd, directional, jacobian, subgrad, trace, value_and_subgrad
-from .branching_program import branch, branching
-from .errors import (
+from asd.analysis.branching import branch, branching
+from asd.api import asd, directional, jacobian, subgrad, trace, value_and_subgrad
+from asd.core.primitive import Primitive
+from asd.core.program import Program
+from asd.errors import (
     ArgumentError,
     ArgumentTypeError,
     ASDError,
@@ -36,11 +48,9 @@ from .errors import (
     UndecidedTieError,
     UnsupportedError,
 )
-from .library import *  # noqa: F403  (the primitives: asd.relu, asd.maximum, ...)
-from .primitive import Primitive
-from .program import Program
-from .result import ASDResult
-from .routine import attach_asd_routines
+from asd.library import *  # noqa: F403  (the primitives: asd.relu, asd.maximum, ...)
+from asd.result import ASDResult
+from asd.routine import attach_asd_routines
 
 attach_asd_routines()  # f.asd on every public library function (the paper's ASD routine)
 
@@ -48,12 +58,39 @@ __version__ = "0.1.0"
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY = {
-    "certify": ("asd.certificate", "certify"),
-    "clarke": ("asd.clarke_sample", "clarke"),
-    "ClarkeSample": ("asd.clarke_sample", "ClarkeSample"),
+    "certify": ("asd.analysis.certificate", "certify"),
+    "clarke": ("asd.analysis.clarke", "clarke"),
+    "ClarkeSample": ("asd.analysis.clarke", "ClarkeSample"),
     "testing": ("asd.testing", None),
     "numpy": ("asd.numpy", None),
+    "torch": ("asd.frontends.torch", None),
+    "jax": ("asd.frontends.jax", None),
 }
+
+
+# public name -> the module that implements it (one module object under both names)
+_FRONTENDS = {"asd.torch": "asd.frontends.torch", "asd.jax": "asd.frontends.jax"}
+
+
+class _FrontendFinder(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
+    """Makes ``import asd.torch`` load ``asd.frontends.torch`` itself, not a second copy."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname not in _FRONTENDS:
+            return None
+        return _importlib_util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec):
+        module = _importlib.import_module(_FRONTENDS[spec.name])
+        spec.loader_state = module.__spec__  # the import system is about to overwrite it
+        return module
+
+    def exec_module(self, module):
+        """The implementing module has already run: only give it back its own spec."""
+        module.__spec__ = module.__spec__.loader_state
+
+
+_sys.meta_path.append(_FrontendFinder())
 
 
 def __getattr__(name: str):

@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from . import arguments
-from .arguments import as_float, check_argnums, describe_leaf
-from .errors import ArgumentError, ASDError, ShapeError
-from .result import ASDResult, TieReport, decisions_of, ties_of
-from .sweep import LazyDirection, LexDirections, Trace
-from .tracing import Tracer, as_asd_error, close_trace, raised_by_asd
-from .tree import flatten, unflatten
+from asd.core import arguments
+from asd.core.arguments import as_float, check_argnums, describe_leaf
+from asd.core.sweep import LazyDirection, LexDirections, Trace
+from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd
+from asd.errors import ArgumentError, ASDError, ShapeError
+from asd.result import ASDResult, TieReport, decisions_of, ties_of
+from asd.tree import flatten, unflatten
 
 ArgNums = int | tuple[int, ...]
 
@@ -161,7 +161,7 @@ def sweep_along(f, inputs: _Inputs, dirs: list[np.ndarray], lex: LexDirections |
 
 
 def _scalar_output(out, trace: Trace):
-    """The traced scalar output, None for a real constant; see `asd.arguments.scalar_output`."""
+    """The traced scalar output, None for a real constant; see `arguments.scalar_output`."""
     return arguments.scalar_output(out, trace)
 
 
@@ -449,7 +449,7 @@ def trace(f: Callable) -> Callable[..., Any]:
             program_nodes = t.nodes
             close_trace(t)
         outs, out_tree = arguments.output_leaves(out, t)
-        from .program import Literal, Program
+        from asd.core.program import Literal, Program
 
         refs = [o._id if isinstance(o, Tracer) else Literal(o) for o in outs]
         return Program(program_nodes, [x._id for x in tracers], in_tree, refs, out_tree)

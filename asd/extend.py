@@ -1,6 +1,6 @@
 """The extension surface: everything needed to add a primitive and its ASD rule.
 
-A rule is ``rule(xs, dxs, **params) -> (ans, lin)`` (see ``asd.primitive``). The helpers
+A rule is ``rule(xs, dxs, **params) -> (ans, lin)`` (see ``asd.core.primitive``). The helpers
 below declare the common shapes of rules in one line each: smooth elementwise functions from
 a derivative formula that may reuse the answer, linear primitives from their map, and
 elementwise piecewise functions from their breakpoints and pieces.
@@ -24,8 +24,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .errors import NotLipschitzError
-from .linear import (
+from asd.core.linear import (
     Closure,
     Dense,
     Diagonal,
@@ -40,7 +39,7 @@ from .linear import (
     identity,
     unbroadcast,
 )
-from .primitive import (
+from asd.core.primitive import (
     METHODS,
     UFUNC_ACCUMULATE,
     UFUNC_REDUCE,
@@ -52,8 +51,11 @@ from .primitive import (
     register_numpy,
     unsupported,
 )
-from .ray import tie_sign
-from .tracing import Tracer
+from asd.core.series import Series, leading_vector
+from asd.core.sweep import tangent_at
+from asd.core.ties import SeriesUnavailable, input_series, line, tie_sign
+from asd.core.tracing import Tracer
+from asd.errors import NotLipschitzError
 
 
 def is_traced(x) -> bool:
@@ -90,27 +92,6 @@ def comparison_of(cond) -> tuple[str, object, object] | None:
     lhs, rhs = (Tracer(trace, a, trace.values[a]) if isinstance(a, int) else a.value
                 for a in node.args)
     return node.prim.comparison, lhs, rhs
-
-
-def tangent_at(dx, index, shape: tuple) -> np.ndarray:
-    """The entries ``index`` (a mask in the output's shape) of an input's tangent, broadcast."""
-    if getattr(dx, "is_zero", False):
-        return np.zeros(int(np.count_nonzero(index)) if index is not None else shape)
-    in_shape = tuple(getattr(dx, "shape", shape))
-    if index is not None and in_shape == tuple(shape):
-        return dx(index)  # ask for the tied entries only: the engine counts them as ties
-    if index is not None:
-        # A broadcast operand: ask for the input entries some tied output entry reads.
-        lead = len(shape) - len(in_shape)
-        wide = tuple(lead + i for i, n in enumerate(in_shape) if n == 1 and shape[lead + i] != 1)
-        need = np.any(index, axis=tuple(range(lead)) + wide, keepdims=True)
-        need = need.reshape(need.shape[lead:])
-        part = dx(need)
-        t = np.zeros(in_shape, part.dtype)
-        t[need] = part
-        return np.broadcast_to(t, shape)[index]
-    t = dx()
-    return t if np.shape(t) == shape else np.broadcast_to(t, shape)
 
 
 def defsmooth(name: str, impl: Callable, derivative: Callable, numpy=None) -> Primitive:
@@ -297,6 +278,8 @@ __all__ = [
     "MatMul",
     "Primitive",
     "Reshape",
+    "Series",
+    "SeriesUnavailable",
     "Sum",
     "Transpose",
     "Zero",
@@ -306,7 +289,10 @@ __all__ = [
     "defpiecewise",
     "defsmooth",
     "identity",
+    "input_series",
     "is_traced",
+    "leading_vector",
+    "line",
     "record_degenerate_tie",
     "record_tie_decision",
     "register_accumulate",

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as _np
 
-from . import library as _library
-from .primitive import FUNCTIONS as _FUNCTIONS
-from .primitive import UFUNCS as _UFUNCS
+from asd import library as _library
+from asd.core.primitive import FUNCTIONS as _FUNCTIONS
+from asd.core.primitive import UFUNCS as _UFUNCS
 
 
 def __getattr__(name: str):

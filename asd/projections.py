@@ -8,5 +8,5 @@ The primitives live in ``asd.library.projections``; this namespace re-exports th
 array([0.6, 0.4, 0. ])
 """
 
-from .library.projections import *  # noqa: F403
-from .library.projections import __all__  # noqa: F401
+from asd.library.projections import *  # noqa: F403
+from asd.library.projections import __all__  # noqa: F401

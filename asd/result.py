@@ -25,7 +25,8 @@ class Tie(NamedTuple):
 
 
 class Decision(NamedTuple):
-    """Node ``node``'s rule decided ``count`` tied entries by ``how`` (`asd.primitive.DECIDED_BY`).
+    """Node ``node``'s rule decided ``count`` tied entries by ``how``
+    (`asd.core.primitive.DECIDED_BY`).
 
     ``tangent``: the first-order derivative along ``v``; ``series``: the exact power series
     along the ray ``x + δv``; ``lexicographic``: a further direction ``w_k`` (the tie persists

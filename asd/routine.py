@@ -15,9 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from .api import _forward_jacobian, _Inputs, _reverse_jacobian, sweep_along
-from .tracing import Tracer
-from .tree import flatten, unflatten
+from asd.api import _forward_jacobian, _Inputs, _reverse_jacobian, sweep_along
+from asd.core.tracing import Tracer
+from asd.tree import flatten, unflatten
 
 NOT_DIFFERENTIABLE = frozenset({"argmax", "argmin", "argsort", "piecewise_polynomial"})
 """Public names without an ASD routine: positions (discrete outputs) and a factory."""
@@ -83,7 +83,7 @@ def is_constant_argument(x) -> bool:
 def attach_asd_routines() -> None:
     """Give every public library function without one (Primitives have their own) an
     ``.asd``; called once by ``asd/__init__`` after the library and the API are loaded."""
-    from .library import nn, norms, order, piecewise, projections, smooth, spectral
+    from asd.library import nn, norms, order, piecewise, projections, smooth, spectral
 
     for module in (smooth, piecewise, nn, order, norms, projections, spectral):
         for name in module.__all__:

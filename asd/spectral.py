@@ -7,5 +7,5 @@ The primitives live in ``asd.library.spectral``; this namespace re-exports them.
 3.0
 """
 
-from .library.spectral import *  # noqa: F403
-from .library.spectral import __all__  # noqa: F401
+from asd.library.spectral import *  # noqa: F403
+from asd.library.spectral import __all__  # noqa: F401

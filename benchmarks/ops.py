@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import asd
-from asd.primitive import FUNCTIONS
+from asd.core.primitive import FUNCTIONS
 
 
 def maxpool2_slices(x, maximum):

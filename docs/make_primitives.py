@@ -27,7 +27,7 @@ from asd.library import spectral
 from asd.proofs import library_primitives
 
 import asd
-import asd.frameworks as fw
+import asd.cli.frameworks as fw
 
 FRAMEWORKS = ("torch", "jax", "tensorflow")
 
@@ -125,7 +125,7 @@ def _tf():
 
 
 def _common(name: str, build: Callable[[Any, Any], Any]) -> dict[str, Callable]:
-    """Frameworks whose `asd.frameworks.ops` namespace has ``name``: ``build(ops, x)``."""
+    """Frameworks whose `asd.cli.frameworks.ops` namespace has ``name``: ``build(ops, x)``."""
     return {f: (lambda x, f=f: build(fw.ops(f), x)) for f in FRAMEWORKS}
 
 

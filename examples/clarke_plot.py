@@ -21,7 +21,7 @@ from types import SimpleNamespace
 import numpy as np
 
 import asd
-import asd.frameworks as fw
+import asd.cli.frameworks as fw
 
 FORMULA = "max(|x1|, |x2|) + 10 x1 - 9 (relu(x1) - relu(-x1)) - x1"
 PEERS = ("torch", "jax", "autograd")

@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from asd.errors import NotLipschitzError, UnsupportedError
-from asd.extend import LinearMap, Primitive, register_numpy
-from asd.series import leading_vector
+from asd.extend import LinearMap, Primitive, leading_vector, register_numpy
 
 from . import smooth
 from .order import Layout, Ray, amax, amin, normalize_axes

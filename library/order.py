@@ -7,7 +7,7 @@ the entries equal to the max, the largest along the sweep. A sort orders entries
 values at ``x + ε₁v + ε₂w₁ + …``: exactly the order the lexicographic ray sees, so its linear
 map is a permutation (an ``Index`` map). Tangents are asked for only where values tie, and only
 at the tied entries; where the tangents tie too, the exact (nested) series of the tied entries
-along the ray and the further directions decide (``asd.ray.input_series``, the ordering
+along the ray and the further directions decide (``asd.core.ties.input_series``, the ordering
 ``tie_sign`` uses), and the lowest index only where entries are equal near the point (every
 choice then has the same gradient).
 """
@@ -24,13 +24,14 @@ from asd.extend import (
     Index,
     LinearMap,
     Primitive,
+    SeriesUnavailable,
+    input_series,
     is_traced,
     register_accumulate,
     register_method,
     register_numpy,
     register_reduce,
 )
-from asd.ray import SeriesUnavailable, input_series
 
 from .smooth import getitem
 
@@ -108,7 +109,7 @@ def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
     """Per row (last axis), the first entry with the largest (value, tangent, series) triple.
 
     The sequential program ``max(max(x0, x1), x2)...`` with ties going to the larger tangent,
-    then to the larger series along the lexicographic ray (``asd.ray.input_series``), then —
+    then to the larger series along the lexicographic ray (``asd.core.ties.input_series``), then —
     only where entries are equal near the point — the first operand.
     ``ray.tangent(need)`` is called only for rows whose maximum value is tied, ``ray.series``
     only where the tangents tie too.

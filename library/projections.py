@@ -16,7 +16,7 @@ the piece the ray ``x + δd`` enters:
 A float test with the scale-aware tolerance ``8 n eps scale`` only filters: clear of a kink the
 float comparison decides; at a near-tie the tied quantity is decided exactly along the ray
 (`ray_signs`: the float value and tangent in rational arithmetic, then the exact series of the
-input, `asd.ray.input_series`). Only eigenvalue clusters of a non-diagonal matrix (``eigh``
+input, `asd.core.ties.input_series`). Only eigenvalue clusters of a non-diagonal matrix (``eigh``
 rounds), the cones' apex and inputs whose series cannot be computed are decided by the
 tolerance, and each such decision is reported (``record_tie_decision("tolerance", count)``).
 Where the ray stays on a kink to every order, the rule takes the side "inside the set"
@@ -44,13 +44,16 @@ from asd.extend import (
     FanIn,
     FixedTangent,
     Primitive,
+    Series,
+    SeriesUnavailable,
     Zero,
     ZeroTangent,
     identity,
+    input_series,
+    line,
     record_tie_decision,
+    tie_sign,
 )
-from asd.ray import SeriesUnavailable, input_series, line, tie_sign
-from asd.series import Series
 
 from .spectral import (
     curvature_of,
@@ -94,7 +97,7 @@ def _radius(r, name: str) -> float:
 
 
 def _floats(x) -> np.ndarray:
-    """``x`` as floats; object arrays (exact series along the ray, ``asd.ray``) pass through so
+    """``x`` as floats; object arrays (exact series along the ray, ``input_series``) pass through so
     that the polyhedral projections' impls decide degenerate ties exactly."""
     x = np.asarray(x)
     return x if np.issubdtype(x.dtype, np.floating) or x.dtype == object else x.astype(float)
@@ -172,7 +175,7 @@ def ray_signs(x: np.ndarray, dx, tied: Callable[[np.ndarray], object], count: in
     that tie exactly. First on the straight line ``x + δẋ`` (asking for the tangent, so the
     sweep knows the rule met a tie): its constant and first-order coefficients are exact, so a
     point whose float norm misses the radius by one ulp is decided as the exact arithmetic says.
-    Where those vanish, on the exact series of the input (``asd.ray.input_series``), whose
+    Where those vanish, on the exact series of the input (``asd.core.ties.input_series``), whose
     higher coefficients carry its curvature (``u(x) = (1 + x0², x1 - x0²)`` along ``(1, 0)``).
     Where that series cannot be computed (a transcendental ancestor, too large a cone) the
     line's higher orders decide, blind to curvature, and the ``count`` decisions are reported

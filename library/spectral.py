@@ -35,8 +35,7 @@ from __future__ import annotations
 import numpy as np
 
 from asd.errors import ShapeError, UnsupportedError
-from asd.extend import Closure, Primitive, record_tie_decision
-from asd.ray import SeriesUnavailable, input_series
+from asd.extend import Closure, Primitive, SeriesUnavailable, input_series, record_tie_decision
 
 EPS = float(np.finfo(float).eps)
 
@@ -102,7 +101,7 @@ def eigh_ties(S: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
 
 def curvature_of(x: np.ndarray, dx, square=None):
     """A callable giving the second-order coefficient ``X₂`` of the input along the ray
-    (``x(x₀ + δv) = x + δẋ + δ²X₂ + ...``, from ``asd.ray.input_series``), mapped by ``square``
+    (``x(x₀ + δv) = x + δẋ + δ²X₂ + ...``, from ``asd.extend.input_series``), mapped by ``square``
     (``sym``, ``embed``). It returns None where the series cannot be computed: the second order
     then misses the input's curvature, and the rule reports its decision as ``"tolerance"``."""
 

@@ -11,7 +11,7 @@ import importlib
 import pkgutil
 from typing import Any
 
-from asd.primitive import Primitive
+from asd.core.primitive import Primitive
 
 from .registry import Proof, Row
 

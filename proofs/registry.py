@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 import asd
-from asd.certificate import Certificate, certify
+from asd.analysis.certificate import Certificate, certify
+from asd.core.primitive import Primitive
 from asd.errors import ASDError, NotLipschitzError
-from asd.primitive import Primitive
 
 
 @dataclass

@@ -1,11 +1,11 @@
-"""``asd audit`` and ``asd.frameworks``: framework gradients against the Clarke set.
+"""``asd audit`` and ``asd.cli.frameworks``: framework gradients against the Clarke set.
 
 - a PyTorch MLP at zero pre-activations (first layer of (a, -a) pairs, so the function is
   linear near 0 and its Clarke set is one gradient): PyTorch's gradient is outside, exit 1;
 - the same for a JAX function, and an inside verdict (exit 0) where the framework's choice
   happens to lie in the set;
 - the battery runs, writes its table and exits 0, and asd is inside every exact set;
-- ``asd.frameworks.derivative`` reports what each framework says for the paper's programs.
+- ``asd.cli.frameworks.derivative`` reports what each framework says for the paper's programs.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 import asd
-from asd import audit, battery, frameworks
-from asd.cli import load_target
+from asd.cli import audit, battery, frameworks
+from asd.cli.main import load_target
 
 
 def write(tmp_path, name: str, source: str):
@@ -169,7 +169,7 @@ def test_exact_sets_reject_points_outside():
     assert not battery.Ball([0, 0], 1).contains([0.6, 0.81])
 
 
-# ----- asd.frameworks -----
+# ----- asd.cli.frameworks -----
 
 
 @pytest.mark.parametrize("name", frameworks.available())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from asd.benchmarks import ops, peers, programs, runner
 
-from asd import bench
+from asd.cli import bench
 
 QUICK = programs.build(quick=True)
 
@@ -90,7 +90,7 @@ def test_asd_matches_the_hand_written_reference(bench_):
 def test_sweeps_hold_only_structured_maps(bench_):
     """No dense Jacobian is ever materialized in a benchmark's sweep."""
     from asd import api
-    from asd.linear import Dense, FanIn
+    from asd.core.linear import Dense, FanIn
 
     inputs = api._Inputs((bench_.params,), 0)
     trace, _, _ = api._sweep(lambda p: bench_.loss(ops.asd_ops(), p, bench_.data), inputs,

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asd
-from asd.branching_program import BranchingPrimitive, evaluate
+from asd.analysis.branching import BranchingPrimitive, evaluate
 from asd.testing import exact
 from asd.testing.strategies import directions, dyadics, kink_arrays
 

@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 
 import asd
 from asd import api
-from asd.linear import Diagonal, FanIn, Index, MatMul, Reshape, Sum, Transpose, Zero
-from asd.sweep import MAX_REQUEST_DEPTH, LazyDirection, Trace
+from asd.core.linear import Diagonal, FanIn, Index, MatMul, Reshape, Sum, Transpose, Zero
+from asd.core.sweep import MAX_REQUEST_DEPTH, LazyDirection, Trace
 
 
 def recorder(t):

@@ -3,7 +3,7 @@
 import numpy as np
 
 import asd
-from asd import demo
+from asd.cli import demo
 
 
 def test_clarke_interval_of_the_paper_programs():
@@ -21,7 +21,7 @@ def test_demo_runs_and_reports_asd_inside(capsys):
 
 
 def test_demo_rows_compare_installed_frameworks():
-    from asd import frameworks
+    from asd.cli import frameworks
 
     names = frameworks.available()
     for _, _, ours, (lo, hi), theirs in demo.rows(0.0, 3, names):

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import asd
-from asd.cli import main
+from asd.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAVY = ("sympy", "scipy", "rich", "mpmath")

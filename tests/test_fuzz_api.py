@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 import asd
 import asd.numpy as anp
-from asd.tracing import Tracer
+from asd.core.tracing import Tracer
 from asd.tree import flatten
 
 Point = namedtuple("Point", "x y")

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asd.linear import (
+from asd.core.linear import (
     Closure,
     Dense,
     Diagonal,

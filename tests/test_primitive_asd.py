@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import asd
-from asd.primitive import Primitive
+from asd.core.primitive import Primitive
 from asd.routine import NOT_DIFFERENTIABLE, asd_routine, is_constant_argument
 from asd.testing import exact
 from asd.tree import flatten

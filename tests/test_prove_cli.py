@@ -10,7 +10,7 @@ import textwrap
 import pytest
 
 from asd import proofs
-from asd.cli import main
+from asd.cli.main import main
 
 
 def test_prove_lists_every_primitive_and_passes(capsys):

@@ -1,4 +1,4 @@
-"""Series along the ray (asd/series.py): exactness, nested lexicographic order, strict signs,
+"""Series along the ray (asd/core/series.py): exactness, nested lexicographic order, strict signs,
 elementary functions at exact points; checked against sympy's exact Taylor expansions."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sympy
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asd.series import (
+from asd.core.series import (
     Interval,
     RaySeries,
     Series,

@@ -1,4 +1,23 @@
-"""JAX programs as asd programs: an interpreter from jaxprs to asd's library.
+"""JAX programs in, correct subgradients out: ``asd.jax.subgrad`` and ``asd.jax.function``.
+
+``jax.grad`` picks a fixed derivative at kinks (``jax.nn.relu`` declares ``relu'(0) = 0``,
+``jnp.maximum`` splits ties 0.5/0.5), which does not compose. These functions trace the JAX
+function to a jaxpr and interpret it with asd's library (below), so the answer
+is an element of the Clarke subdifferential.
+
+- ``subgrad(fn, argnums=0, seed=None, direction=None)(*args)``: like ``jax.grad``; args may be
+  pytrees (tuples, lists, dicts). With ``direction=v`` the result is the limiting gradient
+  ``lim ∇f(x + δv)``, δ ↓ 0. ``value_and_subgrad`` returns the value too.
+- ``function(fn, seed=None)``: ``fn`` as a ``jax.custom_vjp`` whose reverse rule is asd's
+  vector-limiting-Jacobian product (computed on the host, so it also works under ``jit``):
+  ``jax.grad`` of anything built on it gets correct subgradients.
+- ``program(fn, *args)``: the imported ``asd.Program``.
+
+Computation happens in the arrays' own precision (float32 unless JAX's x64 mode is on).
+This module is ``asd.frontends.jax``, published as ``asd.jax``; ``import asd`` does not import
+it, so JAX is imported only when ``asd.jax`` is first used.
+
+How a jaxpr becomes an asd program:
 
 ``jax.make_jaxpr`` gives the program as lax primitives (``max``, ``select_n``, ``dot_general``,
 ``conv_general_dilated``, ``reduce_window_max``...). `JaxProgram` evaluates that jaxpr on
@@ -19,6 +38,16 @@ Two rewrites keep jax.numpy's idioms correct at kinks:
   inputs, so they are constants here rather than comparisons with a permanent tie.
 - ``sqrt(reduce_sum(x * x))`` and ``sqrt(reduce_sum(x ** 2))`` (``jnp.linalg.norm``) become
   ``asd.norm``: ``sqrt`` alone is not Lipschitz at 0, the norm is.
+
+>>> import jax, jax.numpy as jnp, asd.jax
+>>> f = lambda x: (jax.nn.relu(x) - jax.nn.relu(-x)).sum()
+>>> asd.jax.subgrad(f)(jnp.zeros(3))
+Array([1., 1., 1.], dtype=float32)
+>>> jax.grad(f)(jnp.zeros(3))                          # JAX's own answer
+Array([0., 0., 0.], dtype=float32)
+>>> jax.grad(lambda x: asd.jax.function(lambda x: jax.nn.relu(x) - jax.nn.relu(-x))(x).sum())(
+...     jnp.zeros(3))
+Array([1., 1., 1.], dtype=float32)
 """
 
 from __future__ import annotations

@@ -1,4 +1,25 @@
-"""PyTorch programs as asd programs, via ``torch.export``.
+"""PyTorch programs in, correct subgradients out: ``asd.torch.subgrad`` and ``asd.torch.function``.
+
+PyTorch picks a fixed derivative at every kink (``relu'(0) = 0``), which does not compose:
+``relu(x) - relu(-x)`` is the identity, yet its PyTorch gradient at 0 is 0. These functions
+import the PyTorch program through ``torch.export`` (below) and run asd's sweep on it, so
+the answer is an element of the Clarke subdifferential.
+
+- ``subgrad(fn, *tensors, argnums=0, seed=None, direction=None)``: ``fn`` is a function or an
+  ``nn.Module`` returning a scalar. ``argnums`` is an int or a tuple of ints (positions in
+  ``tensors``), or ``'params'`` for the module parameters (then the result, and a given
+  ``direction``, are dicts ``{qualified name: tensor}``; a function's captured module ``lin``
+  names its parameters ``'lin.weight'``...); ``'params'`` may also appear inside a tuple.
+  With ``direction=v`` the result is the limiting gradient ``lim ∇f(x + δv)``, δ ↓ 0.
+- ``value_and_subgrad``: the same with the value.
+- ``function(fn, seed=None)``: a drop-in replacement for ``fn`` whose forward runs ``fn`` and
+  whose backward (a ``torch.autograd.Function``) is asd's: the incoming gradient pulled back
+  through the linearizations selected along a random direction, i.e. a vector-limiting-
+  Jacobian product. Module parameters used by ``fn`` receive their gradients too.
+- ``program(fn, *tensors)``: the imported ``asd.Program``.
+
+This module is ``asd.frontends.torch``, published as ``asd.torch``; ``import asd`` does not
+import it, so PyTorch is imported only when ``asd.torch`` is first used.
 
 Why ``torch.export`` and not ``torch.fx.symbolic_trace``: both were tried on the model set
 (MLP, CNN with conv/batch norm/pooling/dropout, and functions using topk, sort, norm, where,
@@ -20,6 +41,18 @@ A node that depends on the differentiated inputs and has no mapping raises
 path and the source line; nothing ever falls back to PyTorch's own derivative. Nodes that
 depend only on constants (``torch.zeros``, index arithmetic) are evaluated by PyTorch itself:
 they carry no derivative.
+
+>>> import torch, asd.torch
+>>> f = lambda x: (torch.relu(x) - torch.relu(-x)).sum()
+>>> asd.torch.subgrad(f, torch.zeros(3))
+tensor([1., 1., 1.])
+>>> x = torch.zeros(3, requires_grad=True)
+>>> (torch.relu(x) - torch.relu(-x)).sum().backward(); x.grad     # PyTorch's own answer
+tensor([0., 0., 0.])
+>>> x.grad = None
+>>> g = asd.torch.function(lambda x: torch.relu(x) - torch.relu(-x))
+>>> g(x).sum().backward(); x.grad
+tensor([1., 1., 1.])
 """
 
 from __future__ import annotations

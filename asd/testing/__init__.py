@@ -11,8 +11,8 @@
 2
 """
 
-from .checker import RuleReport, check_rule, dyadic_direction
-from .exact import (
+from asd.testing.checker import RuleReport, check_rule, dyadic_direction
+from asd.testing.exact import (
     DegenerateTie,
     Jet,
     Series,

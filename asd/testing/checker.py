@@ -30,13 +30,13 @@ from typing import Any
 import mpmath
 import numpy as np
 
-from ..api import directional, jacobian
-from ..linear import FanIn
-from ..program import format_node
-from ..sweep import Trace
-from ..tracing import Tracer
-from . import exact as exact_oracle
-from .precise import DPS, precise_array, to_mpf
+from asd.api import directional, jacobian
+from asd.core.linear import FanIn
+from asd.core.program import format_node
+from asd.core.sweep import Trace
+from asd.core.tracing import Tracer
+from asd.testing import exact as exact_oracle
+from asd.testing.precise import DPS, precise_array, to_mpf
 
 __all__ = ["RuleReport", "check_rule", "dyadic_direction"]
 

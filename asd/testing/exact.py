@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from asd.series import (
+from asd.core.series import (
     _NOT_POLYNOMIAL,
     DEFAULT_ORDER,
     Series,

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
-import asd  # noqa: E402
 import asd.jax  # noqa: E402
+
+import asd  # noqa: E402
 from asd.testing.exact import limiting_gradient  # noqa: E402
 
 F32 = dict(rtol=2e-5, atol=2e-6)

@@ -18,8 +18,9 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
-import asd  # noqa: E402
 import asd.torch  # noqa: E402
+
+import asd  # noqa: E402
 from asd.testing.exact import limiting_gradient  # noqa: E402
 
 DOUBLE = torch.float64
@@ -399,13 +400,27 @@ def test_constant_only_nodes_are_evaluated_by_torch():
 
 
 def test_import_asd_does_not_import_torch():
+    """``import asd`` (and the command line's framework probe) never loads a framework; the
+    front end is loaded, with its framework, on first use of ``asd.torch`` or ``asd.jax``."""
     import subprocess
     import sys
 
-    code = "import sys, asd, asd.torch, asd.jax, asd.frameworks; print('torch' in sys.modules)"
+    code = ("import sys, asd, asd.cli.frameworks; print('torch' in sys.modules, "
+            "'jax' in sys.modules); asd.torch; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)
-    assert out.stdout.strip() == "False"
+    assert out.stdout.split() == ["False", "False", "True"]
+
+
+def test_the_public_front_end_is_the_implementing_module():
+    """``asd.torch`` and ``asd.frontends.torch`` are one module object: extending ``ATEN``
+    through either name extends the table the importer reads."""
+    import asd.torch
+
+    import asd.frontends.torch
+
+    assert asd.torch is asd.frontends.torch
+    assert asd.torch.__spec__.name == "asd.frontends.torch"
 
 
 def test_gathering_by_topk_indices_is_decided_by_the_ray_not_guessed():

@@ -294,8 +294,8 @@ def test_sort_map_is_a_permutation_index():
     assert "sort" in str(trace)
     from asd.library.order import sort_rule
 
-    from asd.linear import Index
-    from asd.primitive import FixedTangent
+    from asd.core.linear import Index
+    from asd.core.primitive import FixedTangent
 
     x = np.array([1.0, 0.0, 1.0, 0.0])
     _, lin = sort_rule([x], [FixedTangent(np.array([0.0, 1.0, -1.0, 1.0]))], axis=0)

@@ -3,7 +3,7 @@
 Along the ray ``x + δv`` every branch of a piecewise-polynomial program is eventually fixed, so
 its values are polynomials in δ there, and comparing series by their leading nonzero coefficient
 decides every branch exactly the way the ray does. The engine uses this to break ties that the
-first-order tangent leaves open (``h == 0`` and ``ḣ == 0``, see ``asd.ray``); the exact oracle of
+first-order tangent leaves open (``h == 0`` and ``ḣ == 0``, see ``ties``); the exact oracle of
 ``asd.testing`` uses it to compute limiting gradients.
 """
 

@@ -13,11 +13,33 @@ import functools
 
 import numpy as np
 
-from .errors import ASDError, NonFiniteError, NotLipschitzError, ShapeError
-from .linear import FanIn
-from .primitive import ConstantTangent, Primitive, ZeroTangent, rule_context
-from .program import Literal, Node, Program, format_node
-from .tracing import Tracer
+from asd.core.linear import FanIn
+from asd.core.primitive import ConstantTangent, Primitive, ZeroTangent, rule_context
+from asd.core.program import Literal, Node, Program, format_node
+from asd.core.tracing import Tracer
+from asd.errors import ASDError, NonFiniteError, NotLipschitzError, ShapeError
+
+
+def tangent_at(dx, index, shape: tuple) -> np.ndarray:
+    """The entries ``index`` (a mask in the output's shape) of an input's tangent, broadcast."""
+    if getattr(dx, "is_zero", False):
+        return np.zeros(int(np.count_nonzero(index)) if index is not None else shape)
+    in_shape = tuple(getattr(dx, "shape", shape))
+    if index is not None and in_shape == tuple(shape):
+        return dx(index)  # ask for the tied entries only: the engine counts them as ties
+    if index is not None:
+        # A broadcast operand: ask for the input entries some tied output entry reads.
+        lead = len(shape) - len(in_shape)
+        wide = tuple(lead + i for i, n in enumerate(in_shape) if n == 1 and shape[lead + i] != 1)
+        need = np.any(index, axis=tuple(range(lead)) + wide, keepdims=True)
+        need = need.reshape(need.shape[lead:])
+        part = dx(need)
+        t = np.zeros(in_shape, part.dtype)
+        t[need] = part
+        return np.broadcast_to(t, shape)[index]
+    t = dx()
+    return t if np.shape(t) == shape else np.broadcast_to(t, shape)
+
 
 
 class LazyTangent:
@@ -340,7 +362,7 @@ class Trace:
         """Node ``k``'s derivative along the lexicographic direction ``level`` (``w_level``).
 
         Pushed, in float64, through the linearizations the sweep has selected: the first-order
-        term of a tie that persists along ``v`` (`asd.ray`). Memoized per level.
+        term of a tie that persists along ``v`` (`asd.core.ties`). Memoized per level.
         """
         return push_direction(self.nodes, self.lins.__getitem__,
                               lambda j: self.lex_leaf(j, level),

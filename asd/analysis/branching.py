@@ -35,9 +35,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .errors import ArgumentError, ArgumentTypeError, ASDError, TracerBoolError, UnsupportedError
-from .linear import Diagonal, FanIn
-from .primitive import Primitive, record_degenerate_tie
+from asd.core.linear import Diagonal, FanIn
+from asd.core.primitive import Primitive, record_degenerate_tie
+from asd.errors import ArgumentError, ArgumentTypeError, ASDError, TracerBoolError, UnsupportedError
 
 # ----- the smooth functions a program may declare (name -> numpy, derivative, sympy name) -----
 
@@ -79,7 +79,7 @@ class _Active(threading.local):
     def __init__(self):
         self.runs: list = []
 
-    # the list operations the evaluators use (asd.certificate runs programs too)
+    # the list operations the evaluators use (asd.analysis.certificate runs programs too)
     def append(self, run) -> None:
         self.runs.append(run)
 

@@ -31,13 +31,13 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linprog, nnls
 
-from .api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along
-from .errors import ArgumentError, ArgumentTypeError, ASDError
-from .linear import FanIn
-from .primitive import ZeroTangent, rule_context
-from .result import Tie, ties_of
-from .sweep import LazyTangent, Trace, missing_cone, push_direction
-from .tree import flatten
+from asd.api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along
+from asd.core.linear import FanIn
+from asd.core.primitive import ZeroTangent, rule_context
+from asd.core.sweep import LazyTangent, Trace, missing_cone, push_direction
+from asd.errors import ArgumentError, ArgumentTypeError, ASDError
+from asd.result import Tie, ties_of
+from asd.tree import flatten
 
 
 class ClarkeSample:
@@ -338,9 +338,9 @@ class _Group:
 
 
 class _DirectionView:
-    """The parts of a trace that exact tie-breaking (``asd.ray``) reads, for one direction.
+    """The parts of a trace that exact tie-breaking (``asd.core.ties``) reads, for one direction.
 
-    ``asd.ray`` re-runs a tied quantity's ancestors on power series along ``x + δv``,
+    ``asd.core.ties`` re-runs a tied quantity's ancestors on power series along ``x + δv``,
     starting from the inputs' tangents; here those are the given direction's, not the
     recording sweep's.
     """
@@ -360,7 +360,7 @@ class _DirectionView:
                               self.lex_tangents.setdefault(level, {}))
 
     def tangent(self, k: int) -> np.ndarray:
-        """The given direction at input node ``k`` (the only tangents ``asd.ray`` reads)."""
+        """The given direction at input node ``k`` (the only tangents ``asd.core.ties`` reads)."""
         return self.inputs[k]
 
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import ASDError, NestingError, UnsupportedError
+from asd.errors import ASDError, NestingError, UnsupportedError
 
 Rule = Callable[..., tuple[Any, Any]]
 
@@ -58,7 +58,7 @@ class ConstantTangent(ZeroTangent):
 
 
 class Traced:
-    """Base class of traced values (``asd.tracing.Tracer``): what ``bind`` looks for."""
+    """Base class of traced values (``asd.core.tracing.Tracer``): what ``bind`` looks for."""
 
     __slots__ = ()
 
@@ -67,7 +67,7 @@ class FixedTangent:
     """A tangent that is already known (used by ``Primitive.asd`` and ``asd.testing``).
 
     ``lex`` holds the input's share of the further directions ``w1, w2, ...`` that decide ties
-    persisting along the tangent (see `asd.ray`); without them such a tie reads as equal.
+    persisting along the tangent (see `asd.core.ties`); without them such a tie reads as equal.
     """
 
     __slots__ = ("value", "lex")
@@ -128,7 +128,7 @@ class Primitive:
         """
         xs = tuple(np.asarray(x) for x in xs)
         dirs = (direction,) if len(xs) == 1 else tuple(direction)
-        # a tie persisting along the direction is decided by a second, seeded one (asd.ray)
+        # a tie persisting along the direction is decided by a second, seeded one (asd.core.ties)
         rng = np.random.default_rng(0)
         dxs = [FixedTangent(np.asarray(d, dtype=np.result_type(x, float)),
                             [rng.standard_normal(np.shape(x))]) for x, d in

@@ -35,7 +35,7 @@ from fractions import Fraction
 import numpy as np
 import sympy
 
-from .branching_program import (
+from asd.analysis.branching import (
     _ACTIVE,
     SMOOTH,
     BranchingPrimitive,
@@ -43,7 +43,7 @@ from .branching_program import (
     _not_in_model,
     ufunc_in_model,
 )
-from .errors import ASDError, TracerBoolError
+from asd.errors import ASDError, TracerBoolError
 
 MAX_PATHS = 512
 _GRID = [sympy.Rational(v) for v in ("0", "1", "-1", "1/2", "-1/2", "2", "-2", "3", "-3",

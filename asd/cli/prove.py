@@ -12,7 +12,7 @@ import sys
 import time
 from typing import TYPE_CHECKING
 
-from .cli import load_target
+from asd.cli.main import load_target
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -103,7 +103,7 @@ def prove_library(console: Console, family: str | None = None, as_markdown: bool
 
 def prove_program(console: Console, spec: str, smooth: list[str]) -> int:
     """Certify one user branching program; print its pieces, checks and failures."""
-    from asd.certificate import certify
+    from asd.analysis.certificate import certify
 
     fn = load_target(spec)
     cert = certify(fn, smooth=smooth or None)

@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import (
+from asd.core.primitive import Traced
+from asd.errors import (
     ArgumentError,
     ArgumentTypeError,
     NestingError,
@@ -28,8 +29,7 @@ from .errors import (
     OutputError,
     ShapeError,
 )
-from .primitive import Traced
-from .tree import TreeDef, flatten, unflatten
+from asd.tree import TreeDef, flatten, unflatten
 
 INT64_RANGE = (-(2 ** 63), 2 ** 63)
 """Python integers outside this range do not fit numpy's int64 and are refused."""
@@ -312,7 +312,7 @@ def check_finite_tangents(trace, outs: list, dots: list) -> None:
     """For directional derivatives: name the first node whose tangent is not finite."""
     if all(np.all(np.isfinite(d)) for d in dots):
         return
-    from .program import format_node
+    from asd.core.program import format_node
 
     for k, t in enumerate(trace.tangents):
         if t is not None and not np.all(np.isfinite(t)):

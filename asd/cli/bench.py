@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from rich.console import Console
 
-    from .benchmarks import runner
+    from asd.benchmarks import runner
 
     console = Console()
     if not console.is_terminal:  # a log or a pipe: keep the table's columns on one line

@@ -1,7 +1,7 @@
 """The audit battery: nonsmooth patterns at their kinks, with their exact Clarke sets.
 
 Each `Pattern` is written once against an operations namespace (``ops.relu``,
-``ops.maximum``, ``ops.sort`` ...; see `asd.frameworks.ops`), so the same program runs under
+``ops.maximum``, ``ops.sort`` ...; see `asd.cli.frameworks.ops`), so the same program runs under
 asd and under every installed framework's own autodiff. Its Clarke subdifferential at the
 point is derived by hand and stored exactly (`Hull` of finitely many gradients, or a
 Euclidean `Ball`): the battery's verdicts compare against that set, not against a sample.
@@ -234,8 +234,7 @@ def verdict(clarke: Hull | Ball, g) -> str:
 def evaluate(pattern: Pattern, frameworks: list[str], seed: int = 0) -> Row:
     """asd's subgradient, a Clarke sample and every framework's gradient for one pattern."""
     import asd
-
-    from . import frameworks as fw
+    from asd.cli import frameworks as fw
 
     o = asd_ops()
     x = pattern.point
@@ -269,7 +268,7 @@ def evaluate(pattern: Pattern, frameworks: list[str], seed: int = 0) -> Row:
 def run(frameworks: list[str] | None = None, seed: int = 0, progress: bool = True
         ) -> list[Row]:
     """Evaluate every pattern of `CATALOG` (with a progress bar when ``progress``)."""
-    from . import frameworks as fw
+    from asd.cli import frameworks as fw
 
     names = fw.available() if frameworks is None else frameworks
     if not progress:
@@ -296,7 +295,7 @@ def cell(g, status: str) -> str:
 
 
 def table_rows(rows: list[Row], frameworks: list[str]) -> tuple[list[str], list[list[str]]]:
-    from .frameworks import LABELS
+    from asd.cli.frameworks import LABELS
 
     header = ["pattern", "f", "x", "exact Clarke set", "asd"] + [LABELS[f] for f in frameworks]
     body = []
@@ -310,7 +309,7 @@ def table_rows(rows: list[Row], frameworks: list[str]) -> tuple[list[str], list[
 
 
 def summary(rows: list[Row], frameworks: list[str]) -> list[str]:
-    from .frameworks import LABELS
+    from asd.cli.frameworks import LABELS
 
     lines = [f"asd: {sum(r.asd_ok and r.sampled_ok for r in rows)}/{len(rows)} inside the "
              "exact Clarke set"]
@@ -337,7 +336,7 @@ def markdown(rows: list[Row], frameworks: list[str]) -> str:
     """The battery table as Markdown (what ``--write-docs`` writes)."""
     import platform
 
-    from .frameworks import _MODULES, LABELS
+    from asd.cli.frameworks import _MODULES, LABELS
 
     header, body = table_rows(rows, frameworks)
     versions = [f"{LABELS[f]} {_version(_MODULES[f])}" for f in frameworks]
@@ -350,7 +349,7 @@ def markdown(rows: list[Row], frameworks: list[str]) -> str:
         "Every entry is computed when the command runs.",
         "",
         "Each row is a nonsmooth program evaluated at a kink, its exact Clarke "
-        "subdifferential (derived by hand, in `asd/battery.py`), asd's subgradient (one sweep "
+        "subdifferential (derived by hand, in `asd/cli/battery.py`), asd's subgradient (one sweep "
         "along a random direction) and each framework's own gradient. "
         "✓ inside the Clarke set; ✗ outside it; ✗✗ outside although the set is a single "
         "gradient (the function is differentiable there and the framework's answer is simply "

@@ -84,7 +84,7 @@ class LinearMap:
 
         Pushing ``|t|`` through magnitudes bounds what floating point can lose in a push
         (``|fl(Lt) - Lt| <= γ |L||t|``), so a tie's tangent whose sign rounding could flip is
-        sent to the exact series instead (`asd.ray`).
+        sent to the exact series instead (`asd.core.ties`).
         """
         return None
 

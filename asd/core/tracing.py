@@ -2,7 +2,7 @@
 
 Values are computed eagerly (the primal runs once, inside the rules), so a ``Tracer`` is a
 numpy value plus the id of the node that produced it. Operators and numpy calls reach the
-library through the dispatch tables in ``asd.primitive``; the engine never names a primitive.
+library through the dispatch tables in ``asd.core.primitive``; the engine never names a primitive.
 """
 
 from __future__ import annotations
@@ -13,15 +13,7 @@ import sys
 
 import numpy as np
 
-from .errors import (
-    ArgumentTypeError,
-    ASDError,
-    DeadTraceError,
-    IndexingError,
-    ShapeError,
-    TracerBoolError,
-)
-from .primitive import (
+from asd.core.primitive import (
     FUNCTIONS,
     METHODS,
     UFUNC_ACCUMULATE,
@@ -30,6 +22,14 @@ from .primitive import (
     Primitive,
     Traced,
     unsupported,
+)
+from asd.errors import (
+    ArgumentTypeError,
+    ASDError,
+    DeadTraceError,
+    IndexingError,
+    ShapeError,
+    TracerBoolError,
 )
 
 
@@ -161,7 +161,8 @@ def close_trace(trace) -> None:
 COMPARISON_SYMBOLS = {"greater": ">", "greater_equal": ">=", "less": "<", "less_equal": "<=",
                       "equal": "==", "not_equal": "!="}
 
-_ENGINE_DIRS: list[str] = [os.path.dirname(os.path.abspath(__file__))]
+# the asd package folder (this file is asd/core/tracing.py), then the library's
+_ENGINE_DIRS: list[str] = [os.path.dirname(os.path.dirname(os.path.abspath(__file__)))]
 
 
 def _engine_dirs() -> list[str]:

@@ -13,7 +13,7 @@ The sample is an inner approximation of the Clarke set (exact in one dimension a
 piecewise-affine programs once every piece is hit), so "outside" means outside the hull of
 the limiting gradients found; ``--samples`` raises the number of directions.
 
-``asd audit --battery`` runs the built-in catalog (``asd.battery``) through every installed
+``asd audit --battery`` runs the built-in catalog (``asd.cli.battery``) through every installed
 framework against exact Clarke sets, prints the table and, with ``--write-docs PATH``, writes
 it as Markdown. It exits 0 after printing unless asd itself leaves an exact set.
 """
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cli import load_target
+from asd.cli.main import load_target
 
 FRAMEWORK_PREFIXES = {"torch": "torch", "jax": "jax", "tensorflow": "tensorflow",
                       "autograd": "autograd"}
@@ -88,19 +88,19 @@ def asd_program(fn, framework: str, x: np.ndarray) -> Callable:
     if framework == "torch":
         import torch
 
-        from .frontends import torch as frontend
+        from asd.frontends import torch as frontend
 
         prog = frontend.import_program(fn, torch.tensor(x))
         return lambda a: prog.numpy_fn(a)
     if framework == "jax":
         import jax.numpy as jnp
 
-        from .frontends import jax as frontend
+        from asd.frontends import jax as frontend
 
         jprog = frontend.JaxProgram(fn, (jnp.asarray(x),))
         return jprog.numpy_fn
     if framework == "tensorflow":
-        from .errors import UnsupportedError
+        from asd.errors import UnsupportedError
 
         raise UnsupportedError("asd has no TensorFlow importer; audit a PyTorch, JAX, autograd "
                                "or numpy version of the function")
@@ -111,8 +111,7 @@ def audit(fn, x: np.ndarray, framework: str | None = None, samples: int = 256,
           seed: int = 0) -> dict:
     """Everything ``asd audit`` prints, as a dict (see `main`)."""
     import asd
-
-    from . import frameworks as fw
+    from asd.cli import frameworks as fw
 
     framework = framework or detect(fn)
     program = asd_program(fn, framework, x)
@@ -143,7 +142,7 @@ def audit(fn, x: np.ndarray, framework: str | None = None, samples: int = 256,
 def _print_audit(report: dict, target: str) -> None:
     from rich.console import Console
 
-    from .frameworks import LABELS
+    from asd.cli.frameworks import LABELS
 
     console = Console()
     fw_label = LABELS.get(report["framework"], report["framework"])
@@ -186,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         return _battery(args)
     if not args.target or args.at is None:
         parser.error("give FILE.py:FUNCTION and --at POINT, or --battery")
-    from .errors import ASDError
+    from asd.errors import ASDError
 
     try:
         fn = load_target(args.target)
@@ -200,8 +199,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _battery(args) -> int:
-    from . import battery
-    from . import frameworks as fw
+    from asd.cli import battery
+    from asd.cli import frameworks as fw
 
     names = fw.available()
     rows = battery.run(names, seed=args.seed, progress=not args.no_progress)

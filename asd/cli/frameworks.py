@@ -4,13 +4,13 @@
 autograd. Nothing here is hard-coded: every number comes from running the framework's own
 gradient on a function written with the framework's own operations (``torch.relu``,
 ``jax.nn.relu``, ``tf.nn.relu``, autograd's ``np.maximum(x, 0)``). Frameworks are imported
-only when asked for, so ``import asd.frameworks`` costs nothing.
+only when asked for, so ``import asd.cli.frameworks`` costs nothing.
 
 Functions can be written once for every framework against an `Ops` namespace (``ops.relu``,
 ``ops.maximum``, ``ops.sort``, ...), which is how the paper's programs ``f1``..``f4`` and the
 audit battery are written.
 
->>> import asd.frameworks as fw
+>>> import asd.cli.frameworks as fw
 >>> "torch" in fw.available()
 True
 >>> fw.derivative("torch", "f2", 0.0)    # relu(x) - relu(-x) is the identity, torch says 0

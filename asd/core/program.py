@@ -6,9 +6,9 @@ from typing import Any
 
 import numpy as np
 
-from .errors import NonFiniteError, ShapeError
-from .primitive import Primitive, Traced, bind
-from .tree import TreeDef, flatten, unflatten
+from asd.core.primitive import Primitive, Traced, bind
+from asd.errors import NonFiniteError, ShapeError
+from asd.tree import TreeDef, flatten, unflatten
 
 
 class Literal:
@@ -101,7 +101,7 @@ class Program:
         A NaN or infinity in an output raises `NonFiniteError` naming the first node that
         produced one, as the derivative transforms do.
         """
-        from .arguments import as_real_array
+        from asd.core.arguments import as_real_array
 
         leaves, tree = flatten(args)
         if not tree.same_structure(self.in_tree):

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 COMMANDS = {
-    "demo": ("asd.demo", "the paper's examples: asd against the installed frameworks"),
-    "audit": ("asd.audit", "framework gradients against the Clarke set"),
-    "prove": ("asd.prove", "certificates for every primitive"),
-    "bench": ("asd.bench", "benchmarks: asd against the primal and its peers"),
+    "demo": ("asd.cli.demo", "the paper's examples: asd against the installed frameworks"),
+    "audit": ("asd.cli.audit", "framework gradients against the Clarke set"),
+    "prove": ("asd.cli.prove", "certificates for every primitive"),
+    "bench": ("asd.cli.bench", "benchmarks: asd against the primal and its peers"),
 }
 
 

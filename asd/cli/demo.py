@@ -39,7 +39,7 @@ def fmt_set(lo: float, hi: float) -> str:
 
 
 def rows(x: float, seeds: int, frameworks: list[str]):
-    from . import frameworks as fw
+    from asd.cli import frameworks as fw
 
     for name, (formula, f) in PROGRAMS.items():
         ours = [float(asd.subgrad(f, seed=s)(x)) for s in range(seeds)]
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from . import frameworks as fw
+    from asd.cli import frameworks as fw
 
     names = [] if args.no_frameworks else fw.available()
     table = Table(title=f"Derivatives at x = {args.at:g} (asd: {args.seeds} random seeds)")

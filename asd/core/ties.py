@@ -25,16 +25,15 @@ cone beyond ``BUDGET``) and first order is flat along every direction, the tie i
 ``flat``: the branches'
 gradients agree almost surely, and rules whose answer depends on more than the gradient
 (``where``) refuse it with `UndecidedTieError`. Every decision is reported per sweep
-(`asd.primitive.record_tie_decision`), so a result can say which element it is.
+(`asd.core.primitive.record_tie_decision`), so a result can say which element it is.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from .errors import UndecidedTieError
-from .primitive import FixedTangent, record_degenerate_tie, record_tie_decision
-from .series import (
+from asd.core.primitive import FixedTangent, record_degenerate_tie, record_tie_decision
+from asd.core.series import (
     RaySeries,
     Series,
     TranscendentalConstant,
@@ -42,7 +41,8 @@ from .series import (
     object_array,
     to_fraction,
 )
-from .sweep import LazyTangent, Trace, missing_cone
+from asd.core.sweep import LazyTangent, Trace, missing_cone, tangent_at
+from asd.errors import UndecidedTieError
 
 BUDGET = 20_000
 """Most entries one tie may newly evaluate on series along ``v`` (memoized entries are free;
@@ -170,8 +170,6 @@ class _Side:
         return None
 
     def tangent(self, level: int, mask: np.ndarray) -> np.ndarray:
-        from .extend import tangent_at
-
         if not self.moves:
             return np.zeros(int(np.count_nonzero(mask)))
         if level == 0:
