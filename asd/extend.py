@@ -40,12 +40,14 @@ from asd.core.linear import (
     unbroadcast,
 )
 from asd.core.primitive import (
+    ALTERNATIVES,
     METHODS,
     UFUNC_ACCUMULATE,
     UFUNC_REDUCE,
     FixedTangent,
     Primitive,
     ZeroTangent,
+    qualified_name,
     record_degenerate_tie,
     record_tie_decision,
     register_numpy,
@@ -60,6 +62,11 @@ from asd.errors import NotLipschitzError
 
 def is_traced(x) -> bool:
     return isinstance(x, Tracer)
+
+
+def register_alternative(numpy_fn, instead: str) -> None:
+    """Name what to call instead of ``numpy_fn`` when it has no rule (the refusal says so)."""
+    ALTERNATIVES[qualified_name(numpy_fn)] = instead
 
 
 def register_method(name: str, fn: Callable) -> None:
@@ -296,6 +303,7 @@ __all__ = [
     "record_degenerate_tie",
     "record_tie_decision",
     "register_accumulate",
+    "register_alternative",
     "register_method",
     "register_numpy",
     "register_reduce",

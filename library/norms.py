@@ -14,7 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from asd.errors import NotLipschitzError, UnsupportedError
-from asd.extend import LinearMap, Primitive, leading_vector, register_numpy
+from asd.extend import (
+    LinearMap,
+    Primitive,
+    leading_vector,
+    register_alternative,
+    register_numpy,
+)
 
 from . import smooth
 from .order import Layout, Ray, amax, amin, normalize_axes
@@ -262,5 +268,7 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
 
 
 register_numpy(np.linalg.norm, norm)
+register_alternative(np.linalg.vector_norm, "numpy.linalg.norm(x, ord, axis) or asd.norm")
+register_alternative(np.linalg.matrix_norm, "numpy.linalg.norm(x, ord, axis=(-2, -1))")
 
 __all__ = ["frobenius_norm", "l1_norm", "l2_norm", "linf_norm", "norm", "pnorm"]

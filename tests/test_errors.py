@@ -1,5 +1,7 @@
 """Every error class of DESIGN.md, raised with a message naming the node, the values and the fix."""
 
+import textwrap
+
 import numpy as np
 import pytest
 
@@ -299,3 +301,58 @@ def test_library_errors_inside_the_function_are_explained_and_the_users_pass_thr
     with pytest.raises(ValueError, match="negative dimensions") as info:
         asd.subgrad(lambda x: np.ones(-1))(1.0)
     assert not isinstance(info.value, asd.ASDError)
+
+
+def _registration_from_refusal(f, x, fill: dict[str, str]) -> str:
+    """The snippet an UnsupportedError offers, with the user's part filled in."""
+    with pytest.raises(asd.UnsupportedError) as info:
+        asd.subgrad(f)(x)
+    snippet = textwrap.dedent(str(info.value).split("\n\n", 1)[1])
+    for placeholder, code in fill.items():
+        assert placeholder in snippet
+        snippet = snippet.replace(placeholder, code)
+    return snippet
+
+
+def test_a_refusal_names_the_real_function_and_its_registration_runs():
+    """numpy.trapezoid (a linear function of y) is refused under its own name; the offered
+    registration, with the Jacobian filled in, makes the same call differentiate."""
+    from asd.core.primitive import FUNCTIONS
+
+    y = np.array([1.0, -2.0, 0.5, 3.0])
+    f = lambda y: np.trapezoid(y, dx=0.5)  # noqa: E731
+    weights = "0.5 * np.array([[0.5, 1.0, 1.0, 0.5]])"
+    snippet = _registration_from_refusal(f, y, {"jacobians = ...": f"jacobians = [{weights}]"})
+    try:
+        exec(snippet, {})
+        g = asd.subgrad(f, seed=0)(y)
+    finally:
+        FUNCTIONS.pop(np.trapezoid, None)
+    np.testing.assert_array_equal(g, [0.25, 0.5, 0.5, 0.25])
+
+
+def test_a_refused_ufunc_is_named_by_its_module_and_gets_a_smooth_registration():
+    """scipy.special.gammaln is a ufunc; the refusal names scipy.special, and its defsmooth
+    registration (derivative: digamma) agrees with a central difference at a smooth point."""
+    special = pytest.importorskip("scipy.special")
+    from asd.core.primitive import UFUNCS
+
+    x = np.array([0.7, 2.5])
+    f = lambda x: special.gammaln(x).sum()  # noqa: E731
+    snippet = _registration_from_refusal(
+        f, x, {"return ...": "return scipy.special.digamma(x)"})
+    assert "scipy.special.gammaln" in snippet
+    try:
+        exec(snippet, {})
+        g = asd.subgrad(f, seed=0)(x)
+    finally:
+        UFUNCS.pop(special.gammaln, None)
+    h = 1e-6
+    np.testing.assert_allclose(g, (special.gammaln(x + h) - special.gammaln(x - h)) / (2 * h),
+                               rtol=1e-7)
+
+
+def test_a_refusal_points_to_the_asd_spelling_that_exists():
+    err = raises(asd.UnsupportedError, lambda x: np.linalg.vector_norm(x), np.ones(2),
+                 "numpy.linalg.vector_norm has no asd rule", "Use numpy.linalg.norm")
+    assert "register_numpy(np.linalg.vector_norm" in str(err)

@@ -15,6 +15,7 @@ one-input primitive, a ``FanIn`` of maps otherwise.
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -166,13 +167,62 @@ def register_numpy(numpy_fn, fn: Callable) -> None:
         FUNCTIONS[numpy_fn] = fn
 
 
-def unsupported(what: str) -> UnsupportedError:
-    return UnsupportedError(
-        f"{what} has no asd rule, so it cannot run on traced arrays. Use an equivalent from "
-        f"asd.numpy, or register one: `p = asd.extend.Primitive(name, impl)`, "
-        f"`@p.defrule def rule(xs, dxs, **params): return ans, lin`, then "
-        f"`asd.extend.register_numpy({what.split()[0]}, p)`."
-    )
+# "numpy.array" -> what to call instead; filled by asd.library next to the dispatch tables
+ALTERNATIVES: dict[str, str] = {}
+
+
+def qualified_name(fn) -> str:
+    """``numpy.linalg.solve``, not ``numpy.solve``: the name a user finds in the docs.
+
+    A ufunc has no module; it is named after the loaded module that exports it (numpy first,
+    then scipy.special, whose functions are ufuncs too)."""
+    name = getattr(fn, "__name__", repr(fn))
+    if isinstance(fn, np.ufunc):
+        for module in ("numpy", "scipy.special"):
+            if getattr(sys.modules.get(module), name, None) is fn:
+                return f"{module}.{name}"
+        return name
+    module = getattr(fn, "__module__", None) or "numpy"
+    return f"{module}.{name}"
+
+
+def registration_snippet(fn) -> str:
+    """Python that registers a rule for ``fn``; the user writes only the derivative."""
+    qual = qualified_name(fn)
+    module, name = qual.rsplit(".", 1)
+    ref = "np" + qual[len("numpy"):] if module.split(".")[0] == "numpy" else qual
+    head = "    import numpy as np\n" + ("" if ref != qual else f"    import {module}\n")
+    head += "    import asd.extend\n\n"
+    if isinstance(fn, np.ufunc) and fn.nin == 1:
+        return (f"{head}    def {name}_derivative(x, ans):  # ans = {ref}(x), reusable\n"
+                f"        return ...  # the derivative of {name} at x, elementwise\n\n"
+                f"    asd.extend.defsmooth({name!r}, {ref}, {name}_derivative, numpy={ref})\n")
+    return (f"{head}    {name}_p = asd.extend.Primitive({name!r}, {ref})\n\n"
+            f"    @{name}_p.defrule\n"
+            f"    def {name}_rule(xs, dxs, **params):\n"
+            f"        ans = {ref}(*xs, **params)\n"
+            f"        jacobians = ...  # d ans / d xs[i], of shape (ans.size, xs[i].size)\n"
+            f"        maps = [asd.extend.Dense(J, np.shape(x), np.shape(ans))\n"
+            f"                for J, x in zip(jacobians, xs)]\n"
+            f"        return ans, asd.extend.FanIn(*maps)\n\n"
+            f"    asd.extend.register_numpy({ref}, {name}_p)\n")
+
+
+def unsupported(op) -> UnsupportedError:
+    """The refusal of an operation asd has no rule for: its real name, what to use instead
+    where asd has it, and, for a function, the registration that would add the rule.
+
+    ``op`` is the function itself, or a description (``"numpy.add.reduceat"``)."""
+    what = op if isinstance(op, str) else qualified_name(op)
+    message = f"{what} has no asd rule, so it cannot run on traced arrays. "
+    instead = ALTERNATIVES.get(what)
+    if instead:
+        message += f"Use {instead}. "
+    if isinstance(op, str):
+        return UnsupportedError(message + "To add a rule: asd.extend.Primitive, its defrule, "
+                                "then asd.extend.register_numpy (docs/design.md).")
+    return UnsupportedError(message + ("Or register" if instead else "Register") + " a rule:\n\n"
+                            + registration_snippet(op))
 
 
 # ----- binding: plain numpy when nothing is traced, the owning trace otherwise -----

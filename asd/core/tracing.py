@@ -21,6 +21,7 @@ from asd.core.primitive import (
     UFUNCS,
     Primitive,
     Traced,
+    qualified_name,
     unsupported,
 )
 from asd.errors import (
@@ -43,7 +44,7 @@ def _ufunc(uf):
                                           or other._trace is self._trace):
                 return self._trace.apply(fn, (self, other), {})
             if fn is None:
-                raise unsupported(f"numpy.{uf.__name__}")
+                raise unsupported(uf)
             return fn(self, other)
         except (IndexError, ValueError, TypeError) as e:
             raise as_asd_error(e, f"numpy.{uf.__name__}", (self, other)) from e
@@ -54,7 +55,7 @@ def _ufunc(uf):
             if type(fn) is Primitive and type(other) is not Tracer:
                 return self._trace.apply(fn, (other, self), {})
             if fn is None:
-                raise unsupported(f"numpy.{uf.__name__}")
+                raise unsupported(uf)
             return fn(other, self)
         except (IndexError, ValueError, TypeError) as e:
             raise as_asd_error(e, f"numpy.{uf.__name__}", (other, self)) from e
@@ -289,7 +290,7 @@ class Tracer(Traced):
     # ----- numpy protocols -----
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if kwargs.get("out") is not None:
-            raise unsupported(f"numpy.{ufunc.__name__} with out=")
+            raise unsupported(f"{qualified_name(ufunc)} with out=")
         kwargs.pop("out", None)
         suffix = "" if method == "__call__" else f".{method}"
         if method == "__call__":
@@ -299,7 +300,7 @@ class Tracer(Traced):
         else:
             fn = None
         if fn is None:
-            raise unsupported(f"numpy.{ufunc.__name__}{suffix}")
+            raise unsupported(f"{qualified_name(ufunc)}{suffix}" if suffix else ufunc)
         try:
             return fn(*inputs, **kwargs)
         except (IndexError, ValueError, TypeError) as e:
@@ -312,7 +313,7 @@ class Tracer(Traced):
                         **{k: _value_of(v) for k, v in kwargs.items()})
         fn = FUNCTIONS.get(func)
         if fn is None:
-            raise unsupported(f"numpy.{func.__name__}")
+            raise unsupported(func)
         try:
             return fn(*args, **kwargs)
         except (IndexError, ValueError, TypeError) as e:
