@@ -221,6 +221,10 @@ def unsupported(op) -> UnsupportedError:
     if isinstance(op, str):
         return UnsupportedError(message + "To add a rule: asd.extend.Primitive, its defrule, "
                                 "then asd.extend.register_numpy (docs/design.md).")
+    if isinstance(op, np.ufunc) and not any("d" in t.split("->")[1] for t in op.types):
+        return UnsupportedError(message + "Its results are integers or booleans, so there is "
+                                "nothing to differentiate: compute it on plain arrays, outside "
+                                "the differentiated function.")
     return UnsupportedError(message + ("Or register" if instead else "Register") + " a rule:\n\n"
                             + registration_snippet(op))
 

@@ -1,0 +1,152 @@
+"""Write ``docs/numpy-coverage.md``: every public function of numpy, numpy.linalg, numpy.fft
+and scipy.special, and what asd does with it on traced arrays.
+
+Usage: ``python docs/make_numpy_coverage.py [OUTPUT]`` (default: ``docs/numpy-coverage.md``
+next to this script). The status comes from asd's own dispatch tables (what a traced array
+actually routes to), so a new registration shows up here without editing this file; only the
+*reasons* for refusing a function are sorted by hand, in `REASONS`, and a function in no
+reason list is "not yet": the list of work left. ``tests/test_numpy_coverage.py`` checks the
+committed file is current.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+
+import numpy as np
+
+import asd  # noqa: F401  (registers the library's rules in the dispatch tables)
+from asd.core.primitive import ALTERNATIVES, FUNCTIONS, UFUNCS, qualified_name
+from asd.core.tracing import METADATA
+
+MODULES = ("numpy", "numpy.linalg", "numpy.fft", "scipy.special")
+
+# Registered, but locally constant with jumps: derivative 0 away from a jump, NotLipschitzError
+# at a jump that reaches the output (asd.stop_gradient makes them constants).
+DISCONTINUOUS = {
+    "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "sign", "floor",
+    "ceil", "round", "around", "rint", "trunc", "fix", "heaviside", "remainder", "mod",
+    "fmod", "floor_divide", "divmod", "modf",
+}
+
+REASONS: dict[str, tuple[str, set[str]]] = {
+    "discrete": ("integer or boolean result: nothing to differentiate; compute it on plain "
+                 "arrays, outside the differentiated function", {
+        "argwhere", "nonzero", "flatnonzero", "searchsorted", "digitize", "bincount",
+        "count_nonzero", "unique", "unique_all", "unique_counts", "unique_inverse",
+        "unique_values", "histogram", "histogram2d", "histogramdd", "histogram_bin_edges",
+        "isclose", "allclose", "array_equal", "array_equiv", "isin", "intersect1d",
+        "setdiff1d", "setxor1d", "union1d", "lexsort", "argpartition", "nanargmax",
+        "nanargmin", "ravel_multi_index", "unravel_index", "packbits", "unpackbits",
+        "isreal", "iscomplex", "isrealobj", "iscomplexobj", "isfortran", "isscalar",
+        "may_share_memory", "shares_memory", "isneginf", "isposinf", "matrix_rank",
+        "iterable", "gcd", "lcm", "all", "any", "logical_and", "logical_or", "logical_not",
+        "logical_xor", "isnan", "isinf", "isfinite", "isnat", "signbit", "bitwise_count",
+        "diag_indices_from", "tril_indices_from", "triu_indices_from",
+    }),
+    "constant": ("builds a constant array from shapes or scalars: runs unchanged when its "
+                 "arguments are not traced", {
+        "zeros", "ones", "empty", "full", "arange", "eye", "identity", "tri", "logspace",
+        "geomspace", "indices", "fromfunction", "frombuffer", "fromfile", "fromiter",
+        "fromstring", "fromregex", "diag_indices", "mask_indices", "tril_indices",
+        "triu_indices", "hamming", "hanning", "bartlett", "blackman", "kaiser",
+        "fftfreq", "rfftfreq", "meshgrid", "ix_", "from_dlpack", "asmatrix", "bmat",
+    }),
+    "utility": ("no array math: I/O, printing, dtypes, configuration or iteration helpers", {
+        "load", "save", "savez", "savez_compressed", "loadtxt", "savetxt", "genfromtxt",
+        "array2string", "array_repr", "array_str", "format_float_positional",
+        "format_float_scientific", "set_printoptions", "get_printoptions", "printoptions",
+        "base_repr", "binary_repr", "seterr", "geterr", "seterrcall", "geterrcall",
+        "setbufsize", "getbufsize", "can_cast", "promote_types", "min_scalar_type",
+        "common_type", "mintypecode", "typename", "issubdtype", "isdtype", "info",
+        "show_config", "show_runtime", "get_include", "test", "busday_count",
+        "busday_offset", "is_busday", "datetime_as_string", "datetime_data", "vectorize",
+        "frompyfunc", "nested_iters", "broadcast_shapes", "einsum_path",
+        "geterrobj", "seterrobj", "errstate",
+    }),
+    "in_place": ("writes into its argument in place; asd records pure operations: write "
+                 "y = x.copy() and assign items of y instead", {
+        "copyto", "place", "put", "putmask", "fill_diagonal",
+    }),
+    "complex": ("complex values: asd differentiates real programs", {
+        "sort_complex", "angle", "real_if_close", "fft", "ifft", "fft2", "ifft2", "fftn",
+        "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn", "hfft", "ihfft",
+        "eig", "eigvals", "roots",
+    }),
+}
+
+
+def functions(module_name: str) -> list[tuple[str, object]]:
+    """The public functions of a module (classes, constants and submodules left out)."""
+    module = importlib.import_module(module_name)
+    out = []
+    for name in sorted(n for n in dir(module) if not n.startswith("_")):
+        obj = getattr(module, name)
+        if callable(obj) and not isinstance(obj, type):
+            out.append((name, obj))
+    return out
+
+
+def status(name: str, fn) -> tuple[str, str]:
+    """(status, note) of one function on traced arrays."""
+    registered = (fn in UFUNCS) if isinstance(fn, np.ufunc) else _hashable_in(fn, FUNCTIONS)
+    if registered:
+        return ("discontinuous", "value computed; locally constant away from its jumps") \
+            if name in DISCONTINUOUS else ("supported", "")
+    if _hashable_in(fn, METADATA):
+        return "supported", "reads shape or dtype only"
+    for key, (reason, names) in REASONS.items():
+        if name in names:
+            return f"refused ({key})", reason
+    if isinstance(fn, np.ufunc) and not any("d" in t.split("->")[1] for t in fn.types):
+        return "refused (discrete)", "no floating-point loop: integer, boolean or complex only"
+    instead = ALTERNATIVES.get(qualified_name(fn))
+    return "not yet", f"no rule yet; use {instead}" if instead else "no rule yet"
+
+
+def _hashable_in(fn, table) -> bool:
+    try:
+        return fn in table
+    except TypeError:
+        return False
+
+
+def render() -> str:
+    import scipy
+
+    lines = ["# numpy and scipy coverage", "",
+             f"numpy {np.__version__}, scipy {scipy.__version__}, Python "
+             f"{sys.version_info.major}.{sys.version_info.minor}", "",
+             "Generated by `python docs/make_numpy_coverage.py` from asd's dispatch tables: "
+             "what each public function does when it meets a traced array inside "
+             "`asd.subgrad` and friends. **supported**: a rule (correct at its kinks); "
+             "**discontinuous**: its value is computed and it is locally constant away from "
+             "its jumps, and a jump that reaches the output raises `NotLipschitzError`; "
+             "**refused**: raises `asd.UnsupportedError` (or, for a constant, never sees a "
+             "traced value), for the reason given; **not yet**: refused because no rule has "
+             "been written yet, with the registration snippet in the error message.", ""]
+    rows: dict[str, list[tuple[str, str, str]]] = {}
+    for module in MODULES:
+        rows[module] = [(name, *status(name, fn)) for name, fn in functions(module)]
+    lines += ["| module | functions | supported | discontinuous | refused | not yet |",
+              "|---|---|---|---|---|---|"]
+    for module, entries in rows.items():
+        count = {s: sum(1 for _, st, _ in entries if st.split()[0] == s)
+                 for s in ("supported", "discontinuous", "refused", "not")}
+        lines.append(f"| `{module}` | {len(entries)} | {count['supported']} | "
+                     f"{count['discontinuous']} | {count['refused']} | {count['not']} |")
+    for module, entries in rows.items():
+        lines += ["", f"## `{module}`", "", "| function | status | note |", "|---|---|---|"]
+        lines += [f"| `{name}` | {st} | {note} |" for name, st, note in entries]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> None:
+    out = Path(argv[1]) if len(argv) > 1 else Path(__file__).with_name("numpy-coverage.md")
+    out.write_text(render(), encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
