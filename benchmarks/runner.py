@@ -189,8 +189,18 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
             if progress:
                 progress(b.name)
             programs.append(run_one(b, reps, warmup, peers))
+        models = []
+        if "torch" in peers and installed("torch"):
+            from . import torch_models
+
+            if progress:
+                progress("PyTorch models")
+            models = torch_models.run(quick, reps, warmup, only)
     info = machine()
     info["load average (1 min) at start, end"] = [load, os.getloadavg()[0] if load else None]
+    targets = evaluate_targets(programs)
+    if models:
+        targets += torch_models.targets(models)
     return {"machine": info,
             "settings": {"quick": quick, "reps": reps, "warmup": warmup, "peers": list(peers),
                          "threads": threads or "unchanged",
@@ -198,7 +208,7 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
             "memory": "peak numpy allocation during one call beyond the live inputs, by "
                       "tracemalloc (numpy-based contenders only; torch and JAX allocate "
                       "outside it)",
-            "programs": programs, "targets": evaluate_targets(programs)}
+            "programs": programs, "torch_models": models, "targets": targets}
 
 
 class _thread_limit:

@@ -47,6 +47,22 @@ def test_quick_run_prints_the_table_and_writes_json(quick_run, capsys):
         "mlp float32", "mlp float64", "mlp-ties float64", "scalar-chain float64"}
 
 
+def test_pytorch_models_run_on_their_device_and_match_torch(quick_run):
+    """The PyTorch rows: value+subgradient and a training step per model on the CPU (and CUDA
+    when present), each checked against torch's own gradients at a tie-free point."""
+    pytest.importorskip("torch")
+    report = json.loads(quick_run.read_text())
+    rows = report["torch_models"]
+    names = {(r["name"], r["device"]) for r in rows}
+    for model in ("cnn", "mlp", "residual"):
+        assert {(model, "cpu"), (f"train-step {model}", "cpu")} <= names
+    for r in rows:
+        assert r["check"]["ok"], (r["name"], r["check"])
+        assert set(r["check"]["relative_error"]) == {r["ratio_of"].split(" / ")[0]}
+        assert r["ratio"] > 0
+    assert {t["program"] for t in report["targets"]} >= {"cnn", "train-step cnn"}
+
+
 def test_every_program_is_checked_against_a_reference(quick_run):
     report = json.loads(quick_run.read_text())
     for p in report["programs"]:

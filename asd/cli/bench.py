@@ -1,4 +1,5 @@
-"""``asd bench``: asd against the numpy primal, hand-written backprop and its peers.
+"""``asd bench``: asd against the numpy primal, hand-written backprop and its peers, and on
+PyTorch models against PyTorch (on every device torch sees).
 
 The programs and the measurement live in the ``asd.benchmarks`` package (the top-level
 ``benchmarks/`` folder); this module is the command line: it runs them, prints the table
@@ -69,11 +70,16 @@ def main(argv: list[str] | None = None) -> int:
     report = runner.run(quick=args.quick, reps=args.reps, peers=peers, only=args.only,
                         progress=lambda name: console.log(f"running {name}"),
                         threads=threads)
-    if not report["programs"]:
+    if not report["programs"] and not report["torch_models"]:
         print(f"asd bench: no program name contains {args.only!r}", file=sys.stderr)
         return 2
     times, targets = runner.tables(report)
-    console.print(times)
+    if report["programs"]:
+        console.print(times)
+    if report["torch_models"]:
+        from asd.benchmarks import torch_models
+
+        console.print(torch_models.table(report["torch_models"]))
     if args.quick:
         # small sizes on a shared machine: the times show it runs, they judge nothing
         console.print("quick mode: small sizes, correctness checks only; time targets are not "
@@ -89,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
         with open(args.markdown, "w") as fh:
             fh.write(runner.markdown(report))
         console.print(f"wrote {args.markdown}")
-    failed = [p["name"] for p in report["programs"] if not p["check"]["ok"]]
+    failed = [p["name"] for p in report["programs"] + report["torch_models"]
+              if not p["check"]["ok"]]
     if failed:
         print(f"asd bench: asd's subgradient disagrees with the reference on {failed}",
               file=sys.stderr)
