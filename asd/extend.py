@@ -55,7 +55,7 @@ from asd.core.primitive import (
 )
 from asd.core.series import Series, leading_vector
 from asd.core.sweep import tangent_at
-from asd.core.ties import SeriesUnavailable, input_series, line, tie_sign
+from asd.core.ties import SeriesUnavailable, first_order_keys, input_series, line, tie_sign
 from asd.core.tracing import Tracer
 from asd.errors import NotLipschitzError
 
@@ -295,6 +295,7 @@ __all__ = [
     "deflinear",
     "defpiecewise",
     "defsmooth",
+    "first_order_keys",
     "identity",
     "input_series",
     "is_traced",

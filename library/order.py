@@ -25,6 +25,7 @@ from asd.extend import (
     LinearMap,
     Primitive,
     SeriesUnavailable,
+    first_order_keys,
     input_series,
     is_traced,
     register_accumulate,
@@ -94,10 +95,16 @@ class Ray:
         t[mask] = self.dx(mask)
         return self.sign * self.lay.to(t)
 
+    def keys(self, need: np.ndarray) -> np.ndarray | None:
+        """First-order keys of the entries ``need`` where the exact series is out of reach
+        (`asd.extend.first_order_keys`), in the layout; None: use `series`."""
+        keys = first_order_keys(self.x, self.dx, self.lay.shape, self.lay.back(need))
+        return None if keys is None else np.stack([self.sign * self.lay.to(k) for k in keys])
+
     def series(self, need: np.ndarray) -> np.ndarray | None:
         mask = self.lay.back(need)
         try:
-            s = input_series(self.x, self.dx, self.lay.shape, depth=None)
+            s = input_series(self.x, self.dx, self.lay.shape, depth=None, mask=mask)
         except SeriesUnavailable:
             return None
         out = np.full(self.lay.shape, None, dtype=object)
@@ -127,6 +134,10 @@ def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
         sel = np.where(multi, np.argmax(win, -1), sel)
         many = win.sum(-1) > 1
         if many.any():
+            keys = ray.keys((win & many[:, None]).reshape(shape))
+            if keys is not None:
+                sel = np.where(many, _lex_first_max(win & many[:, None], keys, rows.shape), sel)
+                return sel.reshape(shape[:-1])
             series = ray.series((win & many[:, None]).reshape(shape))
             if series is not None:
                 series = series.reshape(rows.shape)
@@ -138,6 +149,14 @@ def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
                             best = c
                     sel[r] = best
     return sel.reshape(shape[:-1])
+
+
+def _lex_first_max(cands: np.ndarray, keys: np.ndarray, rows_shape: tuple) -> np.ndarray:
+    """Per row, the first candidate with the lexicographically largest key stack."""
+    for key in keys:
+        key = np.where(cands, key.reshape(rows_shape), -np.inf)
+        cands = cands & (key == key.max(-1, keepdims=True))
+    return np.argmax(cands, -1)
 
 
 def lex_order(vals: np.ndarray, ray, descending: bool = False) -> np.ndarray:
@@ -541,9 +560,13 @@ class PoolRay:
         t[mask] = self.dx(mask)
         return t[(Ellipsis, *self.positions)]
 
+    def keys(self, need: np.ndarray) -> np.ndarray | None:
+        keys = first_order_keys(self.x, self.dx, self.x.shape, self._mask(need))
+        return None if keys is None else keys[(slice(None), Ellipsis, *self.positions)]
+
     def series(self, need: np.ndarray) -> np.ndarray | None:
         try:
-            s = input_series(self.x, self.dx, self.x.shape, depth=None)
+            s = input_series(self.x, self.dx, self.x.shape, depth=None, mask=self._mask(need))
         except SeriesUnavailable:
             return None
         return s[(Ellipsis, *self.positions)]

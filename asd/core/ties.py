@@ -123,11 +123,15 @@ def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -
     return memo[k]
 
 
-def input_series(x, dx, shape: tuple, depth: int | None = 1, order: int = 24) -> np.ndarray:
+def input_series(x, dx, shape: tuple, depth: int | None = 1, order: int = 24,
+                 mask: np.ndarray | None = None) -> np.ndarray:
     """The series of a rule's input ``x`` (with lazy tangent ``dx``), broadcast to ``shape``.
 
     ``depth`` counts the directions read (``v``, then ``w1``, ...); None reads them all, so
     comparing two entries' series orders them exactly as the lexicographic ray does.
+    ``mask`` (a bool array of ``shape``) names the entries the caller reads: series built from
+    the tangents alone (a fixed direction, or first order where the exact cone is out of
+    reach) are then built for those entries only, and the others are None.
     """
     if depth is None:
         depth = 1 + (_Side(x, dx, shape).levels() or 0)
@@ -138,17 +142,55 @@ def input_series(x, dx, shape: tuple, depth: int | None = 1, order: int = 24) ->
                 # first order along every direction: the order ties read where the exact
                 # series is out of reach (reported as flat by the rule's caller)
                 trace, k = dx.trace, dx.k
-                s = line(x, [trace.tangent(k)] + [trace.lex_tangent(k, level)
-                                                  for level in range(1, depth)], order)
                 record_tie_decision("flat", 1)
+                return _masked_line(x, [trace.tangent(k)] + [
+                    trace.lex_tangent(k, level) for level in range(1, depth)], shape, order,
+                    mask)
             return np.broadcast_to(s, shape)
     if isinstance(dx, LazyTangent):
-        s = node_series(dx.trace, dx.k, depth, order)
-    elif isinstance(dx, FixedTangent):
-        s = line(x, [dx.value, *dx.lex[:depth - 1]], order)
-    else:
-        s = as_series(x, order)
-    return np.broadcast_to(s, shape)
+        return np.broadcast_to(node_series(dx.trace, dx.k, depth, order), shape)
+    if isinstance(dx, FixedTangent):
+        return _masked_line(x, [dx.value, *dx.lex[:depth - 1]], shape, order, mask)
+    if mask is None:
+        return np.broadcast_to(as_series(x, order), shape)
+    out = np.full(shape, None, dtype=object)
+    out[mask] = as_series(np.broadcast_to(x, shape)[mask], order)
+    return out
+
+
+def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None:
+    """Where the exact series of ``x`` along the ray is out of reach: its first-order keys
+    ``(ẋ along v, along w1, ...)`` at ``mask``, shape ``(levels,) + shape`` (0 elsewhere).
+
+    Comparing entries by these floats, lexicographically, is exactly what comparing the
+    first-order series `input_series` falls back to would do, without building them: a rule
+    with many such ties (pooling windows of dead ReLUs) decides them all in a few numpy
+    passes. None when the exact series can be computed (use `input_series` then).
+    """
+    if not isinstance(dx, LazyTangent):
+        return None
+    depth = 1 + (_Side(x, dx, shape).levels() or 0)
+    trace, k = dx.trace, dx.k
+    try:
+        node_series(trace, k, depth)
+    except SeriesUnavailable:
+        record_tie_decision("flat", 1)
+        tangents = [trace.tangent(k)] + [trace.lex_tangent(k, level) for level in range(1, depth)]
+        keys = np.zeros((depth,) + tuple(shape))
+        for level, t in enumerate(tangents):
+            keys[level][mask] = np.broadcast_to(t, shape)[mask]
+        return keys
+    return None
+
+
+def _masked_line(x, tangents: list, shape: tuple, order: int, mask) -> np.ndarray:
+    """`line` broadcast to ``shape``, at the entries ``mask`` only (all when None)."""
+    if mask is None:
+        return np.broadcast_to(line(x, tangents, order), shape)
+    out = np.full(shape, None, dtype=object)
+    out[mask] = line(np.broadcast_to(x, shape)[mask],
+                     [np.broadcast_to(t, shape)[mask] for t in tangents], order)
+    return out
 
 
 # ----- deciding ties -----
@@ -183,7 +225,7 @@ class _Side:
     def series(self, depth: int, order: int, mask: np.ndarray) -> np.ndarray:
         if not self.moves:
             return as_series(np.broadcast_to(self.x, self.shape)[mask], order)
-        return input_series(self.x, self.dx, self.shape, depth, order)[mask]
+        return input_series(self.x, self.dx, self.shape, depth, order, mask)[mask]
 
 
 def tie_sign(a, da, b, db, tie: np.ndarray, *, record: bool = False,
