@@ -545,27 +545,25 @@ def _reached(fn) -> tuple[list[tuple[tuple, torch.nn.Module]], list[tuple[tuple,
 
 
 class _FunctionModule(torch.nn.Module):
-    """The function (or module) to export, with everything it reaches registered under it.
+    """The function (or module) to export, with the modules it reaches registered under it.
 
     ``torch.export`` lifts the parameters and buffers of the module it exports to graph
-    inputs and bakes every other tensor in as a constant. So the modules and tensors ``fn``
-    reaches through closures, globals, object attributes, dicts, lists and tuples are
-    registered here under their paths (``'cfg.net.0.weight'``, ``'params.w'``): each becomes
-    an input, read afresh at every call, and a tensor that requires grad gets its gradient.
-    A module ``fn`` itself is registered as ``self``; `TorchProgram` drops that prefix.
+    inputs. So the modules ``fn`` reaches through closures, globals, object attributes, dicts,
+    lists and tuples are registered here under their paths (``cfg.net`` for ``cfg['net']``):
+    their parameters become inputs named ``'cfg.net.0.weight'``. A module ``fn`` itself is
+    registered as ``self`` (`TorchProgram` drops that prefix). Tensors kept outside modules
+    are matched to the constants export lifts (`TorchProgram`), since ``fn`` reads them from
+    their own containers, not from here.
     """
 
-    def __init__(self, fn: Callable):
+    def __init__(self, fn: Callable, modules: list[tuple[tuple, torch.nn.Module]]):
         super().__init__()
         object.__setattr__(self, "asd_fn", fn)    # not a submodule: its state is placed below
         self.asd_containers: set[int] = set()
-        modules, tensors = _reached(fn)
         for path, module in modules:
             self._place(("self",) if module is fn else path, module)
-        for path, tensor in tensors:
-            self._place(path, tensor)
 
-    def _place(self, path: tuple, value) -> None:
+    def _place(self, path: tuple, module: torch.nn.Module) -> None:
         parts = [_part(p) for p in path] or ["self"]
         owner: torch.nn.Module = self
         for part in parts[:-1]:
@@ -583,15 +581,17 @@ class _FunctionModule(torch.nn.Module):
         name = parts[-1]
         while hasattr(owner, name):
             name += "_"
-        if isinstance(value, torch.nn.Module):
-            owner.add_module(name, value)
-        elif isinstance(value, torch.nn.Parameter):
-            owner.register_parameter(name, value)
-        else:
-            owner.register_buffer(name, value, persistent=False)
+        owner.add_module(name, module)
 
     def forward(self, *args):
         return self.asd_fn(*args)
+
+
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors are the same memory (export lifts a Parameter outside a module as
+    a plain copy sharing its storage)."""
+    return (a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+            and a.data_ptr() == b.data_ptr())
 
 
 def _part(p) -> str:
@@ -655,6 +655,8 @@ def _export(module: torch.nn.Module, example: tuple, label: str):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
+            # tensors requiring grad outside modules: asd maps them back (TorchProgram)
+            warnings.filterwarnings("ignore", "A model attribute .* requires gradient")
             return torch.export.export(module, example).run_decompositions({})
     except asd.ASDError:
         raise
@@ -686,7 +688,8 @@ class TorchProgram:
 
     def __init__(self, fn: Callable, example: tuple):
         self.fn = fn
-        self.module = _FunctionModule(fn)
+        modules, reached = _reached(fn)
+        self.module = _FunctionModule(fn, modules)
         label = f"`{getattr(fn, '__qualname__', type(fn).__qualname__)}`"
         self.exported = _export(self.module, example, label)
         self.graph = self.exported.graph_module.graph
@@ -710,7 +713,15 @@ class TorchProgram:
             elif spec.kind == InputKind.BUFFER:
                 self.fixed[name] = owned[spec.target]
             elif spec.kind == InputKind.CONSTANT_TENSOR:
-                self.fixed[name] = self.exported.constants[spec.target]
+                const = self.exported.constants[spec.target]
+                found = next((p for p, t in reached if t is const), None) or next(
+                    (p for p, t in reached if _same_view(t, const)), None)
+                tensor = dict(reached).get(found) if found is not None else None
+                if tensor is not None and tensor.requires_grad:
+                    self.param_names[name] = ".".join(found)
+                    self._tensors[".".join(found)] = tensor
+                else:               # read afresh at every call when asd knows where it is
+                    self.fixed[name] = const if tensor is None else tensor
             else:
                 raise UnsupportedError(f"torch.export input {name} of kind {spec.kind}")
         self.outputs = []
