@@ -401,7 +401,14 @@ def _broadcast_tensors(tensors):
     return [t + _zeros(shape, t) if np.shape(t) != shape else t for t in tensors]
 
 
+NUMPY_DTYPE = {torch.bfloat16: np.dtype(np.float32)}
+"""Torch dtypes numpy lacks, and the numpy dtype asd computes them in (bfloat16 values are
+exact in float32, so asd's sweep sees the very numbers the model holds)."""
+
+
 def _np_dtype(dtype):
+    if dtype in NUMPY_DTYPE:
+        return NUMPY_DTYPE[dtype]
     return torch.empty((), dtype=dtype).numpy().dtype
 
 
@@ -827,8 +834,20 @@ class TorchProgram:
 
 def _to_numpy(t) -> np.ndarray:
     if isinstance(t, torch.Tensor):
-        return t.detach().cpu().numpy()
+        t = t.detach().cpu()
+        return (t.to(torch.float32) if t.dtype in NUMPY_DTYPE else t).numpy()
     return np.asarray(t)
+
+
+def dtype_of(fn: Callable) -> torch.dtype | None:
+    """The floating dtype of the parameters and buffers ``fn`` reaches (None without any):
+    the precision a model is meant to run in, which ``asd audit`` evaluates it in."""
+    modules, tensors = _reached(fn)
+    for t in [*(t for _, m in modules for t in [*m.parameters(), *m.buffers()]),
+              *(t for _, t in tensors)]:
+        if t.is_floating_point():
+            return t.dtype
+    return None
 
 
 def _to_torch(a):
@@ -943,7 +962,16 @@ def value_and_subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=No
 
     value, g = asd.value_and_subgrad(f, nums, seed=seed, direction=_direction(direction))(
         *arrays, params)
-    return torch.from_numpy(np.array(value)), _as_torch_result(g)
+    tensors_of = {**dict(enumerate(tensors)), len(tensors): prog.tensors()}
+
+    def typed(i, gi):      # each gradient in its argument's dtype (bfloat16 back from float32)
+        if i == len(tensors):
+            return {k: v.to(tensors_of[i][k].dtype) for k, v in _as_torch_result(gi).items()}
+        return _as_torch_result(gi).to(tensors_of[i].dtype)
+
+    g = typed(nums, g) if isinstance(nums, int) else tuple(
+        typed(i, gi) for i, gi in zip(nums, g, strict=True))
+    return torch.from_numpy(np.array(value)), g
 
 
 def subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=None):
