@@ -628,12 +628,21 @@ def _make_jaxpr(fn: Callable, args: tuple):
     label = f"`{getattr(fn, '__qualname__', type(fn).__qualname__)}`"
     try:
         closed, out_shape = jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*args)
-    except jax.errors.ConcretizationTypeError as e:   # TracerBoolConversionError and kin
+    except (jax.errors.ConcretizationTypeError,         # TracerBoolConversionError and kin
+            jax.errors.TracerIntegerConversionError) as e:
         raise TracerBoolError(
             f"{label} uses a value computed from its inputs as a Python value (a branch, "
             f"bool(), int() or an index), at {_user_line(e)}: a Python `if` picks one side for "
             "every point, so at a tie it ignores the direction asd differentiates along. Write "
             "the choice as jnp.where(cond, a, b) (or jnp.maximum, jnp.clip...)."
+        ) from e
+    except (jax.errors.JAXTypeError, jax.errors.JAXIndexError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UnsupportedError(
+            f"JAX could not trace {label}: {type(e).__name__}: {first} (at {_user_line(e)}). "
+            "asd imports JAX programs through jax.make_jaxpr, which runs the function on "
+            "abstract arrays: use jax.numpy on the inputs (not numpy, .item() or boolean masks "
+            "with data-dependent shapes: jnp.where keeps the shape)."
         ) from e
     leaves = jax.tree_util.tree_leaves(out_shape)
     if not leaves or any(not hasattr(o, "shape") for o in leaves):

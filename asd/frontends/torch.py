@@ -612,6 +612,8 @@ def _where_from(node) -> str:
                       for p, t in stack.values())
     src = (node.meta.get("stack_trace") or "").strip().splitlines()
     line = src[-1].strip() if src else ""
+    if "self.asd_fn(" in line:      # export recorded asd's wrapper, not the user's line
+        line = ""
     parts = [f"node '{node.name}'"]
     if path:
         parts.append(f"module path {path}")

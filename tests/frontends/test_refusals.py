@@ -114,6 +114,16 @@ def test_an_export_failure_names_the_cause_and_the_fix():
         asd.torch.subgrad(via_numpy, torch.ones(2))
 
 
+@pytest.mark.parametrize("f, what", [
+    (lambda x: jnp.asarray(np.asarray(x)).sum(), "TracerArrayConversionError"),
+    (lambda x: x[x > 0].sum(), "NonConcreteBooleanIndexError"),
+], ids=["numpy", "mask"])
+def test_a_jax_tracing_failure_names_the_cause_and_the_fix(f, what):
+    with pytest.raises(asd.UnsupportedError, match=rf"JAX could not trace.*{what}.*"
+                       r"test_refusals.py:\d+.*jnp\.where keeps the shape"):
+        asd.jax.subgrad(f)(jnp.ones(2))
+
+
 # ----- integer arguments -----
 
 
