@@ -51,7 +51,7 @@ def _children(path: tuple, value, opaque: Callable[[Any], bool]) -> Iterator[tup
     if opaque(value) or isinstance(value, SCALARS) or isinstance(value, np.ndarray):
         return
     if isinstance(value, types.MethodType):
-        yield (*path[:-1], "self") if path else ("self",), value.__self__
+        yield (*path, "self"), value.__self__
         yield path, value.__func__
     elif isinstance(value, functools.partial):
         yield (*path, "func"), value.func

@@ -286,3 +286,74 @@ def test_fingerprints_see_through_containers_methods_and_helpers():
     assert key() != first
     paths = {p for p, _ in reach.walk(f)}
     assert ("helper", "state", "k", "1", "0") in paths    # a helper's closure, under its name
+
+
+# ----- the whole matrix: every kind of change, every entry point, both front ends -----
+
+
+class Switch:
+    """One change a trace bakes in, for one framework: ``fn`` has gradient ``before`` (a
+    scalar times ones) until ``flip()``, then ``after``."""
+
+    def __init__(self, kind: str, framework: str):
+        self.kind, self.framework = kind, framework
+        relu = torch.relu if framework == "torch" else jax.nn.relu
+        ident = lambda x: relu(x) - relu(-x)  # noqa: E731   (the identity, with kinks at 0)
+        state = {"c": 2.0, "flag": False}
+        if kind == "closure value":
+            self.fn = lambda x: (state["c"] * ident(x)).sum()
+            self.flip = lambda: state.update(c=-3.0)
+            self.before, self.after = 2.0, -3.0
+        elif kind == "closure flag":
+            self.fn = lambda x: (ident(x) * (5 if state["flag"] else 1)).sum()
+            self.flip = lambda: state.update(flag=True)
+            self.before, self.after = 1.0, 5.0
+        elif kind == "global flag":
+            self.fn = torch_global_flag if framework == "torch" else jax_global_flag
+            self.flip = lambda: setattr(here(), "FLAG", True)
+            self.before, self.after = 1.0, 3.0
+        else:                                         # train / eval
+            if framework == "torch":
+                m = torch.nn.Module()
+                m.forward = lambda x: (ident(x) * (4 if m.training else 1)).sum()
+                self.fn, self.flip = m, m.eval
+            else:
+                m = Model()
+                m.w = jnp.ones(2)
+                self.fn, self.flip = m, lambda: setattr(m, "train", False)
+            self.before, self.after = 4.0 if framework == "torch" else 3.0, 1.0
+
+    def grad(self, api: str):
+        x0 = np.zeros(2)
+        if self.framework == "torch":
+            x = torch.tensor(x0, dtype=DOUBLE)
+            if api == "subgrad":
+                return asd.torch.subgrad(self.fn, x, seed=0).numpy()
+            if api == "value_and_subgrad":
+                return asd.torch.value_and_subgrad(self.fn, x, seed=0)[1].numpy()
+            x.requires_grad_(True)
+            self.g = getattr(self, "g", None) or asd.torch.function(self.fn, seed=0)
+            self.g(x).backward()
+            return x.grad.numpy()
+        x = jnp.asarray(x0, jnp.float32)
+        if api == "subgrad":
+            return np.asarray(asd.jax.subgrad(self.fn, seed=0)(x))
+        if api == "value_and_subgrad":
+            return np.asarray(asd.jax.value_and_subgrad(self.fn, seed=0)(x)[1])
+        self.g = getattr(self, "g", None) or asd.jax.function(self.fn, seed=0)
+        return np.asarray(jax.grad(self.g)(x))
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+@pytest.mark.parametrize("kind", ["closure value", "closure flag", "global flag",
+                                  "train/eval"])
+@pytest.mark.parametrize("api", ["subgrad", "value_and_subgrad", "function"])
+def test_every_change_reaches_every_entry_point(framework, kind, api, monkeypatch):
+    monkeypatch.setattr(here(), "FLAG", False)
+    s = Switch(kind, framework)
+    np.testing.assert_array_equal(s.grad(api), np.full(2, s.before))
+    count = imports(asd.torch if framework == "torch" else asd.jax)
+    np.testing.assert_array_equal(s.grad(api), np.full(2, s.before))     # a cache hit
+    assert imports(asd.torch if framework == "torch" else asd.jax) == count
+    s.flip()
+    np.testing.assert_array_equal(s.grad(api), np.full(2, s.after))
