@@ -10,8 +10,15 @@ is an element of the Clarke subdifferential.
   ``lim ∇f(x + δv)``, δ ↓ 0. ``value_and_subgrad`` returns the value too.
 - ``function(fn, seed=None)``: ``fn`` as a ``jax.custom_vjp`` whose reverse rule is asd's
   vector-limiting-Jacobian product (computed on the host, so it also works under ``jit``):
-  ``jax.grad`` of anything built on it gets correct subgradients.
+  ``jax.grad`` of anything built on it gets correct subgradients. Its forward is the imported
+  jaxpr and its backward differentiates that same jaxpr; integer arguments (labels) get
+  ``float0`` cotangents.
 - ``program(fn, *args)``: the imported ``asd.Program``.
+
+Programs are cached under a key holding everything the trace reads (`import_program`,
+`asd.frontends.reach`: closure values, globals, object attributes, captured arrays by value),
+and traced through a fresh wrapper, so neither asd's cache nor JAX's answers for an old
+version of the function.
 
 Computation happens in the arrays' own precision (float32 unless JAX's x64 mode is on).
 This module is ``asd.frontends.jax``, published as ``asd.jax``; ``import asd`` does not import

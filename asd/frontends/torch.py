@@ -7,15 +7,22 @@ the answer is an element of the Clarke subdifferential.
 
 - ``subgrad(fn, *tensors, argnums=0, seed=None, direction=None)``: ``fn`` is a function or an
   ``nn.Module`` returning a scalar. ``argnums`` is an int or a tuple of ints (positions in
-  ``tensors``), or ``'params'`` for the module parameters (then the result, and a given
-  ``direction``, are dicts ``{qualified name: tensor}``; a function's captured module ``lin``
-  names its parameters ``'lin.weight'``...); ``'params'`` may also appear inside a tuple.
+  ``tensors``), or ``'params'`` for the parameters ``fn`` reaches (then the result, and a
+  given ``direction``, are dicts ``{path: tensor}``: a function's captured module ``lin``
+  names its parameters ``'lin.weight'``, a tensor requiring grad in ``cfg['w']`` is
+  ``'cfg.w'``); ``'params'`` may also appear inside a tuple.
   With ``direction=v`` the result is the limiting gradient ``lim ∇f(x + δv)``, δ ↓ 0.
 - ``value_and_subgrad``: the same with the value.
 - ``function(fn, seed=None)``: a drop-in replacement for ``fn`` whose forward runs ``fn`` and
   whose backward (a ``torch.autograd.Function``) is asd's: the incoming gradient pulled back
   through the linearizations selected along a random direction, i.e. a vector-limiting-
-  Jacobian product. Module parameters used by ``fn`` receive their gradients too.
+  Jacobian product. Every parameter ``fn`` reaches (in modules, closures, globals, objects,
+  dicts, lists, tuples) receives its gradient; one it uses but cannot reach raises.
+
+Programs are cached under a key holding everything the trace reads (`import_program`,
+`asd.frontends.reach`), so a changed closure, flag or ``module.training`` is never answered
+with the old program, and ``function``'s backward differentiates the program imported for
+its own forward.
 - ``program(fn, *tensors)``: the imported ``asd.Program``.
 
 This module is ``asd.frontends.torch``, published as ``asd.torch``; ``import asd`` does not
