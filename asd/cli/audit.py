@@ -83,6 +83,16 @@ def parse_point(text: str) -> np.ndarray:
         raise ValueError(f"--at must be JSON like '[0, 0]' or a .npy file, got {text!r}") from e
 
 
+def torch_dtype(fn):
+    """The dtype a PyTorch function runs in: its parameters' (float32, bfloat16...), or
+    float64 for a function without parameters (the point's own precision)."""
+    import torch
+
+    from asd.frontends import torch as frontend
+
+    return frontend.dtype_of(fn) or torch.float64
+
+
 def asd_program(fn, framework: str, x: np.ndarray) -> Callable:
     """``fn`` as a function of numpy arrays that asd can sweep (imported if need be)."""
     if framework == "torch":
@@ -90,7 +100,7 @@ def asd_program(fn, framework: str, x: np.ndarray) -> Callable:
 
         from asd.frontends import torch as frontend
 
-        prog = frontend.import_program(fn, torch.tensor(x))
+        prog = frontend.import_program(fn, torch.tensor(x, dtype=torch_dtype(fn)))
         return lambda a: prog.numpy_fn(a)
     if framework == "jax":
         import jax.numpy as jnp
@@ -115,28 +125,48 @@ def audit(fn, x: np.ndarray, framework: str | None = None, samples: int = 256,
 
     framework = framework or detect(fn)
     program = asd_program(fn, framework, x)
-    dtype = np.float32 if framework == "jax" else np.float64
+    dtype, eps = np.float64, None
+    if framework == "jax":
+        dtype, eps = np.float32, 1e-5
+    elif framework == "torch":
+        import torch
+
+        t_dtype = torch_dtype(fn)
+        dtype = np.float32 if t_dtype == torch.bfloat16 else np.dtype(str(t_dtype)[6:])
+        if t_dtype != torch.float64:            # a gradient rounded to the model's precision
+            eps = 64 * torch.finfo(t_dtype).eps
     xa = np.asarray(x, dtype=dtype)
     g = np.asarray(asd.subgrad(program, seed=seed)(xa), dtype=float)
     sample = asd.clarke(program, n=samples, seed=seed)(xa)
     framework_grad = None
-    if framework != "numpy":
+    if framework == "torch":
+        framework_grad = _torch_gradient(fn, x, t_dtype)
+    elif framework != "numpy":
         framework_grad = fw.gradient(framework, fn, x)
-    tol = 1e-5 * max(1.0, float(np.max(np.abs(sample.gradients)))) if framework == "jax" \
-        else None
+    tol = None if eps is None else eps * max(1.0, float(np.max(np.abs(sample.gradients))))
     if framework_grad is None:
         status = "no framework gradient (plain numpy function)"
     elif not np.all(np.isfinite(framework_grad)):
         status = "outside (not finite)"
     elif sample.contains(framework_grad, tol):
         status = "inside"
-    elif sample.is_singleton:
+    elif sample.is_singleton or (tol is not None and np.all(  # equal up to rounding
+            np.abs(np.asarray(sample.gradients) - sample.gradients[0]) <= tol)):
         status = "outside (the Clarke set is a single gradient)"
     else:
         status = "outside"
     return {"framework": framework, "x": np.asarray(x, dtype=float), "asd": g,
             "framework_gradient": framework_grad, "clarke": sample.gradients,
             "counts": sample.counts, "asd_inside": sample.contains(g, tol), "verdict": status}
+
+
+def _torch_gradient(fn, x: np.ndarray, dtype) -> np.ndarray:
+    """PyTorch's own gradient, computed in the model's dtype, as float64."""
+    import torch
+
+    t = torch.tensor(x, dtype=dtype, requires_grad=True)
+    (g,) = torch.autograd.grad(fn(t), t, allow_unused=True)
+    return np.zeros(np.shape(x)) if g is None else g.detach().to(torch.float64).numpy()
 
 
 def _print_audit(report: dict, target: str) -> None:

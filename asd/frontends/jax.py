@@ -10,8 +10,15 @@ is an element of the Clarke subdifferential.
   ``lim ∇f(x + δv)``, δ ↓ 0. ``value_and_subgrad`` returns the value too.
 - ``function(fn, seed=None)``: ``fn`` as a ``jax.custom_vjp`` whose reverse rule is asd's
   vector-limiting-Jacobian product (computed on the host, so it also works under ``jit``):
-  ``jax.grad`` of anything built on it gets correct subgradients.
+  ``jax.grad`` of anything built on it gets correct subgradients. Its forward is the imported
+  jaxpr and its backward differentiates that same jaxpr; integer arguments (labels) get
+  ``float0`` cotangents.
 - ``program(fn, *args)``: the imported ``asd.Program``.
+
+Programs are cached under a key holding everything the trace reads (`import_program`,
+`asd.frontends.reach`: closure values, globals, object attributes, captured arrays by value),
+and traced through a fresh wrapper, so neither asd's cache nor JAX's answers for an old
+version of the function.
 
 Computation happens in the arrays' own precision (float32 unless JAX's x64 mode is on).
 This module is ``asd.frontends.jax``, published as ``asd.jax``; ``import asd`` does not import
@@ -53,6 +60,7 @@ Array([1., 1., 1.], dtype=float32)
 from __future__ import annotations
 
 import operator
+import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -61,7 +69,14 @@ import numpy as np
 from jax.extend import core as jcore
 
 import asd
-from asd.errors import NotLipschitzError, UnsupportedError
+from asd.errors import (
+    ArgumentError,
+    NotLipschitzError,
+    OutputError,
+    TracerBoolError,
+    UnsupportedError,
+)
+from asd.frontends import reach
 
 # ----- helpers -----
 
@@ -587,23 +602,182 @@ def _constant(eqn, vals) -> list:
     return [np.asarray(o) for o in outs]
 
 
+def _dtype(a) -> np.dtype:
+    return np.dtype(a.dtype) if hasattr(a, "dtype") else np.result_type(a)
+
+
+def _inexact(a) -> bool:
+    return np.issubdtype(_dtype(a), np.inexact)
+
+
+def _spec(a) -> jax.ShapeDtypeStruct:
+    return jax.ShapeDtypeStruct(np.shape(a), _dtype(a))
+
+
+def _user_line(exc: BaseException) -> str:
+    """The innermost frame of the user's code in a traceback: ``file:line: `source```."""
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not any(f"/{lib}/" in f.filename for lib in reach.LIBRARIES)
+              and "site-packages" not in f.filename]
+    if not frames:
+        return "an unknown line"
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno}: `{(f.line or '').strip()}`"
+
+
+def _make_jaxpr(fn: Callable, args: tuple):
+    """``jax.make_jaxpr`` through a fresh wrapper, with tracing failures as asd errors.
+
+    JAX caches traces by function identity and ignores the globals and closure values the
+    function reads; asd's own cache (`import_program`) keys on those, so each import must
+    really trace: a fresh wrapper is a function JAX has never seen.
+    """
+    label = f"`{getattr(fn, '__qualname__', type(fn).__qualname__)}`"
+    try:
+        closed, out_shape = jax.make_jaxpr(lambda *a: fn(*a), return_shape=True)(*args)
+    except (jax.errors.ConcretizationTypeError,         # TracerBoolConversionError and kin
+            jax.errors.TracerIntegerConversionError) as e:
+        raise TracerBoolError(
+            f"{label} uses a value computed from its inputs as a Python value (a branch, "
+            f"bool(), int() or an index), at {_user_line(e)}: a Python `if` picks one side for "
+            "every point, so at a tie it ignores the direction asd differentiates along. Write "
+            "the choice as jnp.where(cond, a, b) (or jnp.maximum, jnp.clip...)."
+        ) from e
+    except (jax.errors.JAXTypeError, jax.errors.JAXIndexError) as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UnsupportedError(
+            f"JAX could not trace {label}: {type(e).__name__}: {first} (at {_user_line(e)}). "
+            "asd imports JAX programs through jax.make_jaxpr, which runs the function on "
+            "abstract arrays: use jax.numpy on the inputs (not numpy, .item() or boolean masks "
+            "with data-dependent shapes: jnp.where keeps the shape)."
+        ) from e
+    leaves = jax.tree_util.tree_leaves(out_shape)
+    if not leaves or any(not hasattr(o, "shape") for o in leaves):
+        raise OutputError(f"{label} returned {out_shape!r}: asd differentiates functions "
+                          "returning arrays (a missing `return`?).")
+    return closed, out_shape
+
+
 class JaxProgram:
-    """``fn``'s jaxpr at example arguments, as a function of numpy (or traced) pytrees."""
+    """``fn``'s jaxpr at example arguments, as a function of numpy (or traced) pytrees.
+
+    ``live`` names the arguments that are differentiated (all by default); integer and
+    boolean leaves never are (labels, indices).
+    """
 
     def __init__(self, fn: Callable, args: tuple, live: tuple[int, ...] | None = None):
-        closed, out_shape = jax.make_jaxpr(fn, return_shape=True)(*args)
+        self.fn = fn
+        closed, out_shape = _make_jaxpr(fn, args)
         self.closed = closed
         self.in_tree = jax.tree_util.tree_structure(args)
         self.out_tree = jax.tree_util.tree_structure(out_shape)
-        leaves_per_arg = [len(jax.tree_util.tree_leaves(a)) for a in args]
         live_args = range(len(args)) if live is None else live
-        flags = [i in live_args for i, n in enumerate(leaves_per_arg) for _ in range(n)]
+        flags = [i in live_args and _inexact(leaf) for i, a in enumerate(args)
+                 for leaf in jax.tree_util.tree_leaves(a)]
         check(closed.jaxpr, flags)
+        self._vjps: dict[Any, Callable] = {}
 
     def numpy_fn(self, *args):
         leaves = jax.tree_util.tree_leaves(args, is_leaf=_traced)
         outs = evaluate(self.closed.jaxpr, list(self.closed.consts), leaves)
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
+
+    def with_vjp(self, seed) -> Callable:
+        """This program as a ``jax.custom_vjp`` (see `function`), built once per seed."""
+        if seed not in self._vjps:
+            self._vjps[seed] = _custom_vjp(self, seed)
+        return self._vjps[seed]
+
+
+def _custom_vjp(prog: JaxProgram, seed) -> Callable:
+    """The primal evaluates the program's jaxpr (what ``fn`` computes, traced once), and the
+    reverse rule differentiates that same program: forward and backward cannot disagree."""
+    flat_fn = jcore.jaxpr_as_fun(prog.closed)
+
+    @jax.custom_vjp
+    def wrapped(*args):
+        return jax.tree_util.tree_unflatten(prog.out_tree,
+                                            flat_fn(*jax.tree_util.tree_leaves(args)))
+
+    def fwd(*args):
+        return wrapped(*args), args
+
+    def bwd(args, ct):
+        arg_tree = jax.tree_util.tree_structure(args)
+        flat_args = jax.tree_util.tree_leaves(args)
+        flat_ct = jax.tree_util.tree_leaves(ct)
+        floats = [i for i, a in enumerate(flat_args) if _inexact(a)]
+
+        def host(*flat):
+            leaves = [np.asarray(a) for a in flat[:len(flat_args)]]
+            cts = [np.asarray(c) for c in flat[len(flat_args):]]
+
+            def scalarized(*xs):
+                outs = jax.tree_util.tree_leaves(
+                    prog.numpy_fn(*jax.tree_util.tree_unflatten(arg_tree, list(xs))),
+                    is_leaf=_traced)
+                total = 0.0
+                for o, c in zip(outs, cts, strict=True):
+                    total = total + (o * c).sum()
+                return total
+
+            g = asd.subgrad(scalarized, tuple(floats), seed=seed)(*leaves)
+            return tuple(np.asarray(gi, dtype=leaves[i].dtype).reshape(leaves[i].shape)
+                         for gi, i in zip(g, floats, strict=True))
+
+        grads = [np.zeros(np.shape(a), jax.dtypes.float0) for a in flat_args]
+        if floats:
+            shapes = tuple(_spec(flat_args[i]) for i in floats)
+            for i, gi in zip(floats, jax.pure_callback(host, shapes, *flat_args, *flat_ct),
+                             strict=True):
+                grads[i] = gi
+        return jax.tree_util.tree_unflatten(arg_tree, grads)
+
+    wrapped.defvjp(fwd, bwd)
+    return wrapped
+
+
+# ----- the cache: a program per function, argument types and reachable state -----
+
+_CACHE: dict[tuple, tuple[JaxProgram, list]] = {}
+CACHE_SIZE = 64
+
+IMPORTS = {"count": 0}
+"""How many jaxprs have been traced for asd (each cache miss adds one); tests read it."""
+
+
+def _token(value):
+    """JAX arrays read by ``fn`` are baked into its jaxpr as constants: count them by value."""
+    if isinstance(value, jax.core.Tracer):
+        return "tracer", id(value)
+    if isinstance(value, jax.Array):
+        return ("jax.Array", value.shape, str(value.dtype),
+                hash(np.ascontiguousarray(np.asarray(value)).tobytes()))
+    return None
+
+
+def import_program(fn: Callable, args: tuple, live: tuple[int, ...] | None = None
+                   ) -> JaxProgram:
+    """The program of ``fn`` at arguments of these shapes and dtypes, cached.
+
+    The key is ``fn``'s identity, the arguments' tree, shapes and dtypes, which arguments are
+    differentiated, and the fingerprint of everything ``fn`` reaches (`asd.frontends.reach`):
+    closure values, globals, object attributes, Python flags, and the values of the arrays it
+    closes over (JAX bakes those into the jaxpr). Any change there traces anew.
+    """
+    state, held = reach.fingerprint(fn, _token)
+    specs = tuple((np.shape(a), str(_dtype(a)))
+                  for a in jax.tree_util.tree_leaves(args))
+    key = (id(fn), jax.tree_util.tree_structure(args), specs, live, state)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0].fn is fn:
+        return hit[0]
+    if len(_CACHE) >= CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    prog = JaxProgram(fn, jax.tree_util.tree_map(_spec, args), live)
+    IMPORTS["count"] += 1
+    _CACHE[key] = (prog, held)
+    return prog
 
 
 def _to_numpy(tree):
@@ -616,7 +790,7 @@ def _argnum_tuple(argnums) -> tuple[int, ...]:
 
 def program(fn: Callable, *args) -> asd.Program:
     """The asd ``Program`` of a JAX function at example arguments."""
-    prog = JaxProgram(fn, args)
+    prog = import_program(fn, args)
     return asd.trace(prog.numpy_fn)(*_to_numpy(args))
 
 
@@ -624,7 +798,15 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
     """``(value, subgradient)`` of a scalar JAX function, as JAX arrays."""
 
     def wrapped(*args):
-        prog = JaxProgram(fn, args, _argnum_tuple(argnums))
+        nums = _argnum_tuple(argnums)
+        for i in nums:
+            bad = [leaf for leaf in jax.tree_util.tree_leaves(args[i]) if not _inexact(leaf)]
+            if bad:
+                raise ArgumentError(
+                    f"argnums includes argument {i}, which holds {bad[0].dtype} values: only "
+                    "floating-point arrays are differentiated (integer labels and indices are "
+                    "constants); leave it out of argnums.")
+        prog = import_program(fn, args, nums)
         arrays = _to_numpy(args)
         d = None if direction is None else _to_numpy(direction)
         value, g = asd.value_and_subgrad(prog.numpy_fn, argnums, seed=seed, direction=d)(
@@ -646,46 +828,15 @@ def subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> Callable:
 def function(fn: Callable, *, seed=None) -> Callable:
     """``fn`` with asd's vector-Jacobian product as its JAX reverse rule.
 
-    The backward pass runs on the host (``jax.pure_callback``), so it works under ``jit``.
+    Each call imports (or finds in the cache) the program of ``fn`` as it is now and runs it as
+    a ``jax.custom_vjp`` whose forward is that program and whose backward differentiates the
+    same program, on the host (``jax.pure_callback``), so it works under ``jit``. Integer
+    arguments (labels) get zero cotangents (``float0``), as JAX expects.
     """
 
-    @jax.custom_vjp
     def wrapped(*args):
-        return fn(*args)
+        return import_program(fn, args).with_vjp(seed)(*args)
 
-    def fwd(*args):
-        return fn(*args), args
-
-    def bwd(args, ct):
-        shapes = jax.tree_util.tree_map(
-            lambda a: jax.ShapeDtypeStruct(np.shape(a), a.dtype), args)
-        prog = JaxProgram(fn, shapes)
-        n = len(args)
-
-        arg_tree = jax.tree_util.tree_structure(args)
-        flat_args = jax.tree_util.tree_leaves(args)
-        flat_ct = jax.tree_util.tree_leaves(ct)
-
-        def host(*flat):
-            host_args = jax.tree_util.tree_unflatten(
-                arg_tree, [np.asarray(a) for a in flat[:len(flat_args)]])
-            cts = [np.asarray(c) for c in flat[len(flat_args):]]
-
-            def scalarized(*xs):
-                outs = jax.tree_util.tree_leaves(prog.numpy_fn(*xs), is_leaf=_traced)
-                total = 0.0
-                for o, c in zip(outs, cts, strict=True):
-                    total = total + (o * c).sum()
-                return total
-
-            g = asd.subgrad(scalarized, tuple(range(n)), seed=seed)(*host_args)
-            leaves = jax.tree_util.tree_leaves(g)
-            return tuple(np.asarray(leaf, dtype=np.asarray(a).dtype).reshape(np.shape(a))
-                         for leaf, a in zip(leaves, flat[:len(flat_args)], strict=True))
-
-        result_shapes = tuple(jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in flat_args)
-        flat_grads = jax.pure_callback(host, result_shapes, *flat_args, *flat_ct)
-        return jax.tree_util.tree_unflatten(arg_tree, list(flat_grads))
-
-    wrapped.defvjp(fwd, bwd)
+    wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
+    wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its reverse rule."
     return wrapped

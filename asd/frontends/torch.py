@@ -7,15 +7,22 @@ the answer is an element of the Clarke subdifferential.
 
 - ``subgrad(fn, *tensors, argnums=0, seed=None, direction=None)``: ``fn`` is a function or an
   ``nn.Module`` returning a scalar. ``argnums`` is an int or a tuple of ints (positions in
-  ``tensors``), or ``'params'`` for the module parameters (then the result, and a given
-  ``direction``, are dicts ``{qualified name: tensor}``; a function's captured module ``lin``
-  names its parameters ``'lin.weight'``...); ``'params'`` may also appear inside a tuple.
+  ``tensors``), or ``'params'`` for the parameters ``fn`` reaches (then the result, and a
+  given ``direction``, are dicts ``{path: tensor}``: a function's captured module ``lin``
+  names its parameters ``'lin.weight'``, a tensor requiring grad in ``cfg['w']`` is
+  ``'cfg.w'``); ``'params'`` may also appear inside a tuple.
   With ``direction=v`` the result is the limiting gradient ``lim ∇f(x + δv)``, δ ↓ 0.
 - ``value_and_subgrad``: the same with the value.
 - ``function(fn, seed=None)``: a drop-in replacement for ``fn`` whose forward runs ``fn`` and
   whose backward (a ``torch.autograd.Function``) is asd's: the incoming gradient pulled back
   through the linearizations selected along a random direction, i.e. a vector-limiting-
-  Jacobian product. Module parameters used by ``fn`` receive their gradients too.
+  Jacobian product. Every parameter ``fn`` reaches (in modules, closures, globals, objects,
+  dicts, lists, tuples) receives its gradient; one it uses but cannot reach raises.
+
+Programs are cached under a key holding everything the trace reads (`import_program`,
+`asd.frontends.reach`), so a changed closure, flag or ``module.training`` is never answered
+with the old program, and ``function``'s backward differentiates the program imported for
+its own forward.
 - ``program(fn, *tensors)``: the imported ``asd.Program``.
 
 This module is ``asd.frontends.torch``, published as ``asd.torch``; ``import asd`` does not
@@ -32,7 +39,8 @@ operator set: every spelling of relu is ``aten.relu``, ``Linear`` is ``aten.line
 dropout disappears, eval batch norm is an explicit no-training op, and parameters and buffers
 are *lifted to graph inputs* with their qualified names, which is exactly what differentiating
 with respect to module parameters needs. Its cost (about 0.1 s per export after the first) is
-paid once per function and input signature: exports are cached.
+paid once per function, input signature and reachable state: exports are cached
+(`import_program`).
 
 The graph becomes a Python function on numpy arrays (`TorchProgram.numpy_fn`) whose every
 node calls asd's library (``asd.relu``, ``asd.conv2d``, ``np.sort`` on traced arrays...).
@@ -67,7 +75,8 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 import asd
-from asd.errors import UnsupportedError
+from asd.errors import ArgumentError, OutputError, TracerBoolError, UnsupportedError
+from asd.frontends import reach
 
 # ----- helpers -----
 
@@ -399,7 +408,14 @@ def _broadcast_tensors(tensors):
     return [t + _zeros(shape, t) if np.shape(t) != shape else t for t in tensors]
 
 
+NUMPY_DTYPE = {torch.bfloat16: np.dtype(np.float32)}
+"""Torch dtypes numpy lacks, and the numpy dtype asd computes them in (bfloat16 values are
+exact in float32, so asd's sweep sees the very numbers the model holds)."""
+
+
 def _np_dtype(dtype):
+    if dtype in NUMPY_DTYPE:
+        return NUMPY_DTYPE[dtype]
     return torch.empty((), dtype=dtype).numpy().dtype
 
 
@@ -485,41 +501,116 @@ handler on numpy or traced arrays. Extend it to teach the importer a new operati
 ATEN["sort.stable"] = _sort_stable
 
 
-# ----- the importer -----
+# ----- what a function reaches: its parameters, and the state its trace depends on -----
+
+def _opaque(value) -> bool:
+    return isinstance(value, torch.Tensor | torch.nn.Module)
+
+
+_MODULE_INTERNALS = {"training", "_parameters", "_buffers", "_modules"}
+
+
+def _expand(path: tuple, value):
+    """A module's plain attributes (not its registered parameters, buffers and children) and
+    the classes whose ``forward`` reads globals; a tensor has no children."""
+    if not isinstance(value, torch.nn.Module):
+        return
+    for qual, sub in value.named_modules():
+        sub_path = (*path, *qual.split(".")) if qual else path
+        if not reach.is_library(type(sub)):
+            yield (*sub_path, "__class__"), type(sub)
+        for k, v in vars(sub).items():
+            if k not in _MODULE_INTERNALS and not k.startswith("_"):
+                yield (*sub_path, k), v
+
+
+def _token(value):
+    """Tensors count by identity, shape and dtype (their values are read at every call);
+    modules by identity, their flags and their tensors."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", id(value), tuple(value.shape), str(value.dtype), str(value.device),
+                value.requires_grad, isinstance(value, torch.nn.Parameter))
+    if isinstance(value, torch.nn.Module):
+        return ("nn.Module", id(value), tuple(
+            (qual, type(sub).__qualname__, sub.training,
+             tuple((n, id(t), tuple(t.shape), str(t.dtype), t.requires_grad)
+                   for n, t in [*sub._parameters.items(), *sub._buffers.items()]
+                   if t is not None))
+            for qual, sub in value.named_modules()))
+    return None
+
+
+def _fingerprint(fn) -> tuple[tuple, list]:
+    return reach.fingerprint(fn, _token, _opaque, _expand)
+
+
+def _reached(fn) -> tuple[list[tuple[tuple, torch.nn.Module]], list[tuple[tuple, torch.Tensor]]]:
+    """The modules and the tensors outside them that ``fn`` reaches, with their paths."""
+    modules, tensors = [], []
+    for path, value in reach.walk(fn, _opaque, _expand):
+        if isinstance(value, torch.nn.Module):
+            modules.append((path, value))
+        elif isinstance(value, torch.Tensor):
+            tensors.append((path, value))
+    inner = {id(sub) for _, m in modules for sub in list(m.modules())[1:]}
+    modules = [(p, m) for p, m in modules if id(m) not in inner]
+    owned = {id(t) for _, m in modules for t in [*m.parameters(), *m.buffers()]}
+    return modules, [(p, t) for p, t in tensors if id(t) not in owned]
+
 
 class _FunctionModule(torch.nn.Module):
-    """Wraps a plain function for ``torch.export``; modules it closes over become submodules,
-    so their parameters are lifted as parameters (named after the closure variable)."""
+    """The function (or module) to export, with the modules it reaches registered under it.
 
-    def __init__(self, fn: Callable):
+    ``torch.export`` lifts the parameters and buffers of the module it exports to graph
+    inputs. So the modules ``fn`` reaches through closures, globals, object attributes, dicts,
+    lists and tuples are registered here under their paths (``cfg.net`` for ``cfg['net']``):
+    their parameters become inputs named ``'cfg.net.0.weight'``. A module ``fn`` itself is
+    registered as ``self`` (`TorchProgram` drops that prefix). Tensors kept outside modules
+    are matched to the constants export lifts (`TorchProgram`), since ``fn`` reads them from
+    their own containers, not from here.
+    """
+
+    def __init__(self, fn: Callable, modules: list[tuple[tuple, torch.nn.Module]]):
         super().__init__()
-        self.fn = fn
-        for name, value in _closure_modules(fn):
-            self.add_module(name, value)
+        object.__setattr__(self, "asd_fn", fn)    # not a submodule: its state is placed below
+        self.asd_containers: set[int] = set()
+        for path, module in modules:
+            self._place(("self",) if module is fn else path, module)
+
+    def _place(self, path: tuple, module: torch.nn.Module) -> None:
+        parts = [_part(p) for p in path] or ["self"]
+        owner: torch.nn.Module = self
+        for part in parts[:-1]:
+            child = owner._modules.get(part)
+            while child is not None and id(child) not in self.asd_containers:
+                part += "_"                  # never add to the user's own module
+                child = owner._modules.get(part)
+            if child is None:
+                while hasattr(owner, part):
+                    part += "_"
+                child = torch.nn.Module()
+                self.asd_containers.add(id(child))
+                owner.add_module(part, child)
+            owner = child
+        name = parts[-1]
+        while hasattr(owner, name):
+            name += "_"
+        owner.add_module(name, module)
 
     def forward(self, *args):
-        return self.fn(*args)
+        return self.asd_fn(*args)
 
 
-def _closure_modules(fn) -> list[tuple[str, torch.nn.Module]]:
-    found = []
-    owner = getattr(fn, "__self__", None)
-    if isinstance(owner, torch.nn.Module):
-        found.append(("self", owner))
-    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
-    if code is not None:
-        for name, cell in zip(code.co_freevars, cells):
-            try:
-                value = cell.cell_contents
-            except ValueError:
-                continue
-            if isinstance(value, torch.nn.Module):
-                found.append((name, value))
-        for name in code.co_names:
-            value = getattr(fn, "__globals__", {}).get(name)
-            if isinstance(value, torch.nn.Module) and all(v is not value for _, v in found):
-                found.append((name, value))
-    return found
+def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors are the same memory (export lifts a Parameter outside a module as
+    a plain copy sharing its storage)."""
+    return (a.dtype == b.dtype and a.shape == b.shape and a.stride() == b.stride()
+            and a.data_ptr() == b.data_ptr())
+
+
+def _part(p) -> str:
+    text = str(p).replace(".", "_")
+    return text if (text and text.isidentifier()) or text.isdigit() else f"_{text}"
 
 
 def _where_from(node) -> str:
@@ -528,6 +619,8 @@ def _where_from(node) -> str:
                       for p, t in stack.values())
     src = (node.meta.get("stack_trace") or "").strip().splitlines()
     line = src[-1].strip() if src else ""
+    if "self.asd_fn(" in line:      # export recorded asd's wrapper, not the user's line
+        line = ""
     parts = [f"node '{node.name}'"]
     if path:
         parts.append(f"module path {path}")
@@ -545,37 +638,127 @@ def _op_key(target) -> tuple[str, str]:
     return packet.__name__, target._overloadname
 
 
+TRAINING_OPS = {
+    "_native_batch_norm_legit_functional": "batch norm in training mode (it normalizes by the "
+                                           "batch's statistics and updates the running ones)",
+    "_native_batch_norm_legit": "batch norm in training mode (batch statistics)",
+    "native_batch_norm": "batch norm in training mode (batch statistics)",
+    "native_dropout": "dropout in training mode (a random mask)",
+    "bernoulli": "random sampling (a random mask, as dropout in training mode draws)",
+}
+"""Operations that only appear in training mode, refused at import with the fix (``.eval()``)
+before anything runs, so a refused call never updates running statistics."""
+
+
+def _user_line(exc: BaseException) -> str:
+    """The innermost frame of the user's code in a traceback: ``file:line: source``."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not any(f"{sep}{lib}{sep}" in f.filename for lib in reach.LIBRARIES
+                         for sep in ("/",))
+              and "site-packages" not in f.filename]
+    if not frames:
+        return "an unknown line"
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno}: `{(f.line or '').strip()}`"
+
+
+def _export(module: torch.nn.Module, example: tuple, label: str):
+    """``torch.export`` with its failures turned into asd errors that say what to change."""
+    from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            # tensors requiring grad outside modules: asd maps them back (TorchProgram)
+            warnings.filterwarnings("ignore", "A model attribute .* requires gradient")
+            return torch.export.export(module, example).run_decompositions({})
+    except asd.ASDError:
+        raise
+    except GuardOnDataDependentSymNode as e:
+        raise TracerBoolError(
+            f"{label} branches in Python on a value computed from its inputs, at "
+            f"{_user_line(e)}: a Python `if`/`while`/`bool()` on a tensor picks one side for "
+            "every point, so at a tie it ignores the direction asd differentiates along. Write "
+            "the choice as torch.where(cond, a, b) (or torch.maximum, torch.clamp...)."
+        ) from e
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise UnsupportedError(
+            f"torch.export could not import {label}: {type(e).__name__}: {first} (at "
+            f"{_user_line(e)}). asd imports PyTorch programs through torch.export, which "
+            "runs the function on symbolic tensors: use tensor operations on the inputs, no "
+            ".item()/.tolist()/.numpy() or data-dependent shapes, and return tensors."
+        ) from e
+
+
 class TorchProgram:
     """A ``torch.export``-ed function or module as a numpy function asd can sweep.
 
     ``numpy_fn(*inputs, params)`` evaluates the graph on numpy (or traced) arrays; ``params``
     maps parameter names (``'0.weight'``, or ``'lin.weight'`` for a module captured by a
-    function as ``lin``) to arrays. `params` reads the module's current parameter values.
+    function as ``lin``, ``'cfg.w'`` for a tensor requiring grad kept in ``cfg``) to arrays.
+    `params` reads their current values; `tensors` gives the tensors themselves.
     """
 
     def __init__(self, fn: Callable, example: tuple):
-        self.module = fn if isinstance(fn, torch.nn.Module) else _FunctionModule(fn)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            self.exported = torch.export.export(self.module, example).run_decompositions({})
+        self.fn = fn
+        modules, reached = _reached(fn)
+        self.module = _FunctionModule(fn, modules)
+        label = f"`{getattr(fn, '__qualname__', type(fn).__qualname__)}`"
+        self.exported = _export(self.module, example, label)
         self.graph = self.exported.graph_module.graph
         sig = self.exported.graph_signature
+        strip = "self." if isinstance(fn, torch.nn.Module) else ""
+        self.name_of = lambda target: target[len(strip):] if target.startswith(strip) else target
+        owned = {**dict(self.module.named_parameters(remove_duplicate=False)),
+                 **dict(self.module.named_buffers(remove_duplicate=False))}
         self.user_inputs: list[str] = []
         self.param_names: dict[str, str] = {}
         self.fixed: dict[str, Any] = {}
+        self._tensors: dict[str, torch.Tensor] = {}
         for spec in sig.input_specs:
             name = spec.arg.name
             if spec.kind == InputKind.USER_INPUT:
                 self.user_inputs.append(name)
-            elif spec.kind == InputKind.PARAMETER:
-                self.param_names[name] = spec.target
+            elif spec.kind == InputKind.PARAMETER or (
+                    spec.kind == InputKind.BUFFER and owned[spec.target].requires_grad):
+                self.param_names[name] = self.name_of(spec.target)
+                self._tensors[self.name_of(spec.target)] = owned[spec.target]
             elif spec.kind == InputKind.BUFFER:
-                self.fixed[name] = ("buffer", spec.target)
+                self.fixed[name] = owned[spec.target]
             elif spec.kind == InputKind.CONSTANT_TENSOR:
-                self.fixed[name] = ("constant", spec.target)
+                const = self.exported.constants[spec.target]
+                found = next((p for p, t in reached if t is const), None) or next(
+                    (p for p, t in reached if _same_view(t, const)), None)
+                tensor = dict(reached).get(found) if found is not None else None
+                if tensor is not None and tensor.requires_grad:
+                    self.param_names[name] = ".".join(found)
+                    self._tensors[".".join(found)] = tensor
+                else:               # read afresh at every call when asd knows where it is
+                    self.fixed[name] = const if tensor is None else tensor
             else:
                 raise UnsupportedError(f"torch.export input {name} of kind {spec.kind}")
-        self.outputs = [s.arg.name for s in sig.output_specs if s.kind == OutputKind.USER_OUTPUT]
+        self.outputs = []
+        for s in sig.output_specs:
+            if s.kind == OutputKind.BUFFER_MUTATION:
+                raise UnsupportedError(
+                    f"{label} changes the buffer {self.name_of(s.target)!r} as it runs (a "
+                    "module in training mode updating running statistics); asd's program is a "
+                    "function of the inputs only. Call model.eval() first.")
+            if s.kind != OutputKind.USER_OUTPUT:
+                continue
+            if not isinstance(s.arg, torch.export.graph_signature.TensorArgument):
+                raise OutputError(
+                    f"{label} returned {getattr(s.arg, 'value', s.arg)!r} where a tensor was "
+                    "expected: asd differentiates functions returning tensors (a missing "
+                    "`return`?).")
+            self.outputs.append(s.arg.name)
+        if not self.outputs:
+            raise OutputError(f"{label} returned no tensor (None or an empty structure): "
+                              "asd differentiates functions returning tensors (a missing "
+                              "`return`?).")
         self._check()
 
     # ----- validation: every op on the differentiated path needs a mapping -----
@@ -585,12 +768,18 @@ class TorchProgram:
         for node in self.graph.nodes:
             if node.op != "call_function":
                 continue
+            name, overload = _op_key(node.target)
+            if name in TRAINING_OPS:
+                raise UnsupportedError(
+                    f"{TRAINING_OPS[name]}: aten.{name} ({_where_from(node)}). asd "
+                    "differentiates the deterministic function of the inputs: call "
+                    "model.eval() first (nothing has run yet, so running statistics are "
+                    "unchanged).")
             deps = {a.name for a in node.all_input_nodes}
             if not deps & live:
                 self.constant_nodes.add(node.name)
                 continue
             live.add(node.name)
-            name, overload = _op_key(node.target)
             if name == "getitem" or f"{name}.{overload}" in ATEN or name in ATEN:
                 continue
             raise UnsupportedError(
@@ -601,21 +790,19 @@ class TorchProgram:
                 f"asd.frontends.torch.ATEN[{name!r}] = fn."
             )
 
+    def tensors(self) -> dict[str, torch.Tensor]:
+        """The differentiable tensors the program reads, by name (the autograd inputs)."""
+        return dict(self._tensors)
+
     def params(self) -> dict[str, np.ndarray]:
-        """Current values of the module's parameters, by qualified name."""
-        named = dict(self.module.named_parameters())
-        return {target: _to_numpy(named[target]) for target in self.param_names.values()}
+        """Current values of the parameters, by name."""
+        return {name: _to_numpy(t) for name, t in self._tensors.items()}
 
     def _fixed_values(self) -> dict[str, np.ndarray]:
-        buffers = dict(self.module.named_buffers())
-        out = {}
-        for name, (kind, target) in self.fixed.items():
-            t = buffers[target] if kind == "buffer" else self.exported.constants[target]
-            out[name] = _to_numpy(t)
-        return out
+        return {name: _to_numpy(t) for name, t in self.fixed.items()}
 
     def numpy_fn(self, *inputs, params: dict | None = None):
-        """Evaluate the program; ``params`` defaults to the module's current parameters."""
+        """Evaluate the program; ``params`` defaults to the parameters' current values."""
         params = self.params() if params is None else params
         env: dict[str, Any] = self._fixed_values()
         for name, x in zip(self.user_inputs, inputs, strict=True):
@@ -656,8 +843,20 @@ class TorchProgram:
 
 def _to_numpy(t) -> np.ndarray:
     if isinstance(t, torch.Tensor):
-        return t.detach().cpu().numpy()
+        t = t.detach().cpu()
+        return (t.to(torch.float32) if t.dtype in NUMPY_DTYPE else t).numpy()
     return np.asarray(t)
+
+
+def dtype_of(fn: Callable) -> torch.dtype | None:
+    """The floating dtype of the parameters and buffers ``fn`` reaches (None without any):
+    the precision a model is meant to run in, which ``asd audit`` evaluates it in."""
+    modules, tensors = _reached(fn)
+    for t in [*(t for _, m in modules for t in [*m.parameters(), *m.buffers()]),
+              *(t for _, t in tensors)]:
+        if t.is_floating_point():
+            return t.dtype
+    return None
 
 
 def _to_torch(a):
@@ -676,24 +875,39 @@ def _constant(target, args, kwargs):
     return _to_numpy(out) if isinstance(out, torch.Tensor) else out
 
 
-_CACHE: dict[tuple, TorchProgram] = {}
+# ----- the cache: a program per function, signature and reachable state -----
+
+_CACHE: dict[tuple, tuple[TorchProgram, list]] = {}
+CACHE_SIZE = 64
+
+IMPORTS = {"count": 0}
+"""How many programs have been exported (each cache miss adds one); tests read it."""
 
 
 def _signature(tensors) -> tuple:
-    return tuple((tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else type(t)
-                 for t in tensors)
+    return tuple((tuple(t.shape), t.dtype, t.requires_grad) if isinstance(t, torch.Tensor)
+                 else (type(t), repr(t)) for t in tensors)
 
 
 def import_program(fn: Callable, *tensors) -> TorchProgram:
-    """Export ``fn`` (a function or ``nn.Module``) at example tensors, cached per signature."""
-    key = (id(fn), _signature(tensors))
-    cached = _CACHE.get(key)
-    if cached is not None and (cached.module is fn or getattr(cached.module, "fn", None) is fn):
-        return cached
-    if len(_CACHE) > 64:
-        _CACHE.clear()
+    """Export ``fn`` (a function or ``nn.Module``) at example tensors, cached.
+
+    The key is ``fn``'s identity, the tensors' shapes and dtypes, and the fingerprint of
+    everything ``fn`` reaches (`asd.frontends.reach`): closure values, globals, object
+    attributes, Python flags, ``module.training``, and the identity, shape and dtype of every
+    parameter and buffer. Any change there imports anew, so a cached program is always the one
+    ``fn`` would export now; tensor *values* are inputs of the program, read at each call.
+    """
+    state, held = _fingerprint(fn)
+    key = (id(fn), _signature(tensors), state)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0].fn is fn:
+        return hit[0]
+    if len(_CACHE) >= CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
     prog = TorchProgram(fn, tuple(tensors))
-    _CACHE[key] = prog
+    IMPORTS["count"] += 1
+    _CACHE[key] = (prog, held)
     return prog
 
 
@@ -711,12 +925,21 @@ def _prepare(fn, tensors, argnums):
     n = len(arrays)
     if argnums == "params":
         if not prog.param_names:
-            raise ValueError("argnums='params' but the function has no module parameters")
+            raise ArgumentError("argnums='params' but the function reaches no parameters (no "
+                                "module, and no tensor that requires grad)")
         nums: int | tuple = n
     elif isinstance(argnums, int):
         nums = argnums
     else:
         nums = tuple(n if a == "params" else a for a in argnums)
+    for i in (nums,) if isinstance(nums, int) else nums:
+        if i < n and not (isinstance(tensors[i], torch.Tensor)
+                          and tensors[i].is_floating_point()):
+            kind = getattr(tensors[i], "dtype", type(tensors[i]).__name__)
+            raise ArgumentError(
+                f"argnums includes argument {i}, a {kind} "
+                "value: only floating-point tensors are differentiated (integer labels and "
+                "indices are constants); leave it out of argnums.")
     return prog, arrays, nums
 
 
@@ -748,7 +971,16 @@ def value_and_subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=No
 
     value, g = asd.value_and_subgrad(f, nums, seed=seed, direction=_direction(direction))(
         *arrays, params)
-    return torch.from_numpy(np.array(value)), _as_torch_result(g)
+    tensors_of = {**dict(enumerate(tensors)), len(tensors): prog.tensors()}
+
+    def typed(i, gi):      # each gradient in its argument's dtype (bfloat16 back from float32)
+        if i == len(tensors):
+            return {k: v.to(tensors_of[i][k].dtype) for k, v in _as_torch_result(gi).items()}
+        return _as_torch_result(gi).to(tensors_of[i].dtype)
+
+    g = typed(nums, g) if isinstance(nums, int) else tuple(
+        typed(i, gi) for i, gi in zip(nums, g, strict=True))
+    return torch.from_numpy(np.array(value)), g
 
 
 def subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=None):
@@ -758,63 +990,105 @@ def subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=None):
 
 # ----- the drop-in autograd function -----
 
+class _Unseen(torch.overrides.TorchFunctionMode):
+    """Watches the forward for a tensor that requires grad but is no input of the autograd
+    function (one the importer could not reach): it would silently get no gradient."""
+
+    def __init__(self, known: list[torch.Tensor], label: str):
+        super().__init__()
+        self.known = {id(t) for t in known}
+        self.label = label
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for t in _flat_tensors((args, kwargs)):
+            if t.requires_grad and t.is_leaf and id(t) not in self.known:
+                raise ArgumentError(
+                    f"{self.label} uses a tensor of shape {tuple(t.shape)} ({t.dtype}) that "
+                    f"requires grad in {getattr(func, '__name__', func)}, but asd cannot see "
+                    "where it is kept, so it would get no gradient. Keep it where the "
+                    "importer looks (a module, or a closure variable, global, object "
+                    "attribute, dict, list or tuple the function refers to) or pass it as an "
+                    "argument.")
+        return func(*args, **kwargs)
+
+
+def _flat_tensors(tree):
+    if isinstance(tree, torch.Tensor):
+        yield tree
+    elif isinstance(tree, list | tuple):
+        for t in tree:
+            yield from _flat_tensors(t)
+    elif isinstance(tree, dict):
+        for t in tree.values():
+            yield from _flat_tensors(t)
+
+
+class _ASDFunction(torch.autograd.Function):
+    """The forward runs the user's function; the backward runs asd on the program imported
+    for exactly that forward (handed over in ``ctx``), at the values saved by the forward."""
+
+    @staticmethod
+    def forward(ctx, prog, seed, n_inputs, *flat):
+        ctx.prog, ctx.seed, ctx.n_inputs = prog, seed, n_inputs
+        ctx.save_for_backward(*flat)
+        inputs = flat[:n_inputs]
+        label = f"`{getattr(prog.fn, '__qualname__', type(prog.fn).__qualname__)}`"
+        with torch.no_grad(), _Unseen(list(flat), label):
+            out = prog.fn(*inputs)
+        if isinstance(out, tuple):
+            return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
+        return out.clone() if isinstance(out, torch.Tensor) else out
+
+    @staticmethod
+    def backward(ctx, *cts):
+        prog, n = ctx.prog, ctx.n_inputs
+        saved = ctx.saved_tensors
+        inputs, param_values = saved[:n], saved[n:]
+        names = list(prog.tensors())
+        arrays = [_to_numpy(t) for t in inputs]
+        params = {name: _to_numpy(t) for name, t in zip(names, param_values, strict=True)}
+        wants = [i for i, t in enumerate(inputs)
+                 if ctx.needs_input_grad[3 + i] and t.is_floating_point()]
+        want_params = any(ctx.needs_input_grad[3 + n:])
+        cts_np = [_to_numpy(c) if c is not None else None for c in cts]
+
+        def scalarized(*xs):
+            out = prog.numpy_fn(*xs[:-1], params=xs[-1])
+            outs = out if isinstance(out, tuple) else (out,)
+            total = 0.0
+            for o, c in zip(outs, cts_np, strict=True):
+                if c is not None:
+                    total = total + (o * c).sum()
+            return total
+
+        nums = tuple(wants) + ((n,) if want_params else ())
+        grads_in: list = [None] * n
+        grads_params: list = [None] * len(names)
+        if nums:
+            g = asd.subgrad(scalarized, nums, seed=ctx.seed)(*arrays, params)
+            for i, gi in zip(nums, g, strict=True):
+                if i == n:
+                    grads_params = [torch.from_numpy(np.array(gi[name])).to(t.dtype)
+                                    for name, t in zip(names, param_values, strict=True)]
+                else:
+                    grads_in[i] = torch.from_numpy(np.array(gi)).to(inputs[i].dtype)
+        return (None, None, None, *grads_in, *grads_params)
+
+
 def function(fn: Callable, *, seed=None) -> Callable:
-    """``fn`` with PyTorch's backward replaced by asd's (see ``asd.torch.function``)."""
+    """``fn`` with PyTorch's backward replaced by asd's (see ``asd.torch.function``).
 
-    class ASDFunction(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, n_inputs, *flat):
-            inputs = flat[:n_inputs]
-            ctx.n_inputs = n_inputs
-            ctx.save_for_backward(*inputs)
-            with torch.no_grad():
-                out = fn(*inputs)
-            if isinstance(out, tuple):
-                return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
-            return out.clone() if isinstance(out, torch.Tensor) else out
-
-        @staticmethod
-        def backward(ctx, *cts):
-            inputs = ctx.saved_tensors
-            prog = import_program(fn, *inputs)
-            arrays = [_to_numpy(t) for t in inputs]
-            wants = [i for i, t in enumerate(inputs)
-                     if ctx.needs_input_grad[1 + i] and t.is_floating_point()]
-            want_params = any(ctx.needs_input_grad[1 + len(inputs):])
-            cts_np = [_to_numpy(c) if c is not None else None for c in cts]
-
-            def scalarized(*xs):
-                out = prog.numpy_fn(*xs[:-1], params=xs[-1])
-                outs = out if isinstance(out, tuple) else (out,)
-                total = 0.0
-                for o, c in zip(outs, cts_np, strict=True):
-                    if c is not None:
-                        total = total + (o * c).sum()
-                return total
-
-            nums = tuple(wants) + ((len(inputs),) if want_params else ())
-            grads_in: list = [None] * len(inputs)
-            names = [name for name, _ in _named_params(fn)]
-            grads_params: list = [None] * len(names)
-            if nums:
-                g = asd.subgrad(scalarized, nums, seed=seed)(*arrays, prog.params())
-                for i, gi in zip(nums, g, strict=True):
-                    if i == len(inputs):
-                        grads_params = [torch.from_numpy(np.array(gi[name])) for name in names]
-                    else:
-                        grads_in[i] = torch.from_numpy(np.array(gi)).to(inputs[i].dtype)
-            return (None, *grads_in, *grads_params)
+    Each call first imports (or finds in the cache) the program for ``fn`` as it is now, so
+    an operation asd refuses is refused before ``fn`` runs; the backward then uses that very
+    program. The parameters ``fn`` reaches are inputs of the autograd function and get their
+    gradients; a tensor requiring grad that ``fn`` uses but asd cannot reach raises.
+    """
 
     def wrapped(*inputs):
-        params = [p for _, p in _named_params(fn)]
-        return ASDFunction.apply(len(inputs), *inputs, *params)
+        prog = import_program(fn, *inputs)
+        return _ASDFunction.apply(prog, seed, len(inputs), *inputs, *prog.tensors().values())
 
     wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
     wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its backward."
     return wrapped
-
-
-def _named_params(fn) -> list[tuple[str, torch.nn.Parameter]]:
-    """The parameters ``fn`` uses, named as the importer names them."""
-    module = fn if isinstance(fn, torch.nn.Module) else _FunctionModule(fn)
-    return list(module.named_parameters())

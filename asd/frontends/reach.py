@@ -1,0 +1,173 @@
+"""What a Python function can reach: the values its traced program depends on.
+
+A framework importer traces ``fn`` once and caches the program. The trace bakes in every
+Python value ``fn`` reads besides its arguments: closure cells, the globals its code names,
+attributes of the objects it reaches, module flags such as ``training``. A cache keyed only on
+the argument shapes would hand back the old program after one of them changed, so both front
+ends key their caches on `fingerprint`, which walks everything reachable (`walk`) and
+summarizes it: plain values by value, arrays by content (their values are baked into the
+trace), and framework state (tensors, modules) by a token the front end supplies. The PyTorch
+front end also uses `walk` to find every parameter a function can reach, wherever it is kept.
+
+Library code (torch, jax, numpy, asd...) is not walked: its globals are not program state.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
+
+import numpy as np
+
+LIBRARIES = ("torch", "jax", "jaxlib", "numpy", "asd", "library", "scipy", "flax", "optax",
+             "builtins", "functools", "operator", "math", "typing", "collections", "abc")
+"""Top-level packages whose functions and globals are not walked (they are not user state)."""
+
+MAX_DEPTH = 12
+
+SCALARS = (type(None), bool, int, float, complex, str, bytes, np.generic)
+
+
+def is_library(obj) -> bool:
+    """Whether ``obj`` (a function, class or module) belongs to a library, not to user code."""
+    name = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "")
+    return (name or "").split(".")[0] in LIBRARIES
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    """The global and attribute names a code object (and the code nested in it) uses."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _code_names(const)
+    return names
+
+
+def _children(path: tuple, value, opaque: Callable[[Any], bool]) -> Iterator[tuple[tuple, Any]]:
+    """The values directly reachable from ``value``, each with its path."""
+    if opaque(value) or isinstance(value, SCALARS) or isinstance(value, np.ndarray):
+        return
+    if isinstance(value, types.MethodType):
+        yield (*path, "self"), value.__self__
+        yield path, value.__func__
+    elif isinstance(value, functools.partial):
+        yield (*path, "func"), value.func
+        for i, a in enumerate(value.args):
+            yield (*path, str(i)), a
+        for k, a in value.keywords.items():
+            yield (*path, k), a
+    elif isinstance(value, types.FunctionType):
+        if is_library(value):
+            return
+        code = value.__code__
+        for name, cell in zip(code.co_freevars, value.__closure__ or (), strict=True):
+            try:
+                yield (*path, name), cell.cell_contents
+            except ValueError:          # an empty cell: not assigned yet
+                continue
+        for i, d in enumerate(value.__defaults__ or ()):
+            yield (*path, f"default{i}"), d
+        for k, d in (value.__kwdefaults__ or {}).items():
+            yield (*path, k), d
+        glob = value.__globals__
+        names = _code_names(code)
+        for name in sorted(names):
+            if name not in glob:
+                continue
+            g = glob[name]
+            if isinstance(g, types.ModuleType):
+                if is_library(g):
+                    continue
+                for attr in sorted(names):          # config.FLAG: the attributes the code names
+                    if attr in vars(g):
+                        yield (name, attr), vars(g)[attr]
+            else:
+                yield (name,), g
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield (*path, str(k)), v
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            yield (*path, str(i)), v
+    elif isinstance(value, type):
+        if not is_library(value):           # class attributes and the methods that read them
+            for k, v in vars(value).items():
+                if not (k.startswith("__") and k.endswith("__")) or k == "__call__":
+                    yield (*path, k), v
+    elif isinstance(value, types.ModuleType | types.BuiltinFunctionType):
+        return
+    elif not is_library(type(value)):
+        yield (*path, "__class__"), type(value)
+        for k, v in getattr(value, "__dict__", {}).items():
+            yield (*path, k), v
+
+
+def walk(fn, opaque: Callable[[Any], bool] = lambda v: False,
+         expand: Callable[[tuple, Any], Iterator[tuple[tuple, Any]]] | None = None
+         ) -> Iterator[tuple[tuple[str, ...], Any]]:
+    """Every value reachable from ``fn``, breadth first, once each, with its path.
+
+    ``opaque(v)`` stops the generic descent into ``v`` (framework objects); ``expand(path, v)``
+    yields the children of such values the caller wants walked (a module's plain attributes).
+    Paths are variable names: closure cells and defaults under the function's path, globals at
+    the top level (they are module-level names), then keys, indices and attribute names.
+    """
+    seen: set[int] = set()
+    queue = deque([((), fn, 0)])
+    while queue:
+        path, value, depth = queue.popleft()
+        if not isinstance(value, SCALARS):
+            if id(value) in seen:
+                continue
+            seen.add(id(value))
+        yield path, value
+        if depth >= MAX_DEPTH:
+            continue
+        kids = _children(path, value, opaque)
+        if expand is not None and opaque(value):
+            kids = expand(path, value)
+        for child_path, child in kids:
+            queue.append((child_path, child, depth + 1))
+
+
+def token(value, framework_token: Callable[[Any], Hashable | None]) -> Hashable:
+    """What of ``value`` a trace can bake in: the value itself, an array's content, or the
+    framework's token (identity and shape of a tensor...). Objects keep their type and id."""
+    own = framework_token(value)
+    if own is not None:
+        return own
+    if isinstance(value, SCALARS):
+        return type(value).__name__, repr(value)
+    if isinstance(value, np.ndarray):
+        return "array", value.shape, str(value.dtype), hash(np.ascontiguousarray(value).tobytes())
+    if isinstance(value, types.FunctionType):
+        return "function", id(value.__code__)
+    if isinstance(value, dict | list | tuple):
+        return type(value).__name__, len(value)
+    if isinstance(value, types.ModuleType):
+        return "module", value.__name__
+    return "object", type(value).__qualname__, id(value)
+
+
+def fingerprint(fn, framework_token: Callable[[Any], Hashable | None],
+                opaque: Callable[[Any], bool] = lambda v: False,
+                expand=None) -> tuple[tuple, list]:
+    """A hashable summary of everything ``fn``'s trace can depend on (see the module doc),
+    and the reachable objects.
+
+    Two calls give equal fingerprints unless a reachable value changed, so a program cached
+    under it is the program ``fn`` would trace now. Objects without a better summary count by
+    identity, so the cache entry must hold the returned objects: their ids are then not reused.
+    """
+    key, held = [], []
+    for path, v in walk(fn, opaque, expand):
+        key.append((path, token(v, framework_token)))
+        if not isinstance(v, SCALARS):
+            held.append(v)
+    return tuple(key), held
+
+
+__all__ = ["LIBRARIES", "fingerprint", "is_library", "token", "walk"]
