@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import linecache
 import types
 from collections.abc import Callable
 from typing import Any
@@ -570,7 +571,9 @@ def _describe(op) -> str:
         user = [f for f in frames if "/tensorflow/" not in f.filename
                 and "/keras/" not in f.filename and "/asd/" not in f.filename]
         if user:
-            stack = f", source {user[-1].filename}:{user[-1].lineno} `{user[-1].line}`"
+            frame = user[-1]
+            line = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
+            stack = f", source {frame.filename}:{frame.lineno}" + (f" `{line}`" if line else "")
     except Exception:  # source locations are a courtesy; never fail on them
         stack = ""
     return f"node '{op.name}'{stack}"
