@@ -28,12 +28,14 @@ graph as TensorFlow operations (``Relu``, ``MatMul``, ``BiasAdd``, ``Conv2D``, `
 ``SelectV2``...). `TfProgram` evaluates its operations on numpy or traced arrays, mapping
 every one that depends on the differentiated inputs to an asd library function (`OPS`).
 Variables are captured resources: ``ReadVariableOp`` reads the value asd is given for a
-trainable variable, or the variable's current value for a non-trainable one. Operations on
-constants only (shape arithmetic, ``Const``, ``Fill``) are run by TensorFlow itself: they carry
-no derivative. An operation that depends on the differentiated inputs and has no mapping
-raises `asd.UnsupportedError` when the program is imported, naming the operation type, the
-node and the fix; nothing falls back to TensorFlow's own derivative, which is exactly the
-fixed choice at a kink that asd replaces.
+trainable variable, or the variable's current value for a non-trainable one. A nested
+``tf.function`` (``PartitionedCall``, ``StatefulPartitionedCall``) is interpreted
+recursively, like JAX's ``pjit``. Operations on constants only (shape arithmetic,
+``Const``, ``Fill``) are run by TensorFlow itself: they carry no derivative. An operation
+that depends on the differentiated inputs and has no mapping raises `asd.UnsupportedError`
+when the program is imported, naming the operation type, the node and the fix; nothing
+falls back to TensorFlow's own derivative, which is exactly the fixed choice at a kink that
+asd replaces.
 
 ``sqrt(reduce_sum(x * x))`` (``tf.norm``) becomes ``asd.norm``: ``sqrt`` alone is not
 Lipschitz at 0, the norm is (TensorFlow returns NaN for the gradient of ``tf.norm`` at 0).
@@ -559,6 +561,8 @@ LOCALLY_CONSTANT = {"Shape", "ShapeN", "Size", "Rank", "ZerosLike", "OnesLike", 
 tests): TensorFlow computes them on the plain values and no derivative flows through them."""
 
 VARIABLE_READS = {"ReadVariableOp"}
+CALLS = {"PartitionedCall", "StatefulPartitionedCall"}
+"""Calls of other graphs (a ``tf.function`` inside the traced one): interpreted recursively."""
 SKIPPED = {"NoOp", "Placeholder", "Const", "AssertGuard", "Assert"}
 
 
@@ -625,57 +629,37 @@ class _Variable:
         self.trainable = bool(variable.trainable)
 
 
-class TfProgram:
-    """``fn``'s ``tf.function`` graph at example inputs, as a function of numpy (or traced)
-    arrays: ``numpy_fn(*inputs, params=None)``; ``params`` maps the trainable variables' names
-    to arrays and defaults to their current values (`params`)."""
+class _Body:
+    """One graph (the traced function's, or a function it calls) as an interpreter: `check`
+    classifies its tensors once, `run` evaluates it on numpy or traced arrays."""
 
-    def __init__(self, fn: Callable, example: tuple, live: tuple | None = None):
-        self.fn = fn
-        specs = [tf.TensorSpec(np.shape(t), _tf_dtype(t)) for t in example]
-        self.concrete = tf.function(_callable(fn), autograph=False).get_concrete_function(*specs)
-        graph = self.concrete.graph
-        self.graph = graph
-        self.inputs = [t.name for t in graph.inputs[:len(example)]]
-        names = _variable_names(fn)
-        by_handle = {id(v.handle): v for v in self.concrete.variables}
-        self.variables: dict[str, _Variable] = {}      # placeholder tensor name -> variable
-        self.captured: dict[str, np.ndarray] = {}      # placeholder tensor name -> constant
-        used: set[str] = set()
-        for external, internal in graph.captures:
-            var = by_handle.get(id(external))
-            if var is None:
-                if external.dtype == tf.resource:
-                    raise UnsupportedError(f"TensorFlow resource capture {internal.name} that "
-                                           "is not a variable (a lookup table or dataset)")
-                self.captured[internal.name] = external.numpy()
-                continue
-            name = names.get(id(var)) or var.name.split(":")[0]
-            base, k = name, 1
-            while name in used:
-                name, k = f"{base}_{k}", k + 1
-            used.add(name)
-            self.variables[internal.name] = _Variable(name, var)
-        self.param_names = [v.name for v in self.variables.values() if v.trainable]
-        flat_out = tf.nest.flatten(self.concrete.structured_outputs, expand_composites=True)
-        self.outputs = [o.name if tf.is_tensor(o) else o for o in flat_out]
+    def __init__(self, graph, library, static: dict | None = None):
+        self.graph, self.library = graph, library
         self.operations = graph.get_operations()
-        self._check(example, live)
+        self.inputs = [t.name for t in graph.inputs]
+        self.outputs = [t.name for t in graph.outputs]
+        self.static: dict[str, Any] = dict(static or {})   # computed once, at import
+        self.calls: dict[str, _Body] = {}
 
-    # ----- validation: every op on the differentiated path needs a mapping -----
-    def _check(self, example, live) -> None:
-        nums = range(len(example)) if live is None else [a for a in live if a != "params"]
-        live_names = {self.inputs[i] for i in nums
-                      if np.issubdtype(np.dtype(_tf_dtype(example[i]).as_numpy_dtype),
-                                       np.floating)}
-        if live is None or "params" in live:
-            live_names |= {n for n, v in self.variables.items() if v.trainable}
-        self.static: dict[str, Any] = dict(self.captured)
-        fixed = set(self.inputs) | set(self.variables)
+    def check(self, live: list[bool]) -> list[bool]:
+        """Raise `UnsupportedError` for the first op without a mapping on the differentiated
+        path; compute the ops on constants only; return which outputs are live."""
+        live_names = {n for n, f in zip(self.inputs, live, strict=True) if f}
+        varying = set(self.inputs) - set(self.static)   # inputs change from call to call
         for op in self.operations:
             ins = [t.name for t in op.inputs]
             outs = [t.name for t in op.outputs]
-            if op.type == "Placeholder":
+            if op.type == "Placeholder" or not outs:
+                continue
+            if op.type in CALLS:
+                body = self._callee(op)
+                outs_live = body.check([i in live_names for i in ins])
+                live_names.update(o for o, f in zip(outs, outs_live, strict=True) if f)
+                if all(i in self.static for i in ins):
+                    self.static.update(zip(outs, body.run([self.static[i] for i in ins]),
+                                           strict=True))
+                else:
+                    varying.update(outs)
                 continue
             if any(i in live_names for i in ins) and op.type not in LOCALLY_CONSTANT:
                 if op.type in VARIABLE_READS or op.type in OPS:
@@ -688,28 +672,39 @@ class TfProgram:
                     f"asd.frontends.tf.OPS[{op.type!r}] = fn (the op's inputs positionally, "
                     "its attributes as keywords)."
                 )
-            if (op.type in VARIABLE_READS or not outs
-                    or any(i in fixed or i in live_names for i in ins)):
-                fixed.update(outs)
+            if op.type in VARIABLE_READS or any(i in varying or i in live_names for i in ins):
+                varying.update(outs)
                 continue
             try:   # depends on nothing that changes between calls: computed once, here
                 vals = _run_tf(op, [self.static[i] for i in ins])
             except Exception as e:  # raised again, with the node, if the value is ever used
                 vals = [_Failed(op, e)] * len(outs)
             self.static.update(zip(outs, vals, strict=True))
+        return [o in live_names for o in self.outputs]
 
-    def params(self) -> dict[str, np.ndarray]:
-        """Current values of the trainable variables ``fn`` reads, by name."""
-        return {v.name: v.variable.numpy() for v in self.variables.values() if v.trainable}
+    def _callee(self, op) -> _Body:
+        body = self.calls.get(op.name)
+        if body is None:
+            name = op.get_attr("f").name
+            for graph in self.library:
+                try:
+                    function = graph._get_function(name)
+                except Exception:  # not registered in this graph's library: try the next
+                    function = None
+                if function is not None:
+                    break
+            else:
+                raise UnsupportedError(f"TensorFlow {op.type} ({_describe(op)}) calls "
+                                       f"{name!r}, which the importer cannot find")
+            body = _Body(function.graph, (function.graph, *self.library))
+            self.calls[op.name] = body
+        return body
 
-    def numpy_fn(self, *inputs, params: dict | None = None):
-        """Evaluate the program; ``params`` defaults to the variables' current values."""
-        params = self.params() if params is None else params
+    def run(self, values: list) -> list:
+        """Evaluate the graph on its inputs' values (numpy or traced arrays)."""
         env: dict[str, Any] = dict(self.static)
-        for name, x in zip(self.inputs, inputs, strict=True):
-            env[name] = x
-        for name, v in self.variables.items():
-            env[name] = params[v.name] if v.trainable else v.variable.numpy()
+        for name, x in zip(self.inputs, values, strict=True):
+            env.setdefault(name, x)
         producer: dict[str, Any] = {}
         for op in self.operations:
             outs = [t.name for t in op.outputs]
@@ -719,13 +714,14 @@ class TfProgram:
             for v in vals:
                 if isinstance(v, _Failed):
                     v.raise_()
-            result = self._run(op, vals, env, producer)
+            if op.type in CALLS:
+                result = self._callee(op).run(vals)
+            else:
+                result = self._run(op, vals, env, producer)
             for name, value in zip(outs, result, strict=True):
                 env[name] = value
                 producer[name] = op
-        flat = [env[o] if isinstance(o, str) else o for o in self.outputs]
-        return tf.nest.pack_sequence_as(self.concrete.structured_outputs, flat,
-                                        expand_composites=True)
+        return [env[o] for o in self.outputs]
 
     def _run(self, op, vals, env, producer) -> list:
         if op.type in VARIABLE_READS:
@@ -746,6 +742,68 @@ class TfProgram:
         except asd.ASDError as e:
             raise type(e)(f"{e} [while importing TensorFlow {op.type}, {_describe(op)}]") from e
         return list(out) if len(op.outputs) > 1 else [out]
+
+
+class TfProgram:
+    """``fn``'s ``tf.function`` graph at example inputs, as a function of numpy (or traced)
+    arrays: ``numpy_fn(*inputs, params=None)``; ``params`` maps the trainable variables' names
+    to arrays and defaults to their current values (`params`)."""
+
+    def __init__(self, fn: Callable, example: tuple, live: tuple | None = None):
+        self.fn = fn
+        specs = [tf.TensorSpec(np.shape(t), _tf_dtype(t)) for t in example]
+        self.concrete = tf.function(_callable(fn), autograph=False).get_concrete_function(*specs)
+        graph = self.concrete.graph
+        self.graph = graph
+        names = _variable_names(fn)
+        by_handle = {id(v.handle): v for v in self.concrete.variables}
+        self.variables: dict[str, _Variable] = {}      # placeholder tensor name -> variable
+        captured: dict[str, np.ndarray] = {}           # placeholder tensor name -> constant
+        used: set[str] = set()
+        for external, internal in graph.captures:
+            var = by_handle.get(id(external))
+            if var is None:
+                if external.dtype == tf.resource:
+                    raise UnsupportedError(f"TensorFlow resource capture {internal.name} that "
+                                           "is not a variable (a lookup table or dataset)")
+                captured[internal.name] = external.numpy()
+                continue
+            name = names.get(id(var)) or var.name.split(":")[0]
+            base, k = name, 1
+            while name in used:
+                name, k = f"{base}_{k}", k + 1
+            used.add(name)
+            self.variables[internal.name] = _Variable(name, var)
+        self.param_names = [v.name for v in self.variables.values() if v.trainable]
+        self.body = _Body(graph, (graph,), captured)
+        self.inputs = self.body.inputs[:len(example)]
+        flat_out = tf.nest.flatten(self.concrete.structured_outputs, expand_composites=True)
+        self.outputs = [o.name if tf.is_tensor(o) else o for o in flat_out]
+        self.body.outputs = [o for o in self.outputs if isinstance(o, str)]
+        nums = range(len(example)) if live is None else [a for a in live if a != "params"]
+        live_args = {i for i in nums
+                     if np.dtype(_tf_dtype(example[i]).as_numpy_dtype).kind == "f"}
+        with_params = live is None or "params" in live
+        self.body.check([i in live_args if i < len(example) else
+                         (with_params and n in self.variables and self.variables[n].trainable)
+                         for i, n in enumerate(self.body.inputs)])
+
+    def params(self) -> dict[str, np.ndarray]:
+        """Current values of the trainable variables ``fn`` reads, by name."""
+        return {v.name: v.variable.numpy() for v in self.variables.values() if v.trainable}
+
+    def numpy_fn(self, *inputs, params: dict | None = None):
+        """Evaluate the program; ``params`` defaults to the variables' current values."""
+        params = self.params() if params is None else params
+        values = list(inputs)
+        for name in self.body.inputs[len(inputs):]:
+            v = self.variables.get(name)
+            values.append(None if v is None else
+                          params[v.name] if v.trainable else v.variable.numpy())
+        outs = iter(self.body.run(values))
+        flat = [next(outs) if isinstance(o, str) else o for o in self.outputs]
+        return tf.nest.pack_sequence_as(self.concrete.structured_outputs, flat,
+                                        expand_composites=True)
 
 
 class _Failed:
@@ -863,15 +921,19 @@ def _code_names(code) -> list[str]:
     return names
 
 
-def _variable_names(fn) -> dict[int, str]:
-    """id(tf.Variable) -> the name `subgrad` reports it under (see the module docstring)."""
-    names: dict[int, str] = {}
+def _variable_names(fn, names: dict[int, str] | None = None, seen: set | None = None
+                    ) -> dict[int, str]:
+    """id(tf.Variable) -> the name `subgrad` reports it under (see the module docstring).
+    Functions ``fn`` calls (plain or ``tf.function``) are searched too: a variable is named
+    after the closure or global variable that holds it, wherever the first one is found."""
+    names = {} if names is None else names
+    seen = set() if seen is None else seen
+    seen.add(id(fn))
     for label, obj in _reached(fn):
         if isinstance(obj, types.ModuleType):
             continue
         if _is_variable(obj):
-            var = _tf_variable(obj)
-            names.setdefault(id(var), label)
+            names.setdefault(id(_tf_variable(obj)), label)
         elif hasattr(obj, "variables") and not isinstance(obj, type):
             try:
                 owned = _owned_variables(obj)
@@ -879,6 +941,11 @@ def _variable_names(fn) -> dict[int, str]:
                 continue
             for rel, var in owned:
                 names.setdefault(id(var), f"{label}/{rel}" if label else rel)
+        elif (isinstance(obj, types.FunctionType | types.MethodType)
+              or hasattr(obj, "python_function")):
+            module = (getattr(obj, "__module__", None) or "").split(".")[0]
+            if module not in _LIBRARIES and id(obj) not in seen:
+                _variable_names(obj, names, seen)
     return names
 
 

@@ -448,7 +448,27 @@ def test_norm_at_zero_is_imported_as_a_norm():
     assert np.isnan(tape_grad(tf.norm, tf.zeros(2))[0].numpy()).all()
 
 
+def test_nested_tf_functions_are_interpreted_not_trusted():
+    """A ``tf.function`` called inside the traced one is a (Stateful)PartitionedCall: its body
+    is imported too, variables it reads included."""
+    w = tf.Variable([1.0, -1.0])
+    inner = tf.function(lambda x: tf.nn.relu(x) - tf.nn.relu(-x) + tf.nn.relu(w * x))
+    f = lambda x: tf.reduce_sum(inner(x))  # noqa: E731
+    x = tf.zeros(2)
+    g = asd.tf.subgrad(f, x, argnums=(0, "params"), direction=(np.array([1.0, 1.0]),
+                                                               {"w": np.zeros(2)}))
+    np.testing.assert_array_equal(g[0].numpy(), [2.0, 1.0])   # w * x enters (+, -)
+    np.testing.assert_array_equal(g[1]["w"].numpy(), [0.0, 0.0])
+    np.testing.assert_array_equal(tape_grad(f, x)[0].numpy(), [0.0, 0.0])
+
+
 # ----- errors -----
+
+
+def test_control_flow_on_the_differentiated_path_is_refused():
+    f = lambda x: tf.reduce_sum(tf.cond(tf.reduce_sum(x) > 0, lambda: x, lambda: -x))  # noqa: E731
+    with pytest.raises(asd.UnsupportedError, match=r"operation StatelessIf .*node 'cond'"):
+        asd.tf.subgrad(f, tf.ones(2))
 
 
 def test_unmapped_operation_names_the_op_the_node_and_the_fix():
