@@ -67,6 +67,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import linecache
+import os
 import types
 from collections.abc import Callable
 from typing import Any
@@ -77,7 +78,7 @@ from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import execute as _execute
 
 import asd
-from asd.errors import NotLipschitzError, UnsupportedError
+from asd.errors import NotLipschitzError, TracerBoolError, UnsupportedError
 
 # ----- helpers -----
 
@@ -568,12 +569,19 @@ SKIPPED = {"NoOp", "Placeholder", "Const", "AssertGuard", "Assert"}
 
 # ----- the importer -----
 
+def _package_dirs() -> tuple[str, ...]:
+    """The folders of TensorFlow, Keras and asd: frames there are not the user's source."""
+    import keras
+
+    return tuple(os.path.dirname(m.__file__) + os.sep for m in (tf, keras, asd))
+
+
 def _describe(op) -> str:
+    """The node's name and the user's source line that created it."""
     stack = ""
     try:
-        frames = op.traceback
-        user = [f for f in frames if "/tensorflow/" not in f.filename
-                and "/keras/" not in f.filename and "/asd/" not in f.filename]
+        skip = _package_dirs()
+        user = [f for f in op.traceback if not f.filename.startswith(skip)]
         if user:
             frame = user[-1]
             line = (frame.line or linecache.getline(frame.filename, frame.lineno)).strip()
@@ -752,7 +760,15 @@ class TfProgram:
     def __init__(self, fn: Callable, example: tuple, live: tuple | None = None):
         self.fn = fn
         specs = [tf.TensorSpec(np.shape(t), _tf_dtype(t)) for t in example]
-        self.concrete = tf.function(_callable(fn), autograph=False).get_concrete_function(*specs)
+        try:   # no autograph: Python control flow stays Python, not tf.cond / tf.while_loop
+            self.concrete = tf.function(_callable(fn), autograph=False).get_concrete_function(
+                *specs)
+        except tf.errors.OperatorNotAllowedInGraphError as e:
+            raise TracerBoolError(
+                f"Python control flow on a tensor while importing {fn!r} ({e}). A Python "
+                "branch at a tie would ignore the direction asd decides ties by: write it with "
+                "tf.where, tf.maximum, tf.nn.relu or another mapped operation."
+            ) from e
         graph = self.concrete.graph
         self.graph = graph
         names = _variable_names(fn)
@@ -1135,7 +1151,8 @@ def function(fn: Callable, *, seed=None) -> Callable:
         arrays = [_to_numpy(t) for t in inputs]
         cts_np = [None if c is None else _to_numpy(c) for c in cts]
         wants = [i for i, a in enumerate(arrays) if np.issubdtype(a.dtype, np.floating)]
-        by_handle = {id(v.variable.handle): v.name for v in prog.variables.values()}
+        by_handle = {id(v.variable.handle): v.name for v in prog.variables.values()
+                     if v.trainable}
         var_names = [by_handle.get(h) for h in var_handles]
         nums = tuple(wants) + ((len(arrays),) if any(var_names) else ())
 

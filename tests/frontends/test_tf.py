@@ -465,6 +465,11 @@ def test_nested_tf_functions_are_interpreted_not_trusted():
 # ----- errors -----
 
 
+def test_python_branches_on_tensors_raise_tracer_bool_error():
+    with pytest.raises(asd.TracerBoolError, match=r"tf\.where"):
+        asd.tf.subgrad(lambda x: x if x > 0 else -x, tf.constant(0.0))
+
+
 def test_control_flow_on_the_differentiated_path_is_refused():
     f = lambda x: tf.reduce_sum(tf.cond(tf.reduce_sum(x) > 0, lambda: x, lambda: -x))  # noqa: E731
     with pytest.raises(asd.UnsupportedError, match=r"operation StatelessIf .*node 'cond'"):
