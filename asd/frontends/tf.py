@@ -124,7 +124,8 @@ def _str(s) -> str:
 
 def _constant_operand(x, what: str):
     if _traced(x):
-        raise UnsupportedError(f"{what} computed from the differentiated inputs")
+        raise UnsupportedError(f"{what} computed from the differentiated inputs; compute it "
+                               "from constants (shapes, Python numbers) instead")
     return _raw(x)
 
 

@@ -321,6 +321,21 @@ def test_function_in_a_compiled_step_and_with_integer_inputs():
     g = step(tf.zeros(2), tf.constant([1, 2]))
     np.testing.assert_array_equal(g.numpy(), [3.0, 3.0])
 
+    model = make_mlp("float32")
+    h = asd.tf.function(model)
+    x = tf.constant(unit(6, (5, 3)), tf.float32)
+
+    @tf.function
+    def weights_step(x):
+        with tf.GradientTape() as tape:
+            y = tf.reduce_sum(h(x) ** 2)
+        return tape.gradient(y, model.trainable_variables)
+
+    want = tape_grad(lambda x: tf.reduce_sum(model(x) ** 2), x,
+                     sources=model.trainable_variables)
+    for got, w in zip(weights_step(x), want, strict=True):
+        np.testing.assert_allclose(got.numpy(), w.numpy(), **F32)
+
 
 # ----- every mapped operation agrees with tf.GradientTape off the kinks -----
 
@@ -393,6 +408,10 @@ NN_OPS = {
     "max/avg pool": lambda x: tf.reduce_sum(tf.nn.max_pool2d(x, 2, 2, "VALID") ** 2)
     + tf.reduce_sum(tf.nn.avg_pool2d(x, 3, 1, "VALID") ** 2)
     + tf.reduce_sum(tf.nn.max_pool2d(x, 3, 1, "SAME")),
+    "fused batch norm": lambda x: tf.reduce_sum(tf.compat.v1.nn.fused_batch_norm(
+        x, tf.constant([1.5, 0.5], x.dtype), tf.constant([0.1, -0.2], x.dtype),
+        mean=tf.constant([0.3, -0.1], x.dtype), variance=tf.constant([2.0, 0.5], x.dtype),
+        is_training=False)[0] ** 2),
     "keras conv1d/pool1d": lambda x: tf.reduce_sum(keras.layers.MaxPooling1D(2)(
         tf.nn.conv1d(tf.reshape(x, (1, 25, 2)), tf.ones((3, 2, 1), x.dtype), 1, "VALID")) ** 2),
 }
@@ -400,7 +419,8 @@ NN_OPS = {
 
 @pytest.mark.parametrize("name, dtype", [
     (name, dtype) for name in sorted(NN_OPS) for dtype in (tf.float32, tf.float64)
-    if not (name == "conv2d dilated same" and dtype == tf.float64)])   # TF has no such kernel
+    if not (name in ("conv2d dilated same", "fused batch norm")
+            and dtype == tf.float64)])                     # TensorFlow has no such CPU kernel
 def test_nn_operations_agree_with_gradient_tape_off_kinks(name, dtype):
     f = NN_OPS[name]
     x = tf.constant(unit(7, (1, 5, 5, 2)), dtype)
