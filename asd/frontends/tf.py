@@ -248,7 +248,7 @@ def _xent(logits, labels, **_):
 
 
 def _sort_desc(x, axis):
-    return np.sort(x, axis=axis)[(slice(None),) * (axis % np.ndim(x)) + (slice(None, None, -1),)]
+    return _flip(np.sort(x, axis=axis), axis)
 
 
 def _top_k(x, k, *, sorted=True, **_):  # noqa: A002
@@ -471,6 +471,18 @@ def _cast(x, *, DstT, **_):
                            "rounding to integers or booleans)")
 
 
+def _flip(x, axis: int):
+    return x[(slice(None),) * (axis % np.ndim(x)) + (slice(None, None, -1),)]
+
+
+def _cumsum(x, axis, *, exclusive=False, reverse=False, **_):
+    a = int(_constant_operand(axis, "Cumsum's axis"))
+    y = np.cumsum(_flip(x, a) if reverse else x, axis=a)
+    if exclusive:
+        y = y - (_flip(x, a) if reverse else x)
+    return _flip(y, a) if reverse else y
+
+
 def _identity(x, **_):
     return x
 
@@ -534,7 +546,7 @@ OPS: dict[str, Callable] = {
     "Equal": _plain(np.equal), "NotEqual": _plain(np.not_equal),
     # reductions and order
     "Sum": _reduce(np.sum), "Mean": _reduce(np.mean), "Max": _reduce(np.max),
-    "Min": _reduce(np.min), "Prod": _reduce(np.prod),
+    "Min": _reduce(np.min), "Prod": _reduce(np.prod), "Cumsum": _cumsum,
     "ArgMax": _argminmax(np.argmax), "ArgMin": _argminmax(np.argmin), "TopKV2": _top_k,
     # nn
     "Softmax": _softmax, "LogSoftmax": _log_softmax,
