@@ -137,6 +137,15 @@ def test_mlp_at_zero_preactivations_matches_exact(seed):
     got64 = asd.tf.subgrad(lambda x: tf.reduce_sum(MLP64(x)), tf.zeros((1, 3), tf.float64),
                            direction=v)
     np.testing.assert_allclose(got64.numpy(), exact(np_mlp, x, v), **F64)
+    np.testing.assert_allclose(got64.numpy(), asd.subgrad(np_mlp, direction=v)(x), **F64)
+
+
+def test_value_and_subgrad_returns_tensorflow_values():
+    x = tf.constant(unit(8, (2, 3)), tf.float64)
+    value, g = asd.tf.value_and_subgrad(lambda x: tf.reduce_sum(MLP64(x)), x, seed=0)
+    assert value.dtype == tf.float64 and value.shape == ()
+    np.testing.assert_allclose(value.numpy(), tf.reduce_sum(MLP64(x)).numpy(), **F64)
+    assert g.shape == x.shape
 
 
 def test_mlp_tensorflow_gradient_differs_at_zero():
