@@ -13,10 +13,11 @@ subpackages ``asd.testing`` and ``asd.numpy``.
 
 The package's layers, top to bottom (each subpackage's docstring says what it may import):
 this module and ``api``, ``result``, ``errors``, ``tree`` are the public surface; ``cli`` holds
-the ``asd`` command; ``frontends`` the PyTorch and JAX importers, published as ``asd.torch`` and
-``asd.jax`` (the same module objects, loaded on first use); ``analysis`` the Clarke-set tools,
-branching programs and certificates; ``core`` the engine; ``extend`` is the one surface through
-which the library (``asd.library``) and users add primitives.
+the ``asd`` command; ``frontends`` the PyTorch, JAX and TensorFlow importers, published as
+``asd.torch``, ``asd.jax`` and ``asd.tf`` (the same module objects, loaded on first use);
+``analysis`` the Clarke-set tools, branching programs and certificates; ``core`` the engine;
+``extend`` is the one surface through which the library (``asd.library``) and users add
+primitives.
 """
 
 import importlib as _importlib
@@ -65,11 +66,13 @@ _LAZY = {
     "numpy": ("asd.numpy", None),
     "torch": ("asd.frontends.torch", None),
     "jax": ("asd.frontends.jax", None),
+    "tf": ("asd.frontends.tf", None),
 }
 
 
 # public name -> the module that implements it (one module object under both names)
-_FRONTENDS = {"asd.torch": "asd.frontends.torch", "asd.jax": "asd.frontends.jax"}
+_FRONTENDS = {"asd.torch": "asd.frontends.torch", "asd.jax": "asd.frontends.jax",
+              "asd.tf": "asd.frontends.tf"}
 
 
 class _FrontendFinder(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):

@@ -99,11 +99,11 @@ def _e(i: int, n: int) -> np.ndarray:
 
 
 def _sort_dot(o, x):
-    return (o.sort(x) * o.asarray([1.0, 2.0])).sum()
+    return o.sum(o.sort(x) * o.asarray([1.0, 2.0]))
 
 
 def _l2_ball_sum(o, x):
-    return (x / o.maximum(o.asarray(1.0), o.norm(x))).sum()
+    return o.sum(x / o.maximum(o.asarray(1.0), o.norm(x)))
 
 
 def _projection(name: str, x, *args):
@@ -162,7 +162,7 @@ CATALOG: list[Pattern] = [
             lambda o, x: o.max(x) - o.min(x),
             Hull(*[_e(i, 3) - _e(j, 3) for i in range(3) for j in range(3) if i != j])),
     Pattern("sum of sorted", "sum(sort(x))", [0.0, 0.0],
-            lambda o, x: o.sort(x).sum(), Hull([1, 1])),
+            lambda o, x: o.sum(o.sort(x)), Hull([1, 1])),
     Pattern("weighted sort", "sort(x) . (1, 2)", [0.0, 0.0], _sort_dot,
             Hull([1, 2], [2, 1])),
     Pattern("min via sort", "sort(x)[0]", [0.0, 0.0],
@@ -172,12 +172,12 @@ CATALOG: list[Pattern] = [
     Pattern("median at a tie", "median(x)", [0.0, 0.0, 0.0],
             lambda o, x: o.median(x), Hull(_e(0, 3), _e(1, 3), _e(2, 3))),
     Pattern("max pooling ties", "sum(max_pool1d(x, 2))", [0.0, 0.0, 1.0, 1.0],
-            lambda o, x: o.max_pool1d(x, 2).sum(),
+            lambda o, x: o.sum(o.max_pool1d(x, 2)),
             Hull([1, 0, 1, 0], [1, 0, 0, 1], [0, 1, 1, 0], [0, 1, 0, 1])),
     # norms at 0, projections
     Pattern("l2 norm at 0", "|x|_2", [0.0, 0.0], lambda o, x: o.norm(x), Ball([0, 0], 1.0)),
     Pattern("l1 norm at 0", "|x1| + |x2|", [0.0, 0.0],
-            lambda o, x: o.abs(x).sum(), Hull([1, 1], [1, -1], [-1, 1], [-1, -1])),
+            lambda o, x: o.sum(o.abs(x)), Hull([1, 1], [1, -1], [-1, 1], [-1, -1])),
     Pattern("linf norm at 0", "max |x_i|", [0.0, 0.0], lambda o, x: o.max(o.abs(x)),
             Hull([1, 0], [-1, 0], [0, 1], [0, -1])),
     Pattern("zero via norm", "|x - x|_2", [1.0, 2.0], lambda o, x: o.norm(x - x),
@@ -185,7 +185,7 @@ CATALOG: list[Pattern] = [
     Pattern("projection onto the l2 ball", "sum(x / max(1, |x|))", [1.0, 0.0], _l2_ball_sum,
             Hull([1, 1], [0, 1]), lambda x: _projection("l2_ball", x).sum()),
     Pattern("projection onto a box", "sum(clip(x, 0, 1))", [0.0, 1.0],
-            lambda o, x: o.clip(x, 0.0, 1.0).sum(), Hull([0, 0], [1, 0], [0, 1], [1, 1]),
+            lambda o, x: o.sum(o.clip(x, 0.0, 1.0)), Hull([0, 0], [1, 0], [0, 1], [1, 1]),
             lambda x: _projection("box", x, 0.0, 1.0).sum()),
 ]
 """The patterns of ``asd audit --battery``, in table order."""
