@@ -88,6 +88,7 @@ KINKS: dict[str, str] = {
     "real_pow": "x = 0 for exponents in (0, 1) (not Lipschitz: raises)",
     "sqrt": "x = 0 (not Lipschitz: raises)",
     "cbrt": "x = 0 (not Lipschitz: raises)",
+    "correlation": "a zero variance (not Lipschitz: raises)",
 }
 """Where each nonsmooth primitive has kinks; the others are smooth on their domain."""
 
