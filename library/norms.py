@@ -17,6 +17,7 @@ from asd.errors import NotLipschitzError, UnsupportedError
 from asd.extend import LinearMap, Primitive, leading_vector, register_numpy
 
 from . import smooth
+from .linalg import svdvals_p
 from .order import Layout, Ray, amax, amin, normalize_axes
 from .piecewise import absolute
 
@@ -207,11 +208,22 @@ def _matrix_norm(x, ord, axes: tuple[int, int], keepdims: bool):
         shape = tuple(n for a, n in enumerate(np.shape(x)) if a not in axes)
         return smooth.reshape(out, shape)
     if ord in (2, -2, "nuc"):
-        raise UnsupportedError(
-            f"norm(ord={ord!r}) of a matrix needs its singular values; use the spectral "
-            "functions in asd.spectral (e.g. the largest singular value or nuclear norm)"
-        )
+        return _singular_value_norm(x, ord, axes, keepdims)
     raise ValueError(f"invalid norm order {ord!r} for matrices")
+
+
+def _singular_value_norm(x, ord, axes: tuple[int, int], keepdims: bool):
+    """ord 2 / -2 / 'nuc': the largest, smallest or summed singular values, whose rule
+    (`linalg.svdvals`) decides repeated and zero singular values along the ray."""
+    if np.ndim(x) != 2:
+        raise UnsupportedError(f"norm(ord={ord!r}) over two axes of a {np.ndim(x)}-D array: "
+                               "asd takes singular values of one matrix at a time")
+    s = svdvals_p(smooth.transpose(x) if axes[0] > axes[1] else x)
+    if ord == "nuc":
+        out = smooth.sum(s)
+    else:
+        out = smooth.getitem(s, 0 if ord == 2 else -1)
+    return smooth.reshape(out, (1, 1)) if keepdims else out
 
 
 def _vector_norm(x, ord, axis: int, keepdims: bool):
@@ -233,7 +245,8 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
     """``numpy.linalg.norm`` on traced arrays, with a correct subgradient at every kink.
 
     Vector norms: ord in {None, 2, 1, inf, -inf} or any p >= 1; matrix norms (two axes, or a
-    2-D array with ``axis=None`` and ``ord`` given): 'fro', 1, -1, inf, -inf. ``ord=None``
+    2-D array with ``axis=None`` and ``ord`` given): 'fro', 1, -1, inf, -inf, and through the
+    singular values 2, -2, 'nuc'. ``ord=None``
     with ``axis=None`` is the l2 norm of all entries, as in numpy.
 
     >>> import numpy as np, asd
