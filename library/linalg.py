@@ -501,7 +501,8 @@ def pinv(a, rcond=None, hermitian=False, *, rtol=None):
     """
     if rcond is None:
         rcond = 1e-15 if rtol is None else rtol
-    return pinv_p(a, rcond=float(rcond))
+    # hermitian=True: numpy reads the lower triangle (through eigh), and so does this
+    return pinv_p(_triangle(a, "L") if hermitian else a, rcond=float(rcond))
 
 
 def lstsq(a, b, rcond=None):
@@ -696,7 +697,8 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     """
     m, n = np.shape(a)[-2:] if np.ndim(a) >= 2 else (0, 0)
     if not compute_uv:
-        return svdvals_p(a)
+        # hermitian=True: numpy reads the lower triangle (through eigh), and so does this
+        return svdvals_p(_triangle(a, "L") if hermitian else a)
     if hermitian:
         raise unsupported("numpy.linalg.svd with hermitian=True and compute_uv=True (use "
                           "np.linalg.eigh for the vectors of a symmetric matrix)")

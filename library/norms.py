@@ -238,13 +238,20 @@ def _vector_norm(x, ord, axis: int, keepdims: bool):
             "norm(ord=0) counts the nonzero entries: it is piecewise constant and jumps at "
             "every zero, so it has no subgradient. Use ord=1 as its convex surrogate."
         )
+    if ord < 1:
+        # (sum |x|**p) ** (1/p) for p < 1 (not a norm): smooth where no entry is 0; there
+        # |x|**p has an infinite slope (0 < p < 1) or value (p < 0), and power refuses.
+        p = float(ord)
+        total = smooth.sum(smooth.power(absolute(x), p), axis=axis, keepdims=keepdims)
+        return smooth.power(total, 1.0 / p)
     return pnorm(x, ord, axis, keepdims)
 
 
 def norm(x, ord=None, axis=None, keepdims: bool = False):
     """``numpy.linalg.norm`` on traced arrays, with a correct subgradient at every kink.
 
-    Vector norms: ord in {None, 2, 1, inf, -inf} or any p >= 1; matrix norms (two axes, or a
+    Vector norms: ord in {None, 2, 1, inf, -inf} or any p >= 1 (p < 1, p != 0, away from zero
+    entries, where ``|x|**p`` is not Lipschitz: refused there); matrix norms (two axes, or a
     2-D array with ``axis=None`` and ``ord`` given): 'fro', 1, -1, inf, -inf, and through the
     singular values 2, -2, 'nuc'. ``ord=None``
     with ``axis=None`` is the l2 norm of all entries, as in numpy.

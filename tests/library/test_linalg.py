@@ -252,6 +252,15 @@ def test_pinv(A):
     check_rule(np.linalg.pinv, A, n_directions=3, reference=ref, exact=False)
 
 
+def test_hermitian_flags_read_the_lower_triangle_as_numpy():
+    A = SPD + np.triu(RNG.standard_normal((3, 3)), 1)
+    np.testing.assert_allclose(linalg.pinv(A, hermitian=True), np.linalg.pinv(A, hermitian=True))
+    np.testing.assert_allclose(linalg.svd(A, compute_uv=False, hermitian=True),
+                               np.linalg.svd(A, compute_uv=False, hermitian=True))
+    check_rule(lambda A: np.linalg.pinv(A, hermitian=True), A, n_directions=2, exact=False,
+               reference=lambda A: ref_pinv(lower_symmetric(A)))
+
+
 def test_pinv_refuses_a_rank_change():
     with pytest.raises(NotLipschitzError) as e:
         asd.subgrad(lambda A: np.linalg.pinv(A).sum())(np.outer([1.0, 2.0], [1.0, -1.0]))
