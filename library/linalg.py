@@ -298,8 +298,9 @@ def slogdet(a):
 def _triangle(a, uplo: str):
     """The symmetric matrix numpy reads from one triangle of ``a`` (``UPLO``), traced."""
     n = np.shape(a)[-1]
-    keep = np.tril(np.ones((n, n))) if uplo.upper() == "L" else np.triu(np.ones((n, n)))
-    strict = keep - np.eye(n)
+    ones = np.ones((n, n), np.result_type(_value(a), np.float16))  # float32 stays float32
+    keep = np.tril(ones) if uplo.upper() == "L" else np.triu(ones)
+    strict = keep - np.eye(n, dtype=ones.dtype)
     return smooth.add(smooth.multiply(a, keep),
                       smooth.swapaxes(smooth.multiply(a, strict), -1, -2))
 

@@ -418,6 +418,20 @@ def test_matrix_norm_axes_and_keepdims():
         asd.norm(np.ones((2, 2, 2)), 2, axis=(1, 2))
 
 
+@pytest.mark.parametrize("fn", [
+    lambda A: np.linalg.eigh(A)[1], np.linalg.eigvalsh, np.linalg.cholesky, np.linalg.det,
+    lambda A: np.linalg.svd(A)[2], np.linalg.inv, lambda A: np.linalg.qr(A)[1]],
+    ids=["eigh", "eigvalsh", "cholesky", "det", "svd", "inv", "qr"])
+def test_float32_stays_float32(fn):
+    def f(A):
+        return np.sum(fn(A) * np.arange(1.0, 10.0, dtype=A.dtype)[: np.size(fn(SPD))].reshape(
+            np.shape(fn(SPD))))
+
+    value, g = asd.value_and_subgrad(f)(SPD.astype(np.float32))
+    assert np.result_type(value) == np.float32 and g.dtype == np.float32
+    np.testing.assert_allclose(g, asd.subgrad(f)(SPD), rtol=1e-3, atol=1e-4)
+
+
 def test_shape_errors():
     with pytest.raises(ShapeError, match="square"):
         asd.subgrad(lambda A: np.linalg.det(A))(np.ones((2, 3)))
