@@ -713,13 +713,63 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
     return SVDResult(U, svdvals_p(a), Vh)
 
 
+# ----- diagonals, traces and the numpy 2 linalg namespace -----
+
+def diagonal(a, offset=0, axis1=0, axis2=1):
+    """``numpy.diagonal``: a linear read (the diagonal comes last, as in numpy).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda a: np.trace(a))(np.ones((2, 3)))
+    array([[1., 0., 0.],
+           [0., 1., 0.]])
+    """
+    moved = smooth.moveaxis(a, (axis1, axis2), (-2, -1))
+    n, m = np.shape(moved)[-2:]
+    rows = np.arange(max(0, -offset), min(n, m - offset))
+    return smooth.getitem(moved, (Ellipsis, rows, rows + offset))
+
+
+def trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    """``numpy.trace``: the sum of a diagonal."""
+    if out is not None:
+        raise unsupported("numpy.trace with out")
+    return smooth.sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
+
+
+def _linalg_trace(x, /, *, offset=0, dtype=None):
+    return trace(x, offset, -2, -1, dtype)
+
+
+def _linalg_diagonal(x, /, *, offset=0):
+    return diagonal(x, offset, -2, -1)
+
+
+def svdvals(x, /):
+    """``numpy.linalg.svdvals``: singular values, descending, exact at repeated and zero ones."""
+    return svdvals_p(x)
+
+
+def multi_dot(arrays, *, out=None):
+    """``numpy.linalg.multi_dot`` as a chain of ``matmul`` (1-D ends read as numpy does)."""
+    if out is not None:
+        raise unsupported("numpy.linalg.multi_dot with out")
+    arrays = list(arrays)
+    result = arrays[0]
+    for b in arrays[1:]:
+        result = smooth.matmul(result, b)
+    return result
+
+
 for _fn, _impl in [
-    (np.linalg.solve, solve), (np.linalg.inv, inv), (np.linalg.det, det),
+    (np.diagonal, diagonal), (np.trace, trace), (np.linalg.trace, _linalg_trace),
+    (np.linalg.diagonal, _linalg_diagonal), (np.linalg.svdvals, svdvals),
+    (np.linalg.multi_dot, multi_dot), (np.linalg.solve, solve), (np.linalg.inv, inv),
+    (np.linalg.det, det),
     (np.linalg.slogdet, slogdet), (np.linalg.cholesky, cholesky), (np.linalg.qr, qr),
     (np.linalg.pinv, pinv), (np.linalg.lstsq, lstsq), (np.linalg.matrix_power, matrix_power),
     (np.linalg.eigvalsh, eigvalsh), (np.linalg.eigh, eigh), (np.linalg.svd, svd),
 ]:
     register_numpy(_fn, _impl)
 
-__all__ = ["cholesky", "det", "eigh", "inv", "lstsq", "matrix_power", "pinv", "qr", "slogdet",
-           "solve", "svd"]
+__all__ = ["cholesky", "det", "diagonal", "eigh", "inv", "lstsq", "matrix_power", "multi_dot",
+           "pinv", "qr", "slogdet", "solve", "svd", "svdvals"]

@@ -17,7 +17,7 @@ from asd.errors import NotLipschitzError, UnsupportedError
 from asd.extend import LinearMap, Primitive, leading_vector, register_numpy
 
 from . import smooth
-from .linalg import svdvals_p
+from .linalg import inv, svdvals_p
 from .order import Layout, Ray, amax, amin, normalize_axes
 from .piecewise import absolute
 
@@ -281,6 +281,51 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
     raise ValueError(f"improper axis {axis!r} for norm: one axis (vector) or two (matrix)")
 
 
-register_numpy(np.linalg.norm, norm)
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """``numpy.linalg.vector_norm``: the entries over ``axis`` (None: all; a tuple: several)
+    read as one vector per slice, as numpy does.
 
-__all__ = ["frobenius_norm", "l1_norm", "l2_norm", "linf_norm", "norm", "pnorm"]
+    >>> import numpy as np, asd
+    >>> float(np.linalg.vector_norm(np.array([[3.0, 0.0], [0.0, 4.0]])))
+    5.0
+    """
+    nd = np.ndim(x)
+    axes = tuple(range(nd)) if axis is None else normalize_axes(axis, nd)
+    rest = tuple(a for a in range(nd) if a not in axes)
+    flat = smooth.reshape(smooth.transpose(x, rest + axes),
+                          tuple(np.shape(x)[a] for a in rest) + (-1,))
+    out = norm(flat, ord, axis=-1)
+    if keepdims:
+        out = smooth.reshape(out, tuple(1 if a in axes else n for a, n in enumerate(np.shape(x))))
+    return out
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """``numpy.linalg.matrix_norm``: `norm` over the last two axes."""
+    return norm(x, ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def cond(x, p=None):
+    """``numpy.linalg.cond``: ``σ_max / σ_min`` for p in (None, 2), ``σ_min / σ_max`` for -2,
+    else ``norm(x, p) norm(inv(x), p)``; refused where ``x`` is singular (``inv``), and
+    through the singular values where ``σ_min = 0`` gives inf.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(np.linalg.cond)(np.diag([4.0, 2.0]))
+    array([[ 0.5,  0. ],
+           [ 0. , -1. ]])
+    """
+    if p is None or p in (2, -2):
+        s = svdvals_p(x)
+        big, small = smooth.getitem(s, 0), smooth.getitem(s, -1)
+        return smooth.divide(small, big) if p == -2 else smooth.divide(big, small)
+    return smooth.multiply(norm(x, p), norm(inv(x), p))
+
+
+register_numpy(np.linalg.norm, norm)
+register_numpy(np.linalg.vector_norm, vector_norm)
+register_numpy(np.linalg.matrix_norm, matrix_norm)
+register_numpy(np.linalg.cond, cond)
+
+__all__ = ["cond", "frobenius_norm", "l1_norm", "l2_norm", "linf_norm", "matrix_norm", "norm",
+           "pnorm", "vector_norm"]

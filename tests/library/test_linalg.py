@@ -432,6 +432,64 @@ def test_float32_stays_float32(fn):
     np.testing.assert_allclose(g, asd.subgrad(f)(SPD), rtol=1e-3, atol=1e-4)
 
 
+# ----- diagonals, traces and the numpy 2 linalg namespace -----
+
+@pytest.mark.parametrize("offset", [0, 1, -1])
+def test_trace_and_diagonal(offset):
+    X = np.arange(12.0).reshape(3, 4)
+    check_rule(lambda a: np.diagonal(a, offset), X, n_directions=1, exact=True)
+    check_rule(lambda a: np.trace(a, offset), X, n_directions=1, exact=True,
+               reference=lambda a: np.sum(np.diagonal(a, offset)))
+    S = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_array_equal(linalg.diagonal(S, offset, 0, 2), np.diagonal(S, offset, 0, 2))
+    np.testing.assert_array_equal(linalg.trace(S, offset, 2, 1), np.trace(S, offset, 2, 1))
+    check_rule(lambda a: np.linalg.trace(a, offset=offset), S, n_directions=1, exact=True,
+               reference=lambda a: np.sum(np.diagonal(a, offset, -2, -1), axis=-1))
+    check_rule(lambda a: np.linalg.diagonal(a, offset=offset), S, n_directions=1, exact=True)
+
+
+def test_multi_dot_and_svdvals():
+    v = np.array([1.0, -2.0, 0.5])
+    check_rule(lambda a: np.linalg.multi_dot([v, a, A3, v]), SPD, n_directions=1, exact=True,
+               reference=lambda a: v @ a @ A3 @ v)
+    check_rule(np.linalg.svdvals, np.diag([2.0, 2.0, 1.0]), directions=_directions((3, 3), 2),
+               reference=ref_svals, exact=False, rtol=1e-8)
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, 1, "fro", np.inf])
+def test_cond(p):
+    def ref(A):
+        if p in (None, 2, -2):
+            s = list(ref_svals(A))
+            value = min(s) / max(s) if p == -2 else max(s) / min(s)
+            return np.array(value, dtype=object if A.dtype == object else float)
+        if A.dtype != object:
+            return np.linalg.cond(A, p)
+        Ai = as_array(mpmath.inverse(mp_matrix(A)))
+        if p == "fro":
+            return np.sqrt(np.sum(A * A)) * np.sqrt(np.sum(Ai * Ai))
+        if p == 1:
+            return np.max(np.sum(np.abs(A), axis=0)) * np.max(np.sum(np.abs(Ai), axis=0))
+        return np.max(np.sum(np.abs(A), axis=1)) * np.max(np.sum(np.abs(Ai), axis=1))
+
+    check_rule(lambda A: np.linalg.cond(A, p), A3, n_directions=2, reference=ref, exact=False)
+
+
+def test_vector_and_matrix_norm():
+    X = np.arange(24.0).reshape(2, 3, 4) - 11.5
+    for kwargs in ({}, {"axis": 1}, {"axis": (0, 2), "keepdims": True}, {"ord": 1},
+                   {"ord": np.inf, "axis": -1}):
+        np.testing.assert_allclose(asd.vector_norm(X, **kwargs),
+                                   np.linalg.vector_norm(X, **kwargs))
+    for kwargs in ({}, {"ord": 1}, {"ord": -np.inf, "keepdims": True}):
+        np.testing.assert_allclose(asd.matrix_norm(X, **kwargs),
+                                   np.linalg.matrix_norm(X, **kwargs))
+    check_rule(lambda x: np.linalg.vector_norm(x, axis=(0, 2)), X, n_directions=1,
+               exact=False, reference=lambda x: np.sqrt(np.sum(x * x, axis=(0, 2))))
+    check_rule(lambda x: np.linalg.matrix_norm(x, ord=1), X, n_directions=1, exact=True,
+               reference=lambda x: np.max(np.sum(np.abs(x), axis=1), axis=-1))
+
+
 def test_shape_errors():
     with pytest.raises(ShapeError, match="square"):
         asd.subgrad(lambda A: np.linalg.det(A))(np.ones((2, 3)))
