@@ -83,9 +83,20 @@ def is_constant_argument(x) -> bool:
 def attach_asd_routines() -> None:
     """Give every public library function without one (Primitives have their own) an
     ``.asd``; called once by ``asd/__init__`` after the library and the API are loaded."""
-    from asd.library import nn, norms, order, piecewise, projections, smooth, spectral
+    from asd.library import (
+        linalg,
+        nn,
+        norms,
+        order,
+        piecewise,
+        projections,
+        smooth,
+        spectral,
+        statistics,
+    )
 
-    for module in (smooth, piecewise, nn, order, norms, projections, spectral):
+    for module in (smooth, piecewise, nn, order, norms, projections, spectral, statistics,
+                   linalg):
         for name in module.__all__:
             fn = getattr(module, name)
             if name not in NOT_DIFFERENTIABLE and not hasattr(fn, "asd"):

@@ -88,6 +88,12 @@ KINKS: dict[str, str] = {
     "real_pow": "x = 0 for exponents in (0, 1) (not Lipschitz: raises)",
     "sqrt": "x = 0 (not Lipschitz: raises)",
     "cbrt": "x = 0 (not Lipschitz: raises)",
+    "correlation": "a zero variance (not Lipschitz: raises)",
+    "svdvals": "repeated and zero singular values",
+    "eigh_vectors": "a repeated eigenvalue (not continuous: raises)",
+    "svd_vectors": "a repeated or zero singular value (not continuous: raises)",
+    "pinv": "a rank change (a jump: raises)",
+    "qr": "rank deficiency, and where numpy's Householder signs flip (raises)",
 }
 """Where each nonsmooth primitive has kinks; the others are smooth on their domain."""
 

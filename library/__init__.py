@@ -10,11 +10,14 @@ Every public function also carries the paper's ASD routine as ``.asd`` (attached
 
 from __future__ import annotations
 
-from . import nn, norms, order, piecewise, smooth
+from . import linalg, nn, norms, order, piecewise, smooth, statistics
+from .linalg import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norms import *  # noqa: F403
 from .order import *  # noqa: F403
 from .piecewise import *  # noqa: F403
 from .smooth import *  # noqa: F403
+from .statistics import *  # noqa: F403
 
-__all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__, *norms.__all__]
+__all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__, *norms.__all__,
+           *statistics.__all__, *linalg.__all__]

@@ -14,15 +14,10 @@ from __future__ import annotations
 import numpy as np
 
 from asd.errors import NotLipschitzError, UnsupportedError
-from asd.extend import (
-    LinearMap,
-    Primitive,
-    leading_vector,
-    register_alternative,
-    register_numpy,
-)
+from asd.extend import LinearMap, Primitive, leading_vector, register_numpy
 
 from . import smooth
+from .linalg import inv, svdvals_p
 from .order import Layout, Ray, amax, amin, normalize_axes
 from .piecewise import absolute
 
@@ -213,11 +208,22 @@ def _matrix_norm(x, ord, axes: tuple[int, int], keepdims: bool):
         shape = tuple(n for a, n in enumerate(np.shape(x)) if a not in axes)
         return smooth.reshape(out, shape)
     if ord in (2, -2, "nuc"):
-        raise UnsupportedError(
-            f"norm(ord={ord!r}) of a matrix needs its singular values; use the spectral "
-            "functions in asd.spectral (e.g. the largest singular value or nuclear norm)"
-        )
+        return _singular_value_norm(x, ord, axes, keepdims)
     raise ValueError(f"invalid norm order {ord!r} for matrices")
+
+
+def _singular_value_norm(x, ord, axes: tuple[int, int], keepdims: bool):
+    """ord 2 / -2 / 'nuc': the largest, smallest or summed singular values, whose rule
+    (`linalg.svdvals`) decides repeated and zero singular values along the ray."""
+    if np.ndim(x) != 2:
+        raise UnsupportedError(f"norm(ord={ord!r}) over two axes of a {np.ndim(x)}-D array: "
+                               "asd takes singular values of one matrix at a time")
+    s = svdvals_p(smooth.transpose(x) if axes[0] > axes[1] else x)
+    if ord == "nuc":
+        out = smooth.sum(s)
+    else:
+        out = smooth.getitem(s, 0 if ord == 2 else -1)
+    return smooth.reshape(out, (1, 1)) if keepdims else out
 
 
 def _vector_norm(x, ord, axis: int, keepdims: bool):
@@ -232,14 +238,22 @@ def _vector_norm(x, ord, axis: int, keepdims: bool):
             "norm(ord=0) counts the nonzero entries: it is piecewise constant and jumps at "
             "every zero, so it has no subgradient. Use ord=1 as its convex surrogate."
         )
+    if ord < 1:
+        # (sum |x|**p) ** (1/p) for p < 1 (not a norm): smooth where no entry is 0; there
+        # |x|**p has an infinite slope (0 < p < 1) or value (p < 0), and power refuses.
+        p = float(ord)
+        total = smooth.sum(smooth.power(absolute(x), p), axis=axis, keepdims=keepdims)
+        return smooth.power(total, 1.0 / p)
     return pnorm(x, ord, axis, keepdims)
 
 
 def norm(x, ord=None, axis=None, keepdims: bool = False):
     """``numpy.linalg.norm`` on traced arrays, with a correct subgradient at every kink.
 
-    Vector norms: ord in {None, 2, 1, inf, -inf} or any p >= 1; matrix norms (two axes, or a
-    2-D array with ``axis=None`` and ``ord`` given): 'fro', 1, -1, inf, -inf. ``ord=None``
+    Vector norms: ord in {None, 2, 1, inf, -inf} or any p >= 1 (p < 1, p != 0, away from zero
+    entries, where ``|x|**p`` is not Lipschitz: refused there); matrix norms (two axes, or a
+    2-D array with ``axis=None`` and ``ord`` given): 'fro', 1, -1, inf, -inf, and through the
+    singular values 2, -2, 'nuc'. ``ord=None``
     with ``axis=None`` is the l2 norm of all entries, as in numpy.
 
     >>> import numpy as np, asd
@@ -267,8 +281,51 @@ def norm(x, ord=None, axis=None, keepdims: bool = False):
     raise ValueError(f"improper axis {axis!r} for norm: one axis (vector) or two (matrix)")
 
 
-register_numpy(np.linalg.norm, norm)
-register_alternative(np.linalg.vector_norm, "numpy.linalg.norm(x, ord, axis) or asd.norm")
-register_alternative(np.linalg.matrix_norm, "numpy.linalg.norm(x, ord, axis=(-2, -1))")
+def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
+    """``numpy.linalg.vector_norm``: the entries over ``axis`` (None: all; a tuple: several)
+    read as one vector per slice, as numpy does.
 
-__all__ = ["frobenius_norm", "l1_norm", "l2_norm", "linf_norm", "norm", "pnorm"]
+    >>> import numpy as np, asd
+    >>> float(np.linalg.vector_norm(np.array([[3.0, 0.0], [0.0, 4.0]])))
+    5.0
+    """
+    nd = np.ndim(x)
+    axes = tuple(range(nd)) if axis is None else normalize_axes(axis, nd)
+    rest = tuple(a for a in range(nd) if a not in axes)
+    flat = smooth.reshape(smooth.transpose(x, rest + axes),
+                          tuple(np.shape(x)[a] for a in rest) + (-1,))
+    out = norm(flat, ord, axis=-1)
+    if keepdims:
+        out = smooth.reshape(out, tuple(1 if a in axes else n for a, n in enumerate(np.shape(x))))
+    return out
+
+
+def matrix_norm(x, /, *, keepdims=False, ord="fro"):
+    """``numpy.linalg.matrix_norm``: `norm` over the last two axes."""
+    return norm(x, ord, axis=(-2, -1), keepdims=keepdims)
+
+
+def cond(x, p=None):
+    """``numpy.linalg.cond``: ``σ_max / σ_min`` for p in (None, 2), ``σ_min / σ_max`` for -2,
+    else ``norm(x, p) norm(inv(x), p)``; refused where ``x`` is singular (``inv``), and
+    through the singular values where ``σ_min = 0`` gives inf.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(np.linalg.cond)(np.diag([4.0, 2.0]))
+    array([[ 0.5,  0. ],
+           [ 0. , -1. ]])
+    """
+    if p is None or p in (2, -2):
+        s = svdvals_p(x)
+        big, small = smooth.getitem(s, 0), smooth.getitem(s, -1)
+        return smooth.divide(small, big) if p == -2 else smooth.divide(big, small)
+    return smooth.multiply(norm(x, p), norm(inv(x), p))
+
+
+register_numpy(np.linalg.norm, norm)
+register_numpy(np.linalg.vector_norm, vector_norm)
+register_numpy(np.linalg.matrix_norm, matrix_norm)
+register_numpy(np.linalg.cond, cond)
+
+__all__ = ["cond", "frobenius_norm", "l1_norm", "l2_norm", "linf_norm", "matrix_norm", "norm",
+           "pnorm", "vector_norm"]

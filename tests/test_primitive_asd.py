@@ -128,9 +128,27 @@ CASES: dict[str, tuple[tuple, dict, object]] = {
     "eigvalsh": ((M,), {}, DM), "lambda_max": ((M,), {}, DM), "lambda_min": ((M,), {}, DM),
     "nuclear_norm": ((np.diag([1.0, 0.0]),), {}, DM), "spectral_norm": ((M,), {}, DM),
     "topk_eigsum": ((M,), {"k": 1}, DM),
+    "cond": ((X22,), {}, DM), "matrix_norm": ((M,), {"ord": 2}, DM),
+    "vector_norm": ((Z3,), {}, V3),
+    # statistics: zero variance, ties of max and min
+    "var": ((np.ones(3),), {}, V3), "std": ((np.ones(3),), {}, V3), "ptp": ((T3,), {}, V3),
+    "average": ((P,), {"weights": T3 + 2.0}, V3),
+    "cov": ((np.ones((2, 3)),), {}, np.arange(6.0).reshape(2, 3)),
+    "corrcoef": ((np.array([[1.0, 2.0, 4.0], [0.0, 3.0, 1.0]]),), {},
+                 np.arange(6.0).reshape(2, 3)),
+    # linalg: singular values repeated and zero; the smooth ones away from singular matrices
+    "solve": ((X22, V2), {}, (DM, E1)), "inv": ((X22,), {}, DM),
+    "det": ((np.ones((2, 2)),), {}, DM), "slogdet": ((X22,), {}, DM),
+    "cholesky": ((M,), {}, DM), "qr": ((X22,), {}, DM), "pinv": ((X22,), {}, DM),
+    "lstsq": ((np.array([[1.0, 2.0], [-0.5, 1.0], [0.75, -1.25]]), V3), {},
+              (np.arange(6.0).reshape(3, 2), P)), "matrix_power": ((X22,), {"n": 3}, DM),
+    "multi_dot": (([X22, M, X22],), {}, [DM, DM, DM]),
+    "eigh": ((X22 + X22.T,), {}, DM), "svd": ((X22,), {}, DM),
+    "svdvals": ((np.zeros((2, 2)),), {}, DM), "diagonal": ((X22,), {}, DM),
 }
 
-MODULES = (L.smooth, L.piecewise, L.nn, L.order, L.norms, L.projections, L.spectral)
+MODULES = (L.smooth, L.piecewise, L.nn, L.order, L.norms, L.projections, L.spectral,
+           L.statistics, L.linalg)
 PUBLIC = {name: getattr(m, name) for m in MODULES for name in m.__all__
           if name not in NOT_DIFFERENTIABLE}
 
@@ -152,16 +170,22 @@ def test_routine_agrees_with_the_value_directional_and_chain_rule(name):
     fn = PUBLIC[name]
     xs, params, v = CASES[name]
     value, dini, grad = fn.asd(*xs, direction=v, **params)
-    np.testing.assert_allclose(value, fn(*xs, **params), rtol=1e-12, atol=1e-12)
+    values = flatten(value)[0]  # several outputs (eigh, svd, qr, ...) one by one
+    for got, want in zip(values, flatten(fn(*xs, **params))[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     diff = _inputs(xs)
     argnums = diff[0] if len(diff) == 1 else tuple(diff)
     _, expected = asd.directional(lambda *a: fn(*a, **params), argnums)(*xs, v)
-    np.testing.assert_allclose(dini, expected, rtol=1e-12, atol=1e-12)
+    dinis = flatten(dini)[0]
+    for got, want in zip(dinis, flatten(expected)[0], strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
     # the Dini derivative is the branch linearization applied to the direction
-    shape = np.shape(value)
-    pushed = sum(np.asarray(g).reshape(shape + (-1,)) @ np.ravel(np.asarray(d, dtype=float))
-                 for g, d in zip(flatten(grad)[0], flatten(v)[0], strict=True))
-    np.testing.assert_allclose(pushed, dini, rtol=1e-12, atol=1e-12)
+    grads = grad if len(values) > 1 else (grad,)
+    for out, g_out, d_out in zip(values, grads, dinis, strict=True):
+        pushed = sum(np.asarray(g).reshape(np.shape(out) + (-1,))
+                     @ np.ravel(np.asarray(d, dtype=float))
+                     for g, d in zip(flatten(g_out)[0], flatten(v)[0], strict=True))
+        np.testing.assert_allclose(pushed, d_out, rtol=1e-12, atol=1e-12)
 
 
 # numpy programs the exact oracle evaluates on object arrays of Jets (piecewise polynomials)

@@ -204,14 +204,22 @@ def test_float32_preserved():
     assert value == 5
 
 
+@pytest.mark.parametrize("order", [0.5, -1, -2.5])
+def test_vector_norms_below_one_away_from_zero_entries(order):
+    x = np.array([0.5, -2.0, 1.25])
+    check_rule(lambda x: np.linalg.norm(x, order), x, n_directions=2, exact=False,
+               reference=lambda x: np.sum(np.abs(x) ** order) ** (1 / order))
+
+
 # ----- errors -----
 
 @pytest.mark.parametrize("kwargs, error", [
     ({"ord": 0}, asd.NotLipschitzError),
-    ({"ord": 0.5}, asd.UnsupportedError),
+    ({"ord": 0.5}, asd.NotLipschitzError),  # arange(4) has a zero entry
+    ({"ord": -1.5}, asd.NotLipschitzError),
     ({"ord": "fro"}, ValueError),
-    ({"ord": "nuc", "axis": (0, 1), "reshape": (2, 2)}, asd.UnsupportedError),
-    ({"ord": 2, "axis": (0, 1), "reshape": (2, 2)}, asd.UnsupportedError),
+    ({"ord": "nuc", "axis": (1, 2), "reshape": (1, 2, 2)}, asd.UnsupportedError),
+    ({"ord": 2, "axis": (1, 2), "reshape": (1, 2, 2)}, asd.UnsupportedError),
     ({"axis": (0, 1, 2), "reshape": (1, 2, 2)}, ValueError),
 ])
 def test_norm_errors(kwargs, error):
