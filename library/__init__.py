@@ -10,11 +10,15 @@ Every public function also carries the paper's ASD routine as ``.asd`` (attached
 
 from __future__ import annotations
 
-from . import nn, norms, order, piecewise, smooth
+from . import discontinuous, elementwise, nn, norms, order, piecewise, smooth, update
+from .discontinuous import *  # noqa: F403
+from .elementwise import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norms import *  # noqa: F403
 from .order import *  # noqa: F403
 from .piecewise import *  # noqa: F403
 from .smooth import *  # noqa: F403
+from .update import *  # noqa: F403
 
-__all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__, *norms.__all__]
+__all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__, *norms.__all__,
+           *discontinuous.__all__, *elementwise.__all__, *update.__all__]

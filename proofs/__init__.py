@@ -15,7 +15,8 @@ from asd.core.primitive import Primitive
 
 from .registry import Proof, Row
 
-FAMILIES = ("piecewise", "order", "smooth", "norms", "nn", "projections", "spectral")
+FAMILIES = ("piecewise", "order", "smooth", "norms", "nn", "projections", "spectral",
+            "discontinuous", "elementwise", "update")
 
 
 def proofs() -> list[tuple[str, Proof]]:
