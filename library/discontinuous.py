@@ -51,14 +51,15 @@ def defjump(name: str, impl, jumps, limits, *, discontinuous: bool = True) -> Pr
     def jump_rule(xs, dxs, **params):
         x = np.asarray(xs[0])
         ans = np.asarray(impl(x, **params))
-        mask = np.asarray(jumps(x, **params))
-        lin = None if discontinuous else Diagonal(np.ones_like(x), x.shape)
+        out = ans.shape  # the parameters (a divisor array) may broadcast x
+        mask = np.broadcast_to(jumps(x, **params), out)
+        lin = None if discontinuous else Diagonal(np.ones(out, ans.dtype), x.shape, out)
         if not mask.any():
             return ans, lin
-        left, right = limits(x, ans, **params)
-        side = tie_sign(x, dxs[0], x, None, mask)
+        left, right = (np.broadcast_to(s, out) for s in limits(x, ans, **params))
+        side = tie_sign(x, dxs[0], np.broadcast_to(x, out), None, mask)
         record_jump(ans, mask, (left, right))
-        return _on_side(ans, mask, side, np.asarray(left), np.asarray(right)), lin
+        return _on_side(ans, mask, side, left, right), lin
 
     jump_rule.__name__ = f"{name}_rule"
     prim.defrule(jump_rule)
@@ -83,14 +84,20 @@ rint_p = defjump("rint", np.rint, _half, lambda x, ans: (np.floor(x), np.ceil(x)
 
 
 def _scaled(x, decimals):
-    return np.asarray(x) * 10.0 ** decimals
+    """``x * 10**decimals`` as numpy's round computes it (a division for decimals < 0)."""
+    x = np.asarray(x)
+    return x * 10.0 ** decimals if decimals >= 0 else x / 10.0 ** -decimals
+
+
+def _unscaled(t, decimals):
+    return t / 10.0 ** decimals if decimals >= 0 else t * 10.0 ** -decimals
 
 
 round_p = defjump(
     "round", lambda x, decimals=0: np.round(x, decimals),
     lambda x, decimals=0: _half(_scaled(x, decimals)),
-    lambda x, ans, decimals=0: (np.floor(_scaled(x, decimals)) / 10.0 ** decimals,
-                                np.ceil(_scaled(x, decimals)) / 10.0 ** decimals))
+    lambda x, ans, decimals=0: (_unscaled(np.floor(_scaled(x, decimals)), decimals),
+                                _unscaled(np.ceil(_scaled(x, decimals)), decimals)))
 heaviside_p = defjump("heaviside", lambda x, h0: np.heaviside(x, h0), lambda x, h0: x == 0,
                       lambda x, ans, h0: (np.zeros_like(ans), np.ones_like(ans)))
 
@@ -142,11 +149,9 @@ all_p = Primitive("all", lambda x, axis=None: np.all(x, axis=axis), discontinuou
 
 # ----- public functions -----
 
-def _constant(name: str, what: str, c):
+def _constant(name: str, what: str, c, fix: str):
     if is_traced(c):
-        raise UnsupportedError(
-            f"{name} with a traced {what}: its jumps move with it. Write it with a constant "
-            f"{what}, or as x - c * floor(x / c) with asd.floor.")
+        raise UnsupportedError(f"{name} with a traced {what}: its jumps move with it. {fix}")
     return c
 
 
@@ -154,6 +159,10 @@ def _one_traced(name: str, x, kwargs):
     extra = [k for k, v in kwargs.items() if k != "out" or v is not None]
     if extra:
         raise UnsupportedError(f"numpy.{name} with {', '.join(extra)} on traced arrays")
+
+
+_DIVISOR_FIX = ("Use a constant divisor, or write x - c * np.floor(x / c) (x // c: "
+                "np.floor(x / c)), whose floor is refused only at its jumps.")
 
 
 def sign(x, **kwargs):
@@ -208,7 +217,9 @@ def round_(x, decimals=0, out=None):
 def heaviside(x, h0, **kwargs):
     """0 below 0, 1 above, ``h0`` at 0 (a constant): a jump at 0."""
     _one_traced("heaviside", x, kwargs)
-    return heaviside_p(x, h0=_constant("heaviside", "h0", h0))
+    return heaviside_p(x, h0=_constant(
+        "heaviside", "h0", h0, "Pass h0 as a constant (it is the value at 0 only), or write "
+        "asd.numpy.where(x > 0, 1.0, where(x < 0, 0.0, h0))."))
 
 
 def floor_divide(x, c, **kwargs):
@@ -222,7 +233,7 @@ def floor_divide(x, c, **kwargs):
     if is_traced(c) and not is_traced(x):
         raise UnsupportedError("a constant floor-divided by a traced value (c // x) jumps "
                                "wherever c / x crosses an integer; asd supports x // c only")
-    return floor_divide_p(x, c=_constant("floor_divide", "divisor", c))
+    return floor_divide_p(x, c=_constant("floor_divide", "divisor", c, _DIVISOR_FIX))
 
 
 def remainder(x, c, **kwargs):
@@ -237,7 +248,7 @@ def remainder(x, c, **kwargs):
     if is_traced(c) and not is_traced(x):
         raise UnsupportedError("a constant modulo a traced value (c % x) is not supported "
                                "on traced arrays; asd supports x % c with a constant c")
-    return remainder_p(x, c=_constant("remainder", "divisor", c))
+    return remainder_p(x, c=_constant("remainder", "divisor", c, _DIVISOR_FIX))
 
 
 def divmod_(x, c, **kwargs):

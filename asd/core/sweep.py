@@ -543,23 +543,36 @@ class Trace:
             return
         jumps = self.jumps_reaching(k)
         blind = [j for j in jumps if self.jumps[j] is None]
-        origin = blind[0] if blind else None
-        if origin is None:
-            origin, why = self.replay_jumps(jumps, k)
-            if origin is None:
-                return
+        verdict = "the output is not locally Lipschitz there"
+        if blind:
+            origin, what = blind[0], "is discontinuous (piecewise constant) and its result flows"
         else:
-            why = "its result flows into"
+            why = self.replay_jumps(jumps, k)
+            if why is None:
+                return
+            origin = jumps[0]
+            what = f"jumps here ({self.jump_site(origin)}): {why}; its result flows"
+            if not why.startswith("the output is"):
+                verdict = "asd cannot show that the output is locally Lipschitz there"
         node = self.nodes[origin]
         raise NotLipschitzError(
-            f"{format_node(origin, node)}: {node.name} is "
-            f"{'discontinuous (piecewise constant)' if node.prim.discontinuous else 'at a jump'}"
-            f" and {why} the differentiated output %{k}, so the output is not "
-            "locally Lipschitz there. Use a continuous "
+            f"{format_node(origin, node)}: {node.name} {what} into the differentiated "
+            f"output %{k}, so {verdict}. Use a continuous "
             "primitive (asd.abs, asd.relu, asd.maximum, asd.numpy.where, asd.clip) or "
             "wrap the discontinuous value in asd.stop_gradient(...) if it is a constant "
             "by intent."
         )
+
+    def jump_site(self, j: int) -> str:
+        """``2 entries on the jump, input e.g. [0.0, 1.0]``: where node ``j`` jumps."""
+        mask = self.jumps[j].mask
+        ref = next((r for r in self.nodes[j].args if type(r) is int), None)
+        n = int(np.count_nonzero(mask))
+        where = f"{n} {'entry' if n == 1 else 'entries'} on the jump"
+        if ref is None:
+            return where
+        ins = np.broadcast_to(self.values[ref], mask.shape)[mask][:3]
+        return f"{where}, input e.g. {ins.tolist()}"
 
     def jumps_reaching(self, k: int) -> list[int]:
         """The nodes at a jump whose values reach node ``k`` (not through stop_gradient)."""
@@ -573,15 +586,14 @@ class Trace:
                 stack.extend(r for r in nodes[j].args if type(r) is int)
         return sorted(j for j in seen if j in self.jumps)
 
-    def replay_jumps(self, jumps: list[int], k: int) -> tuple[int | None, str]:
+    def replay_jumps(self, jumps: list[int], k: int) -> str | None:
         """Re-evaluate node ``k`` with each jump at its value at the point and at every
-        combination of its one-sided limits; ``(None, '')`` if all give node ``k``'s value,
-        else the jump to blame and what happened."""
+        combination of its one-sided limits: None if all give node ``k``'s value, else why
+        the output is refused."""
         cells = [(j, e) for j in jumps for e in np.flatnonzero(self.jumps[j].mask)]
         if len(cells) > MAX_JUMP_CELLS:
-            return jumps[0], (f"{len(cells)} entries sit on jumps (asd checks continuity by "
-                              f"trying every side of at most {MAX_JUMP_CELLS}), and it "
-                              "reaches")
+            return (f"{len(cells)} entries sit on jumps, and asd checks that an output is "
+                    f"continuous across at most {MAX_JUMP_CELLS} (trying every side)")
         at = {j: self.jumps[j].at for j in jumps}
         variants = [at]
         for pick in itertools.product(*(range(len(self.jumps[j].sides)) for j, _ in cells)):
@@ -593,13 +605,12 @@ class Trace:
         for variant in variants:
             got, moved = self.replay(variant, k)
             if moved is not None:
-                return moved, "its other side moves a later discontinuity, and it reaches"
+                return (f"another side of the jump moves %{moved} ({self.nodes[moved].name}), "
+                        "itself discontinuous, so continuity cannot be checked")
             if not np.array_equal(np.asarray(got), want):
-                j = next(iter(variant))
-                return j, (f"the output is {summarize(want)} on the side the sweep enters but "
-                           f"{summarize(got)} with the jump's values at the point or on "
-                           "another side; its result flows into")
-        return None, ""
+                return (f"the output is {summarize(want)} on the side the sweep enters but "
+                        f"{summarize(got)} at the point or on another side")
+        return None
 
     def point_value(self, k: int):
         """Node ``k``'s value at the point itself: the jumps above it at their values there,
