@@ -171,3 +171,4 @@ def test_empty_arrays():
     assert asd.subgrad(lambda x, e: np.sum(e * x) + x, argnums=0)(1.0, np.zeros(0)) == 1.0
     g = asd.subgrad(lambda x: np.sum(np.maximum(x[:0], 0.0)) + x[0])(np.array([1.0, 2.0]))
     np.testing.assert_array_equal(g, [1.0, 0.0])
+

@@ -97,6 +97,38 @@ def test_continuous_composite_across_a_jump(name, fn, ref, jumps, data):
     check_rule(fn, x, direction=v, reference=ref, exact=True, name=name)
 
 
+# Continuous composites of the other jumps, at points all on jumps: (function, jump points,
+# the piece right of a jump point p, the piece left of it), pieces as functions of (a, p).
+def _centred(d):
+    return d * d - 0.25  # 0 where the rounding error d is +-1/2: continuous across the jump
+
+
+ON_JUMPS = [
+    ("rint", lambda x: _centred(x - np.rint(x)), (-1.5, 0.5, 2.5),
+     lambda a, p: _centred(a - p - 0.5), lambda a, p: _centred(a - p + 0.5)),
+    ("round", lambda x: _centred(x - np.round(x)), (-0.5, 1.5),
+     lambda a, p: _centred(a - p - 0.5), lambda a, p: _centred(a - p + 0.5)),
+    ("trunc", lambda x: _bump(x - np.trunc(x)), (1.0, 2.0, 4.0),
+     lambda a, p: _bump(a - p), lambda a, p: _bump(a - p + 1.0)),
+    ("floor_divide", lambda x: _bump(x / 0.5 - x // 0.5), (-1.0, 0.0, 1.5),
+     lambda a, p: _bump((a - p) / 0.5), lambda a, p: _bump((a - p) / 0.5 + 1.0)),
+    ("floor_divide by -0.5", lambda x: _bump(x / -0.5 - x // -0.5), (-1.0, 0.5),
+     lambda a, p: _bump((a - p) / -0.5 + 1.0), lambda a, p: _bump((a - p) / -0.5)),
+]
+
+
+@pytest.mark.parametrize("name, fn, jumps, right, left", ON_JUMPS,
+                         ids=[c[0] for c in ON_JUMPS])
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_continuous_composite_on_jumps(name, fn, jumps, right, left, data):
+    x = np.array(data.draw(st.lists(st.sampled_from(jumps), min_size=3, max_size=3)))
+    v = data.draw(directions((3,)), label="v")
+    check_rule(fn, x, direction=v, reference=lambda a: np.where(a >= x, right(a, x),
+                                                                left(a, x)),
+               exact=True, name=name)
+
+
 def test_sign_times_x_is_abs_with_the_side_of_the_direction():
     for v in (1.0, -1.0):
         assert asd.subgrad(lambda x: x * np.sign(x), direction=v)(0.0) == v
