@@ -155,7 +155,7 @@ def _constant(name: str, what: str, c, fix: str):
     return c
 
 
-def _one_traced(name: str, x, kwargs):
+def _no_options(name: str, kwargs: dict) -> None:
     extra = [k for k, v in kwargs.items() if k != "out" or v is not None]
     if extra:
         raise UnsupportedError(f"numpy.{name} with {', '.join(extra)} on traced arrays")
@@ -173,7 +173,7 @@ def sign(x, **kwargs):
     >>> [float(asd.subgrad(lambda x: x * asd.sign(x), direction=v)(0.0)) for v in (1.0, -1.0)]
     [1.0, -1.0]
     """
-    _one_traced("sign", x, kwargs)
+    _no_options("sign", kwargs)
     return sign_p(x)
 
 
@@ -184,25 +184,25 @@ def floor(x, **kwargs):
     >>> float(asd.subgrad(lambda x: x - np.floor(x))(2.5))
     1.0
     """
-    _one_traced("floor", x, kwargs)
+    _no_options("floor", kwargs)
     return floor_p(x)
 
 
 def ceil(x, **kwargs):
     """The smallest integer >= x: constant between integers, a jump at each integer."""
-    _one_traced("ceil", x, kwargs)
+    _no_options("ceil", kwargs)
     return ceil_p(x)
 
 
 def trunc(x, **kwargs):
     """``x`` rounded toward 0: jumps at the nonzero integers (continuous at 0)."""
-    _one_traced("trunc", x, kwargs)
+    _no_options("trunc", kwargs)
     return trunc_p(x)
 
 
 def rint(x, **kwargs):
     """The nearest integer (halves to even): a jump at each half-integer."""
-    _one_traced("rint", x, kwargs)
+    _no_options("rint", kwargs)
     return rint_p(x)
 
 
@@ -216,7 +216,7 @@ def round_(x, decimals=0, out=None):
 
 def heaviside(x, h0, **kwargs):
     """0 below 0, 1 above, ``h0`` at 0 (a constant): a jump at 0."""
-    _one_traced("heaviside", x, kwargs)
+    _no_options("heaviside", kwargs)
     return heaviside_p(x, h0=_constant(
         "heaviside", "h0", h0, "Pass h0 as a constant (it is the value at 0 only), or write "
         "asd.numpy.where(x > 0, 1.0, where(x < 0, 0.0, h0))."))
@@ -229,7 +229,7 @@ def floor_divide(x, c, **kwargs):
     >>> float(asd.subgrad(lambda x: x // 2.0 + x)(3.0))
     1.0
     """
-    _one_traced("floor_divide", x, kwargs)
+    _no_options("floor_divide", kwargs)
     if is_traced(c) and not is_traced(x):
         raise UnsupportedError("a constant floor-divided by a traced value (c // x) jumps "
                                "wherever c / x crosses an integer; asd supports x // c only")
@@ -244,7 +244,7 @@ def remainder(x, c, **kwargs):
     >>> float(asd.subgrad(lambda x: x % 2.0)(3.0))
     1.0
     """
-    _one_traced("remainder", x, kwargs)
+    _no_options("remainder", kwargs)
     if is_traced(c) and not is_traced(x):
         raise UnsupportedError("a constant modulo a traced value (c % x) is not supported "
                                "on traced arrays; asd supports x % c with a constant c")

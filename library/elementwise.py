@@ -166,7 +166,7 @@ def _sinc_slope(x, ans):
     small = np.abs(x) < 1e-3
     safe = np.where(small, 1.0, x)
     pi2 = np.pi ** 2
-    series = x * (-pi2 / 3 + pi2 * pi2 * x * x / 30)
+    series = x * (-pi2 / 3 + pi2 * pi2 * x * x / 30) + 0.0  # + 0.0: the slope at 0 is +0
     return np.where(small, series, (np.cos(np.pi * safe) - np.sinc(safe)) / safe)
 
 
