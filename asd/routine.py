@@ -84,6 +84,8 @@ def attach_asd_routines() -> None:
     """Give every public library function without one (Primitives have their own) an
     ``.asd``; called once by ``asd/__init__`` after the library and the API are loaded."""
     from asd.library import (
+        discontinuous,
+        elementwise,
         linalg,
         nn,
         norms,
@@ -93,10 +95,11 @@ def attach_asd_routines() -> None:
         smooth,
         spectral,
         statistics,
+        update,
     )
 
     for module in (smooth, piecewise, nn, order, norms, projections, spectral, statistics,
-                   linalg):
+                   linalg, discontinuous, elementwise, update):
         for name in module.__all__:
             fn = getattr(module, name)
             if name not in NOT_DIFFERENTIABLE and not hasattr(fn, "asd"):

@@ -10,7 +10,20 @@ Every public function also carries the paper's ASD routine as ``.asd`` (attached
 
 from __future__ import annotations
 
-from . import linalg, nn, norms, order, piecewise, smooth, statistics
+from . import (
+    discontinuous,
+    elementwise,
+    linalg,
+    nn,
+    norms,
+    order,
+    piecewise,
+    smooth,
+    statistics,
+    update,
+)
+from .discontinuous import *  # noqa: F403
+from .elementwise import *  # noqa: F403
 from .linalg import *  # noqa: F403
 from .nn import *  # noqa: F403
 from .norms import *  # noqa: F403
@@ -18,6 +31,8 @@ from .order import *  # noqa: F403
 from .piecewise import *  # noqa: F403
 from .smooth import *  # noqa: F403
 from .statistics import *  # noqa: F403
+from .update import *  # noqa: F403
 
 __all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__, *norms.__all__,
-           *statistics.__all__, *linalg.__all__]
+           *statistics.__all__, *linalg.__all__, *discontinuous.__all__, *elementwise.__all__,
+           *update.__all__]

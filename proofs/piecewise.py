@@ -220,8 +220,8 @@ PROOFS = [
                   [(np.array([1.0, 2.0, -1.0]), np.array([0.5, 2.0, 3.0]))],
                   formula=lambda a, b: np.where(np.array([True, False, True]), a, b),
                   what="fixed mask, sympy diff"),
-    *[DiscontinuousProof((prim,), lambda x, fn=prim: (fn(x, 0.5) * x).sum())
-      for prim in P.comparison_prims.values()],
+    *[DiscontinuousProof((prim,), lambda x, fn=prim: (fn(x, 0.0) + x).sum(),
+                         away=(0.25, 1.5)) for prim in P.comparison_prims.values()],
 ]
 
 __all__ = ["PROOFS"]

@@ -356,22 +356,39 @@ class LimitProof(Proof):
 
 @dataclass
 class DiscontinuousProof(Proof):
-    """A jump: flagged discontinuous, and differentiating through it raises."""
+    """A jump: differentiating through it at ``at`` (on the jump) raises NotLipschitzError;
+    at ``away`` (off every jump) the primitive is locally constant (``slope`` 0; remainder:
+    1), so asd's gradient equals the forward difference of ``use`` there."""
 
     use: Callable = None  # x -> an expression using the primitive as a number
+    at: tuple = (0.0, 1.0)
+    away: tuple | None = None
+    slope: str = "0"
 
     def run(self) -> Row:
         row = Row(self.label, constraints="jump", cq="n/a", continuity="jump: refused")
-        if not all(p.discontinuous for p in self.prims):
+        if self.slope == "0" and not all(p.discontinuous for p in self.prims):
             row.ok, row.detail = False, "not marked discontinuous"
             return row
         try:
-            asd.subgrad(self.use)(np.array([0.0, 1.0]))
+            asd.subgrad(self.use)(np.array(self.at))
         except NotLipschitzError:
             row.gradient = "NotLipschitzError raised"
+        else:
+            row.ok, row.gradient = False, "MISSING ERROR"
+            row.detail = "differentiating through the jump did not raise NotLipschitzError"
             return row
-        row.ok, row.gradient = False, "MISSING ERROR"
-        row.detail = "differentiating through the jump did not raise NotLipschitzError"
+        if self.away is not None:
+            x = np.array(self.away)
+            g = np.asarray(asd.subgrad(self.use)(x))
+            y0 = float(self.use(x))
+            fd = np.array([(float(self.use(x + 1e-7 * e)) - y0) / 1e-7 for e in np.eye(x.size)])
+            if not _close(g, fd, 1e-5):
+                row.ok, row.gradient = False, "MISMATCH"
+                row.detail = f"off the jumps at {x.tolist()}: asd {g.tolist()}, " \
+                             f"difference quotient {fd.tolist()}"
+                return row
+            row.gradient += f"; slope {self.slope} off the jumps"
         return row
 
 

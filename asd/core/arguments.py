@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from asd.core.primitive import Traced
+from asd.core.tracing import close_trace
 from asd.errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -245,6 +246,16 @@ def output_leaf(o, trace, where: str):
     return o
 
 
+def _as_scalar(out, trace):
+    """A 1-element traced output as the scalar it holds: a reshape the engine records after
+    the call has closed the trace (reopened for this one node)."""
+    trace.nodes = list(trace.nodes)
+    try:
+        return out.reshape(())
+    finally:
+        close_trace(trace)
+
+
 def scalar_output(out, trace, who: str = "subgrad"):
     """The traced scalar output, or None for a real constant; anything else is refused."""
     if isinstance(out, tuple | list | dict):
@@ -254,6 +265,8 @@ def scalar_output(out, trace, who: str = "subgrad"):
             "asd.directional for structured outputs")
     output_leaf(out, trace, "the output")
     if isinstance(out, Traced):
+        if out.shape != () and out.size == 1:
+            out = _as_scalar(out, trace)
         if out.shape != ():
             raise ShapeError(
                 f"{who} needs a scalar output, but the function returned shape {out.shape}; "

@@ -268,6 +268,32 @@ def record_degenerate_tie(count: int = 1) -> None:
         trace.record_degenerate(rule_context.node, int(count))
 
 
+class Jump:
+    """Where a rule's value jumps (`record_jump`): the output's entries on the jump
+    (``mask``), the value at the point (``at``) and the one-sided limits (``sides``, one
+    array per side), all broadcast to the output's shape. The rule itself returns the value
+    on the side the sweep enters, so its linearization is the one along the ray."""
+
+    __slots__ = ("at", "mask", "sides")
+
+    def __init__(self, at, mask, sides):
+        self.at, self.mask, self.sides = np.asarray(at), np.asarray(mask, bool), tuple(
+            np.asarray(s) for s in sides)
+
+
+def record_jump(at, mask, sides) -> None:
+    """Report that the running rule's value jumps at the entries ``mask`` (see `Jump`).
+
+    The engine taints the node: a differentiated output it reaches is refused with
+    `NotLipschitzError` unless re-evaluating the output with every combination of the
+    jumps' sides (and with their values at the point) gives the same value, i.e. the
+    composite is continuous there (``x * sign(x)`` at 0).
+    """
+    trace = rule_context.trace
+    if trace is not None:
+        trace.record_jump(rule_context.node, Jump(at, mask, sides))
+
+
 DECIDED_BY = ("tangent", "series", "lexicographic", "equal", "flat", "tolerance")
 """How a tie can be decided: the tangent along v, the exact series along the ray, a further
 direction of the lexicographic sequence, exact equality on a neighbourhood (every branch
@@ -292,10 +318,12 @@ def record_tie_decision(how: str, count: int = 1) -> None:
 __all__ = [
     "ASDError",
     "FixedTangent",
+    "Jump",
     "Primitive",
     "ZeroTangent",
     "bind",
     "record_degenerate_tie",
+    "record_jump",
     "record_tie_decision",
     "register_numpy",
     "unsupported",

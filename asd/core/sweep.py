@@ -10,6 +10,7 @@ The reverse sweep pulls a cotangent back through the stored branch linearization
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 
@@ -187,12 +188,16 @@ def push_direction(nodes: list, lin_of, seed_of, k: int, memo: dict) -> np.ndarr
 # is used instead (it never nears Python's recursion limit).
 MAX_REQUEST_DEPTH = 150
 
+MAX_JUMP_CELLS = 8
+"""Most entries on jumps whose sides a continuity check tries (2**8 re-evaluations); past
+it a jump reaching the output is refused."""
+
 
 class Trace:
     """One sweep: nodes, primal values, branch linearizations and memoized tangents."""
 
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
-                 "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents",
+                 "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
                  "series_memo", "magnitudes")
 
     def __init__(self, lex: LexDirections | None = None):
@@ -212,6 +217,7 @@ class Trace:
         self.lex_tangents: dict[int, dict[int, np.ndarray]] = {}  # level -> node -> tangent
         self.series_memo: dict = {}  # (depth, order) -> node -> series along the ray
         self.magnitudes: dict = {}  # node -> |maps| pushed on |v| (None: a map has no bound)
+        self.jumps: dict = {}  # node -> Jump its rule met (None: a discontinuity without rule)
 
     # ----- recording (the forward sweep) -----
 
@@ -254,9 +260,12 @@ class Trace:
         k = len(nodes)
         refs = tuple(refs)
         lin = None
+        if prim.stops_gradient and taint is not None:  # a constant: the value at the point
+            xs = [self.point_value(r) if type(r) is int else x for r, x in zip(refs, xs)]
         rule_context.trace, rule_context.node = self, k
         try:
-            if active and not prim.discontinuous and not prim.stops_gradient:
+            if active and not prim.stops_gradient and (prim.rule is not None
+                                                       or not prim.discontinuous):
                 if prim.rule is None:
                     raise ASDError(f"primitive {prim.name} has no ASD rule; attach one with "
                                    f"@{prim.name}_primitive.defrule")
@@ -267,7 +276,7 @@ class Trace:
                     for r, x, w in zip(refs, xs, wants)
                 ]
                 ans, lin = prim.rule(xs, dxs, **params)
-                if len(refs) > 1 and type(lin) is not FanIn:
+                if len(refs) > 1 and type(lin) is not FanIn and not prim.discontinuous:
                     raise ASDError(f"the rule of {prim.name} takes {len(refs)} inputs and "
                                    "must return a FanIn of one map per input")
             else:
@@ -284,10 +293,14 @@ class Trace:
             rule_context.trace = None
         if prim.stops_gradient:
             taint, active = None, False
-        elif prim.discontinuous:
-            if active and taint is None:
+        else:
+            if prim.discontinuous and active and prim.rule is None:
+                self.jumps[k] = None  # no rule to say where it jumps: a jump everywhere
+            if k in self.jumps and taint is None:
                 taint = k
-            active = False
+            if prim.discontinuous:
+                active, lin = False, None
+                self.forget_ties(k)
         try:
             shape, dtype = ans.shape, ans.dtype
         except AttributeError:
@@ -305,6 +318,18 @@ class Trace:
 
     def record_degenerate(self, k: int, count: int) -> None:
         self.degenerate[k] = self.degenerate.get(k, 0) + count
+
+    def forget_ties(self, k: int) -> None:
+        """Drop node ``k``'s tie reports: a discontinuous node decides its side only for the
+        value it passes on (``where`` decides and reports the same tie when it reads a
+        comparison), and its output has no linearization to re-decide."""
+        self.ties.pop(k, None)
+        self.degenerate.pop(k, None)
+        for key in [key for key in self.decisions if key[0] == k]:
+            del self.decisions[key]
+
+    def record_jump(self, k: int, jump) -> None:
+        self.jumps[k] = jump
 
     def record_decision(self, k: int, how: str, count: int) -> None:
         self.decisions[k, how] = self.decisions.get((k, how), 0) + count
@@ -513,17 +538,109 @@ class Trace:
     # ----- checks on the result -----
 
     def check_lipschitz(self, k: int) -> None:
-        origin = self.taint[k]
-        if origin is not None:
-            node = self.nodes[origin]
+        """Refuse output ``k`` if a jump reaches it, unless the output is continuous there."""
+        if self.taint[k] is None:
+            return
+        jumps = self.jumps_reaching(k)
+        blind = [j for j in jumps if self.jumps[j] is None]
+        verdict = "the output is not locally Lipschitz there"
+        if blind:
+            origin, what = blind[0], "is discontinuous (piecewise constant) and its result flows"
+        else:
+            why = self.replay_jumps(jumps, k)
+            if why is None:
+                return
+            origin = jumps[0]
+            what = f"jumps here ({self.jump_site(origin)}): {why}; its result flows"
+            if not why.startswith("the output is"):
+                verdict = "asd cannot show that the output is locally Lipschitz there"
+        node = self.nodes[origin]
+        raise NotLipschitzError(
+            f"{format_node(origin, node)}: {node.name} {what} into the differentiated "
+            f"output %{k}, so {verdict}. Use a continuous "
+            "primitive (asd.abs, asd.relu, asd.maximum, asd.numpy.where, asd.clip) or "
+            "wrap the discontinuous value in asd.stop_gradient(...) if it is a constant "
+            "by intent."
+        )
+
+    def jump_site(self, j: int) -> str:
+        """``2 entries on the jump, input e.g. [0.0, 1.0]``: where node ``j`` jumps."""
+        mask = self.jumps[j].mask
+        ref = next((r for r in self.nodes[j].args if type(r) is int), None)
+        n = int(np.count_nonzero(mask))
+        where = f"{n} {'entry' if n == 1 else 'entries'} on the jump"
+        if ref is None:
+            return where
+        ins = np.broadcast_to(self.values[ref], mask.shape)[mask][:3]
+        return f"{where}, input e.g. {ins.tolist()}"
+
+    def jumps_reaching(self, k: int) -> list[int]:
+        """The nodes at a jump whose values reach node ``k`` (not through stop_gradient)."""
+        nodes, seen, stack = self.nodes, set(), [k]
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if nodes[j].prim is not None and not nodes[j].prim.stops_gradient:
+                stack.extend(r for r in nodes[j].args if type(r) is int)
+        return sorted(j for j in seen if j in self.jumps)
+
+    def replay_jumps(self, jumps: list[int], k: int) -> str | None:
+        """Re-evaluate node ``k`` with each jump at its value at the point and at every
+        combination of its one-sided limits: None if all give node ``k``'s value, else why
+        the output is refused."""
+        cells = [(j, e) for j in jumps for e in np.flatnonzero(self.jumps[j].mask)]
+        if len(cells) > MAX_JUMP_CELLS:
+            return (f"{len(cells)} entries sit on jumps, and asd checks that an output is "
+                    f"continuous across at most {MAX_JUMP_CELLS} (trying every side)")
+        at = {j: self.jumps[j].at for j in jumps}
+        variants = [at]
+        for pick in itertools.product(*(range(len(self.jumps[j].sides)) for j, _ in cells)):
+            variant = {j: np.array(v, copy=True) for j, v in at.items()}
+            for (j, e), s in zip(cells, pick, strict=True):
+                variant[j].reshape(-1)[e] = self.jumps[j].sides[s].reshape(-1)[e]
+            variants.append(variant)
+        want = np.asarray(self.values[k])
+        for variant in variants:
+            got, moved = self.replay(variant, k)
+            if moved is not None:
+                return (f"another side of the jump moves %{moved} ({self.nodes[moved].name}), "
+                        "itself discontinuous, so continuity cannot be checked")
+            if not np.array_equal(np.asarray(got), want):
+                return (f"the output is {summarize(want)} on the side the sweep enters but "
+                        f"{summarize(got)} at the point or on another side")
+        return None
+
+    def point_value(self, k: int):
+        """Node ``k``'s value at the point itself: the jumps above it at their values there,
+        not on the side the sweep entered (what ``stop_gradient`` passes on)."""
+        jumps = [j for j in self.jumps_reaching(k) if self.jumps[j] is not None]
+        if not jumps:
+            return self.values[k]
+        value, moved = self.replay({j: self.jumps[j].at for j in jumps}, k)
+        if moved is not None:
             raise NotLipschitzError(
-                f"{format_node(origin, node)}: {node.name} is discontinuous (piecewise "
-                "constant) and its result flows into the differentiated output "
-                f"%{k}, so the output is not locally Lipschitz there. Use a continuous "
-                "primitive (asd.abs, asd.relu, asd.maximum, asd.numpy.where, asd.clip) or "
-                "wrap the discontinuous value in asd.stop_gradient(...) if it is a constant "
-                "by intent."
-            )
+                f"{format_node(moved, self.nodes[moved])}: a jump above it moves it onto "
+                f"its own discontinuity, so the value stop_gradient keeps at %{k} is not "
+                "determined. Apply stop_gradient to the first discontinuous value instead.")
+        return value
+
+    def replay(self, fixed: dict, k: int):
+        """Node ``k``'s value with the nodes ``fixed`` set to the given values (numpy only);
+        ``(value, None)``, or ``(None, j)`` if discontinuous node ``j`` would move."""
+        vals = dict(fixed)
+        for j in range(min(fixed) + 1, k + 1):
+            node = self.nodes[j]
+            if j in fixed or node.prim is None or not any(
+                    type(r) is int and r in vals for r in node.args):
+                continue
+            if node.prim.discontinuous or j in self.jumps:
+                return None, j
+            args = [vals.get(r, self.values[r]) if type(r) is int else r.value
+                    for r in node.args]
+            vals[j] = node.prim.impl(*args, **node.params)
+        return vals.get(k, self.values[k]), None
 
     def first_nonfinite(self, upto: int) -> int | None:
         """The first node whose value is not finite although all its inputs are."""

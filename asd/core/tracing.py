@@ -326,6 +326,9 @@ class Tracer(Traced):
     __truediv__, __rtruediv__ = _ufunc(np.true_divide)
     __pow__, __rpow__ = _ufunc(np.power)
     __matmul__, __rmatmul__ = _ufunc(np.matmul)
+    __floordiv__, __rfloordiv__ = _ufunc(np.floor_divide)
+    __mod__, __rmod__ = _ufunc(np.remainder)
+    __divmod__, __rdivmod__ = _ufunc(np.divmod)
     __gt__, _ = _ufunc(np.greater)
     __ge__, _ = _ufunc(np.greater_equal)
     __lt__, _ = _ufunc(np.less)
@@ -360,8 +363,27 @@ class Tracer(Traced):
     clip = _method("clip")
     cumsum = _method("cumsum")
 
+    argmax = _method("argmax")
+    argmin = _method("argmin")
+    any = _method("any")
+    all = _method("all")
+    round = _method("round")
+    conj = conjugate = _method("conjugate")
+    copy = _method("copy")
+    real = property(lambda self: self.copy())
+    imag = property(lambda self: np.zeros(self.shape, self.dtype))
+
     def __setitem__(self, key, value):
-        raise ArgumentTypeError(
-            "traced arrays are immutable; build the result with asd.numpy.where, "
-            "concatenate or stack instead of item assignment"
-        )
+        """``y[key] = value`` records a functional update and points ``y`` at its result.
+
+        Other traced arrays holding the old node (views included) keep the old values.
+        """
+        if self._trace.nodes[self._id].prim is None:
+            raise ArgumentTypeError(
+                f"item assignment into the argument {describe_value(self)}"
+                f"{user_source_line()} would change the caller's array. Copy it first: "
+                "y = x.copy(); y[...] = ...")
+        new = self._update(key, value)
+        self._id, self.value = new._id, new.value
+
+    _update = _method("setitem")

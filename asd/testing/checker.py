@@ -197,6 +197,9 @@ def _check_maps(p: _Problem, trace: Trace, rng, tol, report: RuleReport) -> None
         ins = [trace.values[r] if isinstance(r, int) else r.value for r in node.args]
         with np.errstate(all="ignore"):
             impl = np.asarray(node.prim.impl(*ins, **node.params))
+        jump = trace.jumps.get(k)
+        if jump is not None:  # on a jump the rule answers the side the ray enters
+            impl = np.where(jump.mask, trace.values[k], impl)
         ok, why = _close(trace.values[k], impl, *tol)
         if not ok or np.shape(trace.values[k]) != impl.shape:
             _fail(p, "rule value", f"the rule of {where} returns the same answer as its "

@@ -1,0 +1,290 @@
+"""Discontinuous primitives: sign, floor, ceil, round, rint, trunc, heaviside, floor_divide
+and remainder (``//``, ``%``), any/all, and the rules of the comparisons.
+
+Each is piecewise constant (remainder: slope 1) away from its jumps, so there it contributes
+a zero derivative and nothing is refused: ``np.sum(x < y) + 0.0`` at a generic point is
+fine. At a jump (``x == 0`` for sign, ``x`` an integer for floor, ...) the rule returns the
+value on the side the ray ``x + δv`` enters (decided by `tie_sign`, like every tie) and
+reports the jump with `record_jump`: the engine then refuses a differentiated output the jump
+reaches with `NotLipschitzError`, unless re-evaluating the output with the jump's value at
+the point and with every one-sided limit gives the same number (``x * sign(x)`` at 0 is
+``|x|``), as ``where`` checks that its two sides agree where its condition is tied.
+``asd.stop_gradient`` cuts the jump off.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asd.errors import UnsupportedError
+from asd.extend import (
+    Diagonal,
+    Primitive,
+    is_traced,
+    record_jump,
+    register_method,
+    register_numpy,
+    tie_sign,
+)
+
+from .order import argmax, argmin
+from .piecewise import COMPARISONS, comparison_prims
+
+# ----- the shared rule: value on the entered side, the jump reported -----
+
+def _on_side(ans, mask, side, left, right):
+    """``ans`` with the entries ``mask`` replaced by the limit on the side entered."""
+    out = np.array(ans, copy=True)
+    out[mask] = np.where(side > 0, right[mask], np.where(side < 0, left[mask], ans[mask]))
+    return out
+
+
+def defjump(name: str, impl, jumps, limits, *, discontinuous: bool = True) -> Primitive:
+    """An elementwise primitive of one traced input that jumps where ``jumps(x)`` holds.
+
+    ``limits(x, ans) -> (left, right)`` gives the one-sided limits as ``x`` decreases to and
+    increases to the point (read only on the jump entries). Piecewise constant unless
+    ``discontinuous`` is False, when the slope is 1 (``remainder``).
+    """
+    prim = Primitive(name, impl, discontinuous=discontinuous)
+
+    def jump_rule(xs, dxs, **params):
+        x = np.asarray(xs[0])
+        ans = np.asarray(impl(x, **params))
+        out = ans.shape  # the parameters (a divisor array) may broadcast x
+        mask = np.broadcast_to(jumps(x, **params), out)
+        lin = None if discontinuous else Diagonal(np.ones(out, ans.dtype), x.shape, out)
+        if not mask.any():
+            return ans, lin
+        left, right = (np.broadcast_to(s, out) for s in limits(x, ans, **params))
+        side = tie_sign(x, dxs[0], np.broadcast_to(x, out), None, mask)
+        record_jump(ans, mask, (left, right))
+        return _on_side(ans, mask, side, left, right), lin
+
+    jump_rule.__name__ = f"{name}_rule"
+    prim.defrule(jump_rule)
+    return prim
+
+
+def _integer(x):
+    return np.isfinite(x) & (x == np.floor(x))
+
+
+def _half(x):
+    return np.isfinite(x) & (x - np.floor(x) == 0.5)
+
+
+sign_p = defjump("sign", np.sign, lambda x: x == 0,
+                 lambda x, ans: (np.full_like(ans, -1), np.full_like(ans, 1)))
+floor_p = defjump("floor", np.floor, _integer, lambda x, ans: (ans - 1, ans))
+ceil_p = defjump("ceil", np.ceil, _integer, lambda x, ans: (ans, ans + 1))
+trunc_p = defjump("trunc", np.trunc, lambda x: _integer(x) & (x != 0),
+                  lambda x, ans: (np.where(x > 0, ans - 1, ans), np.where(x > 0, ans, ans + 1)))
+rint_p = defjump("rint", np.rint, _half, lambda x, ans: (np.floor(x), np.ceil(x)))
+
+
+def _scaled(x, decimals):
+    """``x * 10**decimals`` as numpy's round computes it (a division for decimals < 0)."""
+    x = np.asarray(x)
+    return x * 10.0 ** decimals if decimals >= 0 else x / 10.0 ** -decimals
+
+
+def _unscaled(t, decimals):
+    return t / 10.0 ** decimals if decimals >= 0 else t * 10.0 ** -decimals
+
+
+round_p = defjump(
+    "round", lambda x, decimals=0: np.round(x, decimals),
+    lambda x, decimals=0: _half(_scaled(x, decimals)),
+    lambda x, ans, decimals=0: (_unscaled(np.floor(_scaled(x, decimals)), decimals),
+                                _unscaled(np.ceil(_scaled(x, decimals)), decimals)))
+heaviside_p = defjump("heaviside", lambda x, h0: np.heaviside(x, h0), lambda x, h0: x == 0,
+                      lambda x, ans, h0: (np.zeros_like(ans), np.ones_like(ans)))
+
+
+# floor_divide and remainder by a constant c: q = floor(x / c) jumps where c divides x
+# (np.remainder is computed exactly, so the test is exact); increasing x moves x / c up for
+# c > 0 and down for c < 0. remainder = x - c q has slope 1 and jumps by c there.
+
+def _divides(x, c):
+    return np.isfinite(x) & (np.remainder(x, c) == 0)
+
+
+floor_divide_p = defjump(
+    "floor_divide", lambda x, c: np.floor_divide(x, c), _divides,
+    lambda x, ans, c: (ans - (np.asarray(c) > 0), ans - (np.asarray(c) < 0)))
+remainder_p = defjump(
+    "remainder", lambda x, c: np.remainder(x, c), _divides,
+    lambda x, ans, c: (ans + np.where(np.asarray(c) > 0, c, 0), ans + np.where(
+        np.asarray(c) < 0, c, 0)), discontinuous=False)
+
+
+def _comparison_rule(op):
+    """A comparison as a number: constant away from ``lhs == rhs``, a jump there."""
+    fn = COMPARISONS[op]
+    below, above = fn(0.0, 1.0), fn(1.0, 0.0)
+
+    def comparison_rule(xs, dxs):
+        a, b = xs
+        ans = np.asarray(fn(a, b))
+        mask = np.asarray(np.broadcast_to(np.equal(a, b), ans.shape))
+        if not mask.any():
+            return ans, None
+        left, right = np.full(ans.shape, below), np.full(ans.shape, above)
+        side = tie_sign(a, dxs[0], b, dxs[1], mask)
+        record_jump(ans, mask, (left, right))
+        return _on_side(ans, mask, side, left, right), None
+
+    comparison_rule.__name__ = f"{fn.__name__}_rule"
+    return comparison_rule
+
+
+for _op, _prim in comparison_prims.items():
+    _prim.defrule(_comparison_rule(_op))
+
+
+any_p = Primitive("any", lambda x, axis=None: np.any(x, axis=axis), discontinuous=True)
+all_p = Primitive("all", lambda x, axis=None: np.all(x, axis=axis), discontinuous=True)
+
+
+# ----- public functions -----
+
+def _constant(name: str, what: str, c, fix: str):
+    if is_traced(c):
+        raise UnsupportedError(f"{name} with a traced {what}: its jumps move with it. {fix}")
+    return c
+
+
+def _no_options(name: str, kwargs: dict) -> None:
+    extra = [k for k, v in kwargs.items() if k != "out" or v is not None]
+    if extra:
+        raise UnsupportedError(f"numpy.{name} with {', '.join(extra)} on traced arrays")
+
+
+_DIVISOR_FIX = ("Use a constant divisor, or write x - c * np.floor(x / c) (x // c: "
+                "np.floor(x / c)), whose floor is refused only at its jumps.")
+
+
+def sign(x, **kwargs):
+    """-1, 0 or 1. Constant away from 0; at 0 a jump, allowed only where the output stays
+    continuous (``x * sign(x)``).
+
+    >>> import asd
+    >>> [float(asd.subgrad(lambda x: x * asd.sign(x), direction=v)(0.0)) for v in (1.0, -1.0)]
+    [1.0, -1.0]
+    """
+    _no_options("sign", kwargs)
+    return sign_p(x)
+
+
+def floor(x, **kwargs):
+    """The largest integer <= x: constant between integers, a jump at each integer.
+
+    >>> import numpy as np, asd
+    >>> float(asd.subgrad(lambda x: x - np.floor(x))(2.5))
+    1.0
+    """
+    _no_options("floor", kwargs)
+    return floor_p(x)
+
+
+def ceil(x, **kwargs):
+    """The smallest integer >= x: constant between integers, a jump at each integer."""
+    _no_options("ceil", kwargs)
+    return ceil_p(x)
+
+
+def trunc(x, **kwargs):
+    """``x`` rounded toward 0: jumps at the nonzero integers (continuous at 0)."""
+    _no_options("trunc", kwargs)
+    return trunc_p(x)
+
+
+def rint(x, **kwargs):
+    """The nearest integer (halves to even): a jump at each half-integer."""
+    _no_options("rint", kwargs)
+    return rint_p(x)
+
+
+def round_(x, decimals=0, out=None):
+    """``numpy.round``: jumps where ``x * 10**decimals`` (as numpy computes it) is a
+    half-integer."""
+    if out is not None:
+        raise UnsupportedError("numpy.round with out= on traced arrays")
+    return round_p(x, decimals=int(decimals))
+
+
+def heaviside(x, h0, **kwargs):
+    """0 below 0, 1 above, ``h0`` at 0 (a constant): a jump at 0."""
+    _no_options("heaviside", kwargs)
+    return heaviside_p(x, h0=_constant(
+        "heaviside", "h0", h0, "Pass h0 as a constant (it is the value at 0 only), or write "
+        "asd.numpy.where(x > 0, 1.0, where(x < 0, 0.0, h0))."))
+
+
+def floor_divide(x, c, **kwargs):
+    """``x // c`` for a constant ``c``: jumps where ``c`` divides ``x``.
+
+    >>> import asd
+    >>> float(asd.subgrad(lambda x: x // 2.0 + x)(3.0))
+    1.0
+    """
+    _no_options("floor_divide", kwargs)
+    if is_traced(c) and not is_traced(x):
+        raise UnsupportedError("a constant floor-divided by a traced value (c // x) jumps "
+                               "wherever c / x crosses an integer; asd supports x // c only")
+    return floor_divide_p(x, c=_constant("floor_divide", "divisor", c, _DIVISOR_FIX))
+
+
+def remainder(x, c, **kwargs):
+    """``x % c`` for a constant ``c``: ``x - c * floor(x / c)``, slope 1 away from the
+    multiples of ``c``, where it jumps by ``c``.
+
+    >>> import asd
+    >>> float(asd.subgrad(lambda x: x % 2.0)(3.0))
+    1.0
+    """
+    _no_options("remainder", kwargs)
+    if is_traced(c) and not is_traced(x):
+        raise UnsupportedError("a constant modulo a traced value (c % x) is not supported "
+                               "on traced arrays; asd supports x % c with a constant c")
+    return remainder_p(x, c=_constant("remainder", "divisor", c, _DIVISOR_FIX))
+
+
+def divmod_(x, c, **kwargs):
+    """``divmod(x, c)``: ``(x // c, x % c)`` for a constant ``c``."""
+    return floor_divide(x, c, **kwargs), remainder(x, c, **kwargs)
+
+
+def any_(x, axis=None, out=None, keepdims=False, **kwargs):
+    """Whether any entry is true (a logical value: it jumps wherever its input does)."""
+    if out is not None or keepdims or kwargs:
+        raise UnsupportedError("numpy.any with out=, keepdims= or where= on traced arrays")
+    return any_p(x, axis=axis)
+
+
+def all_(x, axis=None, out=None, keepdims=False, **kwargs):
+    """Whether every entry is true (a logical value: it jumps wherever its input does)."""
+    if out is not None or keepdims or kwargs:
+        raise UnsupportedError("numpy.all with out=, keepdims= or where= on traced arrays")
+    return all_p(x, axis=axis)
+
+
+# ----- numpy dispatch -----
+
+for _np_fn, _fn in [
+    (np.sign, sign), (np.floor, floor), (np.ceil, ceil), (np.trunc, trunc), (np.fix, trunc),
+    (np.rint, rint), (np.round, round_), (np.around, round_), (np.heaviside, heaviside),
+    (np.floor_divide, floor_divide), (np.remainder, remainder), (np.divmod, divmod_),
+    (np.any, any_), (np.all, all_),
+]:
+    register_numpy(_np_fn, _fn)
+for _name, _fn in [("round", round_), ("any", any_), ("all", all_), ("argmax", argmax),
+                   ("argmin", argmin)]:
+    register_method(_name, _fn)
+
+mod = remainder
+around = round = round_
+
+__all__ = ["around", "ceil", "floor", "floor_divide", "heaviside", "mod", "remainder", "rint",
+           "round", "sign", "trunc"]

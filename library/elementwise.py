@@ -1,0 +1,279 @@
+"""Elementwise functions numpy users reach for beyond the smooth basics: logaddexp,
+logaddexp2, hypot, arctan2, arccosh, sinc, fmax/fmin, fabs, degree conversions, nan_to_num,
+and real/imag/conjugate of real arrays.
+
+Where a function is one the library already has on real, non-NaN input it reuses that rule
+(fmax is maximum, fabs is abs, hypot is the 2-norm of the pair, conjugate is the identity);
+the others are primitives with their derivative formula. Their kinks: hypot at (0, 0) is the
+norm's (the gradient of the norm at the tangent there); arctan2 jumps by 2 pi across the
+negative x axis (handled like every jump, `library/discontinuous.py`) and is refused at
+(0, 0); arccosh has an infinite slope at 1 and is refused there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from asd.errors import NonFiniteError, NotLipschitzError, UnsupportedError
+from asd.extend import (
+    Diagonal,
+    FanIn,
+    Primitive,
+    deflinear,
+    defsmooth,
+    identity,
+    is_traced,
+    record_jump,
+    register_method,
+    register_numpy,
+    tie_sign,
+)
+
+from .norms import pnorm
+from .piecewise import absolute, maximum, minimum
+from .smooth import multiply, stack
+
+
+def _no_options(name: str, kwargs: dict) -> None:
+    extra = [k for k, v in kwargs.items() if k != "out" or v is not None]
+    if extra:
+        raise UnsupportedError(f"numpy.{name} with {', '.join(extra)} on traced arrays")
+
+
+def _pair_rule(name: str, impl, partials):
+    """The rule of a smooth binary ufunc from ``partials(a, b, ans) -> (d/da, d/db)``."""
+
+    def rule(xs, dxs):
+        a, b = xs
+        ans = impl(a, b)
+        out = np.shape(ans)
+        da, db = partials(np.asarray(a), np.asarray(b), ans)
+        return ans, FanIn(Diagonal(np.broadcast_to(da, out), np.shape(a), out),
+                          Diagonal(np.broadcast_to(db, out), np.shape(b), out))
+
+    rule.__name__ = f"{name}_rule"
+    return rule
+
+
+# ----- log-sum-exp of two, smooth: the weights are the two-entry softmax -----
+
+logaddexp_p = Primitive("logaddexp", np.logaddexp)
+logaddexp_p.defrule(_pair_rule("logaddexp", np.logaddexp,
+                               lambda a, b, ans: (np.exp(a - ans), np.exp(b - ans))))
+logaddexp2_p = Primitive("logaddexp2", np.logaddexp2)
+logaddexp2_p.defrule(_pair_rule("logaddexp2", np.logaddexp2,
+                                lambda a, b, ans: (np.exp2(a - ans), np.exp2(b - ans))))
+
+
+def logaddexp(a, b, **kwargs):
+    """``log(exp(a) + exp(b))`` without overflow.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.logaddexp(x[0], x[1]))(np.zeros(2))
+    array([0.5, 0.5])
+    """
+    _no_options("logaddexp", kwargs)
+    return logaddexp_p(a, b)
+
+
+def logaddexp2(a, b, **kwargs):
+    """``log2(2**a + 2**b)`` without overflow."""
+    _no_options("logaddexp2", kwargs)
+    return logaddexp2_p(a, b)
+
+
+# ----- hypot: the 2-norm of the pair -----
+
+def hypot(a, b, **kwargs):
+    """``sqrt(a**2 + b**2)``, the 2-norm of each pair: at (0, 0) the gradient of the norm at
+    the tangent, as `asd.pnorm` gives it (Lipschitz, so nothing is refused).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.hypot(x[0], x[1]), direction=np.array([3.0, -4.0]))(
+    ...     np.zeros(2))
+    array([ 0.6, -0.8])
+    """
+    _no_options("hypot", kwargs)
+    shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+    pair = stack([a + np.zeros(shape), b + np.zeros(shape)], axis=-1)
+    return pnorm(pair, 2.0, axis=-1)
+
+
+# ----- arctan2: smooth off the origin, a 2 pi jump across the negative x axis -----
+
+def _arctan2_partials(y, x):
+    r2 = x * x + y * y
+    return x / r2, -y / r2
+
+
+arctan2_p = Primitive("arctan2", np.arctan2)
+
+
+@arctan2_p.defrule
+def arctan2_rule(xs, dxs):
+    y, x = (np.asarray(v) for v in xs)
+    ans = np.asarray(np.arctan2(y, x))
+    out = ans.shape
+    yb, xb = np.broadcast_to(y, out), np.broadcast_to(x, out)
+    origin = (yb == 0) & (xb == 0)
+    if origin.any():
+        raise NotLipschitzError(
+            f"arctan2(y, x) at y = x = 0 ({int(origin.sum())} entries): the angle takes every "
+            "value near the origin, so it is not continuous there. Keep (y, x) away from the "
+            "origin, or use asd.numpy.hypot for the radius.")
+    dy, dx = _arctan2_partials(yb, xb)
+    lin = FanIn(Diagonal(dy, y.shape, out), Diagonal(dx, x.shape, out))
+    cut = (yb == 0) & (xb < 0)
+    if not cut.any():
+        return ans, lin
+    left, right = np.full(out, -np.pi), np.full(out, np.pi)
+    side = tie_sign(y, dxs[0], np.zeros(out), None, cut)
+    record_jump(ans, cut, (left, right))
+    on_side = np.array(ans, copy=True)
+    on_side[cut] = np.where(side > 0, np.pi, np.where(side < 0, -np.pi, ans[cut]))
+    return on_side, lin
+
+
+def arctan2(y, x, **kwargs):
+    """The angle of ``(x, y)``; its jump of 2 pi across the negative x axis is treated like
+    `asd.floor`'s (refused where it reaches the output), and (0, 0) is refused.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda p: np.arctan2(p[0], p[1]))(np.array([1.0, 1.0]))
+    array([ 0.5, -0.5])
+    """
+    _no_options("arctan2", kwargs)
+    return arctan2_p(y, x)
+
+
+# ----- arccosh, sinc: smooth on their domains -----
+
+arccosh_p = defsmooth("arccosh", np.arccosh, lambda x, ans: 1.0 / np.sqrt(x * x - 1.0))
+
+
+def arccosh(x, **kwargs):
+    """``log(x + sqrt(x**2 - 1))`` for ``x >= 1``; at 1 its slope is infinite (refused)."""
+    _no_options("arccosh", kwargs)
+    if is_traced(x) and np.any(np.asarray(x.value) == 1):
+        raise NotLipschitzError(
+            f"arccosh is not Lipschitz at x = 1 (infinite slope) and {x!r} has entries "
+            "equal to 1. Keep the argument above 1, e.g. arccosh(1 + eps + relu(x - 1)).")
+    return arccosh_p(x)
+
+
+def _sinc_slope(x, ans):
+    """``(cos(pi x) - sinc(x)) / x``, by its series near 0 where that cancels."""
+    small = np.abs(x) < 1e-3
+    safe = np.where(small, 1.0, x)
+    pi2 = np.pi ** 2
+    series = x * (-pi2 / 3 + pi2 * pi2 * x * x / 30) + 0.0  # + 0.0: the slope at 0 is +0
+    return np.where(small, series, (np.cos(np.pi * safe) - np.sinc(safe)) / safe)
+
+
+sinc_p = defsmooth("sinc", np.sinc, _sinc_slope)
+
+
+def sinc(x):
+    """``sin(pi x) / (pi x)``, 1 at 0 (numpy's normalized sinc); smooth everywhere.
+
+    >>> import asd
+    >>> float(asd.subgrad(asd.sinc)(0.0))
+    0.0
+    """
+    return sinc_p(x)
+
+
+# ----- the ones the library has: fmax/fmin, fabs, degrees, nan_to_num -----
+
+def _finite(name: str, *xs) -> None:
+    for x in xs:
+        if is_traced(x) and not np.all(np.isfinite(x.value)):
+            raise NonFiniteError(
+                f"{name} of {x!r}, which holds NaN or infinite entries: asd differentiates "
+                f"finite values, where {name} is the same as its finite-input counterpart. "
+                "Keep the values finite before this call.")
+
+
+def fmax(a, b, **kwargs):
+    """``maximum`` on finite input (the NaN-ignoring part of fmax never applies there)."""
+    _no_options("fmax", kwargs)
+    _finite("fmax", a, b)
+    return maximum(a, b)
+
+
+def fmin(a, b, **kwargs):
+    """``minimum`` on finite input."""
+    _no_options("fmin", kwargs)
+    _finite("fmin", a, b)
+    return minimum(a, b)
+
+
+def fabs(x, **kwargs):
+    """``abs``; at 0 the sign of the tangent decides."""
+    _no_options("fabs", kwargs)
+    return absolute(x)
+
+
+def deg2rad(x, **kwargs):
+    """``x * (pi / 180)``, the same product numpy computes."""
+    _no_options("deg2rad", kwargs)
+    return multiply(x, np.pi / 180.0)
+
+
+def rad2deg(x, **kwargs):
+    """``x * (180 / pi)``, the same product numpy computes."""
+    _no_options("rad2deg", kwargs)
+    return multiply(x, 180.0 / np.pi)
+
+
+identity_p = deflinear("nan_to_num", lambda x: np.array(x, copy=True),
+                       lambda i, o: identity(i))
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """The identity on finite input (asd's values are finite); NaN or inf raise."""
+    _finite("nan_to_num", x)
+    return identity_p(x) if is_traced(x) else np.nan_to_num(x, copy=copy, nan=nan,
+                                                            posinf=posinf, neginf=neginf)
+
+
+# ----- real input: real, imag, conjugate -----
+
+conjugate_p = deflinear("conjugate", lambda x: np.array(x, copy=True),  # x is real
+                        lambda i, o: identity(i))
+
+
+def conjugate(x, **kwargs):
+    """The complex conjugate; on the real arrays asd differentiates, the identity."""
+    _no_options("conjugate", kwargs)
+    return conjugate_p(x)
+
+
+def real(x):
+    """The real part: ``x`` itself for real input."""
+    return conjugate_p(x) if is_traced(x) else np.real(x)
+
+
+def imag(x):
+    """The imaginary part: zeros (a constant) for real input."""
+    return np.zeros(np.shape(x), np.result_type(x)) if is_traced(x) else np.imag(x)
+
+
+# ----- numpy dispatch -----
+
+for _np_fn, _fn in [
+    (np.logaddexp, logaddexp), (np.logaddexp2, logaddexp2), (np.hypot, hypot),
+    (np.arctan2, arctan2), (np.arccosh, arccosh), (np.sinc, sinc), (np.fmax, fmax),
+    (np.fmin, fmin), (np.fabs, fabs), (np.deg2rad, deg2rad), (np.radians, deg2rad),
+    (np.rad2deg, rad2deg), (np.degrees, rad2deg), (np.nan_to_num, nan_to_num),
+    (np.conjugate, conjugate), (np.real, real), (np.imag, imag),
+]:
+    register_numpy(_np_fn, _fn)
+register_method("conjugate", lambda x: conjugate_p(x))
+
+conj = conjugate
+degrees, radians = rad2deg, deg2rad
+
+__all__ = ["arccosh", "arctan2", "conj", "conjugate", "deg2rad", "degrees", "fabs", "fmax",
+           "fmin", "hypot", "imag", "logaddexp", "logaddexp2", "nan_to_num", "rad2deg",
+           "radians", "real", "sinc"]
