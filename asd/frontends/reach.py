@@ -31,10 +31,17 @@ MAX_DEPTH = 12
 SCALARS = (type(None), bool, int, float, complex, str, bytes, np.generic)
 
 
+# asd's own packages written as user code would be (the benchmark programs): walked like it
+USER_PACKAGES = ("asd.benchmarks",)
+
+
 def is_library(obj) -> bool:
     """Whether ``obj`` (a function, class or module) belongs to a library, not to user code."""
     name = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "")
-    return (name or "").split(".")[0] in LIBRARIES
+    name = name or ""
+    if any(name == p or name.startswith(p + ".") for p in USER_PACKAGES):
+        return False
+    return name.split(".")[0] in LIBRARIES
 
 
 def _code_names(code: types.CodeType) -> set[str]:
