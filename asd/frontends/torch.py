@@ -65,7 +65,11 @@ tensor([1., 1., 1.])
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import operator
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -668,12 +672,18 @@ def _export(module: torch.nn.Module, example: tuple, label: str):
     """``torch.export`` with its failures turned into asd errors that say what to change."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+    shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    level = shapes_log.level
+    shapes_log.setLevel(logging.ERROR)   # its warning dumps the graph; asd's error says more
+    said = io.StringIO()                 # what export prints: passed on unless it failed
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.redirect_stderr(said):
             warnings.simplefilter("ignore", FutureWarning)
             # tensors requiring grad outside modules: asd maps them back (TorchProgram)
             warnings.filterwarnings("ignore", "A model attribute .* requires gradient")
-            return torch.export.export(module, example).run_decompositions({})
+            exported = torch.export.export(module, example).run_decompositions({})
+        sys.stderr.write(said.getvalue())
+        return exported
     except asd.ASDError:
         raise
     except GuardOnDataDependentSymNode as e:
@@ -691,6 +701,8 @@ def _export(module: torch.nn.Module, example: tuple, label: str):
             "runs the function on symbolic tensors: use tensor operations on the inputs, no "
             ".item()/.tolist()/.numpy() or data-dependent shapes, and return tensors."
         ) from e
+    finally:
+        shapes_log.setLevel(level)
 
 
 class TorchProgram:
