@@ -28,6 +28,10 @@ LIBRARIES = ("torch", "jax", "jaxlib", "numpy", "asd", "library", "scipy", "flax
 
 MAX_DEPTH = 12
 
+MAX_ITEMS = 10_000
+"""Containers longer than this (a dataset kept as a Python list) are not walked item by item:
+they count by identity and length, so that every call stays cheap."""
+
 SCALARS = (type(None), bool, int, float, complex, str, bytes, np.generic)
 
 
@@ -86,6 +90,8 @@ def _children(path: tuple, value, opaque: Callable[[Any], bool]) -> Iterator[tup
                         yield (name, attr), vars(g)[attr]
             else:
                 yield (name,), g
+    elif isinstance(value, dict | list | tuple) and len(value) > MAX_ITEMS:
+        return
     elif isinstance(value, dict):
         for k, v in value.items():
             yield (*path, str(k)), v
@@ -101,7 +107,11 @@ def _children(path: tuple, value, opaque: Callable[[Any], bool]) -> Iterator[tup
         return
     elif not is_library(type(value)):
         yield (*path, "__class__"), type(value)
-        for k, v in getattr(value, "__dict__", {}).items():
+        try:
+            attrs = dict(vars(value))
+        except TypeError:               # no __dict__ (slots, C objects): counted by identity
+            attrs = {}
+        for k, v in attrs.items():
             yield (*path, k), v
 
 
@@ -146,7 +156,8 @@ def token(value, framework_token: Callable[[Any], Hashable | None]) -> Hashable:
     if isinstance(value, types.FunctionType):
         return "function", id(value.__code__)
     if isinstance(value, dict | list | tuple):
-        return type(value).__name__, len(value)
+        return (type(value).__name__, len(value)) + (
+            (id(value),) if len(value) > MAX_ITEMS else ())
     if isinstance(value, types.ModuleType):
         return "module", value.__name__
     return "object", type(value).__qualname__, id(value)
