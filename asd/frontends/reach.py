@@ -15,6 +15,10 @@ Library code (torch, jax, numpy, asd...) is not walked: its globals are not prog
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import sysconfig
+import traceback
 import types
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
@@ -39,6 +43,21 @@ def is_library(obj) -> bool:
     """Whether ``obj`` (a function, class or module) belongs to a library, not to user code."""
     name = obj.__name__ if isinstance(obj, types.ModuleType) else getattr(obj, "__module__", "")
     return (name or "").split(".")[0] in LIBRARIES
+
+
+def user_line(exc: BaseException) -> str:
+    """The innermost frame of the user's code in ``exc``'s traceback, as ``file:line:
+    `source```: where an error message should send the reader (library frames skipped)."""
+    roots = [os.path.dirname(m.__file__) + os.sep for m in map(sys.modules.get, LIBRARIES)
+             if m is not None and getattr(m, "__file__", None)]
+    roots.append(sysconfig.get_paths()["stdlib"] + os.sep)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not any(f.filename.startswith(r) for r in roots)
+              and "site-packages" not in f.filename]
+    if not frames:
+        return "an unknown line"
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno}: `{(f.line or '').strip()}`"
 
 
 def _code_names(code: types.CodeType) -> set[str]:
@@ -181,4 +200,4 @@ def fingerprint(fn, framework_token: Callable[[Any], Hashable | None],
     return tuple(key), held
 
 
-__all__ = ["LIBRARIES", "fingerprint", "is_library", "token", "walk"]
+__all__ = ["LIBRARIES", "fingerprint", "is_library", "token", "user_line", "walk"]
