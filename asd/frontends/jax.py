@@ -60,7 +60,6 @@ Array([1., 1., 1.], dtype=float32)
 from __future__ import annotations
 
 import operator
-import traceback
 from collections.abc import Callable
 from typing import Any
 
@@ -614,17 +613,6 @@ def _spec(a) -> jax.ShapeDtypeStruct:
     return jax.ShapeDtypeStruct(np.shape(a), _dtype(a))
 
 
-def _user_line(exc: BaseException) -> str:
-    """The innermost frame of the user's code in a traceback: ``file:line: `source```."""
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not any(f"/{lib}/" in f.filename for lib in reach.LIBRARIES)
-              and "site-packages" not in f.filename]
-    if not frames:
-        return "an unknown line"
-    f = frames[-1]
-    return f"{f.filename}:{f.lineno}: `{(f.line or '').strip()}`"
-
-
 def _make_jaxpr(fn: Callable, args: tuple):
     """``jax.make_jaxpr`` through a fresh wrapper, with tracing failures as asd errors.
 
@@ -639,14 +627,14 @@ def _make_jaxpr(fn: Callable, args: tuple):
             jax.errors.TracerIntegerConversionError) as e:
         raise TracerBoolError(
             f"{label} uses a value computed from its inputs as a Python value (a branch, "
-            f"bool(), int() or an index), at {_user_line(e)}: a Python `if` picks one side for "
-            "every point, so at a tie it ignores the direction asd differentiates along. Write "
-            "the choice as jnp.where(cond, a, b) (or jnp.maximum, jnp.clip...)."
+            f"bool(), int() or an index), at {reach.user_line(e)}: a Python `if` picks one "
+            "side for every point, so at a tie it ignores the direction asd differentiates "
+            "along. Write the choice as jnp.where(cond, a, b) (or jnp.maximum, jnp.clip...)."
         ) from e
     except (jax.errors.JAXTypeError, jax.errors.JAXIndexError) as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise UnsupportedError(
-            f"JAX could not trace {label}: {type(e).__name__}: {first} (at {_user_line(e)}). "
+            f"JAX could not trace {label}: {type(e).__name__}: {first} (at {reach.user_line(e)}). "
             "asd imports JAX programs through jax.make_jaxpr, which runs the function on "
             "abstract arrays: use jax.numpy on the inputs (not numpy, .item() or boolean masks "
             "with data-dependent shapes: jnp.where keeps the shape)."

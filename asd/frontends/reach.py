@@ -15,6 +15,10 @@ Library code (torch, jax, numpy, asd...) is not walked: its globals are not prog
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import sysconfig
+import traceback
 import types
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator
@@ -27,6 +31,10 @@ LIBRARIES = ("torch", "jax", "jaxlib", "numpy", "asd", "library", "scipy", "flax
 """Top-level packages whose functions and globals are not walked (they are not user state)."""
 
 MAX_DEPTH = 12
+
+MAX_ITEMS = 10_000
+"""Containers longer than this (a dataset kept as a Python list) are not walked item by item:
+they count by identity and length, so that every call stays cheap."""
 
 SCALARS = (type(None), bool, int, float, complex, str, bytes, np.generic)
 
@@ -42,6 +50,21 @@ def is_library(obj) -> bool:
     if any(name == p or name.startswith(p + ".") for p in USER_PACKAGES):
         return False
     return name.split(".")[0] in LIBRARIES
+
+
+def user_line(exc: BaseException) -> str:
+    """The innermost frame of the user's code in ``exc``'s traceback, as ``file:line:
+    `source```: where an error message should send the reader (library frames skipped)."""
+    roots = [os.path.dirname(m.__file__) + os.sep for m in map(sys.modules.get, LIBRARIES)
+             if m is not None and getattr(m, "__file__", None)]
+    roots.append(sysconfig.get_paths()["stdlib"] + os.sep)
+    frames = [f for f in traceback.extract_tb(exc.__traceback__)
+              if not any(f.filename.startswith(r) for r in roots)
+              and "site-packages" not in f.filename]
+    if not frames:
+        return "an unknown line"
+    f = frames[-1]
+    return f"{f.filename}:{f.lineno}: `{(f.line or '').strip()}`"
 
 
 def _code_names(code: types.CodeType) -> set[str]:
@@ -93,6 +116,8 @@ def _children(path: tuple, value, opaque: Callable[[Any], bool]) -> Iterator[tup
                         yield (name, attr), vars(g)[attr]
             else:
                 yield (name,), g
+    elif isinstance(value, dict | list | tuple) and len(value) > MAX_ITEMS:
+        return
     elif isinstance(value, dict):
         for k, v in value.items():
             yield (*path, str(k)), v
@@ -108,7 +133,11 @@ def _children(path: tuple, value, opaque: Callable[[Any], bool]) -> Iterator[tup
         return
     elif not is_library(type(value)):
         yield (*path, "__class__"), type(value)
-        for k, v in getattr(value, "__dict__", {}).items():
+        try:
+            attrs = dict(vars(value))
+        except TypeError:               # no __dict__ (slots, C objects): counted by identity
+            attrs = {}
+        for k, v in attrs.items():
             yield (*path, k), v
 
 
@@ -153,7 +182,8 @@ def token(value, framework_token: Callable[[Any], Hashable | None]) -> Hashable:
     if isinstance(value, types.FunctionType):
         return "function", id(value.__code__)
     if isinstance(value, dict | list | tuple):
-        return type(value).__name__, len(value)
+        return (type(value).__name__, len(value)) + (
+            (id(value),) if len(value) > MAX_ITEMS else ())
     if isinstance(value, types.ModuleType):
         return "module", value.__name__
     return "object", type(value).__qualname__, id(value)
@@ -177,4 +207,4 @@ def fingerprint(fn, framework_token: Callable[[Any], Hashable | None],
     return tuple(key), held
 
 
-__all__ = ["LIBRARIES", "fingerprint", "is_library", "token", "walk"]
+__all__ = ["LIBRARIES", "fingerprint", "is_library", "token", "user_line", "walk"]

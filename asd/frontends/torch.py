@@ -65,7 +65,11 @@ tensor([1., 1., 1.])
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import operator
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -650,36 +654,28 @@ TRAINING_OPS = {
 before anything runs, so a refused call never updates running statistics."""
 
 
-def _user_line(exc: BaseException) -> str:
-    """The innermost frame of the user's code in a traceback: ``file:line: source``."""
-    import traceback
-
-    frames = [f for f in traceback.extract_tb(exc.__traceback__)
-              if not any(f"{sep}{lib}{sep}" in f.filename for lib in reach.LIBRARIES
-                         for sep in ("/",))
-              and "site-packages" not in f.filename]
-    if not frames:
-        return "an unknown line"
-    f = frames[-1]
-    return f"{f.filename}:{f.lineno}: `{(f.line or '').strip()}`"
-
-
 def _export(module: torch.nn.Module, example: tuple, label: str):
     """``torch.export`` with its failures turned into asd errors that say what to change."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
+    shapes_log = logging.getLogger("torch.fx.experimental.symbolic_shapes")
+    level = shapes_log.level
+    shapes_log.setLevel(logging.ERROR)   # its warning dumps the graph; asd's error says more
+    said = io.StringIO()                 # what export prints: passed on unless it failed
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), contextlib.redirect_stderr(said):
             warnings.simplefilter("ignore", FutureWarning)
             # tensors requiring grad outside modules: asd maps them back (TorchProgram)
             warnings.filterwarnings("ignore", "A model attribute .* requires gradient")
-            return torch.export.export(module, example).run_decompositions({})
+            exported = torch.export.export(module, example).run_decompositions({})
+        sys.stderr.write(said.getvalue())
+        return exported
     except asd.ASDError:
         raise
     except GuardOnDataDependentSymNode as e:
         raise TracerBoolError(
             f"{label} branches in Python on a value computed from its inputs, at "
-            f"{_user_line(e)}: a Python `if`/`while`/`bool()` on a tensor picks one side for "
+            f"{reach.user_line(e)}: a Python `if`/`while`/`bool()` on a tensor picks one side for "
             "every point, so at a tie it ignores the direction asd differentiates along. Write "
             "the choice as torch.where(cond, a, b) (or torch.maximum, torch.clamp...)."
         ) from e
@@ -687,10 +683,12 @@ def _export(module: torch.nn.Module, example: tuple, label: str):
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         raise UnsupportedError(
             f"torch.export could not import {label}: {type(e).__name__}: {first} (at "
-            f"{_user_line(e)}). asd imports PyTorch programs through torch.export, which "
+            f"{reach.user_line(e)}). asd imports PyTorch programs through torch.export, which "
             "runs the function on symbolic tensors: use tensor operations on the inputs, no "
             ".item()/.tolist()/.numpy() or data-dependent shapes, and return tensors."
         ) from e
+    finally:
+        shapes_log.setLevel(level)
 
 
 class TorchProgram:
