@@ -387,6 +387,9 @@ SMOOTH_POINT_OPS = {
         tf.pad(x, [[1, 1], [0, 2]]) * 2) + tf.reduce_sum(tf.tile(x, [2, 3]) * 0.5)
     + tf.reduce_sum(tf.squeeze(tf.expand_dims(x, 0)) * x) + tf.reduce_sum(
         tf.broadcast_to(x[0], (3, 4)) * 1.5) + tf.reduce_sum(x[:, None, 1:3] * x[:, None, :2]),
+    "sin/cos/reciprocal/rsqrt/checks": lambda x: tf.reduce_sum(
+        tf.sin(x) * tf.cos(x) + tf.math.reciprocal(2 + x * x) + tf.math.rsqrt(1 + x * x)
+        + tf.debugging.check_numerics(tf.ensure_shape(x, (2, 4)), "x")),
     "cumsum": lambda x: tf.reduce_sum(tf.math.cumsum(x, axis=1) * x) + tf.reduce_sum(
         tf.math.cumsum(x, exclusive=True, reverse=True) * x),
     "gelu (tanh approximation)": lambda x: tf.reduce_sum(tf.nn.gelu(x, approximate=True)),
@@ -408,6 +411,8 @@ def test_mapped_operations_agree_with_gradient_tape_off_kinks(name, dtype):
     np.testing.assert_allclose(got.numpy(), tape_grad(f, x)[0].numpy(), **tol)
 
 
+LAYER_NORM = {d: keras.layers.LayerNormalization(dtype=d) for d in ("float32", "float64")}
+
 NN_OPS = {
     "conv2d valid stride 2": lambda x: tf.reduce_sum(tf.nn.conv2d(
         x, tf.reshape(tf.range(18.0, dtype=x.dtype) / 10, (3, 3, 2, 1)), 2, "VALID") ** 2),
@@ -420,6 +425,11 @@ NN_OPS = {
     "max/avg pool": lambda x: tf.reduce_sum(tf.nn.max_pool2d(x, 2, 2, "VALID") ** 2)
     + tf.reduce_sum(tf.nn.avg_pool2d(x, 3, 1, "VALID") ** 2)
     + tf.reduce_sum(tf.nn.max_pool2d(x, 3, 1, "SAME")),
+    "conv3d": lambda x: tf.reduce_sum(tf.nn.conv3d(
+        tf.reshape(x, (1, 5, 5, 2, 1)), tf.reshape(tf.range(8.0, dtype=x.dtype), (2, 2, 2, 1, 1)),
+        [1, 1, 1, 1, 1], "VALID") ** 2),
+    "keras layer norm": lambda x: tf.reduce_sum(
+        LAYER_NORM[x.dtype.name](tf.reshape(x, (5, 10))) * tf.range(10.0, dtype=x.dtype)),
     "fused batch norm": lambda x: tf.reduce_sum(tf.compat.v1.nn.fused_batch_norm(
         x, tf.constant([1.5, 0.5], x.dtype), tf.constant([0.1, -0.2], x.dtype),
         mean=tf.constant([0.3, -0.1], x.dtype), variance=tf.constant([2.0, 0.5], x.dtype),
