@@ -9,13 +9,17 @@ must refuse other libraries' arrays with a clear error, never convert them.
 
 from __future__ import annotations
 
+from functools import partial
+
 import numpy as np
 import pytest
+from hypothesis import given, reject, settings
 
 import asd
 from asd.core import backend
 from asd.core.linear import Diagonal, Index, MatMul, Reshape, Sum, Transpose
-from asd.testing.exact import directional_derivative, limiting_gradient
+from asd.testing.exact import DegenerateTie, directional_derivative, limiting_gradient
+from tests.programs import assert_exact, programs, run
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -333,3 +337,31 @@ def test_a_traced_program_keeps_the_library_and_refuses_unported_nodes(lib):
     cumulative = asd.trace(lambda x: asd.numpy.cumsum(x))(np.ones(3))
     with pytest.raises(asd.UnsupportedError, match=r"cumsum .*numpy arrays only"):
         cumulative(conv(np.ones(3)))
+
+
+# ----- random programs with planted ties, against the exact oracle -----
+
+PORTED = ("relu", "abs", "maximum", "minimum", "where", "add", "subtract", "multiply",
+          "negative", "divide_by_constant", "add_constant", "multiply_constant",
+          "integer_power", "sum", "matmul", "dot", "index", "square", "transpose", "reshape",
+          "concatenate", "stack", "take", "clip", "clip_traced", "max", "min")
+"""The ops of tests/programs.py whose primitives are ported to the array API."""
+
+
+@settings(max_examples=200, deadline=None)
+@given(programs(names=PORTED))
+def test_random_programs_on_torch_give_the_exact_limiting_gradient(case):
+    """Programs written with numpy calls and numpy constants, run on float64 tensors: the
+    tracer sends the calls to asd's primitives and the constants to torch."""
+    program, x, v = case
+    if any(op.name not in PORTED for op in program.ops):
+        reject()
+    f = partial(run, program)
+    w = np.linspace(1.0, -0.5, x.size).reshape(x.shape) + 0.125
+    try:
+        _, expected = limiting_gradient(f, x, v, w=w)
+    except DegenerateTie:
+        reject()
+    got = asd.subgrad(f, directions=[torch.tensor(v), torch.tensor(w)])(torch.tensor(x))
+    assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
+    assert_exact(host(got), expected, "subgrad on torch")

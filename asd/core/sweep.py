@@ -53,7 +53,7 @@ def tangent_at(dx, index, shape: tuple) -> np.ndarray:
         wide = tuple(lead + i for i, n in enumerate(in_shape) if n == 1 and shape[lead + i] != 1)
         need = np.any(index, axis=tuple(range(lead)) + wide, keepdims=True)
         need = need.reshape(need.shape[lead:])
-        part = dx(need)
+        part = backend.to_host(dx(need))  # a host mask is answered on the host
         t = np.zeros(in_shape, part.dtype)
         t[need] = part
         return np.broadcast_to(t, shape)[index]
@@ -299,11 +299,15 @@ class Trace:
                 if taint is None:
                     taint = taints[j]
             else:
+                if self.like is None:
+                    if backend.is_foreign(a):
+                        self.like = a
+                elif type(a) is np.ndarray and a.dtype.kind in "biuf":
+                    # a numpy constant in another library's sweep moves to its device once
+                    a = backend.from_host(a, self.like)
                 xs.append(a)
                 refs.append(Literal(a))
                 wants.append(False)
-                if self.like is None and backend.is_foreign(a):
-                    self.like = a
         k = len(nodes)
         refs = tuple(refs)
         if self.like is not None and not prim.array_api:

@@ -308,7 +308,7 @@ class Tracer(Traced):
         self._trace, self._id, self.value = trace, node_id, value
 
     # ----- array attributes -----
-    shape = property(lambda self: tuple(np.shape(self.value)))
+    shape = property(lambda self: np.shape(self.value))
     dtype = property(lambda self: _dtype_of(self.value))
     ndim = property(lambda self: np.ndim(self.value))
     size = property(lambda self: backend.size(self.value))
