@@ -983,9 +983,10 @@ def programs(rational: bool = False, names: tuple[str, ...] | None = None
 
 
 def vector_programs(
-    rational: bool = False,
+    rational: bool = False, names: tuple[str, ...] | None = None,
 ) -> st.SearchStrategy[tuple[Program, np.ndarray, np.ndarray]]:
     """Like `programs`, but `run` returns the last value itself, an array (for Jacobians)."""
-    return _programs(reduce=False, input_shapes=array_shapes, rational=rational).filter(
+    return _programs(reduce=False, input_shapes=array_shapes, rational=rational,
+                     names=names).filter(
         lambda case: case[0].shapes[-1] != ()
     )

@@ -18,8 +18,13 @@ from hypothesis import given, reject, settings
 import asd
 from asd.core import backend
 from asd.core.linear import Diagonal, Index, MatMul, Reshape, Sum, Transpose
-from asd.testing.exact import DegenerateTie, directional_derivative, limiting_gradient
-from tests.programs import assert_exact, programs, run
+from asd.testing.exact import (
+    DegenerateTie,
+    directional_derivative,
+    limiting_gradient,
+    limiting_jacobian,
+)
+from tests.programs import assert_exact, programs, run, run_exact, vector_programs
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -365,3 +370,32 @@ def test_random_programs_on_torch_give_the_exact_limiting_gradient(case):
     got = asd.subgrad(f, directions=[torch.tensor(v), torch.tensor(w)])(torch.tensor(x))
     assert isinstance(got, torch.Tensor) and got.dtype == torch.float64
     assert_exact(host(got), expected, "subgrad on torch")
+
+
+@settings(max_examples=100, deadline=None)
+@given(programs(names=PORTED))
+def test_random_programs_on_torch_give_the_exact_directional_derivative(case):
+    program, x, v = case
+    if any(op.name not in PORTED for op in program.ops):
+        reject()
+    f = partial(run, program)
+    value, derivative = asd.directional(f)(torch.tensor(x), torch.tensor(v))
+    assert_exact(host(value), run_exact(program, x), "value on torch")
+    assert_exact(host(derivative), directional_derivative(f, x, v), "derivative on torch")
+
+
+@settings(max_examples=100, deadline=None)
+@given(vector_programs(names=PORTED))
+def test_random_vector_programs_on_torch_give_the_exact_limiting_jacobian(case):
+    program, x, v = case
+    if any(op.name not in PORTED for op in program.ops):
+        reject()
+    f = partial(run, program)
+    w = np.linspace(1.0, -0.5, x.size).reshape(x.shape) + 0.125
+    try:
+        expected = limiting_jacobian(f, x, v, w=w)
+    except DegenerateTie:
+        reject()
+    got = asd.jacobian(f, directions=[torch.tensor(v), torch.tensor(w)])(torch.tensor(x))
+    assert isinstance(got, torch.Tensor)
+    assert_exact(host(got), expected, "jacobian on torch")

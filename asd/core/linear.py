@@ -383,6 +383,9 @@ def index_array(x, index):
     if backend.is_host(x):
         return np.asarray(x)[index]
     axes, index = positive_steps(expand_index(index, x.ndim), tuple(x.shape))
+    # index arrays go to x's device (a read-only numpy view cannot become a tensor)
+    index = tuple(backend.from_host(np.array(i), x) if isinstance(i, np.ndarray) else i
+                  for i in index)
     return (namespace(x).flip(x, axis=axes) if axes else x)[index]
 
 
