@@ -1,4 +1,10 @@
-"""The public derivative API: subgrad, value_and_subgrad, asd, directional, jacobian, trace."""
+"""The public derivative API: subgrad, value_and_subgrad, asd, directional, jacobian, trace.
+
+Arguments may be numpy, torch or JAX arrays: each sweep runs in the arguments' library and
+device (`asd.core.backend`), random directions are drawn on the host by numpy's generator
+(the same direction whatever the library) and moved there, and results come back in the
+arguments' library, dtype and device.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from asd.core import arguments
+from asd.core import arguments, backend
 from asd.core.arguments import as_float, check_argnums, describe_leaf
 from asd.core.sweep import LazyDirection, LexDirections, Trace
 from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd
@@ -28,7 +34,7 @@ class _Inputs:
         self.args = args
         diff = args[self.argnums[0]] if self.single else tuple(args[a] for a in self.argnums)
         raw, self.tree = flatten(diff)
-        self.is_array = [isinstance(x, np.ndarray) for x in raw]
+        self.is_array = [isinstance(x, np.ndarray) or backend.is_foreign(x) for x in raw]
         self.leaves = [as_float(x, self.describe(i)) for i, x in enumerate(raw)]
         arguments.check_not_empty(self.leaves, self.argnums)
 
@@ -67,14 +73,15 @@ class _Inputs:
         out = []
         for d, x in zip(dirs, self.leaves, strict=True):
             # float64 whatever the argument's dtype: every tie is decided in full precision
-            d = np.asarray(d, dtype=np.float64)
-            if d.shape != x.shape:
+            d = np.asarray(backend.to_host(d), dtype=np.float64)
+            if d.shape != tuple(x.shape):
                 raise ShapeError(f"direction entry of shape {d.shape} does not match the "
                                  f"argument of shape {x.shape}")
             if not np.all(np.isfinite(d)):
                 raise ValueError("the direction must be finite")
-            out.append(d)
-        if not allow_zero and not any(np.any(d) for d in out):
+            # another library's maps may not mix dtypes (torch): its direction takes x's
+            out.append(d if backend.is_host(x) else backend.from_host(d, x, "like"))
+        if not allow_zero and not any(bool(np.any(backend.to_host(d))) for d in out):
             raise ValueError("the direction must be nonzero: it selects the branch at every tie")
         return out
 
@@ -85,7 +92,9 @@ class _Inputs:
 
     def random_direction(self, seed) -> LazyDirection:
         """Independent normals per leaf (drawn lazily): normalized, uniform on the sphere."""
-        return LazyDirection(seed, [x.shape for x in self.leaves], [x.dtype for x in self.leaves])
+        return LazyDirection(seed, [tuple(x.shape) for x in self.leaves],
+                             [x.dtype for x in self.leaves],
+                             None if all(map(backend.is_host, self.leaves)) else self.leaves)
 
     def call(self, f: Callable, tracers: list) -> Any:
         args = list(self.args)
@@ -105,11 +114,25 @@ class _Inputs:
                 close_trace(tracers[0]._trace)
 
     def restore(self, arrays: list) -> Any:
-        """Cast results back to each leaf's dtype; Python scalars come back as numpy scalars."""
-        fixed = [np.asarray(a, dtype=x.dtype).reshape(x.shape) for a, x in
-                 zip(arrays, self.leaves, strict=True)]
+        """Cast results back to each leaf's dtype; Python scalars come back as numpy scalars,
+        torch and JAX results in the argument's library and on its device."""
+        fixed = [np.asarray(a, dtype=x.dtype).reshape(x.shape) if backend.is_host(x)
+                 else _in_library_of(a, x) for a, x in zip(arrays, self.leaves, strict=True)]
         fixed = [a if arr else a[()] for a, arr in zip(fixed, self.is_array, strict=True)]
         return unflatten(self.tree, fixed)
+
+
+def _in_library_of(a, x):
+    """``a`` with ``x``'s shape and dtype, in ``x``'s library and on its device."""
+    if backend.is_host(a):
+        return backend.from_host(np.broadcast_to(a, tuple(x.shape)), x, "like")
+    xp = backend.namespace(x)
+    a = xp.broadcast_to(a, tuple(x.shape))
+    return a if a.dtype == x.dtype else xp.astype(a, x.dtype)
+
+
+def _zeros_like(x):
+    return np.zeros_like(x) if backend.is_host(x) else backend.namespace(x).zeros_like(x)
 
 
 def _explained(e: Exception) -> Exception:
@@ -239,7 +262,7 @@ def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
 def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None) -> ASDResult:
     """The sweep behind `value_and_subgrad` and `asd`; the Dini derivative only if ``full``."""
     direction = _first_direction(direction, directions)
-    if direction is None and any(x.size for x in inputs.leaves):
+    if direction is None and any(backend.size(x) for x in inputs.leaves):
         # drawn only where a rule meets a tie (or the Dini derivative is asked for)
         dirs = inputs.random_direction(seed)
     else:
@@ -247,26 +270,36 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
     trace, out, ids = sweep_along(f, inputs, dirs, inputs.lex(directions, seed))
     traced = _scalar_output(out, trace)
     if traced is None:
-        value = np.asarray(out)[()]
-        grads = [np.zeros_like(x) for x in inputs.leaves]
-        return ASDResult(value, inputs.restore(grads), np.zeros_like(value, dtype=float)[()],
+        value = _scalar(out)
+        grads = [_zeros_like(x) for x in inputs.leaves]
+        dini = (np.zeros_like(value, dtype=float)[()] if backend.is_host(value)
+                else backend.namespace(value).zeros_like(value))
+        return ASDResult(value, inputs.restore(grads), dini,
                          inputs.restore(_resolved(dirs)), [], [])
     k = traced._id
     trace.check_lipschitz(k)
-    ct = trace.pull(k, np.ones((), dtype=traced.dtype))
+    v = traced.value
+    one = (np.ones((), dtype=traced.dtype) if backend.is_host(v)
+           else backend.namespace(v).ones_like(v))
+    ct = trace.pull(k, one)
     # inputs after the output node (f returned an earlier input) are outside ct: zero
-    grads = [ct[i] if i < len(ct) and ct[i] is not None else np.zeros_like(x)
+    grads = [ct[i] if i < len(ct) and ct[i] is not None else _zeros_like(x)
              for i, x in zip(ids, inputs.leaves, strict=True)]
     _check_finite(trace, k, grads)
-    value = np.asarray(traced.value)[()]
+    value = _scalar(v)
     if not full:
         return ASDResult(value, inputs.restore(grads), None, None, [], [])
-    dini = np.asarray(trace.tangent(k))
+    dini = _scalar(trace.tangent(k))
     if isinstance(dirs, LazyDirection):  # the sweep ran along the unnormalized draw
         dini = dini * dirs.scale()
-    return ASDResult(value, inputs.restore(grads), dini[()], inputs.restore(_resolved(dirs)),
+    return ASDResult(value, inputs.restore(grads), dini, inputs.restore(_resolved(dirs)),
                      ties_of(trace.nodes, trace.ties), ties_of(trace.nodes, trace.degenerate),
                      decisions_of(trace.nodes, trace.decisions))
+
+
+def _scalar(v):
+    """A numpy scalar for numpy values; another library's 0-d array as it is."""
+    return np.asarray(v)[()] if backend.is_host(v) else v
 
 
 def _resolved(dirs) -> list:
@@ -319,11 +352,14 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
         for leaf in leaves:
             if isinstance(leaf, Tracer):
                 trace.check_lipschitz(leaf._id)
-                values.append(np.asarray(leaf.value)[()])
-                dots.append(np.asarray(trace.tangent(leaf._id))[()])
-            else:
+                values.append(_scalar(leaf.value))
+                dots.append(_scalar(trace.tangent(leaf._id)))
+            elif backend.is_host(leaf):
                 values.append(np.asarray(leaf)[()])
                 dots.append(np.zeros_like(np.asarray(leaf, dtype=float))[()])
+            else:
+                values.append(leaf)
+                dots.append(_zeros_like(backend.floating(leaf)))
         arguments.check_finite_tangents(trace, leaves, dots)
         return unflatten(tree, values), unflatten(tree, dots)
 
@@ -357,14 +393,15 @@ def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
         for o in outs:
             if isinstance(o, Tracer):
                 trace.check_lipschitz(o._id)
-        n_in = sum(x.size for x in inputs.leaves)
-        n_out = sum(int(np.size(o.value if isinstance(o, Tracer) else o)) for o in outs)
+        n_in = sum(backend.size(x) for x in inputs.leaves)
+        n_out = sum(backend.size(o.value if isinstance(o, Tracer) else np.asarray(o))
+                    for o in outs)
         chosen = mode or ("forward" if n_in <= n_out else "reverse")
         blocks = (_forward_jacobian if chosen == "forward" else _reverse_jacobian)(
             trace, inputs, ids, outs)
         per_out = [
-            unflatten(inputs.tree, [np.asarray(b, dtype=np.result_type(x.dtype, _out_dtype(o)))
-                                    for b, x in zip(row, inputs.leaves, strict=True)])
+            unflatten(inputs.tree, [_block(b, x, o) for b, x in zip(row, inputs.leaves,
+                                                                     strict=True)])
             for row, o in zip(blocks, outs, strict=True)
         ]
         for row, o in zip(blocks, outs, strict=True):
@@ -375,52 +412,86 @@ def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
     return wrapped
 
 
+def _block(b, x, o):
+    """One Jacobian block in the argument's library, dtype promoted with the output's."""
+    if backend.is_host(x):
+        return np.asarray(b, dtype=np.result_type(x.dtype, _out_dtype(o)))
+    xp = backend.namespace(x)
+    if backend.is_host(b):
+        b = backend.from_host(b, x)
+    ov = o.value if isinstance(o, Tracer) else o
+    dtype = xp.result_type(x.dtype, ov.dtype) if not backend.is_host(ov) else x.dtype
+    return b if b.dtype == dtype else xp.astype(b, dtype)
+
+
 def _out_shape(o) -> tuple:
-    return np.shape(o.value if isinstance(o, Tracer) else o)
+    return tuple(np.shape(o.value if isinstance(o, Tracer) else o))
 
 
 def _forward_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list) -> list:
-    n = sum(x.size for x in inputs.leaves)
+    n = sum(backend.size(x) for x in inputs.leaves)
     eye = np.eye(n)
     seeds, start = {}, 0
     for i, x in zip(ids, inputs.leaves, strict=True):
-        seeds[i] = eye[:, start:start + x.size].reshape((n,) + x.shape).astype(x.dtype)
-        start += x.size
+        size, xshape = backend.size(x), tuple(x.shape)
+        block = eye[:, start:start + size].reshape((n,) + xshape)
+        seeds[i] = (block.astype(x.dtype) if backend.is_host(x)
+                    else backend.from_host(block, x, "like"))
+        start += size
     ts = trace.push_batch(seeds)
+    like = trace.like
+    xp = np if like is None else backend.namespace(like)
     rows = []
     for o in outs:
         shape = _out_shape(o)
         t = ts[o._id] if isinstance(o, Tracer) else None
-        t = np.zeros((n,) + shape) if t is None else np.broadcast_to(t, (n,) + shape)
-        flat = np.moveaxis(t.reshape(n, -1), 0, -1)  # (out size, n)
+        if t is None:
+            t = np.zeros((n,) + shape) if like is None else backend.zeros((n,) + shape, like)
+        else:
+            t = xp.broadcast_to(t, (n,) + shape)
+        flat = xp.moveaxis(xp.reshape(t, (n, -1)), 0, -1)  # (out size, n)
         blocks, start = [], 0
         for x in inputs.leaves:
-            blocks.append(flat[:, start:start + x.size].reshape(shape + x.shape))
-            start += x.size
+            size = backend.size(x)
+            blocks.append(xp.reshape(flat[:, start:start + size], shape + tuple(x.shape)))
+            start += size
         rows.append(blocks)
     return rows
 
 
 def _reverse_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list) -> list:
     rows = []
+    like = trace.like
+    xp = np if like is None else backend.namespace(like)
+
+    def zeros(shape):
+        return np.zeros(shape) if like is None else backend.zeros(shape, like)
+
     for o in outs:
         shape = _out_shape(o)
         m = int(np.prod(shape))
         if not isinstance(o, Tracer):
-            rows.append([np.zeros(shape + x.shape) for x in inputs.leaves])
+            rows.append([zeros(shape + tuple(x.shape)) for x in inputs.leaves])
             continue
-        seed = np.eye(m, dtype=o.dtype).reshape((m,) + shape)
+        if like is None:
+            seed = np.eye(m, dtype=o.dtype).reshape((m,) + shape)
+        else:
+            seed = backend.from_host(np.eye(m).reshape((m,) + shape), o.value, "like")
         ct = trace.pull(o._id, seed)
         rows.append([
-            np.zeros(shape + x.shape) if i >= len(ct) or ct[i] is None
-            else np.broadcast_to(ct[i], (m,) + x.shape).reshape(shape + x.shape)
+            zeros(shape + tuple(x.shape)) if i >= len(ct) or ct[i] is None
+            else xp.reshape(xp.broadcast_to(ct[i], (m,) + tuple(x.shape)),
+                            shape + tuple(x.shape))
             for i, x in zip(ids, inputs.leaves, strict=True)
         ])
     return rows
 
 
 def _out_dtype(o):
-    return np.result_type(o.value if isinstance(o, Tracer) else np.asarray(o, dtype=float))
+    v = o.value if isinstance(o, Tracer) else o
+    if not backend.is_host(v):
+        return np.float64
+    return np.result_type(v if isinstance(o, Tracer) else np.asarray(o, dtype=float))
 
 
 def trace(f: Callable) -> Callable[..., Any]:
@@ -438,7 +509,7 @@ def trace(f: Callable) -> Callable[..., Any]:
     def wrapped(*args):
         t = Trace()
         leaves, in_tree = flatten(args)
-        tracers = [t.new_input(arguments.as_real_array(x, f"argument leaf {i}"), active=False)
+        tracers = [t.new_input(arguments.as_leaf(x, f"argument leaf {i}"), active=False)
                    for i, x in enumerate(leaves)]
         try:
             with np.errstate(all="ignore"):

@@ -24,6 +24,16 @@ from fractions import Fraction
 
 import numpy as np
 
+from asd.core.backend import (
+    from_host,
+    is_foreign,
+    is_host,
+    kernel,
+    namespace,
+    register_kernel,
+    set_at,
+    to_host,
+)
 from asd.core.linear import (
     Closure,
     Dense,
@@ -37,6 +47,7 @@ from asd.core.linear import (
     Transpose,
     Zero,
     identity,
+    index_array,
     unbroadcast,
 )
 from asd.core.primitive import (
@@ -102,14 +113,19 @@ def comparison_of(cond) -> tuple[str, object, object] | None:
     return node.prim.comparison, lhs, rhs
 
 
-def defsmooth(name: str, impl: Callable, derivative: Callable, numpy=None) -> Primitive:
-    """A smooth elementwise primitive; ``derivative(x, ans)`` may reuse the answer."""
-    prim = Primitive(name, impl)
+def defsmooth(name: str, impl: Callable, derivative: Callable, numpy=None,
+              array_api: bool = False) -> Primitive:
+    """A smooth elementwise primitive; ``derivative(x, ans)`` may reuse the answer.
+
+    ``array_api=True`` declares ``impl`` and ``derivative`` written against the array API
+    (`namespace`), so the primitive runs on torch and JAX arrays too.
+    """
+    prim = Primitive(name, impl, array_api=array_api)
 
     def smooth_rule(xs, dxs):
         (x,) = xs
         ans = impl(x)
-        return ans, Diagonal(derivative(x, ans), np.shape(x))
+        return ans, Diagonal(derivative(x, ans), tuple(np.shape(x)))
 
     smooth_rule.__name__ = f"{name}_rule"
     prim.defrule(smooth_rule)
@@ -118,14 +134,16 @@ def defsmooth(name: str, impl: Callable, derivative: Callable, numpy=None) -> Pr
     return prim
 
 
-def deflinear(name: str, impl: Callable, make_map: Callable[..., LinearMap]) -> Primitive:
-    """A linear one-input primitive; ``make_map(in_shape, out_shape, **params)`` gives its map."""
-    prim = Primitive(name, impl)
+def deflinear(name: str, impl: Callable, make_map: Callable[..., LinearMap],
+              array_api: bool = False) -> Primitive:
+    """A linear one-input primitive; ``make_map(in_shape, out_shape, **params)`` gives its map
+    (``array_api``: as for `defsmooth`)."""
+    prim = Primitive(name, impl, array_api=array_api)
 
     def linear_rule(xs, dxs, **params):
         (x,) = xs
         ans = impl(x, **params)
-        return ans, make_map(np.shape(x), np.shape(ans), **params)
+        return ans, make_map(tuple(np.shape(x)), tuple(np.shape(ans)), **params)
 
     linear_rule.__name__ = f"{name}_rule"
     prim.defrule(linear_rule)
@@ -297,21 +315,30 @@ __all__ = [
     "defpiecewise",
     "defsmooth",
     "first_order_keys",
+    "from_host",
     "identity",
+    "index_array",
     "input_series",
+    "is_foreign",
+    "is_host",
     "is_traced",
+    "kernel",
     "leading_vector",
     "line",
+    "namespace",
     "record_degenerate_tie",
     "record_jump",
     "record_tie_decision",
     "register_accumulate",
     "register_alternative",
+    "register_kernel",
     "register_method",
     "register_numpy",
     "register_reduce",
+    "set_at",
     "tangent_at",
     "tie_sign",
+    "to_host",
     "unbroadcast",
     "unsupported",
 ]

@@ -28,10 +28,12 @@ from asd.extend import (
     first_order_keys,
     input_series,
     is_traced,
+    namespace,
     register_accumulate,
     register_method,
     register_numpy,
     register_reduce,
+    to_host,
 )
 
 from .smooth import getitem
@@ -63,6 +65,10 @@ class Layout:
     def to(self, a: np.ndarray) -> np.ndarray:
         return np.transpose(a, self.perm).reshape(self.outer + (self.size,))
 
+    def to_xp(self, a, xp):
+        """`to` in another array library."""
+        return xp.reshape(xp.permute_dims(a, self.perm), self.outer + (self.size,))
+
     def back(self, a: np.ndarray) -> np.ndarray:
         """Inverse of `to` for an array of the same shape."""
         moved = a.reshape(self.outer + self.inner)
@@ -92,7 +98,7 @@ class Ray:
     def tangent(self, need: np.ndarray) -> np.ndarray:
         mask = self.lay.back(need)
         t = np.zeros(self.lay.shape, dtype=float)
-        t[mask] = self.dx(mask)
+        t[mask] = to_host(self.dx(mask))  # the tied entries only, from any library
         return self.sign * self.lay.to(t)
 
     def keys(self, need: np.ndarray) -> np.ndarray | None:
@@ -251,22 +257,45 @@ class Lerp(LinearMap):
 # ----- max and min over axes -----
 
 def _extreme_impl(x, axis, keepdims, kind):
-    return (np.max if kind == "max" else np.min)(x, axis=axis, keepdims=keepdims)
+    xp = namespace(x)
+    return (xp.max if kind == "max" else xp.min)(x, axis=axis, keepdims=keepdims)
 
 
-extreme_p = Primitive("reduce_max", _extreme_impl)
+extreme_p = Primitive("reduce_max", _extreme_impl, array_api=True)
+
+
+def _first_max_xp(vals, xp):
+    """Per row (last axis) of another library's values, the first maximal entry (host
+    positions), or None when some row's maximum is tied (then the host decides)."""
+    rows = xp.reshape(vals, (-1, vals.shape[-1]))
+    tied = rows == xp.max(rows, axis=-1, keepdims=True)
+    if bool(xp.any(xp.sum(xp.astype(tied, xp.int32), axis=-1) > 1)):
+        return None
+    return to_host(xp.argmax(xp.astype(tied, xp.int8), axis=-1)).reshape(vals.shape[:-1])
 
 
 @extreme_p.defrule
 def extreme_rule(xs, dxs, axis, keepdims, kind):
+    """On another library's arrays the maximum is found on the device; its positions (one per
+    output entry) come to the host to build the index, and a tied row is decided there."""
     (x,) = xs
-    x = np.asarray(x)
+    xp = namespace(x)
+    x = np.asarray(x) if xp is np else x
     ans = _extreme_impl(x, axis, keepdims, kind)
-    lay = Layout(x.shape, normalize_axes(axis, x.ndim))
+    lay = Layout(tuple(x.shape), normalize_axes(axis, x.ndim))
     sign = 1.0 if kind == "max" else -1.0
-    sel = lex_argmax(sign * lay.to(x), Ray(lay, x, dxs[0], sign))
-    index = tuple(np.reshape(i, np.shape(ans)) for i in lay.index(sel))
-    return ans, Index(index, x.shape, np.shape(ans))
+    sel = None
+    if xp is not np:
+        vals = lay.to_xp(x, xp)
+        sel = _first_max_xp(vals if sign > 0 else -vals, xp)
+        if sel is None:  # a tied row: decided on host copies, as for numpy
+            host = to_host(x)
+            sel = lex_argmax(sign * lay.to(host), Ray(lay, host, dxs[0], sign))
+    else:
+        sel = lex_argmax(sign * lay.to(x), Ray(lay, x, dxs[0], sign))
+    out = tuple(np.shape(ans))
+    index = tuple(np.reshape(i, out) for i in lay.index(sel))
+    return ans, Index(index, tuple(x.shape), out)
 
 
 def _reduce_args(name, out, initial, where, kwargs):

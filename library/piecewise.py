@@ -5,10 +5,16 @@ Every rule here follows the paper's Algorithm 7: away from a tie the branch is f
 tie (``x == 0``, ``a == b``, ``lhs == rhs``) the rule asks for the tangent of the tied
 entries only and takes the branch the ray ``x + δv`` enters, the ``>=`` side when the
 tangent is tied too.
+
+relu, abs, maximum, minimum, clip, the comparisons and where are written against the array
+API (``xp = namespace(x)``) and run on torch and JAX arrays as given; ties still go through
+`tie_sign`, which compares tangents in the array's library. The activation family declared
+by `defpiecewise` runs on numpy only so far.
 """
 
 from __future__ import annotations
 
+import operator
 from fractions import Fraction
 
 import numpy as np
@@ -20,62 +26,107 @@ from asd.extend import (
     Primitive,
     comparison_of,
     defpiecewise,
+    from_host,
+    is_host,
     is_traced,
+    namespace,
     register_method,
     register_numpy,
+    set_at,
     tie_sign,
+    to_host,
 )
 
 # ----- relu and abs (written out: they are on every hot path) -----
 
-relu_p = Primitive("relu", lambda x: np.maximum(x, 0))
+def _array(x):
+    """``(xp, x)``: the namespace of ``x``, and numpy values as numpy arrays."""
+    xp = namespace(x)
+    return xp, (np.asarray(x) if xp is np else x)
+
+
+def _relu_impl(x):
+    return np.maximum(x, 0) if is_host(x) else namespace(x).maximum(x, 0.0)
+
+
+relu_p = Primitive("relu", _relu_impl, array_api=True)
 
 
 @relu_p.defrule
 def relu_rule(xs, dxs):
-    (x,) = xs
-    x = np.asarray(x)
-    slope = np.asarray(x > 0)
+    xp, x = _array(xs[0])
+    slope = xp.asarray(x > 0)
     tie = x == 0
     if tie.any():
-        slope[tie] = tie_sign(x, dxs[0], 0.0, None, tie) >= 0
-    return np.maximum(x, 0), Diagonal(slope, x.shape)
+        slope = set_at(slope, tie, tie_sign(x, dxs[0], 0.0, None, tie) >= 0)
+    return _relu_impl(x), Diagonal(slope, tuple(x.shape))
 
 
-abs_p = Primitive("abs", np.abs)
+abs_p = Primitive("abs", lambda x: np.abs(x) if is_host(x) else namespace(x).abs(x),
+                  array_api=True)
 
 
 @abs_p.defrule
 def abs_rule(xs, dxs):
-    (x,) = xs
-    x = np.asarray(x)
-    positive = np.asarray(x >= 0)
+    xp, x = _array(xs[0])
+    positive = xp.asarray(x >= 0)
     tie = x == 0
     if tie.any():
-        positive[tie] = tie_sign(x, dxs[0], 0.0, None, tie) >= 0
-    return np.abs(x), Diagonal(np.where(positive, 1.0, -1.0).astype(x.dtype), x.shape)
+        positive = set_at(positive, tie, tie_sign(x, dxs[0], 0.0, None, tie) >= 0)
+    if xp is np:
+        return np.abs(x), Diagonal(np.where(positive, 1.0, -1.0).astype(x.dtype), x.shape)
+    return xp.abs(x), Diagonal(xp.astype(positive, x.dtype) * 2.0 - 1.0, tuple(x.shape))
 
 
 # ----- maximum and minimum: ties decided along the ray by the tie service -----
 # (``tie_sign`` returns 0 only where the operands are equal near x: either one is right then)
 
-def _select_rule(np_op, first_wins, sign_of_first):
+def _operands(*xs):
+    """``(xp, xs)``: the namespace of the operands, each an array of it on the same device
+    (Python numbers become arrays of the first array's dtype)."""
+    xp = namespace(*xs)
+    if xp is np:
+        return np, xs
+    arrays = [x for x in xs if not is_host(x)]
+    like = next((x for x in arrays if xp.isdtype(x.dtype, "real floating")), arrays[0])
+    return xp, tuple(x if not is_host(x) else from_host(
+        np.asarray(x), like, None if np.asarray(x).dtype == bool else "like") for x in xs)
+
+
+def _binary_impl(np_op, xp_name):
+    def impl(a, b):
+        if is_host(a) and is_host(b):
+            return np_op(a, b)
+        xp, (a, b) = _operands(a, b)
+        return getattr(xp, xp_name)(a, b)
+
+    impl.__name__ = np_op.__name__
+    return impl
+
+
+def _select_rule(op, first_wins, sign_of_first):
     def rule(xs, dxs):
         a, b = xs
-        ans = np_op(a, b)
-        out = np.shape(ans)
-        pick_a = np.asarray(np.broadcast_to(first_wins(a, b), out))
-        tie = np.asarray(np.broadcast_to(np.equal(a, b), out))
+        ans = op(a, b)
+        out = tuple(np.shape(ans))
+        xp, (a_, b_) = _operands(a, b)
+        pick_a = xp.asarray(xp.broadcast_to(first_wins(a_, b_), out))
+        tie = xp.asarray(xp.broadcast_to(a_ == b_, out))
         if tie.any():
-            pick_a = pick_a.copy()
-            pick_a[tie] = sign_of_first * tie_sign(a, dxs[0], b, dxs[1], tie) >= 0
-        return ans, FanIn(Diagonal(pick_a, np.shape(a), out), Diagonal(~pick_a, np.shape(b), out))
+            pick_a = xp.asarray(pick_a, copy=True)
+            pick_a = set_at(pick_a, tie, sign_of_first * tie_sign(a, dxs[0], b, dxs[1], tie) >= 0)
+        return ans, FanIn(Diagonal(pick_a, tuple(np.shape(a)), out),
+                          Diagonal(~pick_a, tuple(np.shape(b)), out))
 
     return rule
 
 
-maximum_p = Primitive("maximum", np.maximum, _select_rule(np.maximum, np.greater, 1))
-minimum_p = Primitive("minimum", np.minimum, _select_rule(np.minimum, np.less, -1))
+_maximum = _binary_impl(np.maximum, "maximum")
+_minimum = _binary_impl(np.minimum, "minimum")
+maximum_p = Primitive("maximum", _maximum, _select_rule(_maximum, operator.gt, 1),
+                      array_api=True)
+minimum_p = Primitive("minimum", _minimum, _select_rule(_minimum, operator.lt, -1),
+                      array_api=True)
 
 
 def relu(x):
@@ -107,10 +158,10 @@ def minimum(a, b, **kwargs):
 # ----- clip: minimum(maximum(x, lo), hi) in one node, bounds constant or traced -----
 
 def _clip_impl(x, lo, hi):
-    return np.minimum(np.maximum(x, lo), hi)
+    return _minimum(_maximum(x, lo), hi)
 
 
-clip_p = Primitive("clip", _clip_impl)
+clip_p = Primitive("clip", _clip_impl, array_api=True)
 
 
 @clip_p.defrule
@@ -122,28 +173,31 @@ def clip_rule(xs, dxs):
     point the interval is a point, so the output follows the bound whatever ``x`` does."""
     x, lo, hi = xs
     ans = _clip_impl(x, lo, hi)
-    out = np.shape(ans)
-    x_b, lo_b, hi_b = (np.broadcast_to(a, out) for a in (x, lo, hi))
-    pick_x = np.array(x_b > lo_b)  # the maximum step: x (else lo)
+    out = tuple(np.shape(ans))
+    xp, arrays = _operands(x, lo, hi)
+    x_b, lo_b, hi_b = (xp.broadcast_to(a, out) for a in arrays)
+    pick_x = xp.asarray(x_b > lo_b, copy=True)  # the maximum step: x (else lo)
     low_tie = x_b == lo_b
     if low_tie.any():
-        pick_x[low_tie] = tie_sign(x, dxs[0], lo, dxs[1], low_tie) >= 0
-    mid = np.where(pick_x, x_b, lo_b)
-    pick_mid = np.array(mid < hi_b)  # the minimum step: max(x, lo) (else hi)
+        pick_x = set_at(pick_x, low_tie, tie_sign(x, dxs[0], lo, dxs[1], low_tie) >= 0)
+    mid = xp.where(pick_x, x_b, lo_b)
+    pick_mid = xp.asarray(mid < hi_b, copy=True)  # the minimum step: max(x, lo) (else hi)
     high_tie = mid == hi_b
     if high_tie.any():
         at_x, at_lo = high_tie & pick_x, high_tie & ~pick_x
         if at_x.any():
-            pick_mid[at_x] = tie_sign(x, dxs[0], hi, dxs[2], at_x) <= 0
+            pick_mid = set_at(pick_mid, at_x, tie_sign(x, dxs[0], hi, dxs[2], at_x) <= 0)
         if at_lo.any():
-            pick_mid[at_lo] = tie_sign(lo, dxs[1], hi, dxs[2], at_lo) < 0
+            pick_mid = set_at(pick_mid, at_lo, tie_sign(lo, dxs[1], hi, dxs[2], at_lo) < 0)
         point = high_tie & (lo_b == hi_b)
         if point.any():
-            pick_mid[point] &= tie_sign(lo, dxs[1], hi, dxs[2], point) != 0
+            pick_mid = set_at(pick_mid, point, pick_mid[point] & (
+                tie_sign(lo, dxs[1], hi, dxs[2], point) != 0))
     d_x = pick_mid & pick_x
     d_lo = pick_mid & ~pick_x
-    return ans, FanIn(Diagonal(d_x, np.shape(x), out), Diagonal(d_lo, np.shape(lo), out),
-                      Diagonal(~pick_mid, np.shape(hi), out))
+    return ans, FanIn(Diagonal(d_x, tuple(np.shape(x)), out),
+                      Diagonal(d_lo, tuple(np.shape(lo)), out),
+                      Diagonal(~pick_mid, tuple(np.shape(hi)), out))
 
 
 def clip(x, lo=None, hi=None, out=None, **kwargs):
@@ -316,38 +370,63 @@ def piecewise_polynomial(breakpoints, pieces, name: str = "piecewise_polynomial"
 
 COMPARISONS = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal,
                "==": np.equal, "!=": np.not_equal}
-comparison_prims = {op: Primitive(fn.__name__, fn, comparison=op) for op, fn in
-                    COMPARISONS.items()}
+OPERATORS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le,
+             "==": operator.eq, "!=": operator.ne}
+
+
+def _compare(op: str):
+    """The comparison ``op``: numpy's ufunc on numpy values, the operator on others'."""
+    np_fn, py_op = COMPARISONS[op], OPERATORS[op]
+
+    def compare(a, b):
+        return np_fn(a, b) if is_host(a) and is_host(b) else py_op(a, b)
+
+    compare.__name__ = np_fn.__name__
+    return compare
+
+
+COMPARE = {op: _compare(op) for op in COMPARISONS}
+comparison_prims = {op: Primitive(fn.__name__, COMPARE[op], comparison=op, array_api=True)
+                    for op, fn in COMPARISONS.items()}
+
+
+def _where_impl(cond, a, b):
+    if is_host(cond) and is_host(a) and is_host(b):
+        return np.where(cond, a, b)
+    xp, (cond, a, b) = _operands(cond, a, b)
+    return xp.where(cond, a, b)
 
 
 # ----- where -----
 
 def _where_cmp_impl(lhs, rhs, a, b, op):
-    return np.where(COMPARISONS[op](lhs, rhs), a, b)
+    return _where_impl(COMPARE[op](lhs, rhs), a, b)
 
 
-where_cmp_p = Primitive("where", _where_cmp_impl)
+where_cmp_p = Primitive("where", _where_cmp_impl, array_api=True)
 
 
 @where_cmp_p.defrule
 def where_cmp_rule(xs, dxs, op):
     lhs, rhs, a, b = xs
-    cond = COMPARISONS[op](lhs, rhs)
-    ans = np.where(cond, a, b)
-    out = np.shape(ans)
-    cond = np.array(np.broadcast_to(cond, out))
+    cond = COMPARE[op](lhs, rhs)
+    ans = _where_impl(cond, a, b)
+    out = tuple(np.shape(ans))
+    xp, (cond, lhs_, rhs_, a_, b_) = _operands(cond, lhs, rhs, a, b)
+    cond = xp.asarray(xp.broadcast_to(cond, out), copy=True)
     cond_moves = not (dxs[0].is_zero and dxs[1].is_zero)
-    tie = np.asarray(np.broadcast_to(np.equal(lhs, rhs), out))
+    tie = xp.asarray(xp.broadcast_to(lhs_ == rhs_, out))
     if cond_moves and tie.any():
         # the side changes the result unless both sides are the same traced value
         same = getattr(dxs[2], "k", None) is not None and getattr(dxs[2], "k", None) == getattr(
             dxs[3], "k", None)
         side = tie_sign(lhs, dxs[0], rhs, dxs[1], tie, record=True, strict=not same)
         # a tie that is an equality near x keeps one side there; any other switches sides
-        a_tie = np.broadcast_to(a, out)[tie]
-        b_tie = np.broadcast_to(b, out)[tie]
+        a_tie = xp.broadcast_to(a_, out)[tie]
+        b_tie = xp.broadcast_to(b_, out)[tie]
         jump = (a_tie != b_tie) & (side != 0)
-        if np.any(jump):
+        if jump.any():
+            jump, a_tie, b_tie = to_host(jump), to_host(a_tie), to_host(b_tie)
             bad = np.flatnonzero(jump)[:3]
             raise NotLipschitzError(
                 f"where(lhs {op} rhs, a, b) jumps: the condition is tied (lhs == rhs) at "
@@ -357,22 +436,23 @@ def where_cmp_rule(xs, dxs, op):
                 "continuous primitive."
             )
         # side 0: lhs == rhs on a whole neighbourhood, so the comparison reads its exact value
-        cond[tie] = {">": side > 0, ">=": side >= 0, "<": side < 0, "<=": side <= 0,
-                     "==": side == 0, "!=": side != 0}[op]
-    return ans, FanIn(None, None, Diagonal(cond, np.shape(a), out),
-                      Diagonal(~cond, np.shape(b), out))
+        cond = set_at(cond, tie, OPERATORS[op](side, 0))
+    return ans, FanIn(None, None, Diagonal(cond, tuple(np.shape(a)), out),
+                      Diagonal(~cond, tuple(np.shape(b)), out))
 
 
-select_p = Primitive("select", np.where)
+select_p = Primitive("select", _where_impl, array_api=True)
 
 
 @select_p.defrule
 def select_rule(xs, dxs):
     cond, a, b = xs
-    ans = np.where(cond, a, b)
-    out = np.shape(ans)
-    cond = np.broadcast_to(cond, out)
-    return ans, FanIn(None, Diagonal(cond, np.shape(a), out), Diagonal(~cond, np.shape(b), out))
+    ans = _where_impl(cond, a, b)
+    out = tuple(np.shape(ans))
+    xp, (cond, _, _) = _operands(cond, a, b)
+    cond = xp.broadcast_to(cond, out)
+    return ans, FanIn(None, Diagonal(cond, tuple(np.shape(a)), out),
+                      Diagonal(~cond, tuple(np.shape(b)), out))
 
 
 def where(cond, a=None, b=None):
@@ -390,7 +470,7 @@ def where(cond, a=None, b=None):
             "(x > 0) & (y > 0)): its ties cannot be resolved by direction. Nest the wheres, "
             "one comparison each: where(x > 0, where(y > 0, a, b), b)."
         )
-    return select_p(np.asarray(cond, dtype=bool), a, b)
+    return select_p(np.asarray(cond, dtype=bool) if is_host(cond) else cond, a, b)
 
 
 # ----- numpy dispatch -----

@@ -16,11 +16,18 @@ the engine as `NonFiniteError` naming the first node that produced them.
 >>> x = np.array([0.0, 1.0])
 >>> asd.subgrad(lambda x: asd.logsumexp(x))(x).round(4)
 array([0.2689, 0.7311])
+
+Array libraries: the rules a network needs (arithmetic, the elementwise functions with an
+array API name, reductions, structure, matmul, the softmax family) are written against the
+array API (``xp = namespace(x)``; numpy values keep numpy's own calls) and declared
+``array_api=True``, so they run on torch and JAX arrays as given. The others (cbrt, exp2,
+reciprocal, real and traced powers, prod, cumsum, einsum, pad, astype) run on numpy only so far.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import string
 
 import numpy as np
@@ -39,17 +46,23 @@ from asd.extend import (
     Zero,
     deflinear,
     defsmooth,
+    from_host,
     identity,
+    index_array,
+    is_host,
     is_traced,
+    namespace,
     register_method,
     register_numpy,
     register_reduce,
+    set_at,
+    to_host,
     unsupported,
 )
 
 
 def shape_of(x) -> tuple:
-    return np.shape(x)
+    return tuple(np.shape(x))
 
 
 def _axes(axis, ndim: int) -> tuple[int, ...]:
@@ -71,10 +84,29 @@ def _nb(t, shape) -> int:
     return np.ndim(t) - len(shape)
 
 
+def _binary(np_fn, op):
+    """numpy's ufunc on numpy values, the operator (the array API's) on other libraries'."""
+    def fn(a, b):
+        return np_fn(a, b) if is_host(a) and is_host(b) else op(a, b)
+
+    fn.__name__ = np_fn.__name__
+    return fn
+
+
+def _unary(np_fn, xp_name: str):
+    """numpy's function on numpy values, the array API's ``xp_name`` on other libraries'."""
+    def fn(x):
+        return np_fn(x) if is_host(x) else getattr(namespace(x), xp_name)(x)
+
+    fn.__name__ = np_fn.__name__
+    return fn
+
+
 def _refuse(name: str, bad, x, where: str, fix: str) -> None:
     """Raise NotLipschitzError if any entry of ``x`` sits where ``name`` has an infinite slope."""
-    bad = np.asarray(bad)
+    bad = np.asarray(bad) if is_host(bad) else bad
     if bad.any():
+        bad, x = to_host(bad), to_host(x)
         examples = np.asarray(x)[bad].ravel()[:3].tolist() if np.ndim(x) else [float(x)]
         raise NotLipschitzError(
             f"{name} is not Lipschitz at {where} (infinite slope) and {int(bad.sum())} input "
@@ -98,12 +130,16 @@ class Embed(LinearMap):
 
     def push(self, t):
         lead = (slice(None),) * _nb(t, self.in_shape)
-        out = np.zeros(np.shape(t)[:len(lead)] + self.out_shape, np.result_type(t))
-        out[lead + self.index] = t
-        return out
+        shape = tuple(np.shape(t)[:len(lead)]) + self.out_shape
+        if is_host(t):
+            out = np.zeros(shape, np.result_type(t))
+        else:
+            out = namespace(t).zeros(shape, dtype=t.dtype, device=t.device)
+        return set_at(out, lead + self.index, t)
 
     def pull(self, ct):
-        return np.asarray(ct)[(slice(None),) * _nb(ct, self.out_shape) + self.index]
+        ct = np.asarray(ct) if is_host(ct) else ct
+        return ct[(slice(None),) * _nb(ct, self.out_shape) + self.index]
 
     def push_at(self, mask, t_at):
         """Only the requested entries inside the block are asked for; the rest are 0."""
@@ -137,12 +173,15 @@ class WeightedSum(LinearMap):
 
     def push(self, t):
         nb = _nb(t, self.in_shape)
-        return np.sum(self.w * t, axis=tuple(a + nb for a in self.axes), keepdims=self.keepdims)
+        wt = self.w * t
+        return namespace(wt).sum(wt, axis=tuple(a + nb for a in self.axes),
+                                 keepdims=self.keepdims)
 
     def pull(self, ct):
         nb = _nb(ct, self.out_shape)
         if not self.keepdims:
-            ct = np.expand_dims(ct, tuple(a + nb for a in self.axes))
+            kept = tuple(1 if i in self.axes else n for i, n in enumerate(self.in_shape))
+            ct = namespace(ct).reshape(ct, tuple(np.shape(ct)[:nb]) + kept)
         return ct * self.w
 
     def push_at(self, mask, t_at):
@@ -173,7 +212,7 @@ class SoftmaxMap(_PerSlice):
     def push(self, t):
         axes = tuple(a + _nb(t, self.in_shape) for a in self.axes)
         pt = self.p * t
-        return pt - self.p * np.sum(pt, axis=axes, keepdims=True)
+        return pt - self.p * namespace(pt).sum(pt, axis=axes, keepdims=True)
 
     pull = push
 
@@ -185,11 +224,12 @@ class LogSoftmaxMap(_PerSlice):
 
     def push(self, t):
         axes = tuple(a + _nb(t, self.in_shape) for a in self.axes)
-        return t - np.sum(self.p * t, axis=axes, keepdims=True)
+        pt = self.p * t
+        return t - namespace(pt).sum(pt, axis=axes, keepdims=True)
 
     def pull(self, ct):
         axes = tuple(a + _nb(ct, self.out_shape) for a in self.axes)
-        return ct - self.p * np.sum(ct, axis=axes, keepdims=True)
+        return ct - self.p * namespace(ct).sum(ct, axis=axes, keepdims=True)
 
 
 class CumSum(LinearMap):
@@ -262,48 +302,51 @@ class EinsumOperand(LinearMap):
 
 # ----- Binary arithmetic (broadcasting) -----
 
-add_p = Primitive("add", np.add)
+_add, _subtract = _binary(np.add, operator.add), _binary(np.subtract, operator.sub)
+_multiply, _divide = _binary(np.multiply, operator.mul), _binary(np.true_divide, operator.truediv)
+
+add_p = Primitive("add", _add, array_api=True)
 
 
 @add_p.defrule
 def add_rule(xs, dxs):
     a, b = xs
-    ans = np.add(a, b)
-    out = np.shape(ans)
+    ans = _add(a, b)
+    out = tuple(np.shape(ans))
     return ans, FanIn(Diagonal(None, shape_of(a), out), Diagonal(None, shape_of(b), out))
 
 
-subtract_p = Primitive("subtract", np.subtract)
+subtract_p = Primitive("subtract", _subtract, array_api=True)
 
 
 @subtract_p.defrule
 def subtract_rule(xs, dxs):
     a, b = xs
-    ans = np.subtract(a, b)
-    out = np.shape(ans)
+    ans = _subtract(a, b)
+    out = tuple(np.shape(ans))
     return ans, FanIn(Diagonal(None, shape_of(a), out), Diagonal(-1.0, shape_of(b), out))
 
 
-multiply_p = Primitive("multiply", np.multiply)
+multiply_p = Primitive("multiply", _multiply, array_api=True)
 
 
 @multiply_p.defrule
 def multiply_rule(xs, dxs):
     a, b = xs
-    ans = np.multiply(a, b)
-    out = np.shape(ans)
+    ans = _multiply(a, b)
+    out = tuple(np.shape(ans))
     return ans, FanIn(Diagonal(b, shape_of(a), out), Diagonal(a, shape_of(b), out))
 
 
-divide_p = Primitive("divide", np.true_divide)
+divide_p = Primitive("divide", _divide, array_api=True)
 
 
 @divide_p.defrule
 def divide_rule(xs, dxs):
     a, b = xs
-    ans = np.true_divide(a, b)
-    out = np.shape(ans)
-    return ans, FanIn(Diagonal(1.0 / np.asarray(b), shape_of(a), out),
+    ans = _divide(a, b)
+    out = tuple(np.shape(ans))
+    return ans, FanIn(Diagonal(1.0 / (np.asarray(b) if is_host(b) else b), shape_of(a), out),
                       Diagonal(-ans / b, shape_of(b), out))
 
 
@@ -331,17 +374,23 @@ def power(x, y, **kwargs):
 
 def _inexact(x) -> np.ndarray:
     """``x`` as an array, integers promoted to float64; floats and object arrays (the exact
-    series the engine evaluates impls on at degenerate ties) pass through unchanged."""
+    series the engine evaluates impls on at degenerate ties) pass through unchanged.
+    Other libraries' arrays promote to their default float."""
+    if not is_host(x):
+        xp = namespace(x)
+        return x if xp.isdtype(x.dtype, "real floating") else xp.astype(x, xp.float32)
     x = np.asarray(x)
     return x.astype(np.float64) if x.dtype.kind in "biu" else x
 
 
 def _integer_pow_impl(x, n):
     x = _inexact(x)
+    if not is_host(x):
+        return x ** n if n >= 0 else 1.0 / x ** -n
     return np.power(x, n) if n >= 0 else np.reciprocal(np.power(x, -n))
 
 
-integer_pow_p = Primitive("integer_pow", _integer_pow_impl)
+integer_pow_p = Primitive("integer_pow", _integer_pow_impl, array_api=True)
 
 
 @integer_pow_p.defrule
@@ -350,10 +399,12 @@ def integer_pow_rule(xs, dxs, n):
     x = _inexact(x)
     ans = _integer_pow_impl(x, n)
     if n in (0, 1):
-        slope = np.full(x.shape, float(n), dtype=x.dtype)
+        slope = (np.full(x.shape, float(n), dtype=x.dtype) if is_host(x)
+                 else namespace(x).full(tuple(x.shape), float(n), dtype=x.dtype,
+                                        device=x.device))
     else:
-        slope = n * (ans / x if n < 0 else np.power(x, n - 1))
-    return ans, Diagonal(slope, x.shape)
+        slope = n * (ans / x if n < 0 else _integer_pow_impl(x, n - 1))
+    return ans, Diagonal(slope, tuple(x.shape))
 
 
 real_pow_p = Primitive("real_pow", lambda x, p: np.power(x, p))
@@ -402,8 +453,10 @@ def pow_rule(xs, dxs):
 
 # ----- Unary elementwise (derivative formulas reuse the answer where they can) -----
 
-negative_p = deflinear("negative", np.negative, lambda i, o: Diagonal(-1.0, i, o))
-positive_p = deflinear("positive", np.positive, lambda i, o: identity(i))
+negative_p = deflinear("negative", _unary(np.negative, "negative"),
+                       lambda i, o: Diagonal(-1.0, i, o), array_api=True)
+positive_p = deflinear("positive", _unary(np.positive, "positive"),
+                       lambda i, o: identity(i), array_api=True)
 
 
 # ----- square roots of squares: Lipschitz composites through a non-Lipschitz node -----
@@ -445,7 +498,7 @@ def _sum_of_squares(trace, ref) -> str | None:
 
 def _refuse_root(name: str, x, dx, where: str, fallback: str) -> None:
     """Refuse a root at ``x == 0``, naming the library function when the input is squares."""
-    bad = np.asarray(x) == 0
+    bad = (np.asarray(x) if is_host(x) else x) == 0
     if not bad.any():
         return
     trace = getattr(dx, "trace", None)
@@ -458,15 +511,16 @@ def _refuse_root(name: str, x, dx, where: str, fallback: str) -> None:
 _ROOT_FIX = ("For a Euclidean norm use asd.norm(v), whose rule is correct at 0; for "
              "sqrt(x**2) use asd.abs(x); otherwise keep the input away from 0.")
 
-sqrt_p = Primitive("sqrt", np.sqrt)
+_sqrt = _unary(np.sqrt, "sqrt")
+sqrt_p = Primitive("sqrt", _sqrt, array_api=True)
 
 
 @sqrt_p.defrule
 def sqrt_rule(xs, dxs):
     (x,) = xs
     _refuse_root("sqrt", x, dxs[0], "0", _ROOT_FIX)
-    ans = np.sqrt(x)
-    return ans, Diagonal(0.5 / ans, np.shape(x))
+    ans = _sqrt(x)
+    return ans, Diagonal(0.5 / ans, shape_of(x))
 
 
 register_numpy(np.sqrt, sqrt_p)
@@ -479,122 +533,151 @@ def _cbrt_slope(x, ans):
 
 def _arcsin_slope(sign):
     def slope(x, ans):
-        x = np.asarray(x)
-        _refuse("arcsin" if sign > 0 else "arccos", np.abs(x) == 1, x, "x = +-1",
+        xp = namespace(x)
+        x = np.asarray(x) if xp is np else x
+        _refuse("arcsin" if sign > 0 else "arccos", xp.abs(x) == 1, x, "x = +-1",
                 "Keep the input strictly inside (-1, 1).")
-        return sign / np.sqrt((1.0 - x) * (1.0 + x))
+        return sign / xp.sqrt((1.0 - x) * (1.0 + x))
 
     return slope
 
 
 def _sigmoid_impl(x):
-    x = np.asarray(x)
-    e = np.exp(-np.abs(x))  # never overflows; both branches are exact in their half-line
-    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+    xp = namespace(x)
+    x = np.asarray(x) if xp is np else x
+    e = xp.exp(-xp.abs(x))  # never overflows; both branches are exact in their half-line
+    return xp.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
 
 
 def _softplus_impl(x):
-    x = np.asarray(x)
-    return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+    xp = namespace(x)
+    if xp is np:
+        x = np.asarray(x)
+        return np.maximum(x, 0) + np.log1p(np.exp(-np.abs(x)))
+    return xp.maximum(x, 0.0) + xp.log1p(xp.exp(-xp.abs(x)))
+
+
+def _xp(x):
+    """The namespace of ``x``, numpy values as numpy arrays (the derivative formulas below)."""
+    return namespace(x)
 
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
-exp_p = defsmooth("exp", np.exp, lambda x, ans: ans, numpy=np.exp)
+def _smooth(name: str, np_fn, xp_name: str, derivative):
+    """A smooth elementwise primitive with an array API name: runs on every library."""
+    return defsmooth(name, _unary(np_fn, xp_name), derivative, numpy=np_fn, array_api=True)
+
+
+def _host_or_self(x):
+    return np.asarray(x) if is_host(x) else x
+
+
+exp_p = _smooth("exp", np.exp, "exp", lambda x, ans: ans)
 exp2_p = defsmooth("exp2", np.exp2, lambda x, ans: ans * _LN2, numpy=np.exp2)
-expm1_p = defsmooth("expm1", np.expm1, lambda x, ans: ans + 1.0, numpy=np.expm1)
-log_p = defsmooth("log", np.log, lambda x, ans: 1.0 / np.asarray(x), numpy=np.log)
-log2_p = defsmooth("log2", np.log2, lambda x, ans: 1.0 / (np.asarray(x) * _LN2), numpy=np.log2)
-log10_p = defsmooth("log10", np.log10, lambda x, ans: 1.0 / (np.asarray(x) * _LN10),
-                    numpy=np.log10)
-log1p_p = defsmooth("log1p", np.log1p, lambda x, ans: 1.0 / (1.0 + np.asarray(x)),
-                    numpy=np.log1p)
+expm1_p = _smooth("expm1", np.expm1, "expm1", lambda x, ans: ans + 1.0)
+log_p = _smooth("log", np.log, "log", lambda x, ans: 1.0 / _host_or_self(x))
+log2_p = _smooth("log2", np.log2, "log2", lambda x, ans: 1.0 / (_host_or_self(x) * _LN2))
+log10_p = _smooth("log10", np.log10, "log10", lambda x, ans: 1.0 / (_host_or_self(x) * _LN10))
+log1p_p = _smooth("log1p", np.log1p, "log1p", lambda x, ans: 1.0 / (1.0 + _host_or_self(x)))
 cbrt_p = defsmooth("cbrt", np.cbrt, _cbrt_slope, numpy=np.cbrt)
-square_p = defsmooth("square", np.square, lambda x, ans: 2.0 * np.asarray(x), numpy=np.square)
+square_p = _smooth("square", np.square, "square", lambda x, ans: 2.0 * _host_or_self(x))
 reciprocal_p = defsmooth("reciprocal", lambda x: np.reciprocal(_inexact(x)),
                          lambda x, ans: -ans * ans, numpy=np.reciprocal)
-sin_p = defsmooth("sin", np.sin, lambda x, ans: np.cos(x), numpy=np.sin)
-cos_p = defsmooth("cos", np.cos, lambda x, ans: -np.sin(x), numpy=np.cos)
-tan_p = defsmooth("tan", np.tan, lambda x, ans: 1.0 + ans * ans, numpy=np.tan)
-arcsin_p = defsmooth("arcsin", np.arcsin, _arcsin_slope(1.0), numpy=np.arcsin)
-arccos_p = defsmooth("arccos", np.arccos, _arcsin_slope(-1.0), numpy=np.arccos)
-arctan_p = defsmooth("arctan", np.arctan, lambda x, ans: 1.0 / (1.0 + np.square(x)),
-                     numpy=np.arctan)
-sinh_p = defsmooth("sinh", np.sinh, lambda x, ans: np.cosh(x), numpy=np.sinh)
-cosh_p = defsmooth("cosh", np.cosh, lambda x, ans: np.sinh(x), numpy=np.cosh)
-tanh_p = defsmooth("tanh", np.tanh, lambda x, ans: 1.0 - ans * ans, numpy=np.tanh)
-arcsinh_p = defsmooth("arcsinh", np.arcsinh, lambda x, ans: 1.0 / np.sqrt(1.0 + np.square(x)),
-                      numpy=np.arcsinh)
-arctanh_p = defsmooth("arctanh", np.arctanh, lambda x, ans: 1.0 / (1.0 - np.square(x)),
-                      numpy=np.arctanh)
-sigmoid_p = defsmooth("sigmoid", _sigmoid_impl, lambda x, ans: ans * (1.0 - ans))
+sin_p = _smooth("sin", np.sin, "sin", lambda x, ans: _xp(x).cos(x))
+cos_p = _smooth("cos", np.cos, "cos", lambda x, ans: -_xp(x).sin(x))
+tan_p = _smooth("tan", np.tan, "tan", lambda x, ans: 1.0 + ans * ans)
+arcsin_p = _smooth("arcsin", np.arcsin, "asin", _arcsin_slope(1.0))
+arccos_p = _smooth("arccos", np.arccos, "acos", _arcsin_slope(-1.0))
+arctan_p = _smooth("arctan", np.arctan, "atan", lambda x, ans: 1.0 / (1.0 + x * x))
+sinh_p = _smooth("sinh", np.sinh, "sinh", lambda x, ans: _xp(x).cosh(x))
+cosh_p = _smooth("cosh", np.cosh, "cosh", lambda x, ans: _xp(x).sinh(x))
+tanh_p = _smooth("tanh", np.tanh, "tanh", lambda x, ans: 1.0 - ans * ans)
+arcsinh_p = _smooth("arcsinh", np.arcsinh, "asinh",
+                    lambda x, ans: 1.0 / _xp(x).sqrt(1.0 + x * x))
+arctanh_p = _smooth("arctanh", np.arctanh, "atanh", lambda x, ans: 1.0 / (1.0 - x * x))
+sigmoid_p = defsmooth("sigmoid", _sigmoid_impl, lambda x, ans: ans * (1.0 - ans),
+                      array_api=True)
 # softplus' = sigmoid = 1 - exp(-softplus): stable for every x, and reuses the answer
-softplus_p = defsmooth("softplus", _softplus_impl, lambda x, ans: -np.expm1(-ans))
+softplus_p = defsmooth("softplus", _softplus_impl, lambda x, ans: -_xp(ans).expm1(-ans),
+                       array_api=True)
 
 
 # ----- The softmax family (along axes; stable: shifted by the maximum) -----
 
+def _array(x):
+    """``(xp, x)``: the namespace of ``x``, and numpy values as numpy arrays."""
+    xp = namespace(x)
+    return xp, (np.asarray(x) if xp is np else x)
+
+
 def _max_shift(x, axes):
     """The maximum along ``axes`` (kept), 0 where it is infinite: exp never overflows."""
-    if x.size == 0:
-        return np.zeros((1,) * x.ndim, x.dtype)
-    m = np.max(x, axis=axes, keepdims=True)
-    return np.where(np.isfinite(m), m, 0).astype(x.dtype)
+    xp = namespace(x)
+    if math.prod(x.shape) == 0:
+        return np.zeros((1,) * x.ndim, x.dtype) if xp is np else xp.zeros(
+            (1,) * x.ndim, dtype=x.dtype, device=x.device)
+    m = xp.max(x, axis=axes, keepdims=True)
+    if xp is np:
+        return np.where(np.isfinite(m), m, 0).astype(x.dtype)
+    return xp.where(xp.isfinite(m), m, xp.zeros_like(m))
 
 
 def _shifted(x, axes):
-    x = np.asarray(x)
+    _, x = _array(x)
     return x - _max_shift(x, axes)
 
 
 def _logsumexp_impl(x, axes, keepdims):
-    x = np.asarray(x)
+    xp, x = _array(x)
     m = _max_shift(x, axes)
-    lse = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
-    return lse if keepdims else np.squeeze(lse, axis=axes)
+    lse = xp.log(xp.sum(xp.exp(x - m), axis=axes, keepdims=True)) + m
+    return lse if keepdims else xp.squeeze(lse, axis=axes)
 
 
-logsumexp_p = Primitive("logsumexp", _logsumexp_impl)
+logsumexp_p = Primitive("logsumexp", _logsumexp_impl, array_api=True)
 
 
 @logsumexp_p.defrule
 def logsumexp_rule(xs, dxs, axes, keepdims):
     (x,) = xs
-    x = np.asarray(x)
+    xp, x = _array(x)
     ans = _logsumexp_impl(x, axes, True)
-    p = np.exp(x - ans)  # the softmax: the gradient of logsumexp
-    out = ans if keepdims else np.squeeze(ans, axis=axes)
-    return out, WeightedSum(p, axes, keepdims, x.shape, np.shape(out))
+    p = xp.exp(x - ans)  # the softmax: the gradient of logsumexp
+    out = ans if keepdims else xp.squeeze(ans, axis=axes)
+    return out, WeightedSum(p, axes, keepdims, shape_of(x), shape_of(out))
 
 
 def _softmax_impl(x, axes):
-    e = np.exp(_shifted(x, axes))
-    return e / np.sum(e, axis=axes, keepdims=True)
+    xp = namespace(x)
+    e = xp.exp(_shifted(x, axes))
+    return e / xp.sum(e, axis=axes, keepdims=True)
 
 
-softmax_p = Primitive("softmax", _softmax_impl)
+softmax_p = Primitive("softmax", _softmax_impl, array_api=True)
 
 
 @softmax_p.defrule
 def softmax_rule(xs, dxs, axes):
     (x,) = xs
     p = _softmax_impl(x, axes)
-    return p, SoftmaxMap(p, axes, np.shape(x))
+    return p, SoftmaxMap(p, axes, shape_of(x))
 
 
 def _log_softmax_impl(x, axes):
+    xp = namespace(x)
     s = _shifted(x, axes)
-    return s - np.log(np.sum(np.exp(s), axis=axes, keepdims=True))
+    return s - xp.log(xp.sum(xp.exp(s), axis=axes, keepdims=True))
 
 
-log_softmax_p = Primitive("log_softmax", _log_softmax_impl)
+log_softmax_p = Primitive("log_softmax", _log_softmax_impl, array_api=True)
 
 
 @log_softmax_p.defrule
 def log_softmax_rule(xs, dxs, axes):
     (x,) = xs
     ans = _log_softmax_impl(x, axes)
-    return ans, LogSoftmaxMap(np.exp(ans), axes, np.shape(x))
+    return ans, LogSoftmaxMap(namespace(ans).exp(ans), axes, shape_of(x))
 
 
 def logsumexp(x, axis=None, keepdims: bool = False):
@@ -630,7 +713,7 @@ def log_softmax(x, axis=-1):
 
 # ----- Casting and stopping -----
 
-stop_gradient_p = Primitive("stop_gradient", lambda x: x, stops_gradient=True)
+stop_gradient_p = Primitive("stop_gradient", lambda x: x, stops_gradient=True, array_api=True)
 
 
 def stop_gradient(x):
@@ -668,11 +751,12 @@ def _reject(what: str, out=None, **kwargs) -> None:
 
 
 def _sum_impl(x, axis=None, keepdims=False):
-    return np.sum(x, axis=axis, keepdims=keepdims)
+    return namespace(x).sum(x, axis=axis, keepdims=keepdims)
 
 
 sum_p = deflinear("sum", _sum_impl, lambda i, o, axis=None, keepdims=False: Sum(axis, keepdims,
-                                                                                    i, o))
+                                                                                    i, o),
+                  array_api=True)
 
 
 def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
@@ -756,10 +840,11 @@ cumsum_p = deflinear("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
 # ----- Structure: reshaping and moving axes -----
 
 def _reshape_impl(x, shape):
-    return np.reshape(x, shape)
+    return np.reshape(x, shape) if is_host(x) else namespace(x).reshape(x, shape)
 
 
-reshape_p = deflinear("reshape", _reshape_impl, lambda i, o, shape: Reshape(i, o))
+reshape_p = deflinear("reshape", _reshape_impl, lambda i, o, shape: Reshape(i, o),
+                      array_api=True)
 
 
 def reshape(x, *shape, order="C", **kwargs):
@@ -789,8 +874,10 @@ def expand_dims(x, axis):
     return reshape_p(x, shape=np.expand_dims(np.empty(np.shape(x), bool), axis).shape)
 
 
-transpose_p = deflinear("transpose", lambda x, axes: np.transpose(x, axes),
-                        lambda i, o, axes: Transpose(axes, i))
+transpose_p = deflinear(
+    "transpose",
+    lambda x, axes: np.transpose(x, axes) if is_host(x) else namespace(x).permute_dims(x, axes),
+    lambda i, o, axes: Transpose(axes, i), array_api=True)
 
 
 def transpose(x, *axes):
@@ -817,8 +904,8 @@ def moveaxis(x, source, destination):
     return transpose_p(x, axes=tuple(axes))
 
 
-broadcast_to_p = deflinear("broadcast_to", lambda x, shape: np.broadcast_to(x, shape),
-                           lambda i, o, shape: Diagonal(None, i, o))
+broadcast_to_p = deflinear("broadcast_to", lambda x, shape: namespace(x).broadcast_to(x, shape),
+                           lambda i, o, shape: Diagonal(None, i, o), array_api=True)
 
 
 def broadcast_to(x, shape, subok=False):
@@ -829,20 +916,24 @@ def broadcast_to(x, shape, subok=False):
 # ----- Structure: joining and padding -----
 
 def _concatenate_impl(*xs, axis):
-    return np.concatenate(xs, axis=axis)
+    if all(map(is_host, xs)):
+        return np.concatenate(xs, axis=axis)
+    like = next(x for x in xs if not is_host(x))
+    return namespace(like).concat([x if not is_host(x) else from_host(x, like, "like")
+                                   for x in xs], axis=axis)
 
 
-concatenate_p = Primitive("concatenate", _concatenate_impl)
+concatenate_p = Primitive("concatenate", _concatenate_impl, array_api=True)
 
 
 @concatenate_p.defrule
 def concatenate_rule(xs, dxs, axis):
-    ans = np.concatenate(xs, axis=axis)
+    ans = _concatenate_impl(*xs, axis=axis)
     maps, start = [], 0
     for x in xs:
         n = np.shape(x)[axis]
         index = (slice(None),) * axis + (slice(start, start + n),)
-        maps.append(Embed(index, np.shape(x), ans.shape))
+        maps.append(Embed(index, shape_of(x), shape_of(ans)))
         start += n
     return ans, maps[0] if len(maps) == 1 else FanIn(*maps)
 
@@ -867,16 +958,20 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
 
 
 def _stack_impl(*xs, axis):
-    return np.stack(xs, axis=axis)
+    if all(map(is_host, xs)):
+        return np.stack(xs, axis=axis)
+    like = next(x for x in xs if not is_host(x))
+    return namespace(like).stack([x if not is_host(x) else from_host(x, like, "like")
+                                  for x in xs], axis=axis)
 
 
-stack_p = Primitive("stack", _stack_impl)
+stack_p = Primitive("stack", _stack_impl, array_api=True)
 
 
 @stack_p.defrule
 def stack_rule(xs, dxs, axis):
-    ans = np.stack(xs, axis=axis)
-    maps = [Embed((slice(None),) * axis + (k,), np.shape(x), ans.shape)
+    ans = _stack_impl(*xs, axis=axis)
+    maps = [Embed((slice(None),) * axis + (k,), shape_of(x), shape_of(ans))
             for k, x in enumerate(xs)]
     return ans, maps[0] if len(maps) == 1 else FanIn(*maps)
 
@@ -954,8 +1049,8 @@ def _check_static_index(index):
     return index
 
 
-getitem_p = deflinear("getitem", lambda x, index: np.asarray(x)[index],
-                      lambda i, o, index: Index(index, i, o))
+getitem_p = deflinear("getitem", index_array, lambda i, o, index: Index(index, i, o),
+                      array_api=True)
 
 
 def getitem(x, index):
@@ -1021,16 +1116,18 @@ def diff(a, n=1, axis=-1, prepend=np._NoValue, append=np._NoValue):
 
 # ----- Contraction -----
 
-matmul_p = Primitive("matmul", np.matmul)
+_matmul = _binary(np.matmul, operator.matmul)
+matmul_p = Primitive("matmul", _matmul, array_api=True)
 
 
 @matmul_p.defrule
 def matmul_rule(xs, dxs):
     a, b = xs
-    a, b = np.asarray(a), np.asarray(b)
-    ans = np.matmul(a, b)
-    out = np.shape(ans)
-    return ans, FanIn(MatMul(b, "a", a.shape, b.shape, out), MatMul(a, "b", a.shape, b.shape, out))
+    a, b = _host_or_self(a), _host_or_self(b)
+    ans = _matmul(a, b)
+    out = shape_of(ans)
+    return ans, FanIn(MatMul(b, "a", shape_of(a), shape_of(b), out),
+                      MatMul(a, "b", shape_of(a), shape_of(b), out))
 
 
 def matmul(a, b, **kwargs):

@@ -950,14 +950,16 @@ shapes = st.just(()) | array_shapes
 
 @st.composite
 def _programs(
-    draw: Any, reduce: bool, input_shapes: st.SearchStrategy, rational: bool = False
+    draw: Any, reduce: bool, input_shapes: st.SearchStrategy, rational: bool = False,
+    names: tuple[str, ...] | None = None,
 ) -> tuple:
     shape = draw(input_shapes)
     x = _few_values(draw, shape, X_ENTRIES)
     v = _few_values(draw, shape, V_ENTRIES)
     assume(np.any(v))
     d = _Draft(draw, x)
-    allowed = [n for n in _WEIGHTED_NAMES if rational or n not in RATIONAL]
+    allowed = [n for n in _WEIGHTED_NAMES if (rational or n not in RATIONAL)
+               and (names is None or n in names)]
     for _ in range(draw(st.sampled_from(range(1, MAX_STEPS + 1)))):
         names = [n for n in allowed if n not in _NEED_AN_ARRAY or d.values[0].ndim]
         BUILDERS[draw(st.sampled_from(names))](d)
@@ -969,19 +971,22 @@ def _programs(
     return program, x, v
 
 
-def programs(rational: bool = False) -> st.SearchStrategy[tuple[Program, np.ndarray, np.ndarray]]:
+def programs(rational: bool = False, names: tuple[str, ...] | None = None
+             ) -> st.SearchStrategy[tuple[Program, np.ndarray, np.ndarray]]:
     """``(program, x, v)``: a scalar program, a point on its kinks, a nonzero direction.
 
     With ``rational``, `RATIONAL` ops are drawn too, kept where the derivatives along ``v`` are
     dyadic: exact comparisons then hold along ``v`` only, not along other directions.
+    ``names`` restricts the drawn ops (builders may still plant ties with others).
     """
-    return _programs(reduce=True, input_shapes=shapes, rational=rational)
+    return _programs(reduce=True, input_shapes=shapes, rational=rational, names=names)
 
 
 def vector_programs(
-    rational: bool = False,
+    rational: bool = False, names: tuple[str, ...] | None = None,
 ) -> st.SearchStrategy[tuple[Program, np.ndarray, np.ndarray]]:
     """Like `programs`, but `run` returns the last value itself, an array (for Jacobians)."""
-    return _programs(reduce=False, input_shapes=array_shapes, rational=rational).filter(
+    return _programs(reduce=False, input_shapes=array_shapes, rational=rational,
+                     names=names).filter(
         lambda case: case[0].shapes[-1] != ()
     )

@@ -5,9 +5,9 @@ It knows no particular primitive. ``tracing`` records a user's function as ``pro
 ``linear`` map; ``sweep`` runs the forward pass along a direction and the reverse pass over the
 selected branches; ``ties`` decides every tie (tangent, then the exact ``series`` along the
 ray, then the lexicographic directions); ``arguments`` converts and checks what crosses into
-the engine.
+the engine; ``backend`` is the one place that knows numpy, torch and JAX apart.
 
-Imports: numpy, and from asd only the leaf modules ``asd.errors`` and ``asd.tree``; nothing
-above this package (the API, the library, the analysis tools, the front ends, the command
-line) is imported from here.
+Imports: numpy (array-api-compat lazily, for other libraries' arrays), and from asd only the
+leaf modules ``asd.errors`` and ``asd.tree``; nothing above this package (the API, the
+library, the analysis tools, the front ends, the command line) is imported from here.
 """

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from asd.core import backend
 from asd.core.primitive import Traced
 from asd.core.tracing import close_trace
 from asd.errors import (
@@ -124,8 +125,36 @@ def as_real_array(x, where: str) -> np.ndarray:
     return a
 
 
+def foreign_real_array(x, where: str):
+    """A torch or JAX array checked as `as_real_array` checks numpy's, kept in its library."""
+    xp = backend.namespace(x)
+    if xp.isdtype(x.dtype, "complex floating"):
+        raise ArgumentTypeError(
+            f"{where} is complex ({x.dtype}); asd differentiates real functions of real "
+            "inputs. Pass the real and imaginary parts as two real arguments.")
+    if not xp.isdtype(x.dtype, ("bool", "integral", "real floating")):
+        raise ArgumentTypeError(f"{where} has dtype {x.dtype}, not a real number type")
+    return x
+
+
+def as_leaf(x, where: str):
+    """A non-differentiated leaf: a real numpy array, or another library's real array as is."""
+    return foreign_real_array(x, where) if backend.is_foreign(x) else as_real_array(x, where)
+
+
 def as_float(x, where: str = "argument") -> np.ndarray:
-    """A differentiated leaf as a finite float array (integers and bools become float64)."""
+    """A differentiated leaf as a finite float array (integers and bools become float64).
+
+    A torch or JAX array stays in its library, dtype and device (integers and bools become
+    its default float).
+    """
+    if backend.is_foreign(x):
+        a = backend.floating(foreign_real_array(x, where))
+        if not backend.all_finite(a):
+            raise NonFiniteError(
+                f"{where} has non-finite entries; a generalized derivative exists only at "
+                "finite points. Replace NaN/inf before differentiating.")
+        return a
     a = as_real_array(x, where)
     if a.dtype.kind != "f":
         a = a.astype(np.float64)
@@ -147,7 +176,7 @@ def as_float(x, where: str = "argument") -> np.ndarray:
 
 def check_not_empty(leaves: list[np.ndarray], argnums: tuple[int, ...]) -> None:
     """Refuse differentiated arguments that hold no number: there is nothing to sweep along."""
-    if not any(x.size for x in leaves):
+    if not any(backend.size(x) for x in leaves):
         raise ArgumentError(
             f"the differentiated argument{'s' if len(argnums) > 1 else ''} (argnums="
             f"{argnums[0] if len(argnums) == 1 else argnums}) hold no numbers (empty arrays or "
@@ -183,8 +212,10 @@ def check_direction(direction, tree: TreeDef, leaves: list[np.ndarray], *,
     out = []
     for i, (d, x) in enumerate(zip(dirs, leaves, strict=True)):
         where = "the direction" if len(dirs) == 1 else f"the direction (leaf {i})"
+        if backend.is_foreign(d):
+            d = backend.to_host(foreign_real_array(d, where))  # checked and drawn on the host
         d = as_real_array(d, where)
-        if d.shape != x.shape:
+        if d.shape != tuple(x.shape):
             raise ShapeError(f"{where} has shape {d.shape}, but the argument it moves has shape "
                              f"{x.shape}; give the direction the argument's shape")
         if not np.all(np.isfinite(d)):
@@ -225,13 +256,18 @@ def output_leaf(o, trace, where: str):
         if o._trace is not trace:
             raise NestingError(f"{where} is a traced value from another call (kept from an "
                                "earlier call, or closed over); compute it from the arguments")
-        if np.result_type(o.value).kind == "c":
+        v = o.value
+        if (np.result_type(v).kind == "c" if backend.is_host(v)
+                else backend.namespace(v).isdtype(v.dtype, "complex floating")):
             raise OutputError(f"{where} is complex; asd differentiates real-valued functions. "
                               "Return the real part, the imaginary part or the modulus.")
         return o
     if isinstance(o, str | bytes):
         raise OutputError(f"{where} is a {type(o).__name__} ({_short(o)}); the function must "
                           "return real numbers or arrays")
+    if backend.is_foreign(o):
+        foreign_real_array(o, where)  # another library's constant array
+        return o
     try:
         a = np.asarray(o)
     except (TypeError, ValueError, OverflowError) as e:
@@ -292,10 +328,10 @@ def output_leaves(out, trace) -> tuple[list, TreeDef]:
 
 def check_finite(trace, out_id: int, arrays: list, what: str = "the subgradient") -> None:
     """NaN/inf in the output value (named at its first node) or in the derivative."""
-    if not np.all(np.isfinite(trace.values[out_id])):
+    if not backend.all_finite(trace.values[out_id]):
         k = trace.first_nonfinite(out_id)
         trace.raise_nonfinite(k, "the output value")
-    if not all(np.all(np.isfinite(a)) for a in arrays):
+    if not all(backend.all_finite(a) for a in arrays):
         k = trace.first_nonfinite(out_id)
         if k is not None:
             trace.raise_nonfinite(k, f"a value {what} passes through")
@@ -306,10 +342,10 @@ def check_finite_outputs(trace, outs: list) -> None:
     """Every output leaf's value finite; a traced one is named at the node that first broke."""
     for i, o in enumerate(outs):
         if isinstance(o, Traced):
-            if not np.all(np.isfinite(o.value)):
+            if not backend.all_finite(o.value):
                 k = trace.first_nonfinite(o._id)
                 trace.raise_nonfinite(k, "the output value")
-        elif not np.all(np.isfinite(np.asarray(o, dtype=float))):
+        elif not backend.all_finite(o):
             raise NonFiniteError(f"output leaf {i} is the constant {_short(o)}, which is not "
                                  "finite")
 
@@ -323,12 +359,12 @@ def derivative_overflow(what: str, node: str | None = None) -> str:
 
 def check_finite_tangents(trace, outs: list, dots: list) -> None:
     """For directional derivatives: name the first node whose tangent is not finite."""
-    if all(np.all(np.isfinite(d)) for d in dots):
+    if all(backend.all_finite(d) for d in dots):
         return
     from asd.core.program import format_node
 
     for k, t in enumerate(trace.tangents):
-        if t is not None and not np.all(np.isfinite(t)):
+        if t is not None and not backend.all_finite(t):
             raise NonFiniteError(derivative_overflow("the directional derivative",
                                                      format_node(k, trace.nodes[k])))
     raise NonFiniteError(derivative_overflow("the directional derivative"))

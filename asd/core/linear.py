@@ -15,6 +15,11 @@ bool array of the output's shape) of the pushed tangent, in C order, asking the 
 tangent only where those entries read it: ``t_at(need)`` returns the input tangent at the
 bool mask ``need`` (C order), or None when the input's tangent is zero. A map that cannot
 narrow the request returns ``NotImplemented`` and the sweep computes the full tangent.
+
+Array libraries: push, pull and magnitude compute in the namespace of the tangent they are
+given (numpy, torch or JAX; `asd.core.backend`), so a map holding torch tensors pushes torch
+tensors on their device. ``push_at`` narrows numpy requests only; sweeps of other libraries
+ask for full (memoized) tangents and index them on the device.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from asd.core import backend
+from asd.core.backend import namespace
 
 Shape = tuple[int, ...]
 
@@ -36,14 +44,16 @@ def batch_ndim(t: np.ndarray, shape: Shape) -> int:
 
 def unbroadcast(ct: np.ndarray, shape: Shape, nb: int) -> np.ndarray:
     """Sum a cotangent of a broadcast result back to ``shape`` (keeping ``nb`` batch axes)."""
-    ct = np.asarray(ct)
+    xp = namespace(ct)
+    if xp is np:
+        ct = np.asarray(ct)
     lead = ct.ndim - nb - len(shape)
     axes = tuple(range(nb, nb + lead))
     axes += tuple(
         nb + lead + i for i, n in enumerate(shape) if n == 1 and ct.shape[nb + lead + i] != 1
     )
     if axes:
-        ct = ct.sum(axis=axes, keepdims=True)
+        ct = xp.sum(ct, axis=axes, keepdims=True)
         if lead:
             ct = ct.reshape(ct.shape[:nb] + ct.shape[nb + lead :])
     return ct
@@ -112,11 +122,15 @@ class Zero(LinearMap):
 
     def push(self, t):
         nb = batch_ndim(t, self.in_shape)
-        return np.zeros(np.shape(t)[:nb] + self.out_shape, np.result_type(t))
+        if backend.is_host(t):
+            return np.zeros(np.shape(t)[:nb] + self.out_shape, np.result_type(t))
+        return backend.zeros(tuple(t.shape)[:nb] + self.out_shape, t)
 
     def pull(self, ct):
         nb = batch_ndim(ct, self.out_shape)
-        return np.zeros(np.shape(ct)[:nb] + self.in_shape, np.result_type(ct))
+        if backend.is_host(ct):
+            return np.zeros(np.shape(ct)[:nb] + self.in_shape, np.result_type(ct))
+        return backend.zeros(tuple(ct.shape)[:nb] + self.in_shape, ct)
 
     def push_at(self, mask, t_at):
         return None
@@ -149,16 +163,16 @@ class Diagonal(LinearMap):
         nb = batch_ndim(t, self.in_shape)
         t = align(t, self.in_shape, len(self.out_shape), nb)
         r = t if self.d is None else t * self.d
-        full = np.shape(t)[:nb] + self.out_shape
-        return r if np.shape(r) == full else np.broadcast_to(r, full)
+        full = tuple(np.shape(t)[:nb]) + self.out_shape
+        return r if tuple(np.shape(r)) == full else namespace(r).broadcast_to(r, full)
 
     def pull(self, ct):
         if self.same:
             return ct if self.d is None else ct * self.d
         nb = batch_ndim(ct, self.out_shape)
         r = ct if self.d is None else ct * self.d
-        if np.shape(r) != np.shape(ct):
-            r = np.broadcast_to(r, np.shape(ct))
+        if tuple(np.shape(r)) != tuple(np.shape(ct)):
+            r = namespace(r).broadcast_to(r, tuple(np.shape(ct)))
         return unbroadcast(r, self.in_shape, nb)
 
     def push_at(self, mask, t_at):
@@ -194,7 +208,13 @@ class Diagonal(LinearMap):
 
 
     def magnitude(self):
-        return self if self.d is None else Diagonal(np.abs(self.d), self.in_shape, self.out_shape)
+        d = self.d
+        if d is None or (backend.is_host(d) and np.result_type(d).kind == "b"):
+            return self
+        xp = namespace(d)
+        if xp is not np and xp.isdtype(d.dtype, "bool"):
+            return self
+        return Diagonal(abs(d) if xp is np else xp.abs(d), self.in_shape, self.out_shape)
 
 
 def identity(shape: Shape) -> Diagonal:
@@ -208,20 +228,22 @@ class Dense(LinearMap):
 
     def __init__(self, matrix: np.ndarray, in_shape: Shape, out_shape: Shape):
         super().__init__(in_shape, out_shape)
-        self.matrix = np.asarray(matrix)
+        self.matrix = np.asarray(matrix) if backend.is_host(matrix) else matrix
 
     def push(self, t):
         nb = batch_ndim(t, self.in_shape)
-        flat = np.reshape(t, np.shape(t)[:nb] + (-1,))
-        return (flat @ self.matrix.T).reshape(np.shape(t)[:nb] + self.out_shape)
+        flat = t.reshape(tuple(np.shape(t)[:nb]) + (-1,))
+        m = self.matrix
+        return (flat @ namespace(m).matrix_transpose(m)).reshape(
+            tuple(np.shape(t)[:nb]) + self.out_shape)
 
     def pull(self, ct):
         nb = batch_ndim(ct, self.out_shape)
-        flat = np.reshape(ct, np.shape(ct)[:nb] + (-1,))
-        return (flat @ self.matrix).reshape(np.shape(ct)[:nb] + self.in_shape)
+        flat = ct.reshape(tuple(np.shape(ct)[:nb]) + (-1,))
+        return (flat @ self.matrix).reshape(tuple(np.shape(ct)[:nb]) + self.in_shape)
 
     def magnitude(self):
-        return Dense(np.abs(self.matrix), self.in_shape, self.out_shape)
+        return Dense(namespace(self.matrix).abs(self.matrix), self.in_shape, self.out_shape)
 
 
 class Closure(LinearMap):
@@ -252,11 +274,11 @@ class Reshape(LinearMap):
 
     def push(self, t):
         nb = batch_ndim(t, self.in_shape)
-        return np.reshape(t, np.shape(t)[:nb] + self.out_shape)
+        return namespace(t).reshape(t, tuple(np.shape(t)[:nb]) + self.out_shape)
 
     def pull(self, ct):
         nb = batch_ndim(ct, self.out_shape)
-        return np.reshape(ct, np.shape(ct)[:nb] + self.in_shape)
+        return namespace(ct).reshape(ct, tuple(np.shape(ct)[:nb]) + self.in_shape)
 
 
 class Transpose(LinearMap):
@@ -277,11 +299,12 @@ class Transpose(LinearMap):
 
     def push(self, t):
         nb = batch_ndim(t, self.in_shape)
-        return np.transpose(t, tuple(range(nb)) + tuple(a + nb for a in self.axes))
+        return namespace(t).permute_dims(t, tuple(range(nb)) + tuple(a + nb for a in self.axes))
 
     def pull(self, ct):
         nb = batch_ndim(ct, self.out_shape)
-        return np.transpose(ct, tuple(range(nb)) + tuple(a + nb for a in self.inverse))
+        return namespace(ct).permute_dims(ct, tuple(range(nb)) +
+                                          tuple(a + nb for a in self.inverse))
 
 
 class Sum(LinearMap):
@@ -304,13 +327,15 @@ class Sum(LinearMap):
 
     def push(self, t):
         nb = batch_ndim(t, self.in_shape)
-        return np.sum(t, axis=tuple(a + nb for a in self.axis), keepdims=self.keepdims)
+        return namespace(t).sum(t, axis=tuple(a + nb for a in self.axis), keepdims=self.keepdims)
 
     def pull(self, ct):
         nb = batch_ndim(ct, self.out_shape)
+        xp = namespace(ct)
         if not self.keepdims:
-            ct = np.expand_dims(ct, tuple(a + nb for a in self.axis))
-        return np.broadcast_to(ct, np.shape(ct)[:nb] + self.in_shape)
+            kept = tuple(1 if i in self.axis else n for i, n in enumerate(self.in_shape))
+            ct = xp.reshape(ct, tuple(np.shape(ct)[:nb]) + kept)
+        return xp.broadcast_to(ct, tuple(np.shape(ct)[:nb]) + self.in_shape)
 
 
 def expand_index(index, ndim: int) -> tuple:
@@ -334,6 +359,36 @@ def expand_index(index, ndim: int) -> tuple:
     return tuple(out)
 
 
+def positive_steps(index: tuple, shape: Shape) -> tuple[tuple[int, ...], tuple]:
+    """``(axes, index')`` with ``x[index] == flip(x, axes)[index']`` and no negative slice
+    step in ``index'`` (torch has none); ``index`` is expanded (`expand_index`)."""
+    axes, out, dim = [], [], 0
+    for i in index:
+        if i is None:
+            out.append(i)
+            continue
+        if isinstance(i, slice) and i.step is not None and i.step < 0:
+            n = shape[dim]
+            pos = range(n)[i]
+            out.append(slice(n - 1 - pos[0], n - pos[-1], -i.step) if len(pos) else slice(0, 0))
+            axes.append(dim)
+        else:
+            out.append(i)
+        dim += np.ndim(i) if isinstance(i, np.ndarray) and i.dtype == bool else 1
+    return tuple(axes), tuple(out)
+
+
+def index_array(x, index):
+    """``x[index]`` in any array library."""
+    if backend.is_host(x):
+        return np.asarray(x)[index]
+    axes, index = positive_steps(expand_index(index, x.ndim), tuple(x.shape))
+    # index arrays go to x's device (a read-only numpy view cannot become a tensor)
+    index = tuple(backend.from_host(np.array(i), x) if isinstance(i, np.ndarray) else i
+                  for i in index)
+    return (namespace(x).flip(x, axis=axes) if axes else x)[index]
+
+
 def is_basic(index: tuple) -> bool:
     return all(i is None or isinstance(i, slice | int | np.integer) for i in index)
 
@@ -341,17 +396,23 @@ def is_basic(index: tuple) -> bool:
 class Index(LinearMap):
     """``t -> t[index]``; the pull scatters back (``np.add.at`` when entries may repeat)."""
 
-    __slots__ = ("index", "basic")
+    __slots__ = ("index", "basic", "positions")
 
     def __init__(self, index, in_shape: Shape, out_shape: Shape):
         super().__init__(in_shape, out_shape)
         self.index = expand_index(index, len(in_shape))
         self.basic = is_basic(self.index)
+        self.positions = None  # flat input positions read, for scatter-add outside numpy
 
     def magnitude(self):
         return self
 
     def push(self, t):
+        if type(t) is not np.ndarray and not backend.is_host(t):
+            xp = namespace(t)
+            if batch_ndim(t, self.in_shape):
+                return xp.moveaxis(index_array(xp.moveaxis(t, 0, -1), self.index), -1, 0)
+            return index_array(t, self.index)
         if batch_ndim(t, self.in_shape):
             return np.moveaxis(np.moveaxis(t, 0, -1)[self.index], -1, 0)
         return t[self.index]
@@ -366,6 +427,9 @@ class Index(LinearMap):
 
     def pull(self, ct):
         nb = batch_ndim(ct, self.out_shape)
+        xp = namespace(ct)
+        if xp is not np:
+            return self._pull_xp(ct, nb, xp)
         batch = np.shape(ct)[:nb]
         out = np.zeros(self.in_shape + batch, np.result_type(ct))
         moved = np.moveaxis(ct, 0, -1) if nb else ct
@@ -374,6 +438,26 @@ class Index(LinearMap):
         else:
             np.add.at(out, self.index, moved)
         return np.moveaxis(out, -1, 0) if nb else out
+
+    def _pull_xp(self, ct, nb: int, xp):
+        """The pull in another library: item assignment for a basic index, else a
+        scatter-add over the flat positions the index reads (repeats accumulate)."""
+        batch = tuple(ct.shape)[:nb]
+        moved = xp.moveaxis(ct, 0, -1) if nb else ct
+        if self.basic:
+            axes, index = positive_steps(self.index, self.in_shape)
+            out = backend.set_at(backend.zeros(self.in_shape + batch, ct), index, moved)
+            if axes:
+                out = xp.flip(out, axis=axes)
+        else:
+            if self.positions is None:
+                n = int(np.prod(self.in_shape))
+                self.positions = np.arange(n).reshape(self.in_shape)[self.index].ravel()
+            flat = backend.zeros((int(np.prod(self.in_shape)),) + batch, ct)
+            flat = backend.kernel("scatter_add", xp)(
+                flat, self.positions, xp.reshape(moved, (-1,) + batch))
+            out = xp.reshape(flat, self.in_shape + batch)
+        return xp.moveaxis(out, -1, 0) if nb else out
 
 
 class MatMul(LinearMap):
@@ -391,7 +475,7 @@ class MatMul(LinearMap):
     def _as2d(self, x, shape, nb, which):
         """Give 1-D operands their implicit matrix axis; pad batched ones to the result rank."""
         if len(shape) == 1:
-            x = np.expand_dims(x, -2 if which == "a" else -1)
+            x = namespace(x).expand_dims(x, axis=-2 if which == "a" else -1)
         if nb:
             pad = max(len(self.a_shape), len(self.b_shape), 2) - max(len(shape), 2)
             if pad > 0:
@@ -406,8 +490,8 @@ class MatMul(LinearMap):
         return r
 
     def magnitude(self):
-        return MatMul(np.abs(self.other), self.side, self.a_shape, self.b_shape,
-                      self.out_shape)
+        return MatMul(namespace(self.other).abs(self.other), self.side, self.a_shape,
+                      self.b_shape, self.out_shape)
 
     def push(self, t):
         if self.plain and np.ndim(t) == 2:
@@ -454,24 +538,26 @@ class MatMul(LinearMap):
         return block[mask[np.ix_(rows, cols)]]
 
     def pull(self, ct):
+        xp = namespace(ct, self.other)
         if self.plain and np.ndim(ct) == 2:
-            return ct @ self.other.T if self.side == "a" else self.other.T @ ct
+            other_t = self.other.T if xp is np else xp.matrix_transpose(self.other)
+            return ct @ other_t if self.side == "a" else other_t @ ct
         nb = batch_ndim(ct, self.out_shape)
         if len(self.b_shape) == 1:
             ct = ct[..., None]
         if len(self.a_shape) == 1:
-            ct = np.expand_dims(ct, -2)
+            ct = xp.expand_dims(ct, axis=-2)
         pad = max(len(self.a_shape), len(self.b_shape), 2) - max(len(self.out_shape), 2)
         if nb and pad > 0:
             ct = ct.reshape(ct.shape[:1] + (1,) * pad + ct.shape[1:])
         if self.side == "a":
-            g = ct @ np.swapaxes(self._as2d(self.other, self.b_shape, 0, "b"), -1, -2)
+            g = ct @ xp.matrix_transpose(self._as2d(self.other, self.b_shape, 0, "b"))
             target = self.a_shape if len(self.a_shape) > 1 else (1,) + self.a_shape
         else:
-            g = np.swapaxes(self._as2d(self.other, self.a_shape, 0, "a"), -1, -2) @ ct
+            g = xp.matrix_transpose(self._as2d(self.other, self.a_shape, 0, "a")) @ ct
             target = self.b_shape if len(self.b_shape) > 1 else self.b_shape + (1,)
         g = unbroadcast(g, target, nb)
-        return np.reshape(g, g.shape[:nb] + self.in_shape)
+        return xp.reshape(g, tuple(g.shape[:nb]) + self.in_shape)
 
 
 class FanIn:

@@ -62,6 +62,7 @@ class Traced:
     """Base class of traced values (``asd.core.tracing.Tracer``): what ``bind`` looks for."""
 
     __slots__ = ()
+    _asd_traced = True  # `asd.core.backend.namespace` skips traced values
 
 
 class FixedTangent:
@@ -93,9 +94,13 @@ class Primitive:
     outputs carry no tangent, and using them as numbers in a differentiated output raises.
     ``comparison`` names the operator (``'>'``...) of comparison primitives so ``where`` can
     select branches by direction. ``stops_gradient`` marks ``stop_gradient``.
+    ``array_api`` declares that ``impl`` and ``rule`` are written against the array API
+    standard (`asd.core.backend`), so they run on torch and JAX arrays as given; the engine
+    refuses every other primitive on non-numpy values (`UnsupportedError`), never converting.
     """
 
-    __slots__ = ("name", "impl", "rule", "discontinuous", "comparison", "stops_gradient")
+    __slots__ = ("name", "impl", "rule", "discontinuous", "comparison", "stops_gradient",
+                 "array_api")
 
     def __init__(
         self,
@@ -106,8 +111,10 @@ class Primitive:
         discontinuous: bool = False,
         comparison: str | None = None,
         stops_gradient: bool = False,
+        array_api: bool = False,
     ):
         self.name, self.impl, self.rule = name, impl, rule
+        self.array_api = array_api
         self.discontinuous = discontinuous or comparison is not None
         self.comparison = comparison
         self.stops_gradient = stops_gradient
@@ -227,6 +234,15 @@ def unsupported(op) -> UnsupportedError:
                                 "the differentiated function.")
     return UnsupportedError(message + ("Or register" if instead else "Register") + " a rule:\n\n"
                             + registration_snippet(op))
+
+
+def numpy_only(prim: Primitive, libs: str) -> UnsupportedError:
+    """The error for a primitive whose rule is not yet written against the array API."""
+    return UnsupportedError(
+        f"{prim.name} met {libs} arrays, but its rule runs on numpy arrays only so far (it is "
+        "not yet ported to the array API). Pass numpy arrays, or port the rule and declare "
+        "it with Primitive(..., array_api=True)."
+    )
 
 
 # ----- binding: plain numpy when nothing is traced, the owning trace otherwise -----

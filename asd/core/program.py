@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from asd.core.primitive import Primitive, Traced, bind
+from asd.core import backend
+from asd.core.primitive import Primitive, Traced, bind, numpy_only
 from asd.errors import NonFiniteError, ShapeError
 from asd.tree import TreeDef, flatten, unflatten
 
@@ -43,7 +44,11 @@ class Node:
 
 
 def type_str(shape, dtype) -> str:
-    return f"{np.dtype(dtype).name}[{','.join(map(str, shape))}]"
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:  # another library's dtype (torch.float32)
+        name = str(dtype).rsplit(".", 1)[-1]
+    return f"{name}[{','.join(map(str, shape))}]"
 
 
 def format_param(v) -> str:
@@ -101,7 +106,7 @@ class Program:
         A NaN or infinity in an output raises `NonFiniteError` naming the first node that
         produced one, as the derivative transforms do.
         """
-        from asd.core.arguments import as_real_array
+        from asd.core.arguments import as_leaf
 
         leaves, tree = flatten(args)
         if not tree.same_structure(self.in_tree):
@@ -109,11 +114,13 @@ class Program:
                              f"{self.in_tree}, but was called with {tree}; call it with the "
                              "same structure (trace again for a different one)")
         env: list[Any] = [None] * len(self.nodes)
+        foreign = None
         for i, (k, leaf) in enumerate(zip(self.inputs, leaves, strict=True)):
             node = self.nodes[k]
             if not isinstance(leaf, Traced):
-                leaf = as_real_array(leaf, f"argument leaf {i}")
-            if np.shape(leaf) != node.shape:
+                leaf = as_leaf(leaf, f"argument leaf {i}")
+                foreign = foreign or (leaf if backend.is_foreign(leaf) else None)
+            if tuple(np.shape(leaf)) != tuple(node.shape):
                 raise ShapeError(f"input %{k} was traced with shape {node.shape} but was given "
                                  f"shape {np.shape(leaf)}; trace the function again for new "
                                  "shapes")
@@ -125,6 +132,9 @@ class Program:
         with np.errstate(all="ignore"):
             for k, node in enumerate(self.nodes):
                 if node.prim is not None:
+                    if foreign is not None and not node.prim.array_api:
+                        raise numpy_only(node.prim, backend.library(
+                            backend.namespace(foreign))).at(format_node(k, node))
                     env[k] = bind(node.prim, tuple(read(a) for a in node.args), node.params)
         outs = [read(o) for o in self.outputs]
         if not all(isinstance(o, Traced) or _finite(o) for o in outs):
@@ -145,12 +155,11 @@ class Program:
 
 
 def _finite(v) -> bool:
-    a = np.asarray(v)
-    return a.dtype.kind not in "fc" or bool(np.all(np.isfinite(a)))
+    return backend.all_finite(v)
 
 
 def _summary(v) -> str:
-    a = np.asarray(v)
+    a = backend.to_host(v)
     if a.size <= 6:
         return np.array2string(a, precision=6, separator=", ")
     return f"{a.dtype.name}{list(a.shape)} with {int(np.sum(~np.isfinite(a)))} non-finite entries"

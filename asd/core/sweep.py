@@ -5,6 +5,10 @@ runs, its node is appended and its rule is called at once with the primal inputs
 tangents, so the primal runs exactly once. A tangent is computed only when a rule that meets
 a tie asks for it, and then only for the ancestors that do not have one yet (memoized).
 The reverse sweep pulls a cotangent back through the stored branch linearizations.
+
+A sweep whose inputs are torch or JAX arrays (``Trace.like`` holds one) keeps its values,
+tangents and cotangents in that library and on its device (`asd.core.backend`); only
+primitives declared ``array_api`` may run in it (`Trace.apply` refuses the others).
 """
 
 from __future__ import annotations
@@ -14,8 +18,15 @@ import itertools
 
 import numpy as np
 
+from asd.core import backend
 from asd.core.linear import FanIn
-from asd.core.primitive import ConstantTangent, Primitive, ZeroTangent, rule_context
+from asd.core.primitive import (
+    ConstantTangent,
+    Primitive,
+    ZeroTangent,
+    numpy_only,
+    rule_context,
+)
 from asd.core.program import Literal, Node, Program, format_node
 from asd.core.tracing import Tracer
 from asd.errors import ASDError, NonFiniteError, NotLipschitzError, ShapeError
@@ -24,8 +35,17 @@ from asd.errors import ASDError, NonFiniteError, NotLipschitzError, ShapeError
 def tangent_at(dx, index, shape: tuple) -> np.ndarray:
     """The entries ``index`` (a mask in the output's shape) of an input's tangent, broadcast."""
     if getattr(dx, "is_zero", False):
+        if index is not None and not backend.is_host(index):
+            return backend.zeros((int(backend.namespace(index).sum(index)),), index,
+                                 backend.floating(backend.zeros((), index)).dtype)
         return np.zeros(int(np.count_nonzero(index)) if index is not None else shape)
     in_shape = tuple(getattr(dx, "shape", shape))
+    if index is not None and not backend.is_host(index):
+        # another library's mask: the full (memoized) tangent, broadcast and read on the device
+        t = dx()
+        if tuple(t.shape) != tuple(shape):
+            t = backend.namespace(t).broadcast_to(t, tuple(shape))
+        return t[index]
     if index is not None and in_shape == tuple(shape):
         return dx(index)  # ask for the tied entries only: the engine counts them as ties
     if index is not None:
@@ -34,7 +54,7 @@ def tangent_at(dx, index, shape: tuple) -> np.ndarray:
         wide = tuple(lead + i for i, n in enumerate(in_shape) if n == 1 and shape[lead + i] != 1)
         need = np.any(index, axis=tuple(range(lead)) + wide, keepdims=True)
         need = need.reshape(need.shape[lead:])
-        part = dx(need)
+        part = backend.to_host(dx(need))  # a host mask is answered on the host
         t = np.zeros(in_shape, part.dtype)
         t[need] = part
         return np.broadcast_to(t, shape)[index]
@@ -64,13 +84,16 @@ class LazyTangent:
         trace = self.trace
         if index is None:
             t = trace.tangent(self.k)
-        elif (type(index) is np.ndarray and index.dtype == bool
+        elif (type(index) is np.ndarray and index.dtype == bool and trace.like is None
               and index.shape == trace.nodes[self.k].shape):
             t = trace.tangent_at(self.k, index)
         else:
-            t = trace.tangent(self.k)[index]
+            t = trace.tangent(self.k)
+            if type(index) is np.ndarray and not backend.is_host(t):
+                index = backend.from_host(index, t)  # a host mask, read on the device
+            t = t[index]
         if rule_context.trace is trace:
-            trace.record_tie(rule_context.node, np.size(t))
+            trace.record_tie(rule_context.node, backend.size(t))
         return t
 
 
@@ -84,17 +107,27 @@ class LazyDirection:
     distributed, as the leaves are independent normals) when a result reports it.
     """
 
-    __slots__ = ("streams", "dtypes", "shapes", "leaves")
+    __slots__ = ("streams", "dtypes", "shapes", "leaves", "likes")
 
-    def __init__(self, seed, shapes: list[tuple], dtypes: list):
+    def __init__(self, seed, shapes: list[tuple], dtypes: list, likes: list | None = None):
         if isinstance(seed, np.random.Generator | np.random.SeedSequence):
             self.streams = seed.spawn(len(shapes))  # a generator or seed sequence as given
         else:
             self.streams = np.random.SeedSequence(seed).spawn(len(shapes))
         self.shapes, self.dtypes = shapes, dtypes
+        # the arguments, where they are another library's arrays: each leaf is drawn on the
+        # host with numpy's generator (the same direction for every library) and moved there
+        self.likes = likes
         self.leaves: list = [None] * len(shapes)
 
     def leaf(self, i: int) -> np.ndarray:
+        if self.leaves[i] is None and self.likes is not None and not backend.is_host(
+                self.likes[i]):
+            like = self.likes[i]
+            host_dtype = np.float32 if str(like.dtype).endswith("float32") else np.float64
+            rng = np.random.default_rng(self.streams[i])
+            self.leaves[i] = backend.from_host(
+                rng.standard_normal(self.shapes[i], dtype=host_dtype), like, "like")
         if self.leaves[i] is None:
             rng = np.random.default_rng(self.streams[i])
             # float32 leaves draw float32 normals: half the cost of the draw
@@ -108,15 +141,22 @@ class LazyDirection:
 
     def normalized(self) -> list[np.ndarray]:
         leaves = [self.leaf(i) for i in range(len(self.leaves))]
-        norm = np.sqrt(sum(float(np.vdot(d, d)) for d in leaves))
+        norm = np.sqrt(sum(_square_norm(d) for d in leaves))
         if norm == 0.0:
             raise ValueError("the differentiated arguments are empty")
-        return [d / d.dtype.type(norm) for d in leaves]
+        return [d / d.dtype.type(norm) if backend.is_host(d) else d / float(norm)
+                for d in leaves]
 
     def scale(self) -> float:
         """The factor from the drawn leaves to the unit direction."""
-        return 1.0 / np.sqrt(sum(float(np.vdot(d, d)) for d in map(self.leaf,
-                                                                      range(len(self.leaves)))))
+        return 1.0 / np.sqrt(sum(_square_norm(d) for d in map(self.leaf,
+                                                             range(len(self.leaves)))))
+
+
+def _square_norm(d) -> float:
+    if backend.is_host(d):
+        return float(np.vdot(d, d))
+    return float(backend.namespace(d).sum(d * d))
 
 
 class LexDirections:
@@ -163,9 +203,11 @@ def missing_cone(nodes: list, k: int, known) -> list[int]:
     return sorted(todo)
 
 
-def push_direction(nodes: list, lin_of, seed_of, k: int, memo: dict) -> np.ndarray:
+def push_direction(nodes: list, lin_of, seed_of, k: int, memo: dict,
+                   like=None) -> np.ndarray:
     """Node ``k``'s derivative along a direction given at the inputs (``seed_of(j)``), pushed
-    through the linearizations ``lin_of(j)`` of its ancestors; ``memo`` keeps every node's."""
+    through the linearizations ``lin_of(j)`` of its ancestors; ``memo`` keeps every node's
+    (``like``: an array of the sweep's library, when it is not numpy)."""
     if k in memo:
         return memo[k]
     for j in missing_cone(nodes, k, memo):
@@ -180,7 +222,9 @@ def push_direction(nodes: list, lin_of, seed_of, k: int, memo: dict) -> np.ndarr
             t = lin.push(*ins)
         elif lin is not None and ins[0] is not None:
             t = lin.push(ins[0])
-        memo[j] = np.zeros(node.shape) if t is None else t
+        if t is None:
+            t = np.zeros(node.shape) if like is None else backend.zeros(node.shape, like)
+        memo[j] = t
     return memo[k]
 
 
@@ -198,7 +242,7 @@ class Trace:
 
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
-                 "series_memo", "magnitudes")
+                 "series_memo", "magnitudes", "like")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
@@ -218,6 +262,7 @@ class Trace:
         self.series_memo: dict = {}  # (depth, order) -> node -> series along the ray
         self.magnitudes: dict = {}  # node -> |maps| pushed on |v| (None: a map has no bound)
         self.jumps: dict = {}  # node -> Jump its rule met (None: a discontinuity without rule)
+        self.like = None  # a torch/JAX input value, when the sweep runs in that library
 
     # ----- recording (the forward sweep) -----
 
@@ -228,7 +273,13 @@ class Trace:
             self.leaf_index[k] = len(self.leaf_index)
         if callable(tangent):
             self.seeds[k], tangent = tangent, None
-        self.nodes.append(Node(None, (), {}, np.shape(value), np.result_type(value), active))
+        if backend.is_foreign(value):
+            if self.like is None:
+                self.like = value
+            self.nodes.append(Node(None, (), {}, tuple(value.shape), value.dtype, active))
+        else:
+            self.nodes.append(Node(None, (), {}, np.shape(value), np.result_type(value),
+                                   active))
         self.values.append(value)
         self.lins.append(None)
         self.tangents.append(tangent)
@@ -254,11 +305,20 @@ class Trace:
                 if taint is None:
                     taint = taints[j]
             else:
+                if self.like is None:
+                    if backend.is_foreign(a):
+                        self.like = a
+                elif type(a) is np.ndarray and a.dtype.kind in "biuf":
+                    # a numpy constant in another library's sweep moves to its device once
+                    a = backend.from_host(a, self.like)
                 xs.append(a)
                 refs.append(Literal(a))
                 wants.append(False)
         k = len(nodes)
         refs = tuple(refs)
+        if self.like is not None and not prim.array_api:
+            raise numpy_only(prim, backend.library(backend.namespace(self.like))).at(
+                self.describe(prim, refs, params, k))
         lin = None
         if prim.stops_gradient and taint is not None:  # a constant: the value at the point
             xs = [self.point_value(r) if type(r) is int else x for r, x in zip(refs, xs)]
@@ -305,6 +365,8 @@ class Trace:
             shape, dtype = ans.shape, ans.dtype
         except AttributeError:
             shape, dtype = np.shape(ans), np.result_type(ans)
+        if self.like is not None:
+            shape = tuple(shape)
         nodes.append(Node(prim, refs, params, shape, dtype, active))
         self.values.append(ans)
         self.lins.append(lin)
@@ -379,9 +441,15 @@ class Trace:
             else:
                 t = None if ins[0] is None else lin.push(ins[0])
             if t is None:
-                t = np.zeros(node.shape, node.dtype)
+                t = self.zeros(node)
             tangents[j] = t
         return tangents[k]
+
+    def zeros(self, node: Node):
+        """A zero tangent for ``node`` in the sweep's library."""
+        if self.like is None:
+            return np.zeros(node.shape, node.dtype)
+        return backend.zeros(node.shape, self.like, node.dtype)
 
     def lex_tangent(self, k: int, level: int) -> np.ndarray:
         """Node ``k``'s derivative along the lexicographic direction ``level`` (``w_level``).
@@ -391,13 +459,14 @@ class Trace:
         """
         return push_direction(self.nodes, self.lins.__getitem__,
                               lambda j: self.lex_leaf(j, level),
-                              k, self.lex_tangents.setdefault(level, {}))
+                              k, self.lex_tangents.setdefault(level, {}), self.like)
 
     def lex_leaf(self, j: int, level: int) -> np.ndarray:
         """Input node ``j``'s part of ``w_level`` (zero for inputs not differentiated)."""
         i, shape = self.leaf_index.get(j), self.nodes[j].shape
-        return np.zeros(shape) if i is None else np.asarray(self.lex.leaf(level, i, shape),
-                                                            dtype=float)
+        w = np.zeros(shape) if i is None else np.asarray(
+            backend.to_host(self.lex.leaf(level, i, shape)), dtype=float)
+        return w if self.like is None else backend.from_host(w, self.like, self.nodes[j].dtype)
 
     def direction_scale(self) -> float:
         """The largest entry of the direction drawn so far (a tangent reads no other);
@@ -405,7 +474,12 @@ class Trace:
         scales = self.magnitudes.setdefault("scale", {})
         for j in self.leaf_index:
             if j not in scales and self.tangents[j] is not None:
-                scales[j] = float(np.max(np.abs(self.tangents[j]), initial=0.0))
+                t = self.tangents[j]
+                if backend.is_host(t):
+                    scales[j] = float(np.max(np.abs(t), initial=0.0))
+                else:
+                    xp = backend.namespace(t)
+                    scales[j] = float(xp.max(xp.abs(t))) if backend.size(t) else 0.0
         return max(scales.values(), default=0.0)
 
     def magnitude(self, k: int) -> np.ndarray | None:
@@ -418,13 +492,20 @@ class Trace:
             return memo[k]
         for j in missing_cone(nodes, k, memo):
             node = nodes[j]
+            like = self.like
             if node.prim is None:
-                memo[j] = (np.abs(np.asarray(self.tangent(j), dtype=float))
-                           if j in self.leaf_index else np.zeros(node.shape))
+                if j not in self.leaf_index:
+                    memo[j] = (np.zeros(node.shape) if like is None
+                               else backend.zeros(node.shape, like))
+                elif like is None:
+                    memo[j] = np.abs(np.asarray(self.tangent(j), dtype=float))
+                else:
+                    memo[j] = backend.namespace(like).abs(self.tangent(j))
                 continue
             lin = self.lins[j]
             maps = lin.maps if type(lin) is FanIn else (lin,)
-            total = np.zeros(node.shape)
+            total = np.zeros(node.shape) if like is None else backend.zeros(
+                node.shape, like, backend.floating(backend.zeros((), like)).dtype)
             for m, r in zip(maps, node.args, strict=False):
                 if m is None or type(r) is not int or not nodes[r].active:
                     continue
@@ -447,6 +528,9 @@ class Trace:
         """
         if k in self.seeds:
             self.draw_seed(k)
+        if self.like is not None:  # another library: read the full tangent on its device
+            t = self.tangent(k)
+            return t[backend.from_host(mask, t)] if backend.is_host(mask) else t[mask]
         t = self.tangents[k]
         if t is not None:
             return np.reshape(t, -1) if mask.all() else np.broadcast_to(t, mask.shape)[mask]
@@ -646,7 +730,11 @@ class Trace:
         """The first node whose value is not finite although all its inputs are."""
         for k in range(upto + 1):
             v = self.values[k]
-            if np.issubdtype(np.result_type(v), np.inexact) and not np.all(np.isfinite(v)):
+            if backend.is_host(v):
+                if np.issubdtype(np.result_type(v), np.inexact) and not np.all(np.isfinite(v)):
+                    return k
+            elif backend.is_floating(v) and not bool(backend.namespace(v).all(
+                    backend.namespace(v).isfinite(v))):
                 return k
         return None
 
@@ -666,7 +754,7 @@ class Trace:
 
 
 def summarize(v) -> str:
-    a = np.asarray(v)
+    a = backend.to_host(v)
     if a.size <= 6:
         return np.array2string(a, precision=6, separator=", ")
     bad = ~np.isfinite(a) if np.issubdtype(a.dtype, np.inexact) else np.zeros(a.shape, bool)

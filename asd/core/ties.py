@@ -26,12 +26,17 @@ cone beyond ``BUDGET``) and first order is flat along every direction, the tie i
 gradients agree almost surely, and rules whose answer depends on more than the gradient
 (``where``) refuse it with `UndecidedTieError`. Every decision is reported per sweep
 (`asd.core.primitive.record_tie_decision`), so a result can say which element it is.
+
+Array libraries: in a torch or JAX sweep step 1 runs in that library, on its device; only
+ties it leaves open (a zero or rounding-sized tangent) copy the tied entries, and for the
+series the tied quantity's ancestor cone, to the host (`asd.core.backend.to_host`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from asd.core import backend
 from asd.core.primitive import FixedTangent, record_degenerate_tie, record_tie_decision
 from asd.core.series import (
     RaySeries,
@@ -66,7 +71,7 @@ class SeriesTruncated(SeriesUnavailable):
 
 def as_series(a, order: int = ORDERS[-1]) -> np.ndarray:
     """``a`` as an object array of series; plain numbers become exact constant series."""
-    a = np.asarray(a)
+    a = backend.to_host(a)
     if a.dtype == object:
         return object_array([e if isinstance(e, Series) else RaySeries([e], order)
                              for e in a.flat], a.shape)
@@ -75,8 +80,9 @@ def as_series(a, order: int = ORDERS[-1]) -> np.ndarray:
 
 def line(x, tangents: list, order: int = ORDERS[-1]) -> np.ndarray:
     """``x + ε₁t₀ + ε₂t₁ + …`` entrywise, exactly: nested series, one level per tangent."""
-    x = np.asarray(x, dtype=float)
-    arrays = np.broadcast_arrays(x, *(np.asarray(t, dtype=float) for t in tangents))
+    x = np.asarray(backend.to_host(x), dtype=float)
+    arrays = np.broadcast_arrays(x, *(np.asarray(backend.to_host(t), dtype=float)
+                                      for t in tangents))
     flat = [a.ravel() for a in arrays]
     out = []
     for e in range(x.size):
@@ -109,7 +115,8 @@ def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -
                 trace.lex_tangent(j, level) for level in range(1, depth)], order)
             continue
         args = [memo[r] if type(r) is int and r in memo
-                else trace.values[r] if type(r) is int else r.value for r in node.args]
+                else backend.to_host(trace.values[r]) if type(r) is int
+                else backend.to_host(r.value) for r in node.args]
         try:
             out = node.prim.impl(*args, **node.params)
         except UnprovenSign as exc:
@@ -154,7 +161,7 @@ def input_series(x, dx, shape: tuple, depth: int | None = 1, order: int = 24,
     if mask is None:
         return np.broadcast_to(as_series(x, order), shape)
     out = np.full(shape, None, dtype=object)
-    out[mask] = as_series(np.broadcast_to(x, shape)[mask], order)
+    out[mask] = as_series(entries(x, shape, mask), order)
     return out
 
 
@@ -178,7 +185,7 @@ def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None
         tangents = [trace.tangent(k)] + [trace.lex_tangent(k, level) for level in range(1, depth)]
         keys = np.zeros((depth,) + tuple(shape))
         for level, t in enumerate(tangents):
-            keys[level][mask] = np.broadcast_to(t, shape)[mask]
+            keys[level][mask] = entries(t, shape, mask)
         return keys
     return None
 
@@ -188,8 +195,7 @@ def _masked_line(x, tangents: list, shape: tuple, order: int, mask) -> np.ndarra
     if mask is None:
         return np.broadcast_to(line(x, tangents, order), shape)
     out = np.full(shape, None, dtype=object)
-    out[mask] = line(np.broadcast_to(x, shape)[mask],
-                     [np.broadcast_to(t, shape)[mask] for t in tangents], order)
+    out[mask] = line(entries(x, shape, mask), [entries(t, shape, mask) for t in tangents], order)
     return out
 
 
@@ -215,31 +221,75 @@ class _Side:
         if not self.moves:
             return np.zeros(int(np.count_nonzero(mask)))
         if level == 0:
-            return np.asarray(tangent_at(self.dx, mask, self.shape), dtype=float)
+            return np.asarray(backend.to_host(tangent_at(self.dx, mask, self.shape)),
+                              dtype=float)
         if isinstance(self.dx, LazyTangent):
             t = self.dx.trace.lex_tangent(self.dx.k, level)
         else:
             t = self.dx.lex[level - 1]
-        return np.broadcast_to(t, self.shape)[mask]
+        return entries(t, self.shape, mask)
 
     def series(self, depth: int, order: int, mask: np.ndarray) -> np.ndarray:
         if not self.moves:
-            return as_series(np.broadcast_to(self.x, self.shape)[mask], order)
+            return as_series(entries(self.x, self.shape, mask), order)
         return input_series(self.x, self.dx, self.shape, depth, order, mask)[mask]
 
 
-def tie_sign(a, da, b, db, tie: np.ndarray, *, record: bool = False,
-             strict: bool = False) -> np.ndarray:
+def entries(t, shape: tuple, mask: np.ndarray) -> np.ndarray:
+    """The entries ``mask`` (a host bool array) of ``t`` broadcast to ``shape``, on the host:
+    another library's array is read on its device and only those entries are copied."""
+    if backend.is_host(t):
+        return np.broadcast_to(t, shape)[mask]
+    xp = backend.namespace(t)
+    return backend.to_host(xp.broadcast_to(t, tuple(shape))[backend.from_host(mask, t)])
+
+
+def tie_sign(a, da, b, db, tie, *, record: bool = False, strict: bool = False):
     """The side of ``a - b`` that the sweep enters, at the tied entries (``a == b`` there).
 
     ``tie`` is a bool mask in the broadcast shape of ``a`` and ``b``; ``da``/``db`` are their
     lazy tangents (``db=None`` for a constant ``b``). Returns -1 or +1 per tied entry (in mask
-    order), decided as the module docstring says; 0 only where ``a`` and ``b`` are equal on a
-    neighbourhood of ``x`` (every branch agrees; ``a > b`` is false there). ``record=True``
-    also counts the ties first order leaves open (for user-written branches); ``strict=True``
-    raises `UndecidedTieError` instead of returning 0 for a tie that is only flat, not proven
-    equal (for rules whose value depends on the side).
+    order, in ``tie``'s array library), decided as the module docstring says; 0 only where
+    ``a`` and ``b`` are equal on a neighbourhood of ``x`` (every branch agrees; ``a > b`` is
+    false there). ``record=True`` also counts the ties first order leaves open (for
+    user-written branches); ``strict=True`` raises `UndecidedTieError` instead of returning 0
+    for a tie that is only flat, not proven equal (for rules whose value depends on the side).
     """
+    if backend.is_host(tie):
+        return _tie_sign(a, da, b, db, tie, record, strict)
+    sign = _tangent_sign_xp(a, da, b, db, tie)
+    if sign is not None:
+        return sign
+    # a tangent at (or within rounding of) 0: the rest of the contract runs on host copies
+    sign = _tie_sign(a, da, b, db, backend.to_host(tie), record, strict)
+    return backend.from_host(sign, tie)
+
+
+def _tangent_sign_xp(a, da, b, db, tie):
+    """Step 1 in the array's own library: the signs of the tangents, or None if one of them
+    is 0 or small enough for rounding to matter (those go to the host)."""
+    xp = backend.namespace(tie)
+    shape = tuple(tie.shape)
+    h_dot = None
+    trace = None
+    for side, sgn in ((_Side(a, da, shape), 1.0), (_Side(b, db, shape), -1.0)):
+        if not side.moves:
+            continue
+        if isinstance(side.dx, LazyTangent):
+            trace = side.dx.trace
+        t = tangent_at(side.dx, tie, shape)
+        h_dot = sgn * t if h_dot is None else h_dot + sgn * t
+    if h_dot is None or trace is None:
+        return None
+    scale = trace.direction_scale()
+    if bool(xp.any(xp.abs(h_dot) <= SMALL * scale)):
+        return None
+    record_tie_decision("tangent", backend.size(h_dot))
+    return xp.astype(xp.sign(h_dot), xp.int8)
+
+
+def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.ndarray:
+    """`tie_sign` on a host mask (every library's values are read through `entries`)."""
     shape = tie.shape
     left, right = _Side(a, da, shape), _Side(b, db, shape)
     h_dot = left.tangent(0, tie) - right.tangent(0, tie)
@@ -275,7 +325,7 @@ def tie_sign(a, da, b, db, tie: np.ndarray, *, record: bool = False,
         if strict:
             raise UndecidedTieError(
                 f"{int(np.count_nonzero(open_ & flat))} tied entries (values "
-                f"{np.broadcast_to(a, shape)[tie][open_ & flat][:3].tolist()}) are flat to first "
+                f"{entries(a, shape, tie)[open_ & flat][:3].tolist()}) are flat to first "
                 "order along every direction tried, and their series along the ray could not "
                 "be computed exactly (a transcendental function at a point with irrational "
                 "Taylor coefficients, or a very large program). Which side is taken changes "
@@ -311,7 +361,7 @@ def _rounding_could_flip(left: _Side, right: _Side, tie: np.ndarray,
             mag = trace.magnitude(side.dx.k)
             if mag is None:
                 return small
-            bound = bound + np.broadcast_to(mag, tie.shape)[tie]
+            bound = bound + entries(mag, tie.shape, tie)
     gamma = 2.0 * (len(trace.nodes) + 2) * np.finfo(float).eps
     return small & (np.abs(h_dot) <= gamma * bound)
 

@@ -3,6 +3,10 @@
 Values are computed eagerly (the primal runs once, inside the rules), so a ``Tracer`` is a
 numpy value plus the id of the node that produced it. Operators and numpy calls reach the
 library through the dispatch tables in ``asd.core.primitive``; the engine never names a primitive.
+
+Code written against the array API standard (``xp = x.__array_namespace__()``) traces too:
+`ArrayNamespace` sends its operations through the same tables, and takes creation functions,
+dtypes and constants from the library of the sweep's values (numpy, torch or JAX).
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import sys
 
 import numpy as np
 
+from asd.core import backend
 from asd.core.primitive import (
     FUNCTIONS,
     METHODS,
@@ -197,11 +202,88 @@ def describe_value(x: Tracer) -> str:
         a, b = (f"%{r}" if isinstance(r, int) else _short(getattr(r, "value", r))
                 for r in node.args)
         return f"%{x._id} = {a} {symbol} {b} (a comparison of traced values)"
-    return f"%{x._id} {x.dtype.name}{list(x.shape)} (from {node.name})"
+    return f"%{x._id} {_dtype_name(x.dtype)}{list(x.shape)} (from {node.name})"
 
 
 def _value_of(x):
     return x.value if isinstance(x, Tracer) else x
+
+
+def _dtype_of(v):
+    dtype = getattr(v, "dtype", None)
+    return np.result_type(v) if dtype is None else dtype
+
+
+def _dtype_name(dtype) -> str:
+    return getattr(dtype, "name", None) or str(dtype).rsplit(".", 1)[-1]
+
+
+# ----- the array API namespace of traced values -----
+
+ARRAY_API_METHODS = {"matrix_transpose": ("swapaxes", (-1, -2))}
+"""Array API functions that asd implements as array methods (with fixed extra arguments)."""
+
+
+class ArrayNamespace:
+    """What ``tracer.__array_namespace__()`` returns: the array API over asd's primitives.
+
+    A function with an asd rule (looked up under its numpy name: numpy 2 implements the
+    standard's names, ``concat`` and ``permute_dims`` included) runs the rule when an argument
+    is traced; everything else (``asarray``, ``zeros``, dtypes, ``pi``) is the library's own,
+    and a library function without a rule refuses traced arguments (`UnsupportedError`).
+    """
+
+    def __init__(self, base):
+        self._base = base
+
+    def __repr__(self) -> str:
+        return f"<asd array namespace over {backend.library(self._base)}>"
+
+    def __getattr__(self, name: str):
+        plain = getattr(self._base, name, None)
+        target = getattr(np, name, None)
+        rule = None
+        if name in ARRAY_API_METHODS:
+            method, extra = ARRAY_API_METHODS[name]
+            rule = _bound_method(method, extra)
+        elif target is not None:
+            try:
+                rule = UFUNCS.get(target) or FUNCTIONS.get(target)
+            except TypeError:  # unhashable constants
+                rule = None
+        if rule is None and (plain is None or not callable(plain)):
+            if plain is None:
+                raise AttributeError(f"the array namespace has no {name!r}")
+            return plain
+
+        def dispatch(*args, **kwargs):
+            if _any_traced(args) or _any_traced(kwargs.values()):
+                if rule is None:
+                    raise unsupported(f"{name} (array API)")
+                return rule(*args, **kwargs)
+            return plain(*args, **kwargs)
+
+        dispatch.__name__ = name
+        return dispatch
+
+
+def _bound_method(method: str, extra: tuple):
+    def call(x, *args, **kwargs):
+        return METHODS[method](x, *extra, *args, **kwargs)
+
+    return call
+
+
+def _any_traced(values) -> bool:
+    for v in values:
+        if isinstance(v, Traced):
+            return True
+        if isinstance(v, list | tuple) and any(isinstance(e, Traced) for e in v):
+            return True
+    return False
+
+
+_NAMESPACES: dict[int, ArrayNamespace] = {}
 
 
 # Functions that only read shape or dtype: they answer from the value, recording nothing.
@@ -228,9 +310,9 @@ class Tracer(Traced):
 
     # ----- array attributes -----
     shape = property(lambda self: np.shape(self.value))
-    dtype = property(lambda self: np.result_type(self.value))
+    dtype = property(lambda self: _dtype_of(self.value))
     ndim = property(lambda self: np.ndim(self.value))
-    size = property(lambda self: np.size(self.value))
+    size = property(lambda self: backend.size(self.value))
     T = property(lambda self: METHODS["transpose"](self))
     mT = property(lambda self: METHODS["swapaxes"](self, -1, -2))
 
@@ -244,7 +326,16 @@ class Tracer(Traced):
         return (self[i] for i in range(len(self)))
 
     def __repr__(self) -> str:
-        return f"Tracer(%{self._id}, {self.dtype.name}{list(self.shape)})"
+        return f"Tracer(%{self._id}, {_dtype_name(self.dtype)}{list(self.shape)})"
+
+    def __array_namespace__(self, api_version=None):
+        """The array API over asd's primitives, creating arrays in the sweep's library."""
+        like = self._trace.like
+        base = np if like is None else backend.namespace(like)
+        ns = _NAMESPACES.get(id(base))
+        if ns is None:
+            ns = _NAMESPACES[id(base)] = ArrayNamespace(base)
+        return ns
 
     # ----- Python control flow is refused: it would ignore the direction at ties -----
     def __bool__(self):

@@ -1,0 +1,260 @@
+"""Array libraries: the one place in asd that knows numpy, PyTorch and JAX apart.
+
+Values, tangents and linear maps live in the caller's array library and on its device, so a
+program on torch tensors is swept by torch (on its GPU, at its speed) and never copied to
+numpy on the way. Rules are written once against the array API standard: `namespace` gives
+the namespace of a set of values (array-api-compat adapts torch; ``jax.numpy`` is a standard
+namespace itself), and the few kernels outside the standard (scatter-add, item assignment,
+einsum, convolution, pooling) come from `KERNELS`, a small per-library table whose numpy
+entries are the default.
+
+numpy stays the default and keeps its speed: numpy arrays and Python scalars are recognised
+by their type, without calling array-api-compat (which costs microseconds per call), and
+their namespace is the ``numpy`` module itself (numpy 2 implements the standard's names).
+
+Only the exact series along the ray (rare: degenerate ties) runs on the host: `to_host`
+copies the tied cone's values and tangents to numpy there, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from asd.errors import UnsupportedError
+
+HOST_TYPES = (float, int, bool, np.ndarray, np.generic)
+"""Values that numpy computes with directly: the fast path of every sweep."""
+
+_HOST_EXACT = frozenset({float, int, bool, np.ndarray, np.float64, np.float32, np.bool_,
+                         np.int64, np.int32})
+
+
+def is_host(x) -> bool:
+    """Whether ``x`` is a numpy array or a Python/numpy scalar (no other library involved)."""
+    return type(x) in _HOST_EXACT or isinstance(x, HOST_TYPES) or x is None
+
+
+def is_foreign(x) -> bool:
+    """Whether ``x`` is an array of another library than numpy (torch, JAX, ...)."""
+    return (not is_host(x) and not getattr(x, "_asd_traced", False)
+            and (hasattr(x, "__array_namespace__") or _is_torch(x)))
+
+
+def namespace(*xs):
+    """The array namespace of ``xs``: ``numpy`` unless one of them is another library's array.
+
+    Non-array values (Python scalars, None) do not count; arrays of two libraries raise.
+    """
+    foreign = None
+    for x in xs:
+        if type(x) in _HOST_EXACT or x is None or isinstance(x, HOST_TYPES):
+            continue
+        if getattr(x, "_asd_traced", False) or (
+                not hasattr(x, "__array_namespace__") and not _is_torch(x)):
+            continue
+        foreign = [x] if foreign is None else [*foreign, x]
+    if foreign is None:
+        return np
+    return _namespace_of(foreign)
+
+
+def _is_torch(x) -> bool:
+    return type(x).__module__.startswith("torch")
+
+
+def _namespace_of(arrays: list):
+    import array_api_compat
+
+    try:
+        return array_api_compat.array_namespace(*arrays)
+    except TypeError as e:
+        raise UnsupportedError(
+            f"values of different array libraries met "
+            f"({', '.join(sorted({type(a).__name__ for a in arrays}))}): {e}. Give every "
+            "argument and constant of the program in one library."
+        ) from e
+
+
+def library(xp) -> str:
+    """``'numpy'``, ``'torch'`` or ``'jax'``: the key of `KERNELS` for a namespace."""
+    if xp is np:
+        return "numpy"
+    name = getattr(xp, "__name__", "")
+    if "torch" in name:
+        return "torch"
+    if "jax" in name:
+        return "jax"
+    if "numpy" in name:
+        return "numpy"
+    return name
+
+
+def is_numpy(xp) -> bool:
+    return xp is np or library(xp) == "numpy"
+
+
+def device(x):
+    """The device ``x`` lives on (``'cpu'`` for numpy and scalars)."""
+    if is_host(x):
+        return "cpu"
+    import array_api_compat
+
+    return array_api_compat.device(x)
+
+
+def size(x) -> int:
+    """The number of entries of ``x`` (torch's ``.size`` is a method, the standard's a number)."""
+    return math.prod(x.shape) if hasattr(x, "shape") else 1
+
+
+def shape(x) -> tuple:
+    return tuple(x.shape) if hasattr(x, "shape") else ()
+
+
+def to_host(x) -> np.ndarray:
+    """A numpy copy of ``x``: for the exact series at degenerate ties only."""
+    if is_host(x):
+        return np.asarray(x)
+    if hasattr(x, "detach"):
+        return x.detach().cpu().numpy()
+    return np.asarray(x)
+
+
+def from_host(a, like, dtype=None):
+    """The numpy array ``a`` in the namespace and on the device of ``like``.
+
+    ``dtype`` (a dtype of that namespace, or ``'like'`` for ``like``'s own) casts it; None
+    keeps numpy's dtype as the library maps it.
+    """
+    xp = namespace(like)
+    if xp is np:
+        a = np.asarray(a)
+        if dtype is None:
+            return a
+        return a.astype(like.dtype if dtype == "like" else dtype, copy=False)
+    out = xp.asarray(np.asarray(a), device=device(like))
+    if dtype is not None:
+        out = xp.astype(out, like.dtype if isinstance(dtype, str) and dtype == "like"
+                        else dtype)
+    return out
+
+
+def zeros(shape_: tuple, like, dtype=None):
+    """Zeros of ``shape_`` in ``like``'s library and device (dtype: ``like``'s, or given)."""
+    xp = namespace(like)
+    dtype = like.dtype if dtype is None else dtype
+    if xp is np:
+        return np.zeros(shape_, dtype)
+    return xp.zeros(tuple(shape_), dtype=dtype, device=device(like))
+
+
+def is_floating(x) -> bool:
+    xp = namespace(x)
+    if xp is np:
+        return np.issubdtype(np.result_type(x), np.inexact)
+    return xp.isdtype(x.dtype, "real floating")
+
+
+def floating(x):
+    """``x`` itself if it holds floats, else cast to the library's default float."""
+    if is_floating(x):
+        return x
+    xp = namespace(x)
+    if xp is np:
+        return np.asarray(x, dtype=np.float64)
+    return xp.astype(x, xp.asarray(0.0, device=device(x)).dtype)
+
+
+# ----- kernels outside the standard: one entry per library, numpy's is the default -----
+
+def _np_set_at(x, index, values):
+    x[index] = values
+    return x
+
+
+def _np_scatter_add(out, flat_index, values):
+    """``out[flat_index[i]] += values[i]`` along the first axis, repeats accumulating."""
+    np.add.at(out, flat_index, values)
+    return out
+
+
+def _torch_set_at(x, index, values):
+    x[index] = values
+    return x
+
+
+def _torch_scatter_add(out, flat_index, values):
+    import torch
+
+    idx = torch.as_tensor(flat_index, device=out.device)
+    return out.index_add_(0, idx, values.to(out.dtype))
+
+
+def _jax_set_at(x, index, values):
+    return x.at[index].set(values)
+
+
+def _jax_scatter_add(out, flat_index, values):
+    return out.at[flat_index].add(values)
+
+
+def _torch_einsum(spec, *operands):
+    import torch
+
+    return torch.einsum(spec, *operands)
+
+
+def _jax_einsum(spec, *operands):
+    import jax.numpy as jnp
+
+    return jnp.einsum(spec, *operands)
+
+
+KERNELS: dict[str, dict[str, Callable]] = {
+    "set_at": {"numpy": _np_set_at, "torch": _torch_set_at, "jax": _jax_set_at},
+    "scatter_add": {"numpy": _np_scatter_add, "torch": _torch_scatter_add,
+                    "jax": _jax_scatter_add},
+    "einsum": {"numpy": np.einsum, "torch": _torch_einsum, "jax": _jax_einsum},
+}
+"""name -> library -> kernel. A library without an entry raises `UnsupportedError` rather
+than copying to numpy; `register_kernel` adds one (convolution and pooling go here)."""
+
+
+def register_kernel(name: str, lib: str, fn: Callable) -> None:
+    """Make ``fn`` the kernel ``name`` for the library ``lib`` (``'numpy'``: the default)."""
+    KERNELS.setdefault(name, {})[lib] = fn
+
+
+def kernel(name: str, xp) -> Callable:
+    """The kernel ``name`` for namespace ``xp``."""
+    table = KERNELS[name]
+    if xp is np:
+        return table["numpy"]
+    fn = table.get(library(xp))
+    if fn is None:
+        raise UnsupportedError(f"the kernel {name} has no {library(xp)} implementation, so it "
+                               "runs on numpy arrays only so far; add one with "
+                               f"asd.extend.register_kernel({name!r}, {library(xp)!r}, fn)")
+    return fn
+
+
+def set_at(x, index, values):
+    """``x[index] = values``, in place where the library allows it (JAX: a new array)."""
+    if type(x) is np.ndarray:
+        x[index] = values
+        return x
+    return kernel("set_at", namespace(x))(x, index, values)
+
+
+def all_finite(x) -> bool:
+    """Whether every entry of ``x`` is finite (integers and bools always are)."""
+    if is_host(x):
+        a = np.asarray(x)
+        return a.dtype.kind not in "fc" or bool(np.all(np.isfinite(a)))
+    if not is_floating(x):
+        return True
+    xp = namespace(x)
+    return bool(xp.all(xp.isfinite(x)))
