@@ -20,15 +20,19 @@ from asd.errors import UnsupportedError
 from asd.extend import (
     Diagonal,
     Primitive,
+    from_host,
+    is_host,
     is_traced,
+    namespace,
     record_jump,
     register_method,
     register_numpy,
     tie_sign,
+    to_host,
 )
 
 from .order import argmax, argmin
-from .piecewise import COMPARISONS, comparison_prims
+from .piecewise import COMPARE, COMPARISONS, comparison_prims
 
 # ----- the shared rule: value on the entered side, the jump reported -----
 
@@ -120,18 +124,30 @@ remainder_p = defjump(
 
 
 def _comparison_rule(op):
-    """A comparison as a number: constant away from ``lhs == rhs``, a jump there."""
-    fn = COMPARISONS[op]
+    """A comparison as a number: constant away from ``lhs == rhs``, a jump there.
+
+    On torch or JAX arrays the comparison and the search for ties stay on the device; only
+    the tied entries' sides are decided on the host (rare), and the result goes back."""
+    fn, compare = COMPARISONS[op], COMPARE[op]
     below, above = fn(0.0, 1.0), fn(1.0, 0.0)
 
     def comparison_rule(xs, dxs):
         a, b = xs
-        ans = np.asarray(fn(a, b))
-        mask = np.asarray(np.broadcast_to(np.equal(a, b), ans.shape))
-        if not mask.any():
-            return ans, None
+        if is_host(a) and is_host(b):
+            ans = np.asarray(fn(a, b))
+            mask = np.asarray(np.broadcast_to(np.equal(a, b), ans.shape))
+            if not mask.any():
+                return ans, None
+        else:
+            ans = compare(a, b)
+            xp = namespace(ans)
+            tied = xp.broadcast_to(xp.asarray(a == b), tuple(ans.shape))
+            if not bool(xp.any(tied)):
+                return ans, None
+            out, _ = comparison_rule([to_host(a), to_host(b)], dxs)
+            return from_host(out, ans), None
         left, right = np.full(ans.shape, below), np.full(ans.shape, above)
-        side = tie_sign(a, dxs[0], b, dxs[1], mask)
+        side = to_host(tie_sign(a, dxs[0], b, dxs[1], mask))
         record_jump(ans, mask, (left, right))
         return _on_side(ans, mask, side, left, right), None
 

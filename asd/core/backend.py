@@ -115,7 +115,8 @@ def shape(x) -> tuple:
 
 
 def to_host(x) -> np.ndarray:
-    """A numpy copy of ``x``: for the exact series at degenerate ties only."""
+    """A numpy copy of ``x``: for the rare host-side work (exact series at degenerate ties,
+    the sides of tied comparisons and jumps)."""
     if is_host(x):
         return np.asarray(x)
     if hasattr(x, "detach"):
@@ -135,7 +136,10 @@ def from_host(a, like, dtype=None):
         if dtype is None:
             return a
         return a.astype(like.dtype if dtype == "like" else dtype, copy=False)
-    out = xp.asarray(np.asarray(a), device=device(like))
+    a = np.asarray(a)
+    if not a.flags.writeable:  # a broadcast view: torch refuses to wrap read-only memory
+        a = a.copy()
+    out = xp.asarray(a, device=device(like))
     if dtype is not None:
         out = xp.astype(out, like.dtype if isinstance(dtype, str) and dtype == "like"
                         else dtype)

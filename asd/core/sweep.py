@@ -685,13 +685,13 @@ class Trace:
             for (j, e), s in zip(cells, pick, strict=True):
                 variant[j].reshape(-1)[e] = self.jumps[j].sides[s].reshape(-1)[e]
             variants.append(variant)
-        want = np.asarray(self.values[k])
+        want = backend.to_host(self.values[k])
         for variant in variants:
             got, moved = self.replay(variant, k)
             if moved is not None:
                 return (f"another side of the jump moves %{moved} ({self.nodes[moved].name}), "
                         "itself discontinuous, so continuity cannot be checked")
-            if not np.array_equal(np.asarray(got), want):
+            if not np.array_equal(backend.to_host(got), want):
                 return (f"the output is {summarize(want)} on the side the sweep enters but "
                         f"{summarize(got)} at the point or on another side")
         return None
@@ -714,6 +714,9 @@ class Trace:
         """Node ``k``'s value with the nodes ``fixed`` set to the given values (numpy only);
         ``(value, None)``, or ``(None, j)`` if discontinuous node ``j`` would move."""
         vals = dict(fixed)
+        # jumps record their sides on the host: a torch/JAX sweep replays there (rare: only
+        # outputs that jumps reach), and the value returns to the sweep's library
+        host = (lambda v: v) if self.like is None else backend.to_host
         for j in range(min(fixed) + 1, k + 1):
             node = self.nodes[j]
             if j in fixed or node.prim is None or not any(
@@ -721,10 +724,14 @@ class Trace:
                 continue
             if node.prim.discontinuous or j in self.jumps:
                 return None, j
-            args = [vals.get(r, self.values[r]) if type(r) is int else r.value
+            args = [vals.get(r, host(self.values[r])) if type(r) is int else host(r.value)
                     for r in node.args]
             vals[j] = node.prim.impl(*args, **node.params)
-        return vals.get(k, self.values[k]), None
+        if k not in vals:
+            return self.values[k], None
+        if self.like is not None:
+            return backend.from_host(vals[k], self.values[k], dtype="like"), None
+        return vals[k], None
 
     def first_nonfinite(self, upto: int) -> int | None:
         """The first node whose value is not finite although all its inputs are."""
