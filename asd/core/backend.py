@@ -4,16 +4,18 @@ Values, tangents and linear maps live in the caller's array library and on its d
 program on torch tensors is swept by torch (on its GPU, at its speed) and never copied to
 numpy on the way. Rules are written once against the array API standard: `namespace` gives
 the namespace of a set of values (array-api-compat adapts torch; ``jax.numpy`` is a standard
-namespace itself), and the few kernels outside the standard (scatter-add, item assignment,
-einsum, convolution, pooling) come from `KERNELS`, a small per-library table whose numpy
-entries are the default.
+namespace itself), and the few kernels outside the standard (item assignment, scatter-add;
+convolution and pooling when their rules are ported) come from `KERNELS`, a small
+per-library table whose numpy entries are the default.
 
 numpy stays the default and keeps its speed: numpy arrays and Python scalars are recognised
 by their type, without calling array-api-compat (which costs microseconds per call), and
 their namespace is the ``numpy`` module itself (numpy 2 implements the standard's names).
 
-Only the exact series along the ray (rare: degenerate ties) runs on the host: `to_host`
-copies the tied cone's values and tangents to numpy there, and nowhere else.
+What runs on the host is small or rare: the exact series along the ray (degenerate ties),
+for which `to_host` copies the tied cone's values and tangents; the tied entries of a
+tangent that is 0 or rounding-sized; and the positions a max or min selects (one per output
+entry), from which its index map is built.
 """
 
 from __future__ import annotations
@@ -92,10 +94,6 @@ def library(xp) -> str:
     return name
 
 
-def is_numpy(xp) -> bool:
-    return xp is np or library(xp) == "numpy"
-
-
 def device(x):
     """The device ``x`` lives on (``'cpu'`` for numpy and scalars)."""
     if is_host(x):
@@ -108,10 +106,6 @@ def device(x):
 def size(x) -> int:
     """The number of entries of ``x`` (torch's ``.size`` is a method, the standard's a number)."""
     return math.prod(x.shape) if hasattr(x, "shape") else 1
-
-
-def shape(x) -> tuple:
-    return tuple(x.shape) if hasattr(x, "shape") else ()
 
 
 def to_host(x) -> np.ndarray:
@@ -174,7 +168,7 @@ def floating(x):
 
 # ----- kernels outside the standard: one entry per library, numpy's is the default -----
 
-def _np_set_at(x, index, values):
+def _set_in_place(x, index, values):
     x[index] = values
     return x
 
@@ -183,11 +177,6 @@ def _np_scatter_add(out, flat_index, values):
     """``out[flat_index[i]] += values[i]`` along the first axis, repeats accumulating."""
     np.add.at(out, flat_index, values)
     return out
-
-
-def _torch_set_at(x, index, values):
-    x[index] = values
-    return x
 
 
 def _torch_scatter_add(out, flat_index, values):
@@ -205,23 +194,10 @@ def _jax_scatter_add(out, flat_index, values):
     return out.at[flat_index].add(values)
 
 
-def _torch_einsum(spec, *operands):
-    import torch
-
-    return torch.einsum(spec, *operands)
-
-
-def _jax_einsum(spec, *operands):
-    import jax.numpy as jnp
-
-    return jnp.einsum(spec, *operands)
-
-
 KERNELS: dict[str, dict[str, Callable]] = {
-    "set_at": {"numpy": _np_set_at, "torch": _torch_set_at, "jax": _jax_set_at},
+    "set_at": {"numpy": _set_in_place, "torch": _set_in_place, "jax": _jax_set_at},
     "scatter_add": {"numpy": _np_scatter_add, "torch": _torch_scatter_add,
                     "jax": _jax_scatter_add},
-    "einsum": {"numpy": np.einsum, "torch": _torch_einsum, "jax": _jax_einsum},
 }
 """name -> library -> kernel. A library without an entry raises `UnsupportedError` rather
 than copying to numpy; `register_kernel` adds one (convolution and pooling go here)."""
