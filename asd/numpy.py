@@ -15,6 +15,8 @@ from asd.core.primitive import UFUNCS as _UFUNCS
 
 
 def __getattr__(name: str):
+    if name in _library.structure.BUILDERS:  # array, asarray, r_, c_ of traced values
+        return _library.structure.BUILDERS[name]
     if name in _library.__all__ and callable(getattr(_library, name)):
         return getattr(_library, name)
     target = getattr(_np, name)
@@ -23,4 +25,4 @@ def __getattr__(name: str):
 
 
 def __dir__():
-    return sorted(set(dir(_np)) | set(_library.__all__))
+    return sorted(set(dir(_np)) | set(_library.__all__) | set(_library.structure.BUILDERS))

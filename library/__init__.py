@@ -20,6 +20,7 @@ from . import (
     piecewise,
     smooth,
     statistics,
+    structure,
     update,
 )
 from .discontinuous import *  # noqa: F403
@@ -31,8 +32,9 @@ from .order import *  # noqa: F403
 from .piecewise import *  # noqa: F403
 from .smooth import *  # noqa: F403
 from .statistics import *  # noqa: F403
+from .structure import *  # noqa: F403
 from .update import *  # noqa: F403
 
 __all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__, *norms.__all__,
            *statistics.__all__, *linalg.__all__, *discontinuous.__all__, *elementwise.__all__,
-           *update.__all__]
+           *update.__all__, *structure.__all__]

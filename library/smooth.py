@@ -880,7 +880,11 @@ transpose_p = deflinear(
     lambda i, o, axes: Transpose(axes, i), array_api=True)
 
 
-def transpose(x, *axes):
+def transpose(x, *axes, **kwargs):
+    if kwargs:  # numpy.transpose(x, axes=...)
+        if axes or set(kwargs) != {"axes"}:
+            raise TypeError(f"transpose() got unexpected arguments {sorted(kwargs)}")
+        axes = (kwargs["axes"],)
     if len(axes) == 1 and (axes[0] is None or isinstance(axes[0], tuple | list)):
         axes = axes[0]
     nd = np.ndim(x)
@@ -1189,6 +1193,18 @@ def _einsum_spec(subscripts: str, shapes: list[tuple]) -> str:
     return ",".join(full) + "->" + out
 
 
+def _sublist_spec(args: tuple) -> tuple[str, tuple]:
+    """``einsum(a, [0, 1], b, [1, 2], [0, 2])`` as ``('ab,bc->ac', (a, b))``."""
+    arrays, subs = args[0:-1:2], args[1::2]
+    out = args[-1] if len(args) % 2 else None
+
+    def word(sub) -> str:
+        return "".join("..." if s is Ellipsis else string.ascii_letters[int(s)] for s in sub)
+
+    spec = ",".join(word(s) for s in subs) + ("" if out is None else "->" + word(out))
+    return spec, tuple(arrays)
+
+
 def einsum(subscripts, *operands, optimize=False, **kwargs):
     """``numpy.einsum`` (string form); each operand's map is an einsum too, batched by a fresh
     letter, so a contraction never builds a dense Jacobian.
@@ -1198,8 +1214,8 @@ def einsum(subscripts, *operands, optimize=False, **kwargs):
     array([[1., 0.],
            [0., 1.]])
     """
-    if not isinstance(subscripts, str):
-        raise unsupported("numpy.einsum in the (operand, sublist) form; use the string form")
+    if not isinstance(subscripts, str):  # (operand, sublist, ..., [output sublist])
+        subscripts, operands = _sublist_spec((subscripts, *operands))
     if kwargs:
         raise unsupported(f"numpy.einsum with {', '.join(kwargs)}")
     spec = _einsum_spec(subscripts, [np.shape(o) for o in operands])

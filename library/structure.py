@@ -1,0 +1,470 @@
+"""Structure: functions that move, copy, split and assemble entries (flip, roll, tile, tril,
+split, kron, linspace, gradient, cumprod...), and arrays built from traced values.
+
+Every function that only selects entries is the gather ``a.flat[positions]``, and numpy's own
+function computes the positions: it is applied to ``arange(a.size)`` reshaped like ``a``, so
+the result matches numpy's layout by construction, whatever the options (``axis``,
+``shift``, ``k``...). Entries a function fills with zeros (``tril``, ``diag`` of a vector)
+point at one zero appended to the flattened input. The gather's rule is the indexing rule,
+exact and tie-free, and its transpose scatter-adds, so repeated entries (``tile``,
+``repeat``) accumulate their cotangents. The rest are compositions of primitives whose
+rules already decide every kink (``cumprod`` is a product, ``cross`` and ``kron``
+products of entries, ``gradient`` and ``linspace`` linear with constant weights).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from asd.errors import ArgumentTypeError
+from asd.extend import is_traced, register_numpy, unsupported
+
+from . import smooth
+from .order import sort
+from .piecewise import where
+
+# ----- selections: numpy's own function applied to entry positions -----
+
+
+def _positions(a) -> np.ndarray:
+    shape = smooth.shape_of(a)
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.intp).reshape(shape)
+
+
+def _gather(a, index: np.ndarray):
+    """``a.flat[index]``; an index equal to ``a.size`` reads an appended zero."""
+    flat = smooth.ravel(a)
+    size = int(np.prod(smooth.shape_of(a), dtype=np.int64))
+    if index.size and index.max() >= size:
+        flat = smooth.concatenate([flat, np.zeros(1, dtype=_float_dtype(a))])
+    return smooth.getitem(flat, index)
+
+
+def _float_dtype(a):
+    """The numpy dtype of ``a``'s entries (a torch dtype is named like numpy's), inexact."""
+    dtype = getattr(a, "dtype", None)
+    dtype = np.asarray(a).dtype if dtype is None else np.dtype(str(dtype).split(".")[-1])
+    return dtype if np.issubdtype(dtype, np.inexact) else np.dtype(np.float64)
+
+
+def _selection(numpy_fn: Callable, doc: str) -> Callable:
+    """The asd version of a numpy function that only rearranges or copies entries."""
+
+    def selection(a, *args, **kwargs):
+        return _gather(a, numpy_fn(_positions(a), *args, **kwargs))
+
+    selection.__name__ = numpy_fn.__name__
+    selection.__qualname__ = numpy_fn.__name__
+    selection.__doc__ = doc
+    return selection
+
+
+flip = _selection(np.flip, "``numpy.flip``: a gather of the reversed positions.")
+flipud = _selection(np.flipud, "``numpy.flipud``: a gather.")
+fliplr = _selection(np.fliplr, "``numpy.fliplr``: a gather.")
+rot90 = _selection(np.rot90, "``numpy.rot90``: a gather of the rotated positions.")
+roll = _selection(np.roll, "``numpy.roll``: a gather of the rolled positions (constant shift).")
+fftshift = _selection(np.fft.fftshift, "``numpy.fft.fftshift``: a roll, so a gather.")
+ifftshift = _selection(np.fft.ifftshift, "``numpy.fft.ifftshift``: a roll, so a gather.")
+
+
+def _constant_ints(name: str, what: str, value):
+    if is_traced(value):
+        raise ArgumentTypeError(f"numpy.{name} with a traced {what}: the output's shape would "
+                                "depend on the input's values. Pass plain integers.")
+    return value
+
+
+def repeat(a, repeats, axis=None):
+    """``numpy.repeat``: a gather; the repeated entries' cotangents add up.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.repeat(x, [1, 3]).sum())(np.ones(2))
+    array([1., 3.])
+    """
+    _constant_ints("repeat", "repeats", repeats)
+    return _gather(a, np.repeat(_positions(a), repeats, axis=axis))
+
+
+def tile(A, reps):
+    """``numpy.tile``: a gather of the tiled positions."""
+    _constant_ints("tile", "reps", reps)
+    return _gather(A, np.tile(_positions(A), reps))
+
+
+def _zero_filled(numpy_fn: Callable, a, *args) -> np.ndarray:
+    """Positions through ``numpy_fn``, with the entries it zeroes pointing past the end."""
+    size = int(np.prod(smooth.shape_of(a), dtype=np.int64))
+    index = numpy_fn(_positions(a) + 1, *args) - 1
+    return np.where(index < 0, size, index)
+
+
+def tril(m, k: int = 0):
+    """``numpy.tril``: the kept entries gathered, the others an exact zero (not ``0 * m``,
+    which would turn an infinite entry into NaN)."""
+    return _gather(m, _zero_filled(np.tril, m, k))
+
+
+def triu(m, k: int = 0):
+    """``numpy.triu``: the kept entries gathered, the others an exact zero."""
+    return _gather(m, _zero_filled(np.triu, m, k))
+
+
+def diag(v, k: int = 0):
+    """``numpy.diag``: a vector's diagonal matrix (zeros gathered), or a matrix's diagonal.
+
+    >>> import numpy as np, asd
+    >>> asd.jacobian(lambda x: np.diag(x, 1))(np.ones(2)).shape
+    (3, 3, 2)
+    """
+    return _gather(v, _zero_filled(np.diag, v, k))
+
+
+def atleast_1d(*arys):
+    """``numpy.atleast_1d``: a reshape."""
+    out = [smooth.reshape(a, np.atleast_1d(_positions(a)).shape) for a in arys]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def atleast_2d(*arys):
+    """``numpy.atleast_2d``: a reshape."""
+    out = [smooth.reshape(a, np.atleast_2d(_positions(a)).shape) for a in arys]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def atleast_3d(*arys):
+    """``numpy.atleast_3d``: a reshape (a vector becomes ``(1, n, 1)``, as in numpy)."""
+    out = [smooth.reshape(a, np.atleast_3d(_positions(a)).shape) for a in arys]
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def _split_with(numpy_fn: Callable, doc: str) -> Callable:
+    def split_like(ary, *args, **kwargs):
+        return [_gather(ary, p) for p in numpy_fn(_positions(ary), *args, **kwargs)]
+
+    split_like.__name__ = split_like.__qualname__ = numpy_fn.__name__
+    split_like.__doc__ = doc
+    return split_like
+
+
+split = _split_with(np.split, "``numpy.split``: one gather per piece, positions from numpy.")
+array_split = _split_with(np.array_split, "``numpy.array_split``: one gather per piece.")
+hsplit = _split_with(np.hsplit, "``numpy.hsplit``: one gather per piece.")
+vsplit = _split_with(np.vsplit, "``numpy.vsplit``: one gather per piece.")
+dsplit = _split_with(np.dsplit, "``numpy.dsplit``: one gather per piece.")
+
+
+# ----- assembling -----
+
+def append(arr, values, axis=None):
+    """``numpy.append``: a concatenation (flattened when ``axis`` is None)."""
+    if axis is None:
+        return smooth.concatenate([smooth.ravel(arr), smooth.ravel(values)])
+    return smooth.concatenate([arr, values], axis=axis)
+
+
+def column_stack(tup):
+    """``numpy.column_stack``: vectors become columns, then a concatenation along axis 1."""
+    cols = [smooth.reshape(a, (-1, 1)) if len(smooth.shape_of(a)) < 2 else a for a in tup]
+    return smooth.concatenate(cols, axis=1)
+
+
+def dstack(tup):
+    """``numpy.dstack``: `atleast_3d`, then a concatenation along axis 2."""
+    return smooth.concatenate([atleast_3d(a) for a in tup], axis=2)
+
+
+def meshgrid(*xi, copy: bool = True, sparse: bool = False, indexing: str = "xy"):
+    """``numpy.meshgrid``: each vector reshaped along its axis, broadcast unless ``sparse``."""
+    if indexing not in ("xy", "ij"):
+        raise ValueError("Valid values for `indexing` are 'xy' and 'ij'.")
+    ndim = len(xi)
+    shapes = [int(np.prod(smooth.shape_of(x), dtype=np.int64)) for x in xi]
+    axes = list(range(ndim))
+    if indexing == "xy" and ndim > 1:
+        axes[0], axes[1] = 1, 0
+    full = [1] * ndim
+    for i, n in enumerate(shapes):
+        full[axes[i]] = n
+    out = []
+    for i, x in enumerate(xi):
+        shape = [1] * ndim
+        shape[axes[i]] = shapes[i]
+        g = smooth.reshape(x, tuple(shape))
+        out.append(g if sparse else smooth.broadcast_to(g, tuple(full)))
+    return out
+
+
+def array(obj, dtype=None, copy=True, ndmin: int = 0):
+    """An array from (nested) lists and tuples of traced values and numbers: what
+    ``np.array([x, x ** 2])`` means, which numpy cannot do (it would drop the trace).
+
+    >>> import asd
+    >>> asd.subgrad(lambda x: asd.numpy.array([x, x ** 2]).sum())(3.0)
+    7.0
+    """
+    if dtype is not None and not np.issubdtype(np.dtype(dtype), np.inexact):
+        raise unsupported(f"asd.numpy.array with dtype={np.dtype(dtype)} (a cast to a "
+                          "discrete type)")
+    if isinstance(obj, list | tuple):
+        parts = [array(o, dtype) for o in obj]
+        out = smooth.stack(parts) if parts else np.array(obj, dtype=dtype)
+    elif is_traced(obj):
+        out = obj if dtype is None else smooth.astype(obj, dtype)
+    else:
+        out = np.array(obj, dtype=dtype)
+    shape = smooth.shape_of(out)
+    if len(shape) < ndmin:
+        out = smooth.reshape(out, (1,) * (ndmin - len(shape)) + shape)
+    return out
+
+
+def asarray(a, dtype=None):
+    """`array` without a copy: a traced array passes through."""
+    return array(a, dtype)
+
+
+class _Concatenator:
+    """``asd.numpy.r_`` / ``c_``: numpy's index tricks on traced values (slices give
+    constant ranges, scalars and vectors are joined as numpy joins them)."""
+
+    def __init__(self, columns: bool):
+        self.columns = columns
+
+    def __getitem__(self, key):
+        items = key if isinstance(key, tuple) else (key,)
+        if any(isinstance(i, str) for i in items):
+            raise unsupported("numpy.r_ / numpy.c_ with a directive string")
+        parts = []
+        for item in items:
+            part = np.r_[item] if isinstance(item, slice) else array(item)
+            part = atleast_1d(part)
+            if self.columns:
+                shape = smooth.shape_of(part)
+                part = smooth.reshape(part, (-1, 1)) if len(shape) == 1 else part
+            parts.append(part)
+        return smooth.concatenate(parts, axis=-1 if self.columns else 0)
+
+
+r_ = _Concatenator(columns=False)
+c_ = _Concatenator(columns=True)
+
+
+# ----- products and differences -----
+
+def kron(a, b):
+    """``numpy.kron``: the outer product with each pair of axes merged."""
+    sa, sb = smooth.shape_of(a), smooth.shape_of(b)
+    nd = max(len(sa), len(sb))
+    sa, sb = (1,) * (nd - len(sa)) + sa, (1,) * (nd - len(sb)) + sb
+    outer = smooth.multiply(smooth.reshape(a, sa + (1,) * nd), smooth.reshape(b, (1,) * nd + sb))
+    interleaved = [ax for i in range(nd) for ax in (i, nd + i)]
+    return smooth.reshape(smooth.transpose(outer, interleaved),
+                          tuple(p * q for p, q in zip(sa, sb, strict=True)))
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    """``numpy.cross`` of 3-vectors: products of entries, so smooth everywhere."""
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = smooth.moveaxis(a, axisa, -1), smooth.moveaxis(b, axisb, -1)
+    if smooth.shape_of(a)[-1] != 3 or smooth.shape_of(b)[-1] != 3:
+        raise unsupported("numpy.cross of 2-vectors (deprecated by numpy; pad them with a "
+                          "zero third component)")
+    first, second = np.array([1, 2, 0]), np.array([2, 0, 1])
+    out = smooth.subtract(
+        smooth.multiply(smooth.take(a, first, axis=-1), smooth.take(b, second, axis=-1)),
+        smooth.multiply(smooth.take(a, second, axis=-1), smooth.take(b, first, axis=-1)))
+    return smooth.moveaxis(out, -1, axisc)
+
+
+def cumprod(a, axis=None, dtype=None, out=None):
+    """``numpy.cumprod``: the ``k``-th output is the product of the first ``k + 1`` entries,
+    each computed by the product rule (exact with zeros among them). Costs ``n²`` per row:
+    the prefix products are written out, then reduced.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.cumprod(x)[-1])(np.array([2.0, 0.0, 3.0]))
+    array([0., 6., 0.])
+    """
+    if out is not None or dtype is not None:
+        raise unsupported("numpy.cumprod with dtype= or out=")
+    if axis is None:
+        a, axis = smooth.ravel(a), 0
+    x = smooth.moveaxis(a, axis, -1)
+    n = smooth.shape_of(x)[-1]
+    rows = smooth.broadcast_to(smooth.expand_dims(x, -2), smooth.shape_of(x)[:-1] + (n, n))
+    prefixes = where(np.tri(n, dtype=bool), rows, 1.0)
+    return smooth.moveaxis(smooth.prod(prefixes, axis=-1), -1, axis)
+
+
+def ediff1d(ary, to_end=None, to_begin=None):
+    """``numpy.ediff1d``: differences of the flattened array, with optional ends."""
+    parts = [smooth.ravel(to_begin)] if to_begin is not None else []
+    parts.append(smooth.diff(smooth.ravel(ary)))
+    if to_end is not None:
+        parts.append(smooth.ravel(to_end))
+    return smooth.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+def linspace(start, stop, num: int = 50, endpoint: bool = True, retstep: bool = False,
+             dtype=None, axis: int = 0):
+    """``numpy.linspace`` with traced ends: ``start + t (stop - start)`` for constant ``t``;
+    the last sample is ``stop`` itself when ``endpoint``, as in numpy."""
+    if dtype is not None and not np.issubdtype(np.dtype(dtype), np.inexact):
+        raise unsupported(f"numpy.linspace with dtype={np.dtype(dtype)} (a discrete cast)")
+    num = int(_constant_ints("linspace", "num", num))
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    div = num - 1 if endpoint else num
+    start, stop = array(start), array(stop)
+    shape = np.broadcast_shapes(smooth.shape_of(start), smooth.shape_of(stop))
+    start, stop = smooth.broadcast_to(start, shape), smooth.broadcast_to(stop, shape)
+    delta = smooth.subtract(stop, start)
+    step = smooth.divide(delta, div) if div > 0 else np.nan
+    t = np.arange(num, dtype=np.float64).reshape((num,) + (1,) * len(shape))
+    if div > 0:
+        y = smooth.add(smooth.multiply(t, step), start)
+    else:
+        y = smooth.add(smooth.multiply(t, delta), start)
+    if endpoint and num > 1:
+        y = smooth.concatenate([smooth.getitem(y, slice(0, -1)),
+                                smooth.expand_dims(stop, 0)])
+    if axis != 0:
+        y = smooth.moveaxis(y, 0, axis)
+    if dtype is not None:
+        y = smooth.astype(y, dtype)
+    return (y, step) if retstep else y
+
+
+def _spacings(varargs: tuple, axes: tuple, shape: tuple) -> list[np.ndarray]:
+    """The distances between samples along each of ``axes`` (constants only)."""
+    if any(is_traced(v) for v in varargs):
+        raise unsupported("numpy.gradient with traced spacings")
+    if not varargs:
+        varargs = (1.0,) * len(axes)
+    elif len(varargs) == 1 and np.ndim(varargs[0]) == 0:
+        varargs = varargs * len(axes)
+    if len(varargs) != len(axes):
+        raise TypeError("invalid number of arguments")
+    out = []
+    for v, ax in zip(varargs, axes, strict=True):
+        v = np.asarray(v, dtype=np.float64)
+        if v.ndim == 0:
+            out.append(np.full(shape[ax] - 1, float(v)))
+        elif v.shape == (shape[ax],):
+            out.append(np.diff(v))
+        else:
+            raise ValueError("when 1d, distances must match the length of the corresponding "
+                             "dimension")
+    return out
+
+
+def _weighted(f, ax: int, terms: Sequence[tuple[slice, np.ndarray]], ndim: int):
+    """``sum_i w_i * f[slice_i]`` along ``ax``, each weight broadcast along that axis."""
+    total = None
+    for sl, w in terms:
+        index = (slice(None),) * ax + (sl,)
+        weight = np.reshape(w, (-1,) + (1,) * (ndim - ax - 1))
+        term = smooth.multiply(smooth.getitem(f, index), weight)
+        total = term if total is None else smooth.add(total, term)
+    return total
+
+
+def gradient(f, *varargs, axis=None, edge_order: int = 1):
+    """``numpy.gradient``: second-order central differences inside, one-sided differences
+    of order ``edge_order`` at the edges; linear in ``f`` with constant weights (numpy's
+    formulas for uneven spacing, which reduce to the even ones)."""
+    shape = smooth.shape_of(f)
+    ndim = len(shape)
+    axes = smooth._axes(axis, ndim) if axis is not None else tuple(range(ndim))
+    if isinstance(axis, int | np.integer):
+        axes = (axes[0],)
+    if edge_order not in (1, 2):
+        raise ValueError("'edge_order' greater than 2 not supported")
+    results = []
+    for ax, dx in zip(axes, _spacings(varargs, axes, shape), strict=True):
+        n = shape[ax]
+        if n < edge_order + 1:
+            raise ValueError("Shape of array too small to calculate a numerical gradient, at "
+                             "least (edge_order + 1) elements are required.")
+        d1, d2 = dx[:-1], dx[1:]
+        inner = _weighted(f, ax, [(slice(0, -2), -d2 / (d1 * (d1 + d2))),
+                                  (slice(1, -1), (d2 - d1) / (d1 * d2)),
+                                  (slice(2, None), d1 / (d2 * (d1 + d2)))], ndim)
+        if edge_order == 1:
+            first = _weighted(f, ax, [(slice(0, 1), -1 / dx[:1]), (slice(1, 2), 1 / dx[:1])],
+                              ndim)
+            last = _weighted(f, ax, [(slice(-2, -1), -1 / dx[-1:]),
+                                     (slice(-1, None), 1 / dx[-1:])], ndim)
+        else:
+            a1, a2 = dx[:1], dx[1:2]
+            first = _weighted(f, ax, [(slice(0, 1), -(2 * a1 + a2) / (a1 * (a1 + a2))),
+                                      (slice(1, 2), (a1 + a2) / (a1 * a2)),
+                                      (slice(2, 3), -a1 / (a2 * (a1 + a2)))], ndim)
+            b1, b2 = dx[-2:-1], dx[-1:]
+            last = _weighted(f, ax, [(slice(-3, -2), b2 / (b1 * (b1 + b2))),
+                                     (slice(-2, -1), -(b2 + b1) / (b1 * b2)),
+                                     (slice(-1, None), (2 * b2 + b1) / (b2 * (b1 + b2)))], ndim)
+        parts = [first, inner, last] if n > 2 else [first, last]
+        results.append(smooth.concatenate(parts, axis=ax))
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+# ----- choosing -----
+
+def select(condlist, choicelist, default=0):
+    """``numpy.select``: nested `where`s, the first true condition winning (each tie in a
+    traced condition is decided along the ray, like `where`'s)."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    out = default
+    for cond, choice in zip(reversed(condlist), reversed(choicelist), strict=True):
+        out = where(cond, choice, out)
+    return out
+
+
+def partition(a, kth, axis=-1, kind="introselect", order=None):
+    """``numpy.partition``: the sorted array, which is a valid partition for every ``kth``
+    (numpy leaves the order inside each part unspecified). Sorting is Lipschitz and its
+    rule decides ties; the arrangement numpy's selection algorithm picks is not even
+    continuous in the input, so it could not be differentiated anyway."""
+    if order is not None:
+        raise unsupported("numpy.partition with order=")
+    if axis is None:
+        a, axis = smooth.ravel(a), -1
+    return sort(a, axis=axis)
+
+
+_TABLE = {
+    np.flip: flip, np.flipud: flipud, np.fliplr: fliplr, np.rot90: rot90, np.roll: roll,
+    np.fft.fftshift: fftshift, np.fft.ifftshift: ifftshift, np.repeat: repeat, np.tile: tile,
+    np.tril: tril, np.triu: triu, np.diag: diag, np.atleast_1d: atleast_1d,
+    np.atleast_2d: atleast_2d, np.atleast_3d: atleast_3d, np.split: split,
+    np.array_split: array_split, np.hsplit: hsplit, np.vsplit: vsplit, np.dsplit: dsplit,
+    np.append: append, np.column_stack: column_stack, np.dstack: dstack,
+    np.meshgrid: meshgrid, np.kron: kron, np.cross: cross, np.cumprod: cumprod,
+    np.ediff1d: ediff1d, np.linspace: linspace, np.gradient: gradient, np.select: select,
+    np.partition: partition,
+}
+with warnings.catch_warnings():  # numpy 2 deprecates row_stack (an alias of vstack)
+    warnings.simplefilter("ignore", DeprecationWarning)
+    if hasattr(np, "row_stack"):
+        _TABLE[np.row_stack] = smooth.vstack
+for _fn, _impl in _TABLE.items():
+    register_numpy(_fn, _impl)
+
+BUILDERS = {"array": array, "asarray": asarray, "r_": r_, "c_": c_}
+"""What ``asd.numpy`` adds to numpy's names for building arrays from traced values (not
+exported at the top of ``asd``, where ``asd.array`` would read as a new array type)."""
+
+__all__ = [
+    "append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d",
+    "column_stack", "cross", "cumprod", "diag", "dsplit", "dstack", "ediff1d",
+    "fftshift", "flip", "fliplr", "flipud", "gradient", "hsplit", "ifftshift", "kron",
+    "linspace", "meshgrid", "partition", "repeat", "roll", "rot90", "select", "split",
+    "tile", "tril", "triu", "vsplit",
+]
