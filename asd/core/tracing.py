@@ -374,8 +374,9 @@ class Tracer(Traced):
         raise TracerBoolError(
             f"traced value {describe_value(self)}{user_source_line()} was converted to a "
             "plain numpy array (np.array, "
-            "np.asarray or a C extension), which drops it from the program. Use asd.numpy "
-            "(e.g. asd.numpy.stack instead of np.array([...]))."
+            "np.asarray or a C extension, or a numpy function given a Python list of traced "
+            "values), which drops it from the program. Build such arrays with "
+            "asd.numpy.array([...]) (np.mean([a, b]) -> np.mean(asd.numpy.array([a, b])))."
         )
 
     # ----- numpy protocols -----

@@ -21,7 +21,12 @@ from hypothesis import strategies as st
 
 import asd
 import asd.numpy as anp
-from asd.errors import ArgumentTypeError, NotLipschitzError, UnsupportedError
+from asd.errors import (
+    ArgumentTypeError,
+    NotLipschitzError,
+    TracerBoolError,
+    UnsupportedError,
+)
 
 
 def basis_jacobian(fn, x: np.ndarray) -> np.ndarray:
@@ -244,6 +249,8 @@ def test_arrays_built_from_traced_values():
 def test_refusals_name_the_problem():
     with pytest.raises(ArgumentTypeError, match="traced repeats"):
         asd.subgrad(lambda y: np.repeat(y, y).sum())(np.ones(2))
+    with pytest.raises(TracerBoolError, match=r"np.mean\(asd.numpy.array"):
+        asd.subgrad(lambda y: np.mean([y[0], y[1]]))(np.ones(2))
     with pytest.raises(UnsupportedError, match="dtype=int64"):
         asd.subgrad(lambda y: anp.array([y[0], y[1]], dtype=np.int64).sum())(np.ones(2))
 
