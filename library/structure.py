@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from asd.errors import ArgumentTypeError
-from asd.extend import is_traced, register_numpy, unsupported
+from asd.extend import Closure, Primitive, is_traced, register_numpy, unsupported
 
 from . import smooth
 from .order import sort
@@ -414,6 +414,81 @@ def gradient(f, *varargs, axis=None, edge_order: int = 1):
     return results[0] if len(results) == 1 else tuple(results)
 
 
+# ----- scattering -----
+
+def _scatter_add_impl(values, positions, size: int):
+    flat, where = np.ravel(values), np.ravel(positions)
+    keep = where >= 0
+    return np.bincount(where[keep], weights=flat[keep], minlength=size).astype(
+        np.result_type(flat, np.float32), copy=False)
+
+
+scatter_add_p = Primitive("scatter_add", lambda v, positions, size: _scatter_add_impl(
+    v, positions.array, size))
+
+
+@scatter_add_p.defrule
+def scatter_add_rule(xs, dxs, positions, size):
+    """Linear: the push scatters the tangent the same way, the pull gathers."""
+    (v,) = xs
+    where = positions.array
+    keep = where >= 0
+    shape = np.shape(v)
+
+    def pull(ct):  # a batch of cotangents leads
+        ct = np.asarray(ct)
+        batch = ct.shape[:-1]
+        out = np.zeros(batch + where.shape, np.result_type(ct))
+        out[..., keep] = ct[..., where[keep]]
+        return out.reshape(batch + shape)
+
+    def push(t):  # a batch of tangents leads: one bincount over offset positions
+        t = np.asarray(t)
+        batch = t.shape[:t.ndim - len(shape)]
+        rows = t.reshape((-1, where.size))[:, keep.ravel()]
+        offsets = where[keep][None, :] + size * np.arange(rows.shape[0])[:, None]
+        out = np.bincount(offsets.ravel(), weights=rows.ravel(), minlength=rows.shape[0] * size)
+        return out.astype(np.result_type(t, np.float32), copy=False).reshape(batch + (size,))
+
+    return _scatter_add_impl(v, where, size), Closure(push, pull, shape, (size,))
+
+
+class Positions:
+    """A constant integer array as a primitive parameter (hashable by identity, printable)."""
+
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = np.asarray(array, dtype=np.intp)
+
+    def __repr__(self) -> str:
+        return f"positions{list(self.array.shape)}"
+
+
+def scatter_add(values, positions, size: int):
+    """The vector of length ``size`` whose entry ``p`` sums the ``values`` at ``positions ==
+    p`` (``positions`` is a constant integer array shaped like ``values``; ``-1`` drops the
+    value): ``np.add.at(np.zeros(size), positions, values)`` as a linear primitive.
+
+    >>> import numpy as np, asd
+    >>> from asd.library.structure import scatter_add
+    >>> asd.jacobian(lambda v: scatter_add(v, np.array([1, 0, 1]), 2))(np.ones(3))
+    array([[0., 1., 0.],
+           [1., 0., 1.]])
+    """
+    if is_traced(positions):
+        raise ArgumentTypeError("scatter_add at traced positions: where the values land would "
+                                "jump with the input. Pass constant integer positions.")
+    positions = np.asarray(positions)
+    if positions.shape != smooth.shape_of(values):
+        raise ValueError(f"scatter_add: positions of shape {positions.shape} for values of "
+                         f"shape {smooth.shape_of(values)}")
+    if positions.size and (positions.max() >= size or positions.min() < -1):
+        raise IndexError(f"scatter_add: positions must lie in [-1, {size}), got "
+                         f"[{positions.min()}, {positions.max()}]")
+    return scatter_add_p(values, positions=Positions(positions), size=int(size))
+
+
 # ----- choosing -----
 
 def select(condlist, choicelist, default=0):
@@ -462,9 +537,37 @@ BUILDERS = {"array": array, "asarray": asarray, "r_": r_, "c_": c_}
 exported at the top of ``asd``, where ``asd.array`` would read as a new array type)."""
 
 __all__ = [
-    "append", "array_split", "atleast_1d", "atleast_2d", "atleast_3d",
-    "column_stack", "cross", "cumprod", "diag", "dsplit", "dstack", "ediff1d",
-    "fftshift", "flip", "fliplr", "flipud", "gradient", "hsplit", "ifftshift", "kron",
-    "linspace", "meshgrid", "partition", "repeat", "roll", "rot90", "select", "split",
-    "tile", "tril", "triu", "vsplit",
+    "append",
+    "array_split",
+    "atleast_1d",
+    "atleast_2d",
+    "atleast_3d",
+    "column_stack",
+    "cross",
+    "cumprod",
+    "diag",
+    "dsplit",
+    "dstack",
+    "ediff1d",
+    "fftshift",
+    "flip",
+    "fliplr",
+    "flipud",
+    "gradient",
+    "hsplit",
+    "ifftshift",
+    "kron",
+    "linspace",
+    "meshgrid",
+    "partition",
+    "repeat",
+    "roll",
+    "rot90",
+    "scatter_add",
+    "select",
+    "split",
+    "tile",
+    "tril",
+    "triu",
+    "vsplit",
 ]

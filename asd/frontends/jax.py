@@ -253,6 +253,8 @@ def _convert(x, *, new_dtype, **_):
     new = np.dtype(new_dtype)
     if np.issubdtype(new, np.inexact):
         return x if np.result_type(_raw(x)) == new else x.astype(new)
+    if _traced(x) and _dtype(_raw(x)) == np.bool_:
+        return x  # a traced comparison as 0/1: its jump rule still decides its ties
     if _traced(x):
         raise UnsupportedError(f"convert_element_type to {new} of a differentiated value (a "
                                "step function: rounding to integers or booleans)")
@@ -279,26 +281,84 @@ def _dynamic_slice(x, *starts, slice_sizes):
     return x[idx]
 
 
+def _positions(shape) -> np.ndarray:
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int32).reshape(shape)
+
+
+def _read(x, where: np.ndarray, fill=0.0):
+    """``x.flat[where]``, with ``-1`` reading ``fill`` (an out-of-bounds gather's value)."""
+    flat = np.reshape(x, (-1,))
+    if where.size and where.min() < 0:
+        flat = np.concatenate([flat, np.full(1, fill, _dtype(_raw(x)))])
+        where = np.where(where < 0, flat.shape[0] - 1, where)
+    return flat[where]
+
+
 def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value=None,
-            **_):
-    """``x[idx]`` for the gathers jax.numpy emits for integer-array indexing of leading axes."""
-    dn = dimension_numbers
+            **params):
+    """Any gather with constant indices: JAX's own gather, run on the operand's entry
+    positions, says which entry each output reads; asd then indexes the flat operand (a
+    linear map whose pull scatter-adds). Out-of-bounds reads in fill mode give the fill."""
     if _traced(indices):
-        raise UnsupportedError("gather with differentiated indices")
-    shape = np.shape(x)
-    collapsed, start_map = tuple(dn.collapsed_slice_dims), tuple(dn.start_index_map)
-    simple = (collapsed == start_map and not tuple(dn.operand_batching_dims)
-              and all(slice_sizes[a] == 1 for a in collapsed)
-              and all(slice_sizes[a] == shape[a] for a in range(len(shape))
-                      if a not in collapsed))
-    if not simple:
-        raise UnsupportedError(f"gather with dimension numbers {dn} (only indexing whole "
-                               "axes by integer arrays is supported)")
-    idx = np.asarray(indices)
-    index: list[Any] = [slice(None)] * len(shape)
-    for k, axis in enumerate(start_map):
-        index[axis] = np.clip(idx[..., k], 0, shape[axis] - 1)
-    return x[tuple(index)]
+        raise NotLipschitzError(
+            "gather at positions computed from the differentiated input (e.g. x[argmax(x)]): "
+            "the positions jump where values tie, so the result does too. Use a reduction "
+            "such as jnp.max, or jax.lax.stop_gradient on the positions' source.")
+    where = np.asarray(jax.lax.gather(
+        _positions(np.shape(x)), np.asarray(indices), dimension_numbers, tuple(slice_sizes),
+        mode=mode, fill_value=-1, **{k: v for k, v in params.items()
+                                     if k in ("indices_are_sorted", "unique_indices")}))
+    fill = np.nan if fill_value is None else float(fill_value)
+    return _read(x, where, fill)
+
+
+def _scatter_targets(operand_shape, indices, updates_shape, dn, mode) -> np.ndarray:
+    """The operand position each update entry lands on (``-1``: dropped), from JAX's own
+    gather with the dimension numbers that transpose the scatter."""
+    window = iter(int(updates_shape[d]) for d in dn.update_window_dims)
+    skipped = set(dn.inserted_window_dims) | set(dn.operand_batching_dims)
+    sizes = tuple(1 if d in skipped else next(window) for d in range(len(operand_shape)))
+    gdn = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(dn.update_window_dims),
+        collapsed_slice_dims=tuple(dn.inserted_window_dims),
+        start_index_map=tuple(dn.scatter_dims_to_operand_dims),
+        operand_batching_dims=tuple(dn.operand_batching_dims),
+        start_indices_batching_dims=tuple(dn.scatter_indices_batching_dims))
+    clip = mode is not None and "CLIP" in str(mode)
+    gmode = jax.lax.GatherScatterMode.CLIP if clip else jax.lax.GatherScatterMode.FILL_OR_DROP
+    return np.asarray(jax.lax.gather(_positions(operand_shape), np.asarray(indices), gdn,
+                                     sizes, mode=gmode, fill_value=-1))
+
+
+def _scatter_add(operand, indices, updates, *, dimension_numbers, mode=None, **_):
+    """``operand.at[indices].add(updates)``: a linear primitive (`scatter_add`) over the
+    positions the updates land on; repeated positions accumulate."""
+    if _traced(indices):
+        raise NotLipschitzError("scatter-add at positions computed from the differentiated "
+                                "input: where the values land jumps with it.")
+    targets = _scatter_targets(np.shape(operand), indices, np.shape(updates),
+                               dimension_numbers, mode)
+    size = int(np.prod(np.shape(operand), dtype=np.int64))
+    added = _lib("scatter_add")(updates, targets, size)
+    return operand + np.reshape(added, np.shape(operand))
+
+
+def _scatter(operand, indices, updates, *, dimension_numbers, mode=None, **_):
+    """``operand.at[indices].set(updates)``: each written entry reads its update, the others
+    the operand (one gather from both, so linear and exact); a position written twice takes
+    the last update, as XLA does on CPU."""
+    if _traced(indices):
+        raise NotLipschitzError("scatter at positions computed from the differentiated "
+                                "input: which entries are overwritten jumps with it.")
+    targets = _scatter_targets(np.shape(operand), indices, np.shape(updates),
+                               dimension_numbers, mode).ravel()
+    size = int(np.prod(np.shape(operand), dtype=np.int64))
+    writer = np.full(size, -1, np.int64)
+    kept = np.flatnonzero(targets >= 0)
+    writer[targets[kept]] = kept
+    source = np.where(writer >= 0, size + writer, np.arange(size))
+    both = np.concatenate([np.reshape(operand, (-1,)), np.reshape(updates, (-1,))])
+    return np.reshape(both[source], np.shape(operand))
 
 
 def _rev(x, *, dimensions):
@@ -363,13 +423,53 @@ def _clamp(lo, x, hi):
     return np.clip(x, lo, hi)
 
 
+def _cumlogsumexp(x, axis: int):
+    """Each prefix's logsumexp, from the triangle of prefixes (``n²`` per row, like
+    ``cumprod``): a running shift would need a Python loop over the axis."""
+    n = np.shape(x)[axis]
+    moved = np.moveaxis(x, axis, -1)
+    rows = np.broadcast_to(np.expand_dims(moved, -2), np.shape(moved)[:-1] + (n, n))
+    prefixes = np.where(np.tri(n, dtype=bool), rows, -np.inf)
+    return np.moveaxis(_lib("logsumexp")(prefixes, axis=-1), -1, axis)
+
+
+CUMULATIVE = {
+    "cumsum": lambda x, axis: np.cumsum(x, axis=axis),
+    "cumprod": lambda x, axis: np.cumprod(x, axis=axis),
+    "cummax": lambda x, axis: _lib("cummax")(x, axis=axis),
+    "cummin": lambda x, axis: -_lib("cummax")(-x, axis=axis),
+    "cumlogsumexp": _cumlogsumexp,
+}
+
+
 def _cumulative(name):
     def op(x, *, axis, reverse=False):
+        axis = int(axis)
         if reverse:
-            raise UnsupportedError(f"{name} with reverse=True")
-        return _lib(name)(x, axis=int(axis))
+            return np.flip(CUMULATIVE[name](np.flip(x, axis), axis), axis)
+        return CUMULATIVE[name](x, axis)
 
+    op.__name__ = name
     return op
+
+
+def _round(x, *, rounding_method=1):
+    """``lax.round``: to nearest even (method 1, numpy's) or away from zero (method 0)."""
+    if int(rounding_method) == 1:
+        return np.round(x)
+    return np.where(x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5))
+
+
+def _rem(x, y):
+    """``lax.rem`` (C's fmod, the sign of ``x``): ``x - y trunc(x / y)``, whose jumps the
+    discontinuous-primitive policy checks."""
+    if _traced(y):
+        raise UnsupportedError("rem with a differentiated divisor (its jumps move with it)")
+    return x - y * np.trunc(x / y)
+
+
+def _split(x, *, sizes, axis):
+    return np.split(x, np.cumsum([int(s) for s in sizes])[:-1], axis=int(axis))
 
 
 def _identity(x, **_):
@@ -399,7 +499,15 @@ LAX: dict[str, Callable] = {
     # elementwise
     "abs": _plain(np.abs), "exp": _plain(np.exp), "log": _plain(np.log),
     "sqrt": _plain(np.sqrt), "tanh": _plain(np.tanh), "expm1": _plain(np.expm1),
-    "log1p": _plain(np.log1p), "logistic": _logistic,
+    "log1p": _plain(np.log1p), "logistic": _logistic, "exp2": _plain(np.exp2),
+    "rsqrt": _plain(lambda x: 1.0 / np.sqrt(x)), "cbrt": _plain(np.cbrt),
+    "sin": _plain(np.sin), "cos": _plain(np.cos), "tan": _plain(np.tan),
+    "asin": _plain(np.arcsin), "acos": _plain(np.arccos), "atan": _plain(np.arctan),
+    "sinh": _plain(np.sinh), "cosh": _plain(np.cosh), "asinh": _plain(np.arcsinh),
+    "acosh": _plain(np.arccosh), "atanh": _plain(np.arctanh), "atan2": _plain(np.arctan2),
+    # discontinuous: their jumps are checked like every jump
+    "sign": _plain(np.sign), "floor": _plain(np.floor), "ceil": _plain(np.ceil),
+    "round": _round, "rem": _plain(_rem),
     # piecewise
     "max": _plain(np.maximum), "min": _plain(np.minimum), "select_n": _select_n,
     "clamp": _clamp, "gt": _plain(operator.gt), "ge": _plain(operator.ge),
@@ -408,7 +516,8 @@ LAX: dict[str, Callable] = {
     # reductions and order
     "reduce_sum": _reduce(np.sum), "reduce_max": _reduce(np.max), "reduce_min": _reduce(np.min),
     "argmax": _argminmax(np.argmax), "argmin": _argminmax(np.argmin),
-    "sort": _sort, "top_k": _top_k, "cummax": _cumulative("cummax"),
+    "reduce_prod": _reduce(np.prod),
+    "sort": _sort, "top_k": _top_k, **{name: _cumulative(name) for name in CUMULATIVE},
     # nn
     "conv_general_dilated": _conv, "reduce_window_max": _reduce_window_max,
     "reduce_window_sum": _reduce_window_sum,
@@ -417,14 +526,15 @@ LAX: dict[str, Callable] = {
     "expand_dims": _expand_dims,
     "transpose": lambda x, *, permutation: _transpose(x, permutation),
     "convert_element_type": _convert, "slice": _slice, "dynamic_slice": _dynamic_slice,
-    "gather": _gather, "concatenate": _concatenate, "pad": _pad, "rev": _rev,
+    "gather": _gather, "scatter-add": _scatter_add, "scatter": _scatter, "split": _split,
+    "concatenate": _concatenate, "pad": _pad, "rev": _rev,
     "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
     "stop_gradient": _plain(lambda x: asd.stop_gradient(x)),
 }
 """lax primitive name -> handler on numpy or traced arrays (params as keywords). Handlers of
 primitives with several results return a list. Extend it to teach the importer a primitive."""
 
-MULTIPLE = {"sort", "top_k", "optimization_barrier"}
+MULTIPLE = {"sort", "top_k", "optimization_barrier", "split"}
 
 # Call-like primitives: the name and the parameter holding the body to interpret.
 CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
@@ -506,6 +616,8 @@ def check(jaxpr, live: list[bool], path: tuple[str, ...] = ()) -> list[bool]:
             body, _ = _body(eqn)
             label = eqn.params.get("name") or name
             outs = check(body, ins, (*path, f"{name}[{label}]"))
+        elif name in CONTROL:
+            outs = _check_control(eqn, ins, path)
         elif name in LAX:
             outs = [True] * len(eqn.outvars)
         else:
@@ -548,6 +660,8 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
             body, body_consts = _body(eqn)
             label = eqn.params.get("name") or name
             outs = evaluate(body, body_consts, vals, (*path, f"{name}[{label}]"))
+        elif name in CONTROL:
+            outs = CONTROL[name](eqn, vals, path)
         else:
             handler = LAX.get(name)
             if handler is None:
@@ -564,6 +678,109 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
             env[v] = o
             producer[v] = eqn
     return [read(v) for v in jaxpr.outvars]
+
+
+# ----- control flow: unrolled, or decided along the ray -----
+
+def _closed(closed) -> tuple[Any, list]:
+    return closed.jaxpr, list(closed.consts)
+
+
+def _cond(eqn, vals, path):
+    """``lax.cond``/``switch``: the branch a constant index names; with an index computed
+    from the differentiated input every branch runs and ``select_n`` picks, so a tied
+    predicate is decided along the ray with the continuity check ``where`` makes."""
+    index, *operands = vals
+    branches = eqn.params["branches"]
+    run = [lambda b=b, k=k: evaluate(*_closed(b), operands, (*path, f"cond[branch {k}]"))
+           for k, b in enumerate(branches)]
+    if not _traced(index):
+        k = int(np.clip(_raw(index), 0, len(branches) - 1))
+        return run[k]()
+    if len(branches) != 2:
+        raise UnsupportedError(f"lax.switch over {len(branches)} branches with an index "
+                               "computed from the differentiated input; use lax.cond "
+                               "(two branches) or jnp.where")
+    outs = [b() for b in run]
+    return [_select_n(index, a, b) for a, b in zip(*outs, strict=True)]
+
+
+def _scan(eqn, vals, path):
+    """``lax.scan`` (and ``fori_loop`` with a static trip count), unrolled: the body runs
+    ``length`` times on asd's arrays, ties inside decided in every step."""
+    p = eqn.params
+    body, body_consts = _closed(p["jaxpr"])
+    n_consts, n_carry, length = int(p["num_consts"]), int(p["num_carry"]), int(p["length"])
+    consts, carry, xs = vals[:n_consts], vals[n_consts:n_consts + n_carry], vals[
+        n_consts + n_carry:]
+    steps = range(length - 1, -1, -1) if p.get("reverse") else range(length)
+    ys = []
+    for t in steps:
+        out = evaluate(body, body_consts, [*consts, *carry, *(x[t] for x in xs)],
+                       (*path, f"scan[step {t}]"))
+        carry, y = out[:n_carry], out[n_carry:]
+        ys.append(y)
+    if p.get("reverse"):
+        ys.reverse()
+    stacked = [np.stack([y[i] for y in ys]) if ys else
+               np.zeros((0,) + tuple(v.aval.shape), v.aval.dtype)
+               for i, v in enumerate(eqn.outvars[n_carry:])]
+    return [*carry, *stacked]
+
+
+def _while(eqn, vals, path):
+    """``lax.while_loop`` whose predicate does not depend on the differentiated input (a
+    counter, a tolerance on constants): run as written. A predicate that does would stop
+    at a different step near the point, so the loop is refused."""
+    p = eqn.params
+    cond, cond_consts = _closed(p["cond_jaxpr"])
+    body, body_consts = _closed(p["body_jaxpr"])
+    nc, nb = int(p["cond_nconsts"]), int(p["body_nconsts"])
+    c_consts, b_consts, carry = vals[:nc], vals[nc:nc + nb], vals[nc + nb:]
+    step = 0
+    while True:
+        (pred,) = evaluate(cond, cond_consts, [*c_consts, *carry], (*path, "while[cond]"))
+        if _traced(pred):
+            raise TracerBoolError(
+                f"lax.while_loop's predicate depends on the differentiated input (after "
+                f"{step} steps, {_describe(eqn, path)}): near the point the loop would stop "
+                "at another step, so its result jumps. Loop a fixed number of times "
+                "(lax.fori_loop with constant bounds, or lax.scan) and select with jnp.where.")
+        if not bool(np.asarray(pred)):
+            return list(carry)
+        carry = evaluate(body, body_consts, [*b_consts, *carry], (*path, f"while[step {step}]"))
+        step += 1
+
+
+CONTROL: dict[str, Callable] = {"cond": _cond, "scan": _scan, "while": _while}
+"""Control-flow primitives, interpreted by asd: their bodies are jaxprs evaluated like the
+program's own equations."""
+
+
+def _fixpoint(body, fixed: list[bool], carry: list[bool], rest: list[bool], path) -> list[bool]:
+    """Which outputs of a loop body are live, once the carry's liveness stops growing."""
+    while True:
+        outs = check(body, [*fixed, *carry, *rest], path)
+        grown = [a or b for a, b in zip(carry, outs[:len(carry)], strict=True)]
+        if grown == carry:
+            return outs
+        carry = grown
+
+
+def _check_control(eqn, ins: list[bool], path) -> list[bool]:
+    p, name = eqn.params, eqn.primitive.name
+    if name == "cond":
+        outs = [check(b.jaxpr, ins[1:], (*path, f"cond[branch {k}]"))
+                for k, b in enumerate(p["branches"])]
+        return [ins[0] or any(o[i] for o in outs) for i in range(len(eqn.outvars))]
+    if name == "scan":
+        nc, ncar = int(p["num_consts"]), int(p["num_carry"])
+        return _fixpoint(p["jaxpr"].jaxpr, ins[:nc], ins[nc:nc + ncar], ins[nc + ncar:],
+                         (*path, "scan"))
+    nc, nb = int(p["cond_nconsts"]), int(p["body_nconsts"])
+    outs = _fixpoint(p["body_jaxpr"].jaxpr, ins[nc:nc + nb], ins[nc + nb:], [],
+                     (*path, "while"))
+    return [a or b for a, b in zip(ins[nc + nb:], outs, strict=True)]
 
 
 def _sum_of_squares(eqn, producer) -> tuple[Any, tuple[int, ...]] | None:

@@ -275,18 +275,18 @@ def test_norm_at_zero_is_imported_as_a_norm():
 
 def test_unknown_primitive_names_the_primitive_and_the_equation():
     def f(x):
-        return jnp.sum(jax.lax.cumprod(x))
+        return jnp.sum(jax.lax.igamma(2.0, x))
 
-    with pytest.raises(asd.UnsupportedError, match=r"cumprod.*equation"):
+    with pytest.raises(asd.UnsupportedError, match=r"igamma.*equation"):
         asd.jax.subgrad(f)(jnp.ones(3))
 
 
 def test_nested_primitive_error_names_the_call_path():
     @jax.jit
     def inner(x):
-        return jnp.floor(x)
+        return jax.lax.igamma(2.0, x)
 
-    with pytest.raises(asd.UnsupportedError, match=r"floor.*jit\[inner\]"):
+    with pytest.raises(asd.UnsupportedError, match=r"igamma.*jit\[inner\]"):
         asd.jax.subgrad(lambda x: inner(x).sum())(jnp.ones(2))
 
 
