@@ -1012,12 +1012,31 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
                     "floating-point arrays are differentiated (integer labels and indices are "
                     "constants); leave it out of argnums.")
         prog = import_program(fn, args, nums)
-        arrays = _to_numpy(args)
-        d = None if direction is None else _to_numpy(direction)
-        value, g = asd.value_and_subgrad(prog.numpy_fn, argnums, seed=seed, direction=d)(
-            *arrays)
-        to_jax = lambda a: jax.numpy.asarray(a)  # noqa: E731
-        return to_jax(value), jax.tree_util.tree_map(to_jax, g)
+        # any registered JAX pytree (a flax or equinox module, a dataclass) is handed to asd
+        # as the list of its leaves and rebuilt around the traced leaves inside
+        trees = [jax.tree_util.tree_structure(a) for a in args]
+        flat = [[np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(a)] for a in args]
+
+        def flat_fn(*lists):
+            return prog.numpy_fn(*(jax.tree_util.tree_unflatten(t, list(leaves))
+                                   for t, leaves in zip(trees, lists, strict=True)))
+
+        def leaves_of(d):
+            return [np.asarray(leaf) for leaf in jax.tree_util.tree_leaves(d)]
+
+        d = None
+        if direction is not None:
+            d = (leaves_of(direction) if isinstance(argnums, int)
+                 else tuple(leaves_of(di) for di in direction))
+        value, g = asd.value_and_subgrad(flat_fn, argnums, seed=seed, direction=d)(*flat)
+
+        def rebuilt(i, gi):
+            return jax.tree_util.tree_unflatten(
+                trees[i], [jax.numpy.asarray(leaf) for leaf in gi])
+
+        g = (rebuilt(nums[0], g) if isinstance(argnums, int)
+             else tuple(rebuilt(i, gi) for i, gi in zip(nums, g, strict=True)))
+        return jax.numpy.asarray(value), g
 
     return wrapped
 

@@ -136,3 +136,49 @@ def test_refusals_say_why():
             [jnp.sum, lambda y: jnp.sum(y * 2), lambda y: jnp.sum(y * 3)], x))(jnp.asarray(X))
     with pytest.raises(NotLipschitzError, match="jump"):
         asd.jax.subgrad(lambda x: jnp.sum(jnp.round(x) + x))(jnp.asarray(TIED))
+
+
+@jax.tree_util.register_pytree_node_class
+class Dense:
+    """A module as flax and equinox write them: a registered pytree holding its weights."""
+
+    def __init__(self, w, b):
+        self.w, self.b = w, b
+
+    def tree_flatten(self):
+        return (self.w, self.b), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+    def __call__(self, x):
+        return jax.nn.relu(x @ self.w + self.b)
+
+
+def mlp_loss(layers, x):
+    for layer in layers:
+        x = layer(x)
+    return jnp.sum(x)
+
+
+def test_registered_pytrees_are_differentiated_arguments():
+    rng = np.random.default_rng(0)
+    layers = [Dense(jnp.asarray(rng.standard_normal((3, 4)), jnp.float32),
+                    jnp.asarray(rng.standard_normal(4), jnp.float32)),
+              Dense(jnp.asarray(rng.standard_normal((4, 2)), jnp.float32), jnp.zeros(2))]
+    x = jnp.asarray(rng.standard_normal((5, 3)), jnp.float32)
+    g = asd.jax.subgrad(mlp_loss)(layers, x)
+    want = jax.grad(mlp_loss)(layers, x)  # off the kinks at this random point
+    assert [type(layer) for layer in g] == [Dense, Dense]
+    for a, b in zip(jax.tree_util.tree_leaves(g), jax.tree_util.tree_leaves(want), strict=True):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), **TOL)
+    # at a kink (a dead unit: zero weights and bias), a direction given as the same pytree
+    dead = [Dense(jnp.zeros((3, 4)), jnp.zeros(4)), layers[1]]
+    v = jax.tree_util.tree_map(jnp.ones_like, dead)
+    g_dead = asd.jax.subgrad(mlp_loss, direction=v)(dead, x)
+    along = sum(float(jnp.sum(a * b)) for a, b in zip(jax.tree_util.tree_leaves(g_dead),
+                                                      jax.tree_util.tree_leaves(v), strict=True))
+    x32 = [jax.tree_util.tree_map(lambda p, q: p + 2.0 ** -12 * q, dead, v), x]
+    quotient = float((mlp_loss(*x32) - mlp_loss(dead, x)) / 2.0 ** -12)
+    assert along == pytest.approx(quotient, rel=1e-3, abs=1e-3)
