@@ -54,6 +54,7 @@ from asd.core.primitive import (
     ALTERNATIVES,
     METHODS,
     UFUNC_ACCUMULATE,
+    UFUNC_AT,
     UFUNC_REDUCE,
     FixedTangent,
     Primitive,
@@ -94,6 +95,12 @@ def register_reduce(ufunc: np.ufunc, fn: Callable) -> None:
 def register_accumulate(ufunc: np.ufunc, fn: Callable) -> None:
     """Route ``ufunc.accumulate`` (e.g. ``np.maximum.accumulate``) on traced arrays to ``fn``."""
     UFUNC_ACCUMULATE[ufunc] = fn
+
+
+def register_ufunc_at(ufunc: np.ufunc, fn: Callable) -> None:
+    """Route ``ufunc.at(a, indices, b)`` on traced arrays to ``fn(a, indices, b)``, which
+    returns the updated array; the engine points ``a`` at it, as item assignment does."""
+    UFUNC_AT[ufunc] = fn
 
 
 def comparison_of(cond) -> tuple[str, object, object] | None:
@@ -335,6 +342,7 @@ __all__ = [
     "register_method",
     "register_numpy",
     "register_reduce",
+    "register_ufunc_at",
     "set_at",
     "tangent_at",
     "tie_sign",

@@ -20,7 +20,14 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from asd.errors import ArgumentTypeError
-from asd.extend import Closure, Primitive, is_traced, register_numpy, unsupported
+from asd.extend import (
+    Closure,
+    Primitive,
+    is_traced,
+    register_numpy,
+    register_ufunc_at,
+    unsupported,
+)
 
 from . import smooth
 from .order import sort
@@ -487,6 +494,32 @@ def scatter_add(values, positions, size: int):
         raise IndexError(f"scatter_add: positions must lie in [-1, {size}), got "
                          f"[{positions.min()}, {positions.max()}]")
     return scatter_add_p(values, positions=Positions(positions), size=int(size))
+
+
+def add_at(a, indices, b):
+    """``np.add.at(a, indices, b)`` written functionally: ``a`` plus ``b`` summed into the
+    entries ``indices`` names, repeated entries accumulating (`scatter_add` over the flat
+    positions numpy's own indexing reads). ``np.add.at`` on a traced array calls this.
+
+    >>> import numpy as np, asd
+    >>> def f(x):
+    ...     out = x[:0].sum() + np.zeros(3)
+    ...     np.add.at(out, [0, 2, 0], x)
+    ...     return out @ np.array([1.0, 10.0, 100.0])
+    >>> asd.subgrad(f)(np.ones(3))
+    array([  1., 100.,   1.])
+    """
+    if is_traced(indices):
+        raise ArgumentTypeError("numpy.add.at at traced indices: where the values land would "
+                                "jump with the input. Pass constant indices.")
+    shape = smooth.shape_of(a)
+    where = _positions(a)[indices]
+    values = smooth.broadcast_to(b, where.shape)
+    size = int(np.prod(shape, dtype=np.int64))
+    return smooth.add(a, smooth.reshape(scatter_add(values, where, size), shape))
+
+
+register_ufunc_at(np.add, add_at)
 
 
 # ----- choosing -----

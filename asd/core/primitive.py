@@ -162,6 +162,7 @@ class Primitive:
 UFUNCS: dict[np.ufunc, Callable] = {}
 UFUNC_REDUCE: dict[np.ufunc, Callable] = {}
 UFUNC_ACCUMULATE: dict[np.ufunc, Callable] = {}
+UFUNC_AT: dict[np.ufunc, Callable] = {}  # ufunc.at, written functionally: (a, indices, b) -> new a
 FUNCTIONS: dict[Callable, Callable] = {}
 METHODS: dict[str, Callable] = {}
 

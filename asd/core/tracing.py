@@ -22,6 +22,7 @@ from asd.core.primitive import (
     FUNCTIONS,
     METHODS,
     UFUNC_ACCUMULATE,
+    UFUNC_AT,
     UFUNC_REDUCE,
     UFUNCS,
     Primitive,
@@ -299,6 +300,23 @@ METADATA = {
 }
 
 
+
+def _ufunc_at(ufunc, a, indices, b=None):
+    """``np.add.at(a, indices, b)`` on traced values: the functional update, with ``a``
+    (a traced array the function made) pointed at the result, as ``a[indices] = ...`` is."""
+    name = f"{qualified_name(ufunc)}.at"
+    if not isinstance(a, Tracer):
+        raise ArgumentTypeError(
+            f"{name} into a plain numpy array{user_source_line()} cannot store traced values. "
+            "Make the target traced (e.g. out = x[:0].sum() + np.zeros(n)), or write the sum "
+            "functionally: asd.library.structure.add_at(out, indices, values) returns it.")
+    if a._trace.nodes[a._id].prim is None:
+        raise ArgumentTypeError(
+            f"{name} into the argument {describe_value(a)}{user_source_line()} would change "
+            "the caller's array. Copy it first: y = x.copy(); np.add.at(y, ...)")
+    new = UFUNC_AT[ufunc](a, indices, b)
+    a._id, a.value = new._id, new.value
+
 class Tracer(Traced):
     """A value in a sweep. Behaves like a read-only numpy array; Python branching on it raises."""
 
@@ -385,6 +403,8 @@ class Tracer(Traced):
             raise unsupported(f"{qualified_name(ufunc)} with out=")
         kwargs.pop("out", None)
         suffix = "" if method == "__call__" else f".{method}"
+        if method == "at" and ufunc in UFUNC_AT:
+            return _ufunc_at(ufunc, *inputs)
         if method == "__call__":
             fn = UFUNCS.get(ufunc)
         elif method in ("reduce", "accumulate"):

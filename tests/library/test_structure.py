@@ -275,3 +275,38 @@ def test_selections_run_on_torch_tensors_as_on_numpy(name, dtype):
         torch.from_numpy(x))
     assert isinstance(got, torch.Tensor) and got.dtype == getattr(torch, dtype)
     np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)
+
+
+def reference_add_at(a, indices, b):
+    out = np.array(a, dtype=float, copy=True)
+    np.add.at(out, indices, b)
+    return out
+
+
+AT_CASES = [
+    (np.arange(5.0), np.array([0, 3, 0, 0, 4]), np.array([1.0, -2.0, 0.5, 3.0, 2.0])),
+    (np.arange(6.0).reshape(2, 3), (np.array([0, 0, 1]), np.array([2, 2, 0])), np.array(1.5)),
+    (np.arange(6.0).reshape(2, 3), (slice(None), [0, 0]), np.array([[1.0, 2.0], [3.0, 4.0]])),
+]
+
+
+@pytest.mark.parametrize("case", range(len(AT_CASES)))
+def test_add_at_on_a_traced_copy_equals_numpy_and_is_affine(case):
+    a, indices, b = AT_CASES[case]
+
+    def program(a, b):
+        y = a.copy()
+        np.add.at(y, indices, b)
+        return y
+
+    np.testing.assert_array_equal(asd.trace(program)(a, b)(a, b), reference_add_at(a, indices, b))
+    ja, jb = asd.jacobian(program, (0, 1))(a, b)
+    np.testing.assert_array_equal(ja, basis_jacobian(lambda u: reference_add_at(u, indices, b), a))
+    np.testing.assert_array_equal(jb, basis_jacobian(lambda u: reference_add_at(a, indices, u), b))
+
+
+def test_add_at_refusals():
+    with pytest.raises(ArgumentTypeError, match="plain numpy array"):
+        asd.subgrad(lambda x: (np.add.at(np.zeros(3), [0], x[0]), x.sum())[1])(np.ones(3))
+    with pytest.raises(ArgumentTypeError, match="Copy it first"):
+        asd.subgrad(lambda x: (np.add.at(x, [0], 1.0), x.sum())[1])(np.ones(3))
