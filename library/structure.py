@@ -522,6 +522,35 @@ def add_at(a, indices, b):
 register_ufunc_at(np.add, add_at)
 
 
+def _along_axis_index(shape: tuple, indices: np.ndarray, axis: int) -> tuple:
+    """The fancy index ``take_along_axis``/``put_along_axis`` apply: ``indices`` on
+    ``axis``, the other axes enumerated (broadcast against it)."""
+    nd = len(shape)
+    out = []
+    for d in range(nd):
+        if d == axis:
+            out.append(indices)
+        else:
+            out.append(np.arange(shape[d]).reshape((1,) * d + (-1,) + (1,) * (nd - d - 1)))
+    return tuple(out)
+
+
+def put_along_axis(arr, indices, values, axis):
+    """``numpy.put_along_axis`` into a traced array the function made: item assignment,
+    recorded functionally (``arr`` is pointed at the update, as ``arr[...] = v`` is)."""
+    if is_traced(indices):
+        raise ArgumentTypeError("numpy.put_along_axis at traced indices: which entries are "
+                                "written would jump with the input. Pass constant indices.")
+    shape = smooth.shape_of(arr)
+    if axis is None:
+        raise unsupported("numpy.put_along_axis with axis=None (flatten the array first)")
+    axis = int(axis) % len(shape)
+    indices = np.asarray(indices)
+    if indices.ndim != len(shape):
+        raise ValueError("`indices` and `arr` must have the same number of dimensions")
+    arr[_along_axis_index(shape, indices, axis)] = values
+
+
 # ----- choosing -----
 
 def select(condlist, choicelist, default=0):
@@ -556,7 +585,7 @@ _TABLE = {
     np.append: append, np.column_stack: column_stack, np.dstack: dstack,
     np.meshgrid: meshgrid, np.kron: kron, np.cross: cross, np.cumprod: cumprod,
     np.ediff1d: ediff1d, np.linspace: linspace, np.gradient: gradient, np.select: select,
-    np.partition: partition,
+    np.partition: partition, np.put_along_axis: put_along_axis,
 }
 with warnings.catch_warnings():  # numpy 2 deprecates row_stack (an alias of vstack)
     warnings.simplefilter("ignore", DeprecationWarning)

@@ -310,3 +310,24 @@ def test_add_at_refusals():
         asd.subgrad(lambda x: (np.add.at(np.zeros(3), [0], x[0]), x.sum())[1])(np.ones(3))
     with pytest.raises(ArgumentTypeError, match="Copy it first"):
         asd.subgrad(lambda x: (np.add.at(x, [0], 1.0), x.sum())[1])(np.ones(3))
+
+
+def test_put_along_axis_writes_into_a_traced_copy():
+    x = np.array([[3.0, -1.0, 2.0], [0.5, 4.0, -2.0]])
+    order = np.array([[1], [2]])
+
+    def program(y, v):
+        out = y.copy()
+        np.put_along_axis(out, order, v, axis=1)
+        return out
+
+    def reference(y, v):
+        out = np.array(y, copy=True)
+        np.put_along_axis(out, order, v, axis=1)
+        return out
+
+    v = np.array([[10.0], [20.0]])
+    np.testing.assert_array_equal(asd.trace(program)(x, v)(x, v), reference(x, v))
+    jx, jv = asd.jacobian(program, (0, 1))(x, v)
+    np.testing.assert_array_equal(jx, basis_jacobian(lambda u: reference(u, v), x))
+    np.testing.assert_array_equal(jv, basis_jacobian(lambda u: reference(x, u), v))
