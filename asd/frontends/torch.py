@@ -371,6 +371,17 @@ def _batch_norm(x, w, b, mean, var, training, momentum, eps, cudnn_enabled=True)
     return asd.batch_norm(x, _raw(mean), _raw(var), w, b, eps)
 
 
+def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dimensions: a smooth
+    composition of arithmetic, mean and sqrt, so it runs natively as well."""
+    axes = tuple(range(np.ndim(x) - len(normalized_shape), np.ndim(x)))
+    centred = x - asd.mean(x, axis=axes, keepdims=True)
+    y = centred / asd.sqrt(asd.mean(centred * centred, axis=axes, keepdims=True) + eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
+
+
 def _dropout(x, p=0.5, train=False):
     if train:
         raise UnsupportedError("dropout in training mode (random masks); call model.eval()")
@@ -447,9 +458,10 @@ def _broadcast_tensors(tensors):
     return [t + _zeros(shape, t) if np.shape(t) != shape else t for t in tensors]
 
 
-NUMPY_DTYPE = {torch.bfloat16: np.dtype(np.float32)}
-"""Torch dtypes numpy lacks, and the numpy dtype asd computes them in (bfloat16 values are
-exact in float32, so asd's sweep sees the very numbers the model holds)."""
+NUMPY_DTYPE = {torch.bfloat16: np.dtype(np.float32), torch.float16: np.dtype(np.float32)}
+"""Half-precision torch dtypes and the numpy dtype asd computes them in (their values are
+exact in float32, so asd's sweep sees the very numbers the model holds; the native path
+computes them in float32 on the device likewise, and both return the input's dtype)."""
 
 
 def _np_dtype(dtype):
@@ -531,7 +543,7 @@ ATEN: dict[str, Callable] = {
     "max_pool2d_with_indices": _max_pool_with_indices(2),
     "avg_pool1d": _avg_pool(1), "avg_pool2d": _avg_pool(2),
     "_native_batch_norm_legit_no_training": _batch_norm_eval, "batch_norm": _batch_norm,
-    "dropout": _dropout,
+    "dropout": _dropout, "layer_norm": _layer_norm,
     # structure
     "view": _view, "reshape": _view, "_unsafe_view": _view, "flatten": _flatten,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "permute": _permute,
@@ -1173,42 +1185,48 @@ class _ASDFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *cts):
-        prog, n = ctx.prog, ctx.n_inputs
-        saved = ctx.saved_tensors
-        inputs, param_values = saved[:n], saved[n:]
-        names = list(prog.tensors())
-        wants = [i for i, t in enumerate(inputs)
-                 if ctx.needs_input_grad[3 + i] and t.is_floating_point()]
-        want_params = any(ctx.needs_input_grad[3 + n:])
-        nums = tuple(wants) + ((n,) if want_params else ())
-        grads_in: list = [None] * n
-        grads_params: list = [None] * len(names)
-        if not nums:
-            return (None, None, None, *grads_in, *grads_params)
+        return _backward(ctx, *cts)
 
-        def run(arrays, params, native):
-            conv = _native if native else _to_numpy
-            cts_ = [conv(c) if c is not None else None for c in cts]
 
-            def scalarized(*xs):
-                out = prog.numpy_fn(*xs[:-1], params=xs[-1])
-                outs = out if isinstance(out, tuple) else (out,)
-                total = 0.0
-                for o, c in zip(outs, cts_, strict=True):
-                    if c is not None:
-                        total = total + (o * c).sum()
-                return total
-
-            return asd.subgrad(scalarized, nums, seed=ctx.seed)(*arrays, params)
-
-        g = _sweep(prog, inputs, dict(zip(names, param_values, strict=True)), run)
-        for i, gi in zip(nums, g, strict=True):
-            if i == n:
-                grads_params = [_like(_as_torch_result(gi[name]), t)
-                                for name, t in zip(names, param_values, strict=True)]
-            else:
-                grads_in[i] = _like(_as_torch_result(gi), inputs[i])
+@torch.compiler.disable(recursive=True)
+def _backward(ctx, *cts):
+    """asd's backward (a graph break under torch.compile: the sweep runs eagerly)."""
+    prog, n = ctx.prog, ctx.n_inputs
+    saved = ctx.saved_tensors
+    inputs, param_values = saved[:n], saved[n:]
+    names = list(prog.tensors())
+    wants = [i for i, t in enumerate(inputs)
+             if ctx.needs_input_grad[3 + i] and t.is_floating_point()]
+    want_params = any(ctx.needs_input_grad[3 + n:])
+    nums = tuple(wants) + ((n,) if want_params else ())
+    grads_in: list = [None] * n
+    grads_params: list = [None] * len(names)
+    if not nums:
         return (None, None, None, *grads_in, *grads_params)
+
+    def run(arrays, params, native):
+        conv = _native if native else _to_numpy
+        cts_ = [conv(c) if c is not None else None for c in cts]
+
+        def scalarized(*xs):
+            out = prog.numpy_fn(*xs[:-1], params=xs[-1])
+            outs = out if isinstance(out, tuple) else (out,)
+            total = 0.0
+            for o, c in zip(outs, cts_, strict=True):
+                if c is not None:
+                    total = total + (o * c).sum()
+            return total
+
+        return asd.subgrad(scalarized, nums, seed=ctx.seed)(*arrays, params)
+
+    g = _sweep(prog, inputs, dict(zip(names, param_values, strict=True)), run)
+    for i, gi in zip(nums, g, strict=True):
+        if i == n:
+            grads_params = [_like(_as_torch_result(gi[name]), t)
+                            for name, t in zip(names, param_values, strict=True)]
+        else:
+            grads_in[i] = _like(_as_torch_result(gi), inputs[i])
+    return (None, None, None, *grads_in, *grads_params)
 
 
 def function(fn: Callable, *, seed=None) -> Callable:
@@ -1224,6 +1242,9 @@ def function(fn: Callable, *, seed=None) -> Callable:
         prog = import_program(fn, *inputs)
         return _ASDFunction.apply(prog, seed, len(inputs), *inputs, *prog.tensors().values())
 
+    # torch.compile around a step calling it: a graph break here, the call runs eagerly
+    # (dynamo tracing into export and the sweep would take minutes and gain nothing)
+    wrapped = torch.compiler.disable(wrapped, recursive=True)
     wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
     wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its backward."
     return wrapped
