@@ -42,8 +42,19 @@ with respect to module parameters needs. Its cost (about 0.1 s per export after 
 paid once per function, input signature and reachable state: exports are cached
 (`import_program`).
 
+Where it runs. When every operation of the graph has an array-API rule, the sweep runs
+natively: on the model's own tensors (detached), on their device and in their dtype (bfloat16
+and float16 in float32), returning tensors of the inputs' dtype on their device, with no copy
+to numpy. When a primitive refuses (its rule "runs on numpy arrays only so far"), the call is
+swept on numpy copies instead and the program remembers it: ``TorchProgram.backend`` is
+``'torch'`` or ``'numpy (because: sort has no array-API rule yet; ...)'``, and
+``asd.torch.NATIVE = False`` forces numpy everywhere. ``function`` and its backward are graph
+breaks under ``torch.compile`` (they run eagerly inside a compiled step).
+
 The graph becomes a Python function on numpy arrays (`TorchProgram.numpy_fn`) whose every
-node calls asd's library (``asd.relu``, ``asd.conv2d``, ``np.sort`` on traced arrays...).
+node calls asd's library (``asd.relu``, ``asd.conv2d``, ``np.sort`` on traced arrays...); on
+the native path the same function runs on torch tensors, where nodes whose arguments are not
+traced in this sweep are evaluated by PyTorch itself.
 A node that depends on the differentiated inputs and has no mapping raises
 `asd.UnsupportedError` when the program is imported, naming the ATen op, the node, the module
 path and the source line; nothing ever falls back to PyTorch's own derivative. Nodes that
@@ -96,7 +107,8 @@ def _lib(name: str) -> Callable:
 
 def _raw(x):
     """The numpy value of a possibly traced array (for discrete outputs such as indices)."""
-    return np.asarray(getattr(x, "value", x))
+    x = getattr(x, "value", x)
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
 def _on_torch(*xs) -> bool:
@@ -269,6 +281,15 @@ def _cross_entropy(z, target, weight=None, reduction=1, ignore_index=-100,
                    label_smoothing=0.0):
     if weight is not None or label_smoothing:
         raise UnsupportedError("aten.cross_entropy_loss with class weights or label smoothing")
+    if _on_torch(z) and isinstance(target, torch.Tensor) and not target.is_floating_point() \
+            and np.ndim(z) == 2 and reduction in (1, 2):
+        # natively: -log_softmax(z)[i, t_i], a smooth composition of ported rules
+        if bool((target == ignore_index).any()):
+            raise UnsupportedError(f"aten.cross_entropy_loss with targets equal to "
+                                   f"ignore_index ({ignore_index})")
+        rows = torch.arange(target.shape[0], device=target.device)
+        picked = -_lib("log_softmax")(z, axis=1)[rows, target]
+        return picked.mean() if reduction == 1 else picked.sum()
     t = _raw(target)
     if np.issubdtype(t.dtype, np.integer) and np.any(t == ignore_index):
         raise UnsupportedError(f"aten.cross_entropy_loss with targets equal to ignore_index "

@@ -218,6 +218,27 @@ def test_half_precision_computes_in_float32_and_returns_the_input_dtype(dtype, n
     assert_close((g_x, g_p), g_np, torch.float32)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_cross_entropy_runs_natively(dtype, reduction, numpy_path):
+    torch.manual_seed(0)
+    model = make("relu", dtype)
+    model[-1] = nn.Linear(4, 5).to(dtype)
+    labels = torch.tensor([0, 4, 2, 2])
+
+    def f(x):
+        return torch.nn.functional.cross_entropy(model(x), labels, reduction=reduction).sum()
+
+    for x in (kink_input(dtype), torch.randn(4, 3, dtype=dtype)):
+        g = asd.torch.subgrad(f, x, argnums=(0, "params"), seed=1)
+        assert asd.torch.import_program(f, x).backend == "torch"
+        g_np = numpy_path(lambda x=x: asd.torch.subgrad(f, x, argnums=(0, "params"), seed=1))
+        assert_close(g, g_np, dtype)
+    xt = x.clone().requires_grad_(True)         # off the kinks: PyTorch's gradient
+    f(xt).backward()
+    assert_close(g[0], xt.grad, dtype)
+
+
 # ----- falling back: an operation without an array-API rule sends the program to numpy -----
 
 
