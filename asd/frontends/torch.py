@@ -921,8 +921,11 @@ class TorchProgram:
         if node.target is operator.getitem:
             return args[0][args[1]]
         if native:
-            if not any(isinstance(a, asd.core.primitive.Traced)
-                       for a in _flat_values((args, kwargs))):
+            flat = list(_flat_values((args, kwargs)))
+            if not any(isinstance(a, asd.core.primitive.Traced) for a in flat):
+                for a in flat:
+                    if isinstance(a, NotComputed):    # an output asd does not compute
+                        a._refuse()
                 # nothing traced: a constant of this sweep, which PyTorch evaluates itself
                 return node.target(*args, **kwargs)
         elif node.name in self.constant_nodes:
