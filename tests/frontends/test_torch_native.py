@@ -338,6 +338,7 @@ def test_function_input_gradient_is_a_tensor_of_the_input_kind():
     assert_close(x.grad, g[0], torch.float32)
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
 def test_function_in_a_compiled_training_step():
     """torch.compile around a step calling the drop-in function: a graph break at the call
     and in asd's backward (both run eagerly), the same parameters as the eager step."""
