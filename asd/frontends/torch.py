@@ -42,8 +42,19 @@ with respect to module parameters needs. Its cost (about 0.1 s per export after 
 paid once per function, input signature and reachable state: exports are cached
 (`import_program`).
 
+Where it runs. When every operation of the graph has an array-API rule, the sweep runs
+natively: on the model's own tensors (detached), on their device and in their dtype (bfloat16
+and float16 in float32), returning tensors of the inputs' dtype on their device, with no copy
+to numpy. When a primitive refuses (its rule "runs on numpy arrays only so far"), the call is
+swept on numpy copies instead and the program remembers it: ``TorchProgram.backend`` is
+``'torch'`` or ``'numpy (because: sort has no array-API rule yet; ...)'``, and
+``asd.torch.NATIVE = False`` forces numpy everywhere. ``function`` and its backward are graph
+breaks under ``torch.compile`` (they run eagerly inside a compiled step).
+
 The graph becomes a Python function on numpy arrays (`TorchProgram.numpy_fn`) whose every
-node calls asd's library (``asd.relu``, ``asd.conv2d``, ``np.sort`` on traced arrays...).
+node calls asd's library (``asd.relu``, ``asd.conv2d``, ``np.sort`` on traced arrays...); on
+the native path the same function runs on torch tensors, where nodes whose arguments are not
+traced in this sweep are evaluated by PyTorch itself.
 A node that depends on the differentiated inputs and has no mapping raises
 `asd.UnsupportedError` when the program is imported, naming the ATen op, the node, the module
 path and the source line; nothing ever falls back to PyTorch's own derivative. Nodes that
@@ -96,7 +107,19 @@ def _lib(name: str) -> Callable:
 
 def _raw(x):
     """The numpy value of a possibly traced array (for discrete outputs such as indices)."""
-    return np.asarray(getattr(x, "value", x))
+    x = getattr(x, "value", x)
+    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def _on_torch(*xs) -> bool:
+    """Whether a handler runs natively: one of ``xs`` is a torch tensor or a traced value
+    holding one (the numpy path never sees torch tensors)."""
+    return any(isinstance(getattr(x, "value", x), torch.Tensor) for x in xs)
+
+
+def _numpy_only(what: str):
+    """The refusal that sends a program to the numpy path (`TorchProgram.backend`)."""
+    return UnsupportedError(f"{what} runs on numpy arrays only so far (no array-API rule yet)")
 
 
 def _dims(dim, ndim: int) -> tuple[int, ...] | None:
@@ -151,7 +174,21 @@ def _addmm(bias, a, b, beta=1, alpha=1):
 
 
 def _clamp(x, lo=None, hi=None):
-    return np.clip(x, lo, hi)
+    return asd.clip(x, lo, hi) if _on_torch(x) else np.clip(x, lo, hi)
+
+
+def _leaky_relu(x, slope=0.01):
+    if _on_torch(x):         # the same function through ported rules: max(x, slope x)
+        return (asd.maximum if slope <= 1 else asd.minimum)(x, slope * x)
+    return _lib("leaky_relu")(x, slope)
+
+
+def _hardtanh(x, lo=-1.0, hi=1.0):
+    return asd.clip(x, lo, hi) if _on_torch(x) else _lib("hardtanh")(x, lo, hi)
+
+
+def _relu6(x):
+    return asd.clip(x, 0.0, 6.0) if _on_torch(x) else _lib("relu6")(x)
 
 
 def _elu(x, alpha=1.0, scale=1.0, input_scale=1.0):
@@ -176,6 +213,9 @@ def _max_or_min(np_fn, arg_fn):
         if not isinstance(dim, int):        # max.other / min.other: elementwise
             return (np.maximum if np_fn is np.max else np.minimum)(x, dim)
         values = np_fn(x, axis=dim, keepdims=bool(keepdim))
+        if _on_torch(x):   # argmax has no array-API rule: the indices refuse any use
+            return values, NotComputed(f"the indices of aten.{np_fn.__name__}.dim on torch "
+                                       "tensors", numpy_only=True)
         indices = arg_fn(x, axis=dim)  # traced: discrete, so using it as a number raises
         return values, np.expand_dims(indices, dim) if keepdim else indices
 
@@ -241,6 +281,15 @@ def _cross_entropy(z, target, weight=None, reduction=1, ignore_index=-100,
                    label_smoothing=0.0):
     if weight is not None or label_smoothing:
         raise UnsupportedError("aten.cross_entropy_loss with class weights or label smoothing")
+    if _on_torch(z) and isinstance(target, torch.Tensor) and not target.is_floating_point() \
+            and np.ndim(z) == 2 and reduction in (1, 2):
+        # natively: -log_softmax(z)[i, t_i], a smooth composition of ported rules
+        if bool((target == ignore_index).any()):
+            raise UnsupportedError(f"aten.cross_entropy_loss with targets equal to "
+                                   f"ignore_index ({ignore_index})")
+        rows = torch.arange(target.shape[0], device=target.device)
+        picked = -_lib("log_softmax")(z, axis=1)[rows, target]
+        return picked.mean() if reduction == 1 else picked.sum()
     t = _raw(target)
     if np.issubdtype(t.dtype, np.integer) and np.any(t == ignore_index):
         raise UnsupportedError(f"aten.cross_entropy_loss with targets equal to ignore_index "
@@ -303,12 +352,14 @@ class NotComputed:
     values). Exported graphs carry it even when the model uses the values only; any use
     raises, so a model that does use it fails loudly instead of getting made-up indices."""
 
-    __slots__ = ("what",)
+    __slots__ = ("numpy_only", "what")
 
-    def __init__(self, what: str):
-        self.what = what
+    def __init__(self, what: str, numpy_only: bool = False):
+        self.what, self.numpy_only = what, numpy_only
 
     def _refuse(self, *args, **kwargs):
+        if self.numpy_only:       # the numpy path computes them: the program moves there
+            raise _numpy_only(self.what)
         raise UnsupportedError(
             f"{self.what} are not computed by asd's importer (they are discrete, so no "
             "derivative flows through them); write the model with the pooled values only."
@@ -339,6 +390,17 @@ def _batch_norm(x, w, b, mean, var, training, momentum, eps, cudnn_enabled=True)
     if training:
         raise UnsupportedError("batch_norm in training mode; call model.eval() first")
     return asd.batch_norm(x, _raw(mean), _raw(var), w, b, eps)
+
+
+def _layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5, cudnn_enable=True):
+    """``(x - mean) / sqrt(var + eps) * weight + bias`` over the last dimensions: a smooth
+    composition of arithmetic, mean and sqrt, so it runs natively as well."""
+    axes = tuple(range(np.ndim(x) - len(normalized_shape), np.ndim(x)))
+    centred = x - asd.mean(x, axis=axes, keepdims=True)
+    y = centred / asd.sqrt(asd.mean(centred * centred, axis=axes, keepdims=True) + eps)
+    if weight is not None:
+        y = y * weight
+    return y if bias is None else y + bias
 
 
 def _dropout(x, p=0.5, train=False):
@@ -404,17 +466,23 @@ def _index(x, indices):
 def _expand(x, size, implicit=False):
     shape = tuple(np.shape(x)[i - (len(size) - np.ndim(x))] if s == -1 else s
                   for i, s in enumerate(size))
+    if _on_torch(x):
+        return asd.broadcast_to(x, shape)
     return x + _zeros(shape, x)
 
 
 def _broadcast_tensors(tensors):
-    shape = np.broadcast_shapes(*(np.shape(t) for t in tensors))
+    shape = np.broadcast_shapes(*(tuple(np.shape(t)) for t in tensors))
+    if _on_torch(*tensors):
+        return [asd.broadcast_to(t, shape) if tuple(np.shape(t)) != shape else t
+                for t in tensors]
     return [t + _zeros(shape, t) if np.shape(t) != shape else t for t in tensors]
 
 
-NUMPY_DTYPE = {torch.bfloat16: np.dtype(np.float32)}
-"""Torch dtypes numpy lacks, and the numpy dtype asd computes them in (bfloat16 values are
-exact in float32, so asd's sweep sees the very numbers the model holds)."""
+NUMPY_DTYPE = {torch.bfloat16: np.dtype(np.float32), torch.float16: np.dtype(np.float32)}
+"""Half-precision torch dtypes and the numpy dtype asd computes them in (their values are
+exact in float32, so asd's sweep sees the very numbers the model holds; the native path
+computes them in float32 on the device likewise, and both return the input's dtype)."""
 
 
 def _np_dtype(dtype):
@@ -423,9 +491,18 @@ def _np_dtype(dtype):
     return torch.empty((), dtype=dtype).numpy().dtype
 
 
+HALF = (torch.bfloat16, torch.float16)
+"""Torch dtypes asd computes in float32 (exactly: their values are float32 values)."""
+
+
 def _to_copy(x, dtype=None, **kwargs):
     if dtype is None:
         return x
+    if _on_torch(x):          # natively: half precision is computed in float32
+        target = torch.float32 if dtype in HALF else dtype
+        if getattr(x, "dtype", None) == target:
+            return x
+        raise _numpy_only(f"a cast to {dtype} (asd.astype)")
     return x.astype(_np_dtype(dtype))
 
 
@@ -466,9 +543,7 @@ ATEN: dict[str, Callable] = {
     "sigmoid": lambda x: _lib("sigmoid")(x),
     # piecewise activations
     "relu": lambda x: asd.relu(x),
-    "leaky_relu": lambda x, slope=0.01: _lib("leaky_relu")(x, slope),
-    "hardtanh": lambda x, lo=-1.0, hi=1.0: _lib("hardtanh")(x, lo, hi),
-    "relu6": lambda x: _lib("relu6")(x), "elu": _elu,
+    "leaky_relu": _leaky_relu, "hardtanh": _hardtanh, "relu6": _relu6, "elu": _elu,
     "clamp": _clamp, "clip": _clamp, "clamp_min": lambda x, lo: np.clip(x, lo, None),
     "clamp_max": lambda x, hi: np.clip(x, None, hi),
     "maximum": np.maximum, "minimum": np.minimum, "where": _where,
@@ -489,7 +564,7 @@ ATEN: dict[str, Callable] = {
     "max_pool2d_with_indices": _max_pool_with_indices(2),
     "avg_pool1d": _avg_pool(1), "avg_pool2d": _avg_pool(2),
     "_native_batch_norm_legit_no_training": _batch_norm_eval, "batch_norm": _batch_norm,
-    "dropout": _dropout,
+    "dropout": _dropout, "layer_norm": _layer_norm,
     # structure
     "view": _view, "reshape": _view, "_unsafe_view": _view, "flatten": _flatten,
     "unsqueeze": _unsqueeze, "squeeze": _squeeze, "permute": _permute,
@@ -788,34 +863,53 @@ class TorchProgram:
                 f"asd.frontends.torch.ATEN[{name!r}] = fn."
             )
 
+    refused: str | None = None
+    """Why the torch path was refused for this program (None: not refused)."""
+    backend: str | None = None
+    """Where the last sweep of this program ran: ``'torch'`` (natively, on the model's own
+    tensors and device), ``'numpy (because: ...)'`` when a native sweep was refused (an
+    operation without an array-API rule: `refused`) or `NATIVE` is False, None before the
+    first sweep. A refusal is paid once: later calls go to numpy directly."""
+
     def tensors(self) -> dict[str, torch.Tensor]:
         """The differentiable tensors the program reads, by name (the autograd inputs)."""
         return dict(self._tensors)
 
-    def params(self) -> dict[str, np.ndarray]:
-        """Current values of the parameters, by name."""
-        return {name: _to_numpy(t) for name, t in self._tensors.items()}
+    def params(self, native: bool = False) -> dict:
+        """Current values of the parameters, by name: numpy arrays, or with ``native`` the
+        tensors themselves, detached (half precision in float32)."""
+        conv = _native if native else _to_numpy
+        return {name: conv(t) for name, t in self._tensors.items()}
 
-    def _fixed_values(self) -> dict[str, np.ndarray]:
-        return {name: _to_numpy(t) for name, t in self.fixed.items()}
+    def _fixed_values(self, native: bool = False) -> dict:
+        conv = _native if native else _to_numpy
+        return {name: conv(t) for name, t in self.fixed.items()}
+
+    @property
+    def native(self) -> bool:
+        """Whether the next sweep tries the torch path (`NATIVE`, and no refusal yet)."""
+        return NATIVE and self.refused is None
 
     def numpy_fn(self, *inputs, params: dict | None = None):
-        """Evaluate the program; ``params`` defaults to the parameters' current values."""
-        params = self.params() if params is None else params
-        env: dict[str, Any] = self._fixed_values()
+        """Evaluate the program on numpy arrays, or natively on torch tensors (traced or not):
+        the path follows the inputs. ``params`` defaults to the parameters' current values."""
+        native = any(_on_torch(x) for x in inputs) or (
+            params is not None and any(_on_torch(v) for v in params.values()))
+        params = self.params(native) if params is None else params
+        env: dict[str, Any] = self._fixed_values(native)
         for name, x in zip(self.user_inputs, inputs, strict=True):
             env[name] = x
         for name, target in self.param_names.items():
             env[name] = params[target]
         for node in self.graph.nodes:
             if node.op == "call_function":
-                env[node.name] = self._run(node, env)
+                env[node.name] = self._run(node, env, native)
             elif node.op == "output":
                 break
         outs = [env[name] for name in self.outputs]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _run(self, node, env):
+    def _run(self, node, env, native: bool = False):
         def read(a):
             if isinstance(a, torch.fx.Node):
                 return env[a.name]
@@ -826,7 +920,15 @@ class TorchProgram:
         args, kwargs = read(node.args), {k: read(v) for k, v in node.kwargs.items()}
         if node.target is operator.getitem:
             return args[0][args[1]]
-        if node.name in self.constant_nodes:
+        if native:
+            flat = list(_flat_values((args, kwargs)))
+            if not any(isinstance(a, asd.core.primitive.Traced) for a in flat):
+                for a in flat:
+                    if isinstance(a, NotComputed):    # an output asd does not compute
+                        a._refuse()
+                # nothing traced: a constant of this sweep, which PyTorch evaluates itself
+                return node.target(*args, **kwargs)
+        elif node.name in self.constant_nodes:
             return _constant(node.target, args, kwargs)
         name, overload = _op_key(node.target)
         handler = ATEN.get(f"{name}.{overload}") or ATEN[name]
@@ -837,6 +939,26 @@ class TorchProgram:
         except asd.ASDError as e:
             raise type(e)(f"{e} [while importing aten.{name}.{overload}, {_where_from(node)}]"
                           ) from e
+
+
+def _flat_values(tree):
+    if isinstance(tree, list | tuple):
+        for t in tree:
+            yield from _flat_values(t)
+    elif isinstance(tree, dict):
+        for t in tree.values():
+            yield from _flat_values(t)
+    else:
+        yield tree
+
+
+def _native(t):
+    """A tensor as the native path sweeps it: detached, on its device, half precision
+    (bfloat16, float16) in float32."""
+    if isinstance(t, torch.Tensor):
+        t = t.detach()
+        return t.to(torch.float32) if t.dtype in HALF else t
+    return t
 
 
 def _to_numpy(t) -> np.ndarray:
@@ -910,17 +1032,55 @@ def import_program(fn: Callable, *tensors) -> TorchProgram:
 
 
 def program(fn: Callable, *tensors) -> asd.Program:
-    """The asd ``Program`` of a PyTorch function or module at example tensors."""
+    """The asd ``Program`` of a PyTorch function or module at example tensors (traced on
+    numpy arrays: a ``Program`` is replayed on numpy)."""
     prog = import_program(fn, *tensors)
     arrays = [_to_numpy(t) for t in tensors]
     params = prog.params()
     return asd.trace(lambda *xs: prog.numpy_fn(*xs[:-1], params=xs[-1]))(*arrays, params)
 
 
+NATIVE = True
+"""Whether sweeps try the torch path first (see `TorchProgram.backend`). Set it to False to
+run every program on numpy, as before the native path existed (to compare the two)."""
+
+
+def _refusal(e: Exception) -> str | None:
+    """Why a native sweep was refused (an operation without an array-API rule, or a kernel
+    without a torch implementation), or None when ``e`` is another error."""
+    text = str(e)
+    if "numpy arrays only so far" not in text:
+        return None
+    where = text[text.index("[while importing"):].strip("[] ") if "[while importing" in text \
+        else ""
+    head = text.split(" met ")[0].split(" runs on numpy")[0].split(" so it runs")[0]
+    head = head.split(": ")[-1].strip()
+    return f"{head} has no array-API rule yet" + (f"; {where}" if where else "")
+
+
+def _sweep(prog: TorchProgram, tensors, param_tensors: dict, run: Callable):
+    """``run(inputs, params, native)`` on the torch path when the program allows it, else on
+    numpy copies; records the path that ran in ``prog.backend``."""
+    if prog.native:
+        try:
+            out = run([_native(t) for t in tensors],
+                      {k: _native(v) for k, v in param_tensors.items()}, True)
+        except UnsupportedError as e:
+            reason = _refusal(e)
+            if reason is None:
+                raise
+            prog.refused = reason
+        else:
+            prog.backend = "torch"
+            return out
+    prog.backend = f"numpy (because: {prog.refused or 'asd.torch.NATIVE is False'})"
+    return run([_to_numpy(t) for t in tensors],
+               {k: _to_numpy(v) for k, v in param_tensors.items()}, False)
+
+
 def _prepare(fn, tensors, argnums):
     prog = import_program(fn, *tensors)
-    arrays = [_to_numpy(t) for t in tensors]
-    n = len(arrays)
+    n = len(tensors)
     if argnums == "params":
         if not prog.param_names:
             raise ArgumentError("argnums='params' but the function reaches no parameters (no "
@@ -938,17 +1098,17 @@ def _prepare(fn, tensors, argnums):
                 f"argnums includes argument {i}, a {kind} "
                 "value: only floating-point tensors are differentiated (integer labels and "
                 "indices are constants); leave it out of argnums.")
-    return prog, arrays, nums
+    return prog, nums
 
 
-def _direction(direction):
+def _direction(direction, native: bool):
     if direction is None:
         return None
     if isinstance(direction, dict):
-        return {k: _to_numpy(v) for k, v in direction.items()}
+        return {k: _direction(v, native) for k, v in direction.items()}
     if isinstance(direction, list | tuple):
-        return type(direction)(_direction(d) for d in direction)
-    return _to_numpy(direction)
+        return type(direction)(_direction(d, native) for d in direction)
+    return _native(direction) if native else _to_numpy(direction)
 
 
 def _as_torch_result(g):
@@ -956,29 +1116,38 @@ def _as_torch_result(g):
         return {k: _as_torch_result(v) for k, v in g.items()}
     if isinstance(g, list | tuple):
         return type(g)(_as_torch_result(v) for v in g)
+    if isinstance(g, torch.Tensor):
+        return g
     return torch.from_numpy(np.array(g))
+
+
+def _like(g: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    """``g`` in the dtype and on the device of ``t`` (bfloat16 back from float32)."""
+    return g.to(device=t.device, dtype=t.dtype)
 
 
 def value_and_subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=None):
     """``(value, subgradient)`` of a scalar PyTorch function, both as torch tensors."""
-    prog, arrays, nums = _prepare(fn, tensors, argnums)
-    params = prog.params()
+    prog, nums = _prepare(fn, tensors, argnums)
 
-    def f(*xs):
-        return prog.numpy_fn(*xs[:-1], params=xs[-1])
+    def run(arrays, params, native):
+        def f(*xs):
+            return prog.numpy_fn(*xs[:-1], params=xs[-1])
 
-    value, g = asd.value_and_subgrad(f, nums, seed=seed, direction=_direction(direction))(
-        *arrays, params)
+        return asd.value_and_subgrad(f, nums, seed=seed,
+                                     direction=_direction(direction, native))(*arrays, params)
+
     tensors_of = {**dict(enumerate(tensors)), len(tensors): prog.tensors()}
+    value, g = _sweep(prog, tensors, tensors_of[len(tensors)], run)
 
-    def typed(i, gi):      # each gradient in its argument's dtype (bfloat16 back from float32)
+    def typed(i, gi):      # each gradient in its argument's dtype and device
         if i == len(tensors):
-            return {k: v.to(tensors_of[i][k].dtype) for k, v in _as_torch_result(gi).items()}
-        return _as_torch_result(gi).to(tensors_of[i].dtype)
+            return {k: _like(v, tensors_of[i][k]) for k, v in _as_torch_result(gi).items()}
+        return _like(_as_torch_result(gi), tensors_of[i])
 
     g = typed(nums, g) if isinstance(nums, int) else tuple(
         typed(i, gi) for i, gi in zip(nums, g, strict=True))
-    return torch.from_numpy(np.array(value)), g
+    return _as_torch_result(value), g
 
 
 def subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=None):
@@ -1040,38 +1209,48 @@ class _ASDFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *cts):
-        prog, n = ctx.prog, ctx.n_inputs
-        saved = ctx.saved_tensors
-        inputs, param_values = saved[:n], saved[n:]
-        names = list(prog.tensors())
-        arrays = [_to_numpy(t) for t in inputs]
-        params = {name: _to_numpy(t) for name, t in zip(names, param_values, strict=True)}
-        wants = [i for i, t in enumerate(inputs)
-                 if ctx.needs_input_grad[3 + i] and t.is_floating_point()]
-        want_params = any(ctx.needs_input_grad[3 + n:])
-        cts_np = [_to_numpy(c) if c is not None else None for c in cts]
+        return _backward(ctx, *cts)
+
+
+@torch.compiler.disable(recursive=True)
+def _backward(ctx, *cts):
+    """asd's backward (a graph break under torch.compile: the sweep runs eagerly)."""
+    prog, n = ctx.prog, ctx.n_inputs
+    saved = ctx.saved_tensors
+    inputs, param_values = saved[:n], saved[n:]
+    names = list(prog.tensors())
+    wants = [i for i, t in enumerate(inputs)
+             if ctx.needs_input_grad[3 + i] and t.is_floating_point()]
+    want_params = any(ctx.needs_input_grad[3 + n:])
+    nums = tuple(wants) + ((n,) if want_params else ())
+    grads_in: list = [None] * n
+    grads_params: list = [None] * len(names)
+    if not nums:
+        return (None, None, None, *grads_in, *grads_params)
+
+    def run(arrays, params, native):
+        conv = _native if native else _to_numpy
+        cts_ = [conv(c) if c is not None else None for c in cts]
 
         def scalarized(*xs):
             out = prog.numpy_fn(*xs[:-1], params=xs[-1])
             outs = out if isinstance(out, tuple) else (out,)
             total = 0.0
-            for o, c in zip(outs, cts_np, strict=True):
+            for o, c in zip(outs, cts_, strict=True):
                 if c is not None:
                     total = total + (o * c).sum()
             return total
 
-        nums = tuple(wants) + ((n,) if want_params else ())
-        grads_in: list = [None] * n
-        grads_params: list = [None] * len(names)
-        if nums:
-            g = asd.subgrad(scalarized, nums, seed=ctx.seed)(*arrays, params)
-            for i, gi in zip(nums, g, strict=True):
-                if i == n:
-                    grads_params = [torch.from_numpy(np.array(gi[name])).to(t.dtype)
-                                    for name, t in zip(names, param_values, strict=True)]
-                else:
-                    grads_in[i] = torch.from_numpy(np.array(gi)).to(inputs[i].dtype)
-        return (None, None, None, *grads_in, *grads_params)
+        return asd.subgrad(scalarized, nums, seed=ctx.seed)(*arrays, params)
+
+    g = _sweep(prog, inputs, dict(zip(names, param_values, strict=True)), run)
+    for i, gi in zip(nums, g, strict=True):
+        if i == n:
+            grads_params = [_like(_as_torch_result(gi[name]), t)
+                            for name, t in zip(names, param_values, strict=True)]
+        else:
+            grads_in[i] = _like(_as_torch_result(gi), inputs[i])
+    return (None, None, None, *grads_in, *grads_params)
 
 
 def function(fn: Callable, *, seed=None) -> Callable:
@@ -1087,6 +1266,9 @@ def function(fn: Callable, *, seed=None) -> Callable:
         prog = import_program(fn, *inputs)
         return _ASDFunction.apply(prog, seed, len(inputs), *inputs, *prog.tensors().values())
 
+    # torch.compile around a step calling it: a graph break here, the call runs eagerly
+    # (dynamo tracing into export and the sweep would take minutes and gain nothing)
+    wrapped = torch.compiler.disable(wrapped, recursive=True)
     wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
     wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its backward."
     return wrapped
