@@ -323,16 +323,40 @@ def _convolution(x, w, b, stride, padding, dilation, transposed, output_padding,
     return asd.conv(x, w, b, stride, padding, dilation, groups)
 
 
+def _ceil_extension(x, nd: int, kernel, stride, padding):
+    """``x`` with its last entry along each pooled axis repeated so that floor-mode pooling
+    gives ceil mode's windows. Exact: a window reaching past the input starts inside it
+    (PyTorch's rule), so it also holds the last entry, and a copy of an entry it already
+    holds changes neither its maximum nor where the gradient goes."""
+    def per_axis(v):
+        return (v,) * nd if isinstance(v, int) else tuple(v)
+
+    ks, ps = per_axis(kernel), per_axis(padding)
+    ss = ks if stride is None else per_axis(stride)
+    shape = np.shape(x)
+    for i, (k, s, p) in enumerate(zip(ks, ss, ps, strict=True)):
+        axis = len(shape) - nd + i
+        length = shape[axis]
+        out = -(-(length + 2 * p - k) // s) + 1
+        if (out - 1) * s >= length + p:
+            out -= 1
+        extra = (out - 1) * s + k - (length + 2 * p)
+        if extra > 0:
+            last = (slice(None),) * axis + (slice(length - 1, length),)
+            x = np.concatenate([x] + [x[last]] * extra, axis=axis)
+    return x
+
+
 def _max_pool(nd: int):
     def pool(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False):
-        if ceil_mode:
-            raise UnsupportedError(f"max_pool{nd}d with ceil_mode=True")
         if dilation not in (1, [1] * nd, (1,) * nd, [1]):
             raise UnsupportedError(f"max_pool{nd}d with dilation={dilation}")
         kernel = tuple(kernel_size) if isinstance(kernel_size, list | tuple) else kernel_size
         stride = None if stride in ((), [], None) else (
             tuple(stride) if isinstance(stride, list | tuple) else stride)
         padding = tuple(padding) if isinstance(padding, list | tuple) else padding
+        if ceil_mode:
+            x = _ceil_extension(x, nd, kernel, stride, padding)
         return _lib(f"max_pool{nd}d")(x, kernel, stride=stride, padding=padding)
 
     return pool
@@ -530,6 +554,39 @@ def _stack(tensors, dim=0):
     return np.stack(tensors, axis=dim)
 
 
+def _split_with_sizes(x, sizes, dim=0):
+    return np.split(x, np.cumsum([int(n) for n in sizes])[:-1], axis=int(dim))
+
+
+def _split(x, size, dim=0):
+    n = np.shape(x)[int(dim)]
+    return np.split(x, list(range(int(size), n, int(size))), axis=int(dim))
+
+
+def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight``: a gather, whose pull scatter-adds (repeated tokens accumulate).
+    ``padding_idx`` only changes PyTorch's own gradient (it zeroes that row's), not the
+    function, so asd's subgradient keeps the row's true derivative."""
+    if scale_grad_by_freq:
+        raise UnsupportedError("aten.embedding with scale_grad_by_freq=True (a rescaled "
+                               "gradient, not the gradient of the function)")
+    return weight[_raw(indices).astype(np.intp)]
+
+
+def _full_like(fill: float | None):
+    """``full_like`` and friends: a constant of ``x``'s shape, whatever ``x``'s values."""
+    def like(x, *args, dtype=None, **_):
+        value = args[0] if fill is None else fill
+        np_dtype = _np_dtype(dtype) if dtype is not None else _raw(x).dtype
+        return np.full(np.shape(x), value, dtype=np_dtype)
+
+    return like
+
+
+def _any(x, dim=None, keepdim=False):
+    return np.any(x, axis=_dims(dim, np.ndim(x)), keepdims=keepdim)
+
+
 ATEN: dict[str, Callable] = {
     # arithmetic
     "add": _add, "sub": _sub, "rsub": lambda a, b, alpha=1: _sub(b, a, alpha),
@@ -573,6 +630,9 @@ ATEN: dict[str, Callable] = {
     "clone": _identity, "contiguous": _identity, "alias": _identity,
     "lift_fresh_copy": _identity, "_to_copy": _to_copy, "to": _to_copy,
     "detach": lambda x: asd.stop_gradient(x),
+    "split_with_sizes": _split_with_sizes, "split": _split, "embedding": _embedding,
+    "logical_not": np.logical_not, "any": _any, "full_like": _full_like(None),
+    "zeros_like": _full_like(0.0), "ones_like": _full_like(1.0), "empty_like": _full_like(0.0),
 }
 """ATen operator name (the overload packet, e.g. ``relu`` for ``aten.relu.default``) ->
 handler on numpy or traced arrays. Extend it to teach the importer a new operation."""
@@ -729,6 +789,21 @@ TRAINING_OPS = {
 before anything runs, so a refused call never updates running statistics."""
 
 
+def _decompositions() -> dict:
+    """torch's own decompositions into core ATen, for the operations asd has no handler for.
+
+    A decomposition computes the same function from simpler operations (``hardswish`` as
+    ``x * clamp(x + 3, 0, 6) / 6``, ``lstm`` as its gates, ``adaptive_avg_pool2d`` as a
+    mean), and asd differentiates that program with its own rules, deciding every tie along
+    the ray: only the operations, never PyTorch's derivatives, are borrowed. Operations with
+    a handler stay whole (their rules know their kinks), and training-mode operations stay
+    whole so that they are refused at import (`TRAINING_OPS`)."""
+    table = torch.export.default_decompositions()
+    return {op: fn for op, fn in table.items()
+            if op.overloadpacket.__name__ not in ATEN
+            and op.overloadpacket.__name__ not in TRAINING_OPS}
+
+
 def _export(module: torch.nn.Module, example: tuple, label: str):
     """``torch.export`` with its failures turned into asd errors that say what to change."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
@@ -742,7 +817,8 @@ def _export(module: torch.nn.Module, example: tuple, label: str):
             warnings.simplefilter("ignore", FutureWarning)
             # tensors requiring grad outside modules: asd maps them back (TorchProgram)
             warnings.filterwarnings("ignore", "A model attribute .* requires gradient")
-            exported = torch.export.export(module, example).run_decompositions({})
+            exported = torch.export.export(module, example).run_decompositions(
+                _decompositions())
         sys.stderr.write(said.getvalue())
         return exported
     except asd.ASDError:
