@@ -27,6 +27,7 @@ from asd.core.primitive import (
     Primitive,
     Traced,
     qualified_name,
+    ufunc_rule,
     unsupported,
 )
 from asd.errors import (
@@ -385,7 +386,7 @@ class Tracer(Traced):
         kwargs.pop("out", None)
         suffix = "" if method == "__call__" else f".{method}"
         if method == "__call__":
-            fn = UFUNCS.get(ufunc)
+            fn = ufunc_rule(ufunc)
         elif method in ("reduce", "accumulate"):
             fn = (UFUNC_REDUCE if method == "reduce" else UFUNC_ACCUMULATE).get(ufunc)
         else:
