@@ -16,7 +16,7 @@ from asd.core.primitive import Primitive
 from .registry import Proof, Row
 
 FAMILIES = ("piecewise", "order", "smooth", "norms", "nn", "projections", "spectral",
-            "statistics", "linalg", "discontinuous", "elementwise", "update")
+            "statistics", "linalg", "discontinuous", "elementwise", "update", "special")
 
 
 def proofs() -> list[tuple[str, Proof]]:
