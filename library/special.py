@@ -126,9 +126,16 @@ erfcinv_p = _defunary("erfcinv", sc.erfcinv,
 logit_p = _defunary("logit", sc.logit, lambda x, ans: 1.0 / (x * (1.0 - x)),
                     "logit is finite on the open interval (0, 1).")
 ndtr_p = _defunary("ndtr", sc.ndtr, lambda x, ans: np.exp(-0.5 * x * x) / _SQRT_2PI, "")
-# pdf / cdf = exp(-x**2/2 - log_ndtr(x)) / sqrt(2 pi): no 0/0 far in the left tail
-log_ndtr_p = _defunary("log_ndtr", sc.log_ndtr,
-                       lambda x, ans: np.exp(-0.5 * x * x - ans) / _SQRT_2PI, "")
+
+
+def _log_ndtr_slope(x, ans):
+    """pdf / cdf: ``sqrt(2/pi) / erfcx(-x/sqrt(2))`` for ``x < 0`` (no 0/0 and no cancellation
+    far in the left tail), ``exp(-x**2/2 - log_ndtr(x)) / sqrt(2 pi)`` otherwise."""
+    left = np.sqrt(2.0 / np.pi) / sc.erfcx(-np.minimum(x, 0.0) / np.sqrt(2.0))
+    return np.where(x < 0, left, np.exp(-0.5 * x * x - ans) / _SQRT_2PI)
+
+
+log_ndtr_p = _defunary("log_ndtr", sc.log_ndtr, _log_ndtr_slope, "")
 ndtri_p = _defunary("ndtri", sc.ndtri, lambda x, ans: _SQRT_2PI * np.exp(0.5 * ans * ans),
                     "ndtri is finite on the open interval (0, 1).")
 
@@ -336,8 +343,7 @@ logit = _public("logit", logit_p, "``log(x / (1 - x))`` on (0, 1); derivative "
                 "``1 / (x (1 - x))``.")
 ndtr = _public("ndtr", ndtr_p, "The standard normal cdf; derivative the normal density.")
 log_ndtr = _public("log_ndtr", log_ndtr_p, "``log(ndtr(x))``, accurate in both tails; "
-                   "derivative ``pdf(x) / ndtr(x)``, computed as ``exp(-x**2/2 - "
-                   "log_ndtr(x)) / sqrt(2 pi)``.")
+                   "derivative ``pdf(x) / ndtr(x)``, through erfcx in the left tail.")
 ndtri = _public("ndtri", ndtri_p, "The inverse of ndtr on (0, 1); derivative "
                 "``sqrt(2 pi) exp(ndtri(x)**2 / 2)``.")
 beta = _public("beta", beta_p, "``gamma(a) gamma(b) / gamma(a + b)``; poles refused.")
