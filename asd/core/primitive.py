@@ -185,11 +185,12 @@ def ufunc_rule(ufunc) -> Callable | None:
     fn = UFUNCS.get(ufunc)
     if fn is None and LAZY_UFUNC_MODULES:
         module = qualified_name(ufunc).rpartition(".")[0]
-        target = LAZY_UFUNC_MODULES.pop(module, None)
+        target = LAZY_UFUNC_MODULES.get(module)
         if target is not None:
             import importlib
 
-            importlib.import_module(target)
+            importlib.import_module(target)  # the import lock makes other threads wait
+            LAZY_UFUNC_MODULES.pop(module, None)
             fn = UFUNCS.get(ufunc)
     return fn
 
