@@ -52,6 +52,7 @@ from asd.core.linear import (
 )
 from asd.core.primitive import (
     ALTERNATIVES,
+    LAZY_UFUNC_MODULES,
     METHODS,
     UFUNC_ACCUMULATE,
     UFUNC_AT,
@@ -80,6 +81,12 @@ def is_traced(x) -> bool:
 def register_alternative(numpy_fn, instead: str) -> None:
     """Name what to call instead of ``numpy_fn`` when it has no rule (the refusal says so)."""
     ALTERNATIVES[qualified_name(numpy_fn)] = instead
+
+
+def register_lazy_ufuncs(module: str, target: str) -> None:
+    """Import ``target`` (which registers rules for the ufuncs of ``module``, e.g.
+    ``scipy.special``) the first time a traced array meets a ufunc of ``module``."""
+    LAZY_UFUNC_MODULES[module] = target
 
 
 def register_method(name: str, fn: Callable) -> None:
@@ -339,6 +346,7 @@ __all__ = [
     "register_accumulate",
     "register_alternative",
     "register_kernel",
+    "register_lazy_ufuncs",
     "register_method",
     "register_numpy",
     "register_reduce",

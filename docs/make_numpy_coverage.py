@@ -15,6 +15,7 @@ import importlib
 import sys
 from pathlib import Path
 
+import asd.library.special as _special  # the scipy.special rules (loaded lazily otherwise)
 import numpy as np
 
 import asd  # noqa: F401  (registers the library's rules in the dispatch tables)
@@ -106,6 +107,25 @@ def status(name: str, fn) -> tuple[str, str]:
     return "not yet", f"no rule yet; use {instead}" if instead else "no rule yet"
 
 
+def status_in(module: str, name: str, fn) -> tuple[str, str]:
+    """`status`, and scipy.special's non-ufunc functions that asd.scipy.special provides."""
+    if (module == "scipy.special" and not isinstance(fn, np.ufunc)
+            and name in _special.__all__):
+        return "supported", (f"as `asd.scipy.special.{name}` (scipy's own converts its "
+                             "arguments to plain arrays)")
+    if module == "scipy.special" and name in _PARTLY:
+        return status(name, fn)[0], _PARTLY[name]
+    return status(name, fn)
+
+
+# supported in some arguments only: the others raise UnsupportedError when traced
+_PARTLY = {
+    "gammainc": "in x; a traced a is refused (no closed-form derivative in a)",
+    "gammaincc": "in x; a traced a is refused (no closed-form derivative in a)",
+    "stdtr": "in t; a traced df is refused (no closed-form derivative in df)",
+}
+
+
 def _hashable_in(fn, table) -> bool:
     try:
         return fn in table
@@ -129,7 +149,8 @@ def render() -> str:
              "been written yet, with the registration snippet in the error message.", ""]
     rows: dict[str, list[tuple[str, str, str]]] = {}
     for module in MODULES:
-        rows[module] = [(name, *status(name, fn)) for name, fn in functions(module)]
+        rows[module] = [(name, *status_in(module, name, fn))
+                        for name, fn in functions(module)]
     lines += ["| module | functions | supported | discontinuous | refused | not yet |",
               "|---|---|---|---|---|---|"]
     for module, entries in rows.items():

@@ -107,6 +107,21 @@ KINKS: dict[str, str] = {
     "svd_vectors": "a repeated or zero singular value (not continuous: raises)",
     "pinv": "a rank change (a jump: raises)",
     "qr": "rank deficiency, and where numpy's Householder signs flip (raises)",
+    "gammaln": "poles at 0, -1, -2, ... (raises)",
+    "gamma": "poles at 0, -1, -2, ... (raises)",
+    "digamma": "poles at 0, -1, -2, ... (raises)",
+    "polygamma": "poles at 0, -1, -2, ... (raises)",
+    "beta": "poles where a or b is 0, -1, ...; a + b = 0, -1, ... (raises)",
+    "betaln": "poles where a or b is 0, -1, ...; a + b = 0, -1, ... (raises)",
+    "xlogy": "x = y = 0 with x traced (not continuous: raises)",
+    "xlog1py": "x = 0, y = -1 with x traced (not continuous: raises)",
+    "logit": "x = 0, x = 1 (not finite: raises)",
+    "erfinv": "x = -1, x = 1 (not finite: raises)",
+    "erfcinv": "x = 0, x = 2 (not finite: raises)",
+    "ndtri": "x = 0, x = 1 (not finite: raises)",
+    "gammainc": "x = 0 for a < 1 (infinite slope: raises); a traced raises",
+    "gammaincc": "x = 0 for a < 1 (infinite slope: raises); a traced raises",
+    "stdtr": "none in t; df traced raises",
 }
 """Where each nonsmooth primitive has kinks; the others are smooth on their domain."""
 

@@ -4,11 +4,16 @@ Importing it registers every primitive with numpy dispatch, so plain numpy calls
 arrays and the ``asd.numpy`` namespace both reach these rules. Each family module lists its
 public functions in ``__all__``; they are re-exported here and at the top level of ``asd``.
 
+``special`` (scipy.special's functions) is not imported here: it loads the first time a
+traced array meets a scipy.special ufunc, and ``asd.scipy`` imports it.
+
 Every public function also carries the paper's ASD routine as ``.asd`` (attached by
 ``asd.routine``, in the API layer this package does not import).
 """
 
 from __future__ import annotations
+
+from asd.extend import register_lazy_ufuncs
 
 from . import (
     discontinuous,
@@ -34,6 +39,10 @@ from .smooth import *  # noqa: F403
 from .statistics import *  # noqa: F403
 from .structure import *  # noqa: F403
 from .update import *  # noqa: F403
+
+# the scipy.special rules (library/special.py) load when a traced array first meets one of its
+# ufuncs, so that importing asd does not import scipy
+register_lazy_ufuncs("scipy.special", "asd.library.special")
 
 __all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__, *norms.__all__,
            *statistics.__all__, *linalg.__all__, *discontinuous.__all__, *elementwise.__all__,

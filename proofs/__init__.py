@@ -16,7 +16,8 @@ from asd.core.primitive import Primitive
 from .registry import Proof, Row
 
 FAMILIES = ("piecewise", "order", "smooth", "norms", "nn", "projections", "spectral",
-            "statistics", "linalg", "discontinuous", "elementwise", "update", "structure")
+            "statistics", "linalg", "discontinuous", "elementwise", "update", "structure",
+            "special")
 
 
 def proofs() -> list[tuple[str, Proof]]:

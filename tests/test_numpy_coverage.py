@@ -64,3 +64,15 @@ def test_the_status_of_each_unary_ufunc_is_what_a_traced_array_meets(name, fn):
     else:
         with pytest.raises(asd.UnsupportedError, match=re.escape(fn.__name__)):
             asd.trace(f)(x)
+
+
+SPECIAL_UFUNCS = [(name, fn) for name, fn in GEN.functions("scipy.special")
+                  if isinstance(fn, np.ufunc) and fn.nin == 1 and fn.nout == 1
+                  and GEN.status(name, fn)[0] == "supported"]
+
+
+@pytest.mark.parametrize("name, fn", SPECIAL_UFUNCS, ids=[n for n, _ in SPECIAL_UFUNCS])
+def test_each_supported_scipy_special_ufunc_runs_on_a_traced_array(name, fn):
+    x = np.array([0.3, 0.6])
+    np.testing.assert_allclose(asd.subgrad(lambda x: asd.numpy.sum(fn(x)))(x),
+                               [(fn(v + 1e-6) - fn(v - 1e-6)) / 2e-6 for v in x], rtol=1e-6)

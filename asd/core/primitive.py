@@ -175,6 +175,27 @@ def register_numpy(numpy_fn, fn: Callable) -> None:
         FUNCTIONS[numpy_fn] = fn
 
 
+# "scipy.special" -> the module that registers rules for its ufuncs, imported the first time
+# a traced array meets one of them (so `import asd` does not import scipy)
+LAZY_UFUNC_MODULES: dict[str, str] = {}
+
+
+def ufunc_rule(ufunc) -> Callable | None:
+    """The registered implementation of ``ufunc`` on traced arrays, loading the module that
+    registers it (`LAZY_UFUNC_MODULES`) on first use; None if there is none."""
+    fn = UFUNCS.get(ufunc)
+    if fn is None and LAZY_UFUNC_MODULES:
+        module = qualified_name(ufunc).rpartition(".")[0]
+        target = LAZY_UFUNC_MODULES.get(module)
+        if target is not None:
+            import importlib
+
+            importlib.import_module(target)  # the import lock makes other threads wait
+            LAZY_UFUNC_MODULES.pop(module, None)
+            fn = UFUNCS.get(ufunc)
+    return fn
+
+
 # "numpy.array" -> what to call instead; filled by asd.library next to the dispatch tables
 ALTERNATIVES: dict[str, str] = {}
 

@@ -28,6 +28,7 @@ from asd.core.primitive import (
     Primitive,
     Traced,
     qualified_name,
+    ufunc_rule,
     unsupported,
 )
 from asd.errors import (
@@ -406,7 +407,7 @@ class Tracer(Traced):
         if method == "at" and ufunc in UFUNC_AT:
             return _ufunc_at(ufunc, *inputs)
         if method == "__call__":
-            fn = UFUNCS.get(ufunc)
+            fn = ufunc_rule(ufunc)
         elif method in ("reduce", "accumulate"):
             fn = (UFUNC_REDUCE if method == "reduce" else UFUNC_ACCUMULATE).get(ufunc)
         else:

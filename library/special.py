@@ -1,0 +1,437 @@
+"""scipy.special on traced arrays: the gamma family, the error functions, the normal
+distribution's functions, logistic functions, ``x log y``, and the incomplete gamma and
+Student t integrals in their integration variable.
+
+Importing this module registers the scipy.special ufuncs for numpy dispatch, so
+``scipy.special.gammaln(x)`` on a traced array runs the rules below. It is imported the first
+time a traced array meets a scipy.special ufunc (`asd.extend.register_lazy_ufuncs`), so
+``import asd`` does not import scipy. The functions that are not ufuncs (``polygamma``,
+``logsumexp``, ``softmax``, ``log_softmax``) convert their arguments with ``np.asarray`` and
+cannot see a traced array: call them from ``asd.scipy.special``.
+
+Every function here is smooth (analytic) on its domain, so no rule meets a tie; each rule
+returns its closed-form derivative (digamma, polygamma, ``2/sqrt(pi) exp(-x**2)``, ...).
+At the domain's edge each refuses, naming the node and the entries:
+
+- poles (gamma, gammaln, digamma, polygamma at 0, -1, -2, ...; beta and betaln where an
+  argument is one), values outside the domain (logit at 0 and 1, erfinv at +-1, log_ndtr's
+  argument is fine everywhere) and overflow: `NonFiniteError`;
+- a finite value with an infinite slope (gammainc(a, x) at x = 0 for a < 1) and ``xlogy(x,
+  y)`` at ``x = y = 0`` with ``x`` traced (``x log y`` is not continuous there: it takes every
+  value nearby): `NotLipschitzError`. ``xlogy(0, y)`` for ``y > 0`` is 0 with derivative
+  ``log y`` in ``x`` and 0 in ``y``, and with ``x`` a constant 0 it is 0 for every ``y``;
+- ``gammainc``/``gammaincc`` in ``a`` and ``stdtr`` in ``df`` have no closed-form derivative
+  here: a traced ``a`` or ``df`` raises `UnsupportedError` (pass them as constants).
+
+The rules run on numpy arrays (``array_api=False``); ``expit`` is the library's ``sigmoid``,
+which also runs on torch and JAX.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.special as sc
+
+from asd.errors import NonFiniteError, NotLipschitzError, UnsupportedError
+from asd.extend import Diagonal, FanIn, Primitive, Zero, is_traced, register_numpy
+
+from . import smooth
+
+_SQRT_PI = float(np.sqrt(np.pi))
+_SQRT_2PI = float(np.sqrt(2.0 * np.pi))
+
+
+def _value(x) -> np.ndarray:
+    return np.asarray(x.value if is_traced(x) else x)
+
+
+def _examples(*arrays, bad) -> str:
+    picked = [np.asarray(a)[bad].ravel()[:3].tolist() for a in arrays]
+    return ", ".join(str(p) for p in picked) if len(picked) > 1 else str(picked[0])
+
+
+def _poles(name: str, *args) -> None:
+    """Refuse entries at 0, -1, -2, ... (the poles of the gamma function) in any of ``args``."""
+    for x in args:
+        x = np.asarray(x)
+        bad = (x <= 0) & (x == np.floor(x))
+        if bad.any():
+            raise NonFiniteError(
+                f"{name} has a pole at the nonpositive integers and {int(bad.sum())} input "
+                f"entries sit there (e.g. {_examples(x, bad=bad)}); its value and slope are "
+                "infinite there. Keep the argument away from 0, -1, -2, ...")
+
+
+def _finite(name: str, ans, slopes, inputs, domain: str) -> None:
+    """NonFiniteError where the value is not finite, NotLipschitzError where only a slope is."""
+    ans = np.asarray(ans)
+    bad = ~np.isfinite(ans)
+    if bad.any():
+        ins = [np.broadcast_to(np.asarray(x), ans.shape) for x in inputs]
+        raise NonFiniteError(
+            f"{name} is not finite at {int(bad.sum())} entries (inputs there: "
+            f"{_examples(*ins, bad=bad)}): outside its domain, at a pole or overflowing. "
+            f"{domain}")
+    for d in slopes:
+        bad = ~np.isfinite(np.broadcast_to(d, ans.shape))
+        if bad.any():
+            ins = [np.broadcast_to(np.asarray(x), ans.shape) for x in inputs]
+            raise NotLipschitzError(
+                f"{name} has an infinite slope at {int(bad.sum())} entries (inputs there: "
+                f"{_examples(*ins, bad=bad)}), so it is not Lipschitz there. {domain}")
+
+
+def _like(d, ans) -> np.ndarray:
+    """The derivative in the answer's float type, broadcast to its shape."""
+    ans = np.asarray(ans)
+    dtype = ans.dtype if np.issubdtype(ans.dtype, np.floating) else np.float64
+    return np.asarray(np.broadcast_to(d, ans.shape), dtype=dtype)
+
+
+# ----- one-argument functions: impl, derivative(x, ans), pole check, domain sentence -----
+
+def _defunary(name: str, impl, derivative, domain: str, poles: bool = False) -> Primitive:
+    prim = Primitive(name, impl)
+
+    def rule(xs, dxs):
+        x = np.asarray(xs[0])
+        if poles:
+            _poles(name, x)
+        ans = np.asarray(impl(x))
+        with np.errstate(all="ignore"):
+            d = derivative(x, ans)
+        _finite(name, ans, (d,), (x,), domain)
+        return ans, Diagonal(_like(d, ans), x.shape)
+
+    rule.__name__ = f"{name}_rule"
+    prim.defrule(rule)
+    return prim
+
+
+_GAMMA_DOMAIN = "Keep the argument away from the poles 0, -1, -2, ... (and from overflow)."
+
+gammaln_p = _defunary("gammaln", sc.gammaln, lambda x, ans: sc.digamma(x), _GAMMA_DOMAIN,
+                      poles=True)
+gamma_p = _defunary("gamma", sc.gamma, lambda x, ans: ans * sc.digamma(x), _GAMMA_DOMAIN,
+                    poles=True)
+digamma_p = _defunary("digamma", sc.digamma, lambda x, ans: sc.polygamma(1, x), _GAMMA_DOMAIN,
+                      poles=True)
+erf_p = _defunary("erf", sc.erf, lambda x, ans: (2.0 / _SQRT_PI) * np.exp(-x * x), "")
+erfc_p = _defunary("erfc", sc.erfc, lambda x, ans: (-2.0 / _SQRT_PI) * np.exp(-x * x), "")
+erfinv_p = _defunary("erfinv", sc.erfinv, lambda x, ans: (_SQRT_PI / 2.0) * np.exp(ans * ans),
+                     "erfinv is finite on the open interval (-1, 1).")
+erfcinv_p = _defunary("erfcinv", sc.erfcinv,
+                      lambda x, ans: (-_SQRT_PI / 2.0) * np.exp(ans * ans),
+                      "erfcinv is finite on the open interval (0, 2).")
+logit_p = _defunary("logit", sc.logit, lambda x, ans: 1.0 / (x * (1.0 - x)),
+                    "logit is finite on the open interval (0, 1).")
+ndtr_p = _defunary("ndtr", sc.ndtr, lambda x, ans: np.exp(-0.5 * x * x) / _SQRT_2PI, "")
+
+
+def _log_ndtr_slope(x, ans):
+    """pdf / cdf: ``sqrt(2/pi) / erfcx(-x/sqrt(2))`` for ``x < 0`` (no 0/0 and no cancellation
+    far in the left tail), ``exp(-x**2/2 - log_ndtr(x)) / sqrt(2 pi)`` otherwise."""
+    left = np.sqrt(2.0 / np.pi) / sc.erfcx(-np.minimum(x, 0.0) / np.sqrt(2.0))
+    return np.where(x < 0, left, np.exp(-0.5 * x * x - ans) / _SQRT_2PI)
+
+
+log_ndtr_p = _defunary("log_ndtr", sc.log_ndtr, _log_ndtr_slope, "")
+ndtri_p = _defunary("ndtri", sc.ndtri, lambda x, ans: _SQRT_2PI * np.exp(0.5 * ans * ans),
+                    "ndtri is finite on the open interval (0, 1).")
+
+
+# ----- polygamma: the order a constant nonnegative integer -----
+
+polygamma_p = Primitive("polygamma", lambda x, n: sc.polygamma(n, x))
+
+
+@polygamma_p.defrule
+def polygamma_rule(xs, dxs, n):
+    x = np.asarray(xs[0])
+    _poles(f"polygamma({n}, x)", x)
+    ans = np.asarray(sc.polygamma(n, x))
+    d = sc.polygamma(n + 1, x)
+    _finite(f"polygamma({n}, x)", ans, (d,), (x,), _GAMMA_DOMAIN)
+    return ans, Diagonal(_like(d, ans), x.shape)
+
+
+def polygamma(n, x):
+    """The ``n``-th derivative of digamma (``n`` a constant nonnegative integer); its
+    derivative is ``polygamma(n + 1, x)``. Poles at 0, -1, -2, ... are refused.
+
+    >>> import numpy as np, asd
+    >>> from asd.library.special import polygamma
+    >>> round(float(asd.subgrad(lambda x: polygamma(1, x))(1.0)), 12)  # -2 zeta(3)
+    -2.404113806319
+    """
+    if is_traced(n):
+        raise UnsupportedError("polygamma(n, x) with a traced order n: the order is an "
+                               "integer, so pass it as a constant")
+    orders = np.unique(np.asarray(n))
+    if orders.size != 1 or orders[0] != int(orders[0]) or orders[0] < 0:
+        raise UnsupportedError(f"polygamma(n, x) with n = {n!r}: asd takes one constant "
+                               "nonnegative integer order per call")
+    return polygamma_p(x, n=int(orders[0]))
+
+
+# ----- two-argument functions: partials(a, b, ans) -> (d/da, d/db) -----
+
+def _zero_where_constant(d, dx, ans):
+    """The partial of an input that does not move is never used: zeros (no NaN leaks)."""
+    return np.zeros(np.shape(ans)) if getattr(dx, "is_zero", False) else d
+
+
+def _defbinary(name: str, impl, partials, domain: str, check=None) -> Primitive:
+    prim = Primitive(name, impl)
+
+    def rule(xs, dxs):
+        a, b = (np.asarray(x) for x in xs)
+        if check is not None:
+            check(name, a, b, dxs)
+        ans = np.asarray(impl(a, b))
+        with np.errstate(all="ignore"):
+            da, db = partials(a, b, ans)
+        da = _zero_where_constant(da, dxs[0], ans)
+        db = _zero_where_constant(db, dxs[1], ans)
+        _finite(name, ans, (da, db), (a, b), domain)
+        out = ans.shape
+        return ans, FanIn(Diagonal(_like(da, ans), a.shape, out),
+                          Diagonal(_like(db, ans), b.shape, out))
+
+    rule.__name__ = f"{name}_rule"
+    prim.defrule(rule)
+    return prim
+
+
+def _beta_check(name, a, b, dxs):
+    _poles(name, a, b)
+    s = np.asarray(a + b)
+    bad = (s <= 0) & (s == np.floor(s))
+    if name == "beta" and bad.any():
+        raise UnsupportedError(
+            f"beta(a, b) where a + b is a nonpositive integer ({int(bad.sum())} entries): the "
+            "value is 0 and its derivative a limit of 0 * infinity that asd does not evaluate. "
+            "Keep a + b away from 0, -1, -2, ...")
+
+
+def _beta_partials(a, b, ans):
+    psi_ab = sc.digamma(a + b)
+    return ans * (sc.digamma(a) - psi_ab), ans * (sc.digamma(b) - psi_ab)
+
+
+def _betaln_partials(a, b, ans):
+    psi_ab = sc.digamma(a + b)
+    return sc.digamma(a) - psi_ab, sc.digamma(b) - psi_ab
+
+
+beta_p = _defbinary("beta", sc.beta, _beta_partials, _GAMMA_DOMAIN, _beta_check)
+betaln_p = _defbinary("betaln", sc.betaln, _betaln_partials,
+                      "Keep a and b away from 0, -1, -2, ... (and a + b too).", _beta_check)
+
+
+def _xlog_check(shift: float, what: str):
+    """``x * log(shift + y)``: at ``x = 0``, ``shift + y = 0`` with ``x`` traced, refused."""
+    def check(name, x, y, dxs):
+        if getattr(dxs[0], "is_zero", False):
+            return  # x constant: x = 0 gives 0 for every y; x != 0 is checked by _finite
+        out = np.broadcast_shapes(x.shape, y.shape)
+        xb, yb = np.broadcast_to(x, out), np.broadcast_to(y, out)
+        bad = (xb == 0) & (shift + yb == 0)
+        if bad.any():
+            raise NotLipschitzError(
+                f"{name}(x, y) at x = 0, {what} ({int(bad.sum())} entries): x * log({what[:-4]}) "
+                "takes every value near that point (it is 0 there but -inf for x > 0), so it "
+                f"is not continuous. Keep {what[:-4]} > 0 where x moves, or make x a constant.")
+    return check
+
+
+def _xlogy_partials(x, y, ans):
+    return np.log(y), np.where(x == 0, 0.0, x / np.where(x == 0, 1.0, y))
+
+
+def _xlog1py_partials(x, y, ans):
+    return np.log1p(y), np.where(x == 0, 0.0, x / np.where(x == 0, 1.0, 1.0 + y))
+
+
+xlogy_p = _defbinary("xlogy", sc.xlogy, _xlogy_partials,
+                     "xlogy(x, y) = x log(y) needs y > 0 where x is traced or nonzero.",
+                     _xlog_check(0.0, "y = 0"))
+xlog1py_p = _defbinary("xlog1py", sc.xlog1py, _xlog1py_partials,
+                       "xlog1py(x, y) = x log(1 + y) needs y > -1 where x is traced or nonzero.",
+                       _xlog_check(1.0, "1 + y = 0"))
+
+
+# ----- integrals in their integration variable, the parameter a constant -----
+
+def _constant_parameter(name: str, what: str):
+    def check(fn, a, b, dxs):
+        if not getattr(dxs[0], "is_zero", False):
+            raise UnsupportedError(
+                f"{name} with a traced {what}: asd has no closed-form derivative in {what} "
+                f"(only in the integration variable). Pass {what} as a constant (a plain "
+                "array, or asd.stop_gradient of it).")
+    return check
+
+
+def _defintegral(name: str, impl, density, what: str, domain: str) -> Primitive:
+    """``impl(p, x)``, differentiable in ``x`` with derivative ``density(p, x)``."""
+    prim = Primitive(name, impl)
+    check = _constant_parameter(name, what)
+
+    def rule(xs, dxs):
+        p, x = (np.asarray(v) for v in xs)
+        check(name, p, x, dxs)
+        ans = np.asarray(impl(p, x))
+        with np.errstate(all="ignore"):
+            d = density(p, x)
+        _finite(name, ans, (d,), (p, x), domain)
+        out = ans.shape
+        return ans, FanIn(Zero(p.shape, out), Diagonal(_like(d, ans), x.shape, out))
+
+    rule.__name__ = f"{name}_rule"
+    prim.defrule(rule)
+    return prim
+
+
+def _gamma_density(a, x):
+    return np.exp(sc.xlogy(a - 1.0, x) - x - sc.gammaln(a))
+
+
+def _t_density(df, t):
+    return np.exp(sc.gammaln(0.5 * (df + 1.0)) - sc.gammaln(0.5 * df)
+                  - 0.5 * np.log(df * np.pi) - 0.5 * (df + 1.0) * np.log1p(t * t / df))
+
+
+gammainc_p = _defintegral("gammainc", sc.gammainc, _gamma_density, "a",
+                          "gammainc(a, x) needs a > 0 and x >= 0 (x > 0 where a < 1).")
+gammaincc_p = _defintegral("gammaincc", sc.gammaincc, lambda a, x: -_gamma_density(a, x), "a",
+                           "gammaincc(a, x) needs a > 0 and x >= 0 (x > 0 where a < 1).")
+stdtr_p = _defintegral("stdtr", sc.stdtr, _t_density, "df", "stdtr(df, t) needs df > 0.")
+
+
+# ----- the public functions (numpy keywords accepted as scipy's ufuncs take them) -----
+
+def _no_options(name: str, kwargs: dict) -> None:
+    extra = [k for k, v in kwargs.items() if k != "out" or v is not None]
+    if extra:
+        raise UnsupportedError(f"scipy.special.{name} with {', '.join(extra)} on traced arrays")
+
+
+def _public(name: str, prim: Primitive, doc: str):
+    def fn(*args, **kwargs):
+        _no_options(name, kwargs)
+        return prim(*args)
+
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = doc
+    return fn
+
+
+gammaln = _public("gammaln", gammaln_p, "``log|gamma(x)|``; derivative digamma; poles refused.")
+gamma = _public("gamma", gamma_p, "``gamma(x)``; derivative ``gamma(x) digamma(x)``; poles "
+                "refused.")
+digamma = _public("digamma", digamma_p, "``digamma(x)``; derivative ``polygamma(1, x)``; poles "
+                  "refused.")
+psi = digamma
+erf = _public("erf", erf_p, "The error function; derivative ``2/sqrt(pi) exp(-x**2)``.")
+erfc = _public("erfc", erfc_p, "``1 - erf(x)``; derivative ``-2/sqrt(pi) exp(-x**2)``.")
+erfinv = _public("erfinv", erfinv_p, "The inverse of erf on (-1, 1); derivative "
+                 "``sqrt(pi)/2 exp(erfinv(x)**2)``.")
+erfcinv = _public("erfcinv", erfcinv_p, "The inverse of erfc on (0, 2); derivative "
+                  "``-sqrt(pi)/2 exp(erfcinv(x)**2)``.")
+logit = _public("logit", logit_p, "``log(x / (1 - x))`` on (0, 1); derivative "
+                "``1 / (x (1 - x))``.")
+ndtr = _public("ndtr", ndtr_p, "The standard normal cdf; derivative the normal density.")
+log_ndtr = _public("log_ndtr", log_ndtr_p, "``log(ndtr(x))``, accurate in both tails; "
+                   "derivative ``pdf(x) / ndtr(x)``, through erfcx in the left tail.")
+ndtri = _public("ndtri", ndtri_p, "The inverse of ndtr on (0, 1); derivative "
+                "``sqrt(2 pi) exp(ndtri(x)**2 / 2)``.")
+beta = _public("beta", beta_p, "``gamma(a) gamma(b) / gamma(a + b)``; poles refused.")
+betaln = _public("betaln", betaln_p, "``log|beta(a, b)|``; partials "
+                 "``digamma(a) - digamma(a + b)`` and the same in b.")
+xlogy = _public("xlogy", xlogy_p, "``x log(y)``, 0 where ``x = 0``; at ``x = y = 0`` with "
+                "``x`` traced refused (not continuous).")
+xlog1py = _public("xlog1py", xlog1py_p, "``x log(1 + y)``, 0 where ``x = 0``; at ``x = 0, "
+                  "y = -1`` with ``x`` traced refused.")
+gammainc = _public("gammainc", gammainc_p, "The regularized lower incomplete gamma function, "
+                   "differentiable in x (derivative the gamma density); a must be constant.")
+gammaincc = _public("gammaincc", gammaincc_p, "``1 - gammainc(a, x)``; a must be constant.")
+stdtr = _public("stdtr", stdtr_p, "The Student t cdf ``stdtr(df, t)``, differentiable in t "
+                "(derivative the t density); df must be constant.")
+
+
+def expit(x, **kwargs):
+    """The logistic function ``1 / (1 + exp(-x))``: the library's sigmoid."""
+    _no_options("expit", kwargs)
+    return smooth.sigmoid(x)
+
+
+def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """``scipy.special.logsumexp``: ``log(sum(b * exp(a), axis))``, stably, traced in ``a``
+    and ``b``.
+
+    It is shifted by the maximum of ``a``'s values, a constant, so the function (and hence its
+    derivative) is exactly that of the unshifted formula. Where the sum is negative it is NaN
+    (refused) unless ``return_sign=True``, which returns ``(log|sum|, sign)`` with the sign
+    a plain array; where the sum is 0 the log is -inf (refused).
+
+    >>> import numpy as np, asd
+    >>> from asd.library.special import logsumexp
+    >>> asd.subgrad(lambda b: logsumexp(np.zeros(2), b=b))(np.array([1.0, 3.0]))
+    array([0.25, 0.25])
+    """
+    if b is None and not return_sign:
+        return smooth.logsumexp(a, axis=axis, keepdims=bool(keepdims))
+    av = _value(a)
+    if b is not None:
+        shape = np.broadcast_shapes(np.shape(a), np.shape(b))
+        if np.shape(a) != shape:
+            a = smooth.broadcast_to(a, shape)
+            av = np.broadcast_to(av, shape)
+    if isinstance(axis, list):
+        axis = tuple(axis)
+    m = np.max(av, axis=axis, keepdims=True) if av.size else np.zeros((1,) * av.ndim)
+    m = np.where(np.isfinite(m), m, 0.0)
+    terms = smooth.exp(smooth.subtract(a, m))
+    if b is not None:
+        terms = smooth.multiply(terms, b)
+    s = smooth.sum(terms, axis=axis, keepdims=True)
+    sign = np.sign(_value(s))
+    if return_sign:
+        s = smooth.multiply(s, np.where(sign == 0, 1.0, sign))
+    out = smooth.add(smooth.log(s), m)
+    if not keepdims:
+        axes = tuple(range(np.ndim(av))) if axis is None else (
+            (axis,) if np.ndim(axis) == 0 else tuple(axis))
+        axes = tuple(ax % np.ndim(av) for ax in axes)
+        keep = tuple(n for i, n in enumerate(np.shape(out)) if i not in axes)
+        out = smooth.reshape(out, keep)
+        sign = sign.reshape(keep)
+    return (out, sign) if return_sign else out
+
+
+def softmax(x, axis=None):
+    """``scipy.special.softmax``: over all entries by default (scipy's ``axis=None``)."""
+    return smooth.softmax(x, axis=axis)
+
+
+def log_softmax(x, axis=None):
+    """``scipy.special.log_softmax``: over all entries by default (scipy's ``axis=None``)."""
+    return smooth.log_softmax(x, axis=axis)
+
+
+# ----- numpy dispatch of the scipy.special ufuncs -----
+
+for _ufunc, _fn in [
+    (sc.gammaln, gammaln), (sc.gamma, gamma), (sc.digamma, digamma), (sc.psi, digamma),
+    (sc.erf, erf), (sc.erfc, erfc), (sc.erfinv, erfinv), (sc.erfcinv, erfcinv),
+    (sc.expit, expit), (sc.logit, logit), (sc.ndtr, ndtr), (sc.log_ndtr, log_ndtr),
+    (sc.ndtri, ndtri), (sc.beta, beta), (sc.betaln, betaln), (sc.xlogy, xlogy),
+    (sc.xlog1py, xlog1py), (sc.gammainc, gammainc), (sc.gammaincc, gammaincc),
+    (sc.stdtr, stdtr),
+]:
+    register_numpy(_ufunc, _fn)
+
+__all__ = ["beta", "betaln", "digamma", "erf", "erfc", "erfcinv", "erfinv", "expit", "gamma",
+           "gammainc", "gammaincc", "gammaln", "log_ndtr", "log_softmax", "logit", "logsumexp",
+           "ndtr", "ndtri", "polygamma", "psi", "softmax", "stdtr", "xlog1py", "xlogy"]
