@@ -26,7 +26,10 @@ from asd.extend import (
     Primitive,
     SeriesUnavailable,
     first_order_keys,
+    from_host,
+    index_array,
     input_series,
+    is_host,
     is_traced,
     namespace,
     register_accumulate,
@@ -561,12 +564,15 @@ def _pool_padding(spatial: tuple, window: tuple, stride: tuple, padding: tuple) 
 
 
 def _max_pool_impl(x, window, stride, padding):
+    if not is_host(x):  # gathered on the device; a clipped padding copy never changes a max
+        positions, _ = _pool_positions(tuple(x.shape[-len(window):]), window, stride, padding)
+        return namespace(x).max(index_array(x, (Ellipsis, *positions)), axis=-1)
     x = np.asarray(x)
     positions, _ = _pool_positions(x.shape[-len(window):], window, stride, padding)
     return x[(Ellipsis, *positions)].max(-1)
 
 
-max_pool_p = Primitive("max_pool", _max_pool_impl)
+max_pool_p = Primitive("max_pool", _max_pool_impl, array_api=True)
 
 
 class PoolRay:
@@ -586,7 +592,7 @@ class PoolRay:
     def tangent(self, need: np.ndarray) -> np.ndarray:
         mask = self._mask(need)
         t = np.zeros(self.x.shape, dtype=float)
-        t[mask] = self.dx(mask)
+        t[mask] = to_host(self.dx(mask))  # the tied entries only, from any library
         return t[(Ellipsis, *self.positions)]
 
     def keys(self, need: np.ndarray) -> np.ndarray | None:
@@ -601,24 +607,51 @@ class PoolRay:
         return s[(Ellipsis, *self.positions)]
 
 
+def _max_pool_select_xp(x, dx, positions, pad, xp):
+    """Per window of another library's ``x``, the selected offset (host ints), and the
+    maximum: the windows are gathered and maximized on the device; only when some window's
+    maximum is tied do ``x`` and its windows come to the host, decided there as on numpy."""
+    vals = index_array(x, (Ellipsis, *positions))
+    if pad is not None:
+        vals = xp.where(from_host(pad, vals), -xp.inf, vals)
+    ans = xp.max(vals, axis=-1)
+    sel = _first_max_xp(vals, xp)
+    if sel is None:
+        host = to_host(x)
+        sel = lex_argmax(to_host(vals), PoolRay(host, dx, positions))
+    return sel[..., None], ans
+
+
 @max_pool_p.defrule
 def max_pool_rule(xs, dxs, window, stride, padding):
+    """On another library's arrays the windows are searched on the device
+    (`_max_pool_select_xp`); the index map gathers tangents there."""
     (x,) = xs
-    x = np.asarray(x)
     d = len(window)
+    if not is_host(x):
+        positions, out = _pool_positions(tuple(x.shape[-d:]), window, stride, padding)
+        pad = _pool_padding(tuple(x.shape[-d:]), window, stride, padding) if any(
+            padding) else None
+        sel, ans = _max_pool_select_xp(x, dxs[0], positions, pad, namespace(x))
+        shape = tuple(x.shape[:-d]) + out
+        return ans, Index(_pool_index(shape, d, positions, sel), tuple(x.shape), shape)
+    x = np.asarray(x)
     positions, out = _pool_positions(x.shape[-d:], window, stride, padding)
     vals = x[(Ellipsis, *positions)]
     if any(padding):
         vals = np.where(_pool_padding(x.shape[-d:], window, stride, padding), -np.inf, vals)
     sel = lex_argmax(vals, PoolRay(x, dxs[0], positions))[..., None]
-    lead = x.shape[:-d]
-    grids = np.indices(lead, sparse=True) if lead else ()
-    shape = lead + out
-    index = tuple(np.broadcast_to(g.reshape(g.shape + (1,) * d), shape) for g in grids)
-    index += tuple(np.take_along_axis(np.broadcast_to(p, shape + p.shape[-1:]), sel, -1)[..., 0]
-                   for p in positions)
     ans = np.take_along_axis(vals, sel, -1)[..., 0]
-    return ans, Index(index, x.shape, ans.shape)
+    return ans, Index(_pool_index(x.shape[:-d] + out, d, positions, sel), x.shape, ans.shape)
+
+
+def _pool_index(shape: tuple, d: int, positions: list, sel: np.ndarray) -> tuple:
+    """The index into ``x`` of the selected entry of each window (``sel``: ``shape + (1,)``)."""
+    lead = shape[:len(shape) - d]
+    grids = np.indices(lead, sparse=True) if lead else ()
+    index = tuple(np.broadcast_to(g.reshape(g.shape + (1,) * d), shape) for g in grids)
+    return index + tuple(np.take_along_axis(np.broadcast_to(p, shape + p.shape[-1:]), sel,
+                                            -1)[..., 0] for p in positions)
 
 
 def _tuple(v, d: int, what: str) -> tuple[int, ...]:
