@@ -8,6 +8,12 @@ the flipped kernel). Both are vectorized with sliding windows and one ``einsum``
 Python loop is over spatial axes. Average pooling is a depthwise convolution with a constant
 kernel, so it shares that code.
 
+On torch and JAX arrays the convolution and its two adjoints are per-library kernels
+(``conv``, ``conv_pull_x``, ``conv_pull_w`` in `asd.extend.kernel`'s table): a tangent batch
+axis is folded into the samples (input) or into the groups (weight), so each push or pull is
+one library call. elu, the losses and batch norm are written against the array API; numpy
+values keep the code below unchanged.
+
 ``elu`` has a single kink at 0 where its pieces have slopes 1 (right) and ``alpha`` (left);
 the rule takes the piece the direction enters. The losses are smooth and their rules return
 one structured map (a weighted sum) rather than a graph of small steps.
