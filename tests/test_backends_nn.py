@@ -418,3 +418,21 @@ def test_a_library_without_a_conv_kernel_refuses_instead_of_copying(monkeypatch)
             jnp.ones((1, 1, 4)))
     with pytest.raises(asd.UnsupportedError, match="conv_pull_x has no cupy implementation"):
         backend.kernel("conv_pull_x", type("cp", (), {"__name__": "cupy"})())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+def test_the_cnn_on_a_gpu_stays_there_and_matches_the_cpu():
+    rng = np.random.default_rng(5)
+    shapes = [(2, 3, 6, 6), (4, 3, 3, 3), (4,), (6, 2, 2), (6,), (6,), (6,), (18, 5)]
+    params = [torch.tensor(rng.standard_normal(s)) for s in shapes]
+    consts = [torch.tensor(rng.standard_normal(6)), torch.tensor(rng.uniform(0.5, 2.0, 6)),
+              torch.tensor([1, 4])]
+
+    def run(device):
+        cs = [c.to(device) for c in consts]
+        return asd.subgrad(lambda *ps: cnn_asd(*ps, *cs), tuple(range(len(params))), seed=0)(
+            *[p.to(device) for p in params])
+
+    for g, c in zip(run("cuda"), run("cpu"), strict=True):
+        assert g.device.type == "cuda" and g.dtype == torch.float64
+        np.testing.assert_allclose(host(g), host(c), atol=1e-10)
