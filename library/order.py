@@ -607,19 +607,49 @@ class PoolRay:
         return s[(Ellipsis, *self.positions)]
 
 
+class _RowsRay:
+    """A `Ray` over some rows (flat window indices) of the windows ``(..., out..., K)``: the
+    asks of `lex_argmax` on those rows, answered by the ray over all windows."""
+
+    def __init__(self, ray, rows: np.ndarray, shape: tuple):
+        self.ray, self.rows, self.shape = ray, rows, shape
+        self.k = shape[-1]
+
+    def _full(self, need: np.ndarray) -> np.ndarray:
+        full = np.zeros((int(np.prod(self.shape[:-1], dtype=int)), self.k), bool)
+        full[self.rows] = need.reshape(-1, self.k)
+        return full.reshape(self.shape)
+
+    def tangent(self, need):
+        return self.ray.tangent(self._full(need)).reshape(-1, self.k)[self.rows]
+
+    def keys(self, need):
+        keys = self.ray.keys(self._full(need))
+        return None if keys is None else keys.reshape(len(keys), -1, self.k)[:, self.rows]
+
+    def series(self, need):
+        series = self.ray.series(self._full(need))
+        return None if series is None else series.reshape(-1, self.k)[self.rows]
+
+
 def _max_pool_select_xp(x, dx, positions, pad, xp):
     """Per window of another library's ``x``, the selected offset (host ints), and the
-    maximum: the windows are gathered and maximized on the device; only when some window's
-    maximum is tied do ``x`` and its windows come to the host, decided there as on numpy."""
+    maximum: the windows are gathered, maximized and searched on the device; the windows
+    whose maximum is tied (and only they) come to the host, decided there as on numpy (their
+    tangents and series read through the ray at the tied entries only)."""
     vals = index_array(x, (Ellipsis, *positions))
     if pad is not None:
         vals = xp.where(from_host(pad, vals), -xp.inf, vals)
     ans = xp.max(vals, axis=-1)
-    sel = _first_max_xp(vals, xp)
-    if sel is None:
-        host = to_host(x)
-        sel = lex_argmax(to_host(vals), PoolRay(host, dx, positions))
-    return sel[..., None], ans
+    shape = tuple(vals.shape)
+    rows = xp.reshape(vals, (-1, shape[-1]))
+    tied = rows == xp.max(rows, axis=-1, keepdims=True)
+    sel = np.array(to_host(xp.argmax(xp.astype(tied, xp.int8), axis=-1)))
+    multi = np.flatnonzero(to_host(xp.sum(xp.astype(tied, xp.int32), axis=-1) > 1))
+    if multi.size:
+        sub = to_host(rows[from_host(multi, rows), ...])
+        sel[multi] = lex_argmax(sub, _RowsRay(PoolRay(x, dx, positions), multi, shape))
+    return sel.reshape(shape[:-1])[..., None], ans
 
 
 @max_pool_p.defrule

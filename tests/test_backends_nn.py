@@ -178,7 +178,7 @@ def test_conv_kernels_agree_with_numpy_directly():
 
 
 def test_torch_sweeps_never_run_the_numpy_convolution(monkeypatch):
-    import library.nn as nn
+    import asd.library.nn as nn
 
     def refuse(*args, **kwargs):
         raise AssertionError("numpy convolution code ran on a torch sweep")
@@ -299,6 +299,26 @@ def test_max_pool_exact_ties_match_numpy_and_the_diagnostics(lib):
     same_kind(got[1], conv(x))
     np.testing.assert_allclose(host(got[1]), ref[1], atol=tol(dtype))
     assert [str(d) for d in got[2].decisions] == [str(d) for d in ref[2].decisions]
+
+
+def test_max_pool_copies_only_the_tied_windows_to_the_host(monkeypatch):
+    import asd.library.order as order
+
+    copied = []
+
+    def recording(a):
+        copied.append(tuple(np.shape(a)))
+        return backend.to_host(a)
+
+    monkeypatch.setattr(order, "to_host", recording)
+    x = RNG.standard_normal((1, 2, 32))
+    x[0, 1, 5] = x[0, 1, 6] = 10.0  # one tied window (of 16)
+    f = pool_program(4, None, 0, 1)
+    got = asd.subgrad(f, direction=torch.tensor(coordinate(x.shape, 6)))(torch.tensor(x))
+    ref = asd.subgrad(f, direction=coordinate(x.shape, 6))(x)
+    np.testing.assert_array_equal(host(got), ref)
+    assert (1, 4) in copied  # the tied window's values
+    assert max(int(np.prod(c)) for c in copied) <= 16  # one int or bool per window at most
 
 
 # ----- elu and the losses -----
