@@ -8,6 +8,12 @@ the flipped kernel). Both are vectorized with sliding windows and one ``einsum``
 Python loop is over spatial axes. Average pooling is a depthwise convolution with a constant
 kernel, so it shares that code.
 
+On torch and JAX arrays the convolution and its two adjoints are per-library kernels
+(``conv``, ``conv_pull_x``, ``conv_pull_w`` in `asd.extend.kernel`'s table): a tangent batch
+axis is folded into the samples (input) or into the groups (weight), so each push or pull is
+one library call. elu, the losses and batch norm are written against the array API; numpy
+values keep the code below unchanged.
+
 ``elu`` has a single kink at 0 where its pieces have slopes 1 (right) and ``alpha`` (left);
 the rule takes the piece the direction enters. The losses are smooth and their rules return
 one structured map (a weighted sum) rather than a graph of small steps.
@@ -21,7 +27,22 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from asd.errors import ShapeError, UnsupportedError
-from asd.extend import Closure, Diagonal, FanIn, Primitive, is_traced, tie_sign
+from asd.extend import (
+    Closure,
+    Diagonal,
+    FanIn,
+    Primitive,
+    from_host,
+    is_foreign,
+    is_host,
+    is_traced,
+    kernel,
+    namespace,
+    register_kernel,
+    set_at,
+    tie_sign,
+    to_host,
+)
 
 # ----- convolution: correlation of windows, and its adjoint -----
 
@@ -119,15 +140,169 @@ def _transposed(ct, w, in_shape, padding, stride, dilation, groups: int,
     return dx.reshape(lead + tuple(in_shape)) if batched else dx
 
 
+# ----- the convolution kernels (`asd.extend.kernel`): one entry per array library -----
+# conv(x, w, ...) -> (N, O, out...) of an unpadded x (N, C, L...) padded by ((lo, hi), ...);
+# conv_pull_x(ct, w, in_shape, ...) and conv_pull_w(x, ct, w, ...) are its adjoints in x and
+# in w. None takes a tangent batch axis: the rule folds it (into N, or into the groups).
+
+
+def _np_conv(x, w, stride, padding, dilation, groups):
+    return _correlate(_pad(x, padding), w, stride, dilation, groups)
+
+
+def _np_conv_pull_x(ct, w, in_shape, stride, padding, dilation, groups):
+    return _transposed(ct, w, in_shape, padding, stride, dilation, groups, False)
+
+
+def _np_conv_pull_w(x, ct, w, stride, padding, dilation, groups):
+    return _weight_grad(_pad(x, padding), ct, w.shape[2:], stride, dilation, groups, False)
+
+
+def _torch_pad(x, padding):
+    import torch
+
+    flat = [p for lo_hi in reversed(padding) for p in lo_hi]
+    return torch.nn.functional.pad(x, flat) if any(flat) else x
+
+
+def _torch_conv(x, w, stride, padding, dilation, groups):
+    import torch
+
+    nd = len(stride)
+    return torch.convolution(_torch_pad(x, padding), w.to(x.dtype), None, list(stride),
+                             [0] * nd, list(dilation), False, [0] * nd, groups)
+
+
+def _torch_conv_pull_x(ct, w, in_shape, stride, padding, dilation, groups):
+    """A transposed convolution onto the padded input, cropped to the input."""
+    import torch
+
+    nd = len(stride)
+    spatial = tuple(in_shape[-nd:])
+    kernel_ = tuple(w.shape[2:])
+    extra = [n + lo + hi - ((o - 1) * s + d * (k - 1) + 1)   # rows no window reached
+             for n, (lo, hi), o, s, d, k in zip(spatial, padding, ct.shape[2:], stride,
+                                                 dilation, kernel_)]
+    up = torch.convolution(ct, w.to(ct.dtype), None, list(stride), [0] * nd, list(dilation),
+                           True, extra, groups)
+    crop = (Ellipsis,) + tuple(slice(lo, lo + n) for (lo, _), n in zip(padding, spatial))
+    return up[crop]
+
+
+def _torch_conv_pull_w(x, ct, w, stride, padding, dilation, groups):
+    import torch
+
+    nd = len(stride)
+    _, grad_w, _ = torch.ops.aten.convolution_backward(
+        ct, _torch_pad(x, padding).to(ct.dtype), w.to(ct.dtype), None, list(stride),
+        [0] * nd, list(dilation), False, [0] * nd, groups, [False, True, False])
+    return grad_w
+
+
+def _jax_conv(x, w, stride, padding, dilation, groups):
+    from jax import lax
+
+    return lax.conv_general_dilated(x, w.astype(x.dtype), tuple(stride),
+                                    [tuple(p) for p in padding], rhs_dilation=tuple(dilation),
+                                    feature_group_count=groups,
+                                    precision=lax.Precision.HIGHEST)
+
+
+def _jax_conv_pull_x(ct, w, in_shape, stride, padding, dilation, groups):
+    import jax
+    import jax.numpy as jnp
+
+    _, vjp = jax.vjp(lambda x: _jax_conv(x, w.astype(ct.dtype), stride, padding, dilation,
+                                         groups), jnp.zeros(tuple(in_shape), ct.dtype))
+    return vjp(ct)[0]
+
+
+def _jax_conv_pull_w(x, ct, w, stride, padding, dilation, groups):
+    import jax
+
+    _, vjp = jax.vjp(lambda v: _jax_conv(x.astype(ct.dtype), v, stride, padding, dilation,
+                                         groups), w.astype(ct.dtype))
+    return vjp(ct)[0]
+
+
+for _lib, _fns in (("numpy", (_np_conv, _np_conv_pull_x, _np_conv_pull_w)),
+                   ("torch", (_torch_conv, _torch_conv_pull_x, _torch_conv_pull_w)),
+                   ("jax", (_jax_conv, _jax_conv_pull_x, _jax_conv_pull_w))):
+    for _name, _fn in zip(("conv", "conv_pull_x", "conv_pull_w"), _fns, strict=True):
+        register_kernel(_name, _lib, _fn)
+
+
+def _conv_maps_xp(x, w, xp, stride, padding, dilation, groups, *, weight: bool = True):
+    """``(ans, map in x, map in w)`` of the convolution on another library's arrays, through
+    its kernels; a tangent batch axis is folded into the samples (x) or the groups (w)."""
+    conv_k = kernel("conv", xp)
+    pull_x_k, pull_w_k = kernel("conv_pull_x", xp), kernel("conv_pull_w", xp)
+    args = (stride, padding, dilation, groups)
+    ans = conv_k(x, w, *args)
+    x_shape, w_shape, out = tuple(x.shape), tuple(w.shape), tuple(ans.shape)
+
+    def push_x(t):
+        if t.ndim == len(x_shape) + 1:
+            b = t.shape[0]
+            y = conv_k(xp.reshape(t, (-1,) + x_shape[1:]), w, *args)
+            return xp.reshape(y, (b,) + out)
+        return conv_k(t, w, *args)
+
+    def pull_x(ct):
+        if ct.ndim == len(out) + 1:
+            b = ct.shape[0]
+            r = pull_x_k(xp.reshape(ct, (-1,) + out[1:]), w, (b * x_shape[0],) + x_shape[1:],
+                         *args)
+            return xp.reshape(r, (b,) + x_shape)
+        return pull_x_k(ct, w, x_shape, *args)
+
+    def push_w(t):
+        if t.ndim == len(w_shape) + 1:  # (z, O, C/G, K...) as z more output channels per group
+            z, o, nd = t.shape[0], w_shape[0], len(stride)
+            g = groups
+            tw = xp.reshape(t, (z, g, o // g) + w_shape[1:])
+            tw = xp.permute_dims(tw, (1, 0) + tuple(range(2, tw.ndim)))
+            y = conv_k(x, xp.reshape(tw, (g * z * (o // g),) + w_shape[1:]), *args)
+            y = xp.reshape(y, (out[0], g, z, o // g) + out[2:])
+            y = xp.permute_dims(y, (2, 0, 1) + tuple(range(3, 4 + nd)))
+            return xp.reshape(y, (z,) + out)
+        return conv_k(x, t, *args)
+
+    def pull_w(ct):
+        if ct.ndim == len(out) + 1:
+            return xp.stack([pull_w_k(x, ct[i, ...], w, *args) for i in range(ct.shape[0])])
+        return pull_w_k(x, ct, w, *args)
+
+    return (ans, Closure(push_x, pull_x, x_shape, out),
+            Closure(push_w, pull_w, w_shape, out) if weight else None)
+
+
 def _conv_impl(x, w, stride, padding, dilation, groups):
-    return _correlate(_pad(np.asarray(x), padding), np.asarray(w), stride, dilation, groups)
+    if is_host(x) and is_host(w):
+        return _correlate(_pad(np.asarray(x), padding), np.asarray(w), stride, dilation, groups)
+    return kernel("conv", namespace(x, w))(x, w, stride, padding, dilation, groups)
 
 
-conv_p = Primitive("conv", _conv_impl)
+conv_p = Primitive("conv", _conv_impl, array_api=True)
+
+
+def _same_library(x, w):
+    """``(x, w, xp)``: both operands in one library (a numpy operand moves to the other's)."""
+    xp = namespace(x, w)
+    if is_host(x):
+        x = from_host(np.asarray(x), w, "like")
+    if is_host(w):
+        w = from_host(np.asarray(w), x, "like")
+    return x, w, xp
 
 
 @conv_p.defrule
 def conv_rule(xs, dxs, stride, padding, dilation, groups):
+    """On other libraries' arrays the maps run the library's own convolution kernels."""
+    if not (is_host(xs[0]) and is_host(xs[1])):
+        ans, map_x, map_w = _conv_maps_xp(*_same_library(*xs), stride, padding, dilation,
+                                          groups)
+        return ans, FanIn(map_x, map_w)
     x, w = np.asarray(xs[0]), np.asarray(xs[1])
     xp = _pad(x, padding)
     ans = _correlate(xp, w, stride, dilation, groups)
@@ -193,7 +368,11 @@ def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
 
 
 def _channel(v, nd: int):
-    return v.reshape((-1,) + (1,) * nd) if is_traced(v) else np.reshape(v, (-1,) + (1,) * nd)
+    if is_traced(v):
+        return v.reshape((-1,) + (1,) * nd)
+    if is_host(v):
+        return np.reshape(v, (-1,) + (1,) * nd)
+    return namespace(v).reshape(v, (-1,) + (1,) * nd)
 
 
 def conv1d(x, w, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
@@ -208,19 +387,32 @@ def conv2d(x, w, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
 
 # ----- average pooling: a depthwise convolution with a constant kernel -----
 
+def _avg_weight_xp(x, kernel, divisor):
+    """The depthwise kernel of average pooling in ``x``'s library, dtype and device."""
+    return from_host(np.full((x.shape[1], 1) + kernel, 1.0 / divisor), x, "like")
+
+
 def _avg_impl(x, kernel, stride, padding, divisor):
     nd = len(kernel)
     c = np.shape(x)[1]
+    if not is_host(x):
+        return _conv_impl(x, _avg_weight_xp(x, kernel, divisor), stride, padding, (1,) * nd, c)
     w = np.ones((c, 1) + kernel, np.result_type(x, np.float32))
     return _correlate(_pad(np.asarray(x), padding), w, stride, (1,) * nd, c) / divisor
 
 
-avg_pool_p = Primitive("avg_pool", _avg_impl)
+avg_pool_p = Primitive("avg_pool", _avg_impl, array_api=True)
 
 
 @avg_pool_p.defrule
 def avg_pool_rule(xs, dxs, kernel, stride, padding, divisor):
+    """Another library's arrays: the convolution's maps with the constant depthwise kernel."""
     (x,) = xs
+    if not is_host(x):
+        ans, map_x, _ = _conv_maps_xp(x, _avg_weight_xp(x, kernel, divisor), namespace(x),
+                                      stride, padding, (1,) * len(kernel), x.shape[1],
+                                      weight=False)
+        return ans, map_x
     x = np.asarray(x)
     nd = len(kernel)
     c = x.shape[1]
@@ -292,8 +484,12 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, eps: float 
     if is_traced(running_mean) or is_traced(running_var):
         raise UnsupportedError("batch_norm with traced running statistics; in eval mode they "
                                "are constants (pass them as numpy arrays)")
-    scale = 1.0 / np.sqrt(np.asarray(running_var) + eps)
-    y = (x - _channel(np.asarray(running_mean), nd)) * _channel(scale, nd)
+    if is_foreign(running_mean) or is_foreign(running_var):
+        xp = namespace(running_mean, running_var)
+        mean, scale = running_mean, 1.0 / xp.sqrt(running_var + eps)
+    else:
+        mean, scale = np.asarray(running_mean), 1.0 / np.sqrt(np.asarray(running_var) + eps)
+    y = (x - _channel(mean, nd)) * _channel(scale, nd)
     if weight is not None:
         y = y * _channel(weight, nd)
     if bias is not None:
@@ -304,16 +500,33 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, eps: float 
 # ----- elu: kink at 0 with slopes alpha (left) and 1 (right) -----
 
 def _elu_impl(x, alpha):
+    if not is_host(x):
+        xp = namespace(x)
+        return xp.where(x > 0, x, alpha * xp.expm1(xp.minimum(x, xp.zeros_like(x))))
     x = np.asarray(x)
     return np.where(x > 0, x, alpha * np.expm1(np.minimum(x, 0)))
 
 
-elu_p = Primitive("elu", _elu_impl)
+elu_p = Primitive("elu", _elu_impl, array_api=True)
+
+
+def _elu_rule_xp(x, dx, alpha, xp):
+    if not xp.isdtype(x.dtype, "real floating"):
+        x = xp.astype(x, xp.asarray(0.0).dtype)  # the library's default float
+    neg = alpha * xp.exp(xp.minimum(x, xp.zeros_like(x)))
+    ans = xp.where(x > 0, x, neg - alpha)
+    right = x > 0
+    tie = x == 0
+    if bool(xp.any(tie)):
+        right = set_at(xp.asarray(right, copy=True), tie, tie_sign(x, dx, 0.0, None, tie) >= 0)
+    return ans, Diagonal(xp.where(right, xp.ones_like(neg), neg), tuple(x.shape))
 
 
 @elu_p.defrule
 def elu_rule(xs, dxs, alpha):
     (x,) = xs
+    if not is_host(x):
+        return _elu_rule_xp(x, dxs[0], alpha, namespace(x))
     x = np.asarray(x)
     neg = alpha * np.exp(np.minimum(x, 0))
     ans = np.where(x > 0, x, neg - alpha).astype(np.result_type(x, np.float32), copy=False)
@@ -360,17 +573,64 @@ def _ce_parts(z, target):
     return losses, grad if two_d else grad[0]
 
 
+def _ce_parts_xp(z, target, xp):
+    """`_ce_parts` in another library (integer targets compared with the class indices)."""
+    two_d = z.ndim >= 2
+    zz = z if two_d else z[None, ...]
+    m = xp.max(zz, axis=1, keepdims=True)
+    lse = m + xp.log(xp.sum(xp.exp(zz - m), axis=1, keepdims=True))
+    if is_host(target):
+        target = from_host(np.asarray(target), zz)
+    if xp.isdtype(target.dtype, "integral"):
+        tt = xp.expand_dims(target if two_d else target[None, ...], axis=1)
+        classes = from_host(np.arange(zz.shape[1]).reshape((1, -1) + (1,) * (zz.ndim - 2)),
+                            tt, tt.dtype)
+        onehot = xp.astype(tt == classes, zz.dtype)
+    else:
+        onehot = xp.astype(target if two_d else target[None, ...], zz.dtype)
+    losses = xp.sum(onehot * (lse - zz), axis=1)
+    grad = xp.exp(zz - lse) * xp.sum(onehot, axis=1, keepdims=True) - onehot
+    return losses, grad if two_d else grad[0, ...]
+
+
 def _ce_impl(z, target, reduction):
-    losses, _ = _ce_parts(z, target)
+    if not is_host(z):
+        xp = namespace(z)
+        losses, _ = _ce_parts_xp(z, target, xp)
+        return xp.mean(losses) if reduction == "mean" else xp.sum(losses)
+    losses, _ = _ce_parts(z, to_host(target))
     return np.mean(losses) if reduction == "mean" else np.sum(losses)
 
 
-cross_entropy_p = Primitive("cross_entropy", _ce_impl)
+cross_entropy_p = Primitive("cross_entropy", _ce_impl, array_api=True)
+
+
+def _ce_rule_xp(z, target, reduction, xp):
+    losses, grad = _ce_parts_xp(z, target, xp)
+    n = 1
+    for k in losses.shape:
+        n *= k
+    ans = xp.mean(losses) if reduction == "mean" else xp.sum(losses)
+    if reduction == "mean":
+        grad = grad / n
+    axes = tuple(range(-z.ndim, 0))
+    shape = tuple(z.shape)
+
+    def push(t):
+        return xp.sum(t * grad, axis=axes)
+
+    def pull(ct):
+        return xp.reshape(ct, tuple(ct.shape) + (1,) * len(shape)) * grad
+
+    return ans, FanIn(Closure(push, pull, shape, ()), None)
 
 
 @cross_entropy_p.defrule
 def cross_entropy_rule(xs, dxs, reduction):
+    """Another library's logits: computed there; the targets stay constants of that library."""
     z, target = xs
+    if not is_host(z):
+        return _ce_rule_xp(z, target, reduction, namespace(z))
     z = np.asarray(z)
     losses, grad = _ce_parts(z, target)
     ans = np.mean(losses) if reduction == "mean" else np.sum(losses)
@@ -403,7 +663,8 @@ def cross_entropy(logits, target, reduction: str = "mean"):
         raise UnsupportedError(f"cross_entropy with reduction={reduction!r} (mean or sum)")
     if is_traced(target):
         raise UnsupportedError("cross_entropy with traced targets: targets must be constants")
-    return cross_entropy_p(logits, np.asarray(target), reduction=reduction)
+    return cross_entropy_p(logits, target if is_foreign(target) else np.asarray(target),
+                           reduction=reduction)
 
 
 def mse_loss(prediction, target, reduction: str = "mean"):

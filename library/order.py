@@ -26,7 +26,10 @@ from asd.extend import (
     Primitive,
     SeriesUnavailable,
     first_order_keys,
+    from_host,
+    index_array,
     input_series,
+    is_host,
     is_traced,
     namespace,
     register_accumulate,
@@ -561,12 +564,15 @@ def _pool_padding(spatial: tuple, window: tuple, stride: tuple, padding: tuple) 
 
 
 def _max_pool_impl(x, window, stride, padding):
+    if not is_host(x):  # gathered on the device; a clipped padding copy never changes a max
+        positions, _ = _pool_positions(tuple(x.shape[-len(window):]), window, stride, padding)
+        return namespace(x).max(index_array(x, (Ellipsis, *positions)), axis=-1)
     x = np.asarray(x)
     positions, _ = _pool_positions(x.shape[-len(window):], window, stride, padding)
     return x[(Ellipsis, *positions)].max(-1)
 
 
-max_pool_p = Primitive("max_pool", _max_pool_impl)
+max_pool_p = Primitive("max_pool", _max_pool_impl, array_api=True)
 
 
 class PoolRay:
@@ -586,7 +592,7 @@ class PoolRay:
     def tangent(self, need: np.ndarray) -> np.ndarray:
         mask = self._mask(need)
         t = np.zeros(self.x.shape, dtype=float)
-        t[mask] = self.dx(mask)
+        t[mask] = to_host(self.dx(mask))  # the tied entries only, from any library
         return t[(Ellipsis, *self.positions)]
 
     def keys(self, need: np.ndarray) -> np.ndarray | None:
@@ -601,24 +607,81 @@ class PoolRay:
         return s[(Ellipsis, *self.positions)]
 
 
+class _RowsRay:
+    """A `Ray` over some rows (flat window indices) of the windows ``(..., out..., K)``: the
+    asks of `lex_argmax` on those rows, answered by the ray over all windows."""
+
+    def __init__(self, ray, rows: np.ndarray, shape: tuple):
+        self.ray, self.rows, self.shape = ray, rows, shape
+        self.k = shape[-1]
+
+    def _full(self, need: np.ndarray) -> np.ndarray:
+        full = np.zeros((int(np.prod(self.shape[:-1], dtype=int)), self.k), bool)
+        full[self.rows] = need.reshape(-1, self.k)
+        return full.reshape(self.shape)
+
+    def tangent(self, need):
+        return self.ray.tangent(self._full(need)).reshape(-1, self.k)[self.rows]
+
+    def keys(self, need):
+        keys = self.ray.keys(self._full(need))
+        return None if keys is None else keys.reshape(len(keys), -1, self.k)[:, self.rows]
+
+    def series(self, need):
+        series = self.ray.series(self._full(need))
+        return None if series is None else series.reshape(-1, self.k)[self.rows]
+
+
+def _max_pool_select_xp(x, dx, positions, pad, xp):
+    """Per window of another library's ``x``, the selected offset (host ints), and the
+    maximum: the windows are gathered, maximized and searched on the device; the windows
+    whose maximum is tied (and only they) come to the host, decided there as on numpy (their
+    tangents and series read through the ray at the tied entries only)."""
+    vals = index_array(x, (Ellipsis, *positions))
+    if pad is not None:
+        vals = xp.where(from_host(pad, vals), -xp.inf, vals)
+    ans = xp.max(vals, axis=-1)
+    shape = tuple(vals.shape)
+    rows = xp.reshape(vals, (-1, shape[-1]))
+    tied = rows == xp.max(rows, axis=-1, keepdims=True)
+    sel = np.array(to_host(xp.argmax(xp.astype(tied, xp.int8), axis=-1)))
+    multi = np.flatnonzero(to_host(xp.sum(xp.astype(tied, xp.int32), axis=-1) > 1))
+    if multi.size:
+        sub = to_host(rows[from_host(multi, rows), ...])
+        sel[multi] = lex_argmax(sub, _RowsRay(PoolRay(x, dx, positions), multi, shape))
+    return sel.reshape(shape[:-1])[..., None], ans
+
+
 @max_pool_p.defrule
 def max_pool_rule(xs, dxs, window, stride, padding):
+    """On another library's arrays the windows are searched on the device
+    (`_max_pool_select_xp`); the index map gathers tangents there."""
     (x,) = xs
-    x = np.asarray(x)
     d = len(window)
+    if not is_host(x):
+        positions, out = _pool_positions(tuple(x.shape[-d:]), window, stride, padding)
+        pad = _pool_padding(tuple(x.shape[-d:]), window, stride, padding) if any(
+            padding) else None
+        sel, ans = _max_pool_select_xp(x, dxs[0], positions, pad, namespace(x))
+        shape = tuple(x.shape[:-d]) + out
+        return ans, Index(_pool_index(shape, d, positions, sel), tuple(x.shape), shape)
+    x = np.asarray(x)
     positions, out = _pool_positions(x.shape[-d:], window, stride, padding)
     vals = x[(Ellipsis, *positions)]
     if any(padding):
         vals = np.where(_pool_padding(x.shape[-d:], window, stride, padding), -np.inf, vals)
     sel = lex_argmax(vals, PoolRay(x, dxs[0], positions))[..., None]
-    lead = x.shape[:-d]
-    grids = np.indices(lead, sparse=True) if lead else ()
-    shape = lead + out
-    index = tuple(np.broadcast_to(g.reshape(g.shape + (1,) * d), shape) for g in grids)
-    index += tuple(np.take_along_axis(np.broadcast_to(p, shape + p.shape[-1:]), sel, -1)[..., 0]
-                   for p in positions)
     ans = np.take_along_axis(vals, sel, -1)[..., 0]
-    return ans, Index(index, x.shape, ans.shape)
+    return ans, Index(_pool_index(x.shape[:-d] + out, d, positions, sel), x.shape, ans.shape)
+
+
+def _pool_index(shape: tuple, d: int, positions: list, sel: np.ndarray) -> tuple:
+    """The index into ``x`` of the selected entry of each window (``sel``: ``shape + (1,)``)."""
+    lead = shape[:len(shape) - d]
+    grids = np.indices(lead, sparse=True) if lead else ()
+    index = tuple(np.broadcast_to(g.reshape(g.shape + (1,) * d), shape) for g in grids)
+    return index + tuple(np.take_along_axis(np.broadcast_to(p, shape + p.shape[-1:]), sel,
+                                            -1)[..., 0] for p in positions)
 
 
 def _tuple(v, d: int, what: str) -> tuple[int, ...]:
