@@ -111,6 +111,10 @@ def _raw(x):
     return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
+def _traced(x) -> bool:
+    return isinstance(x, asd.core.primitive.Traced)
+
+
 def _on_torch(*xs) -> bool:
     """Whether a handler runs natively: one of ``xs`` is a torch tensor or a traced value
     holding one (the numpy path never sees torch tensors)."""
@@ -134,9 +138,9 @@ def _zeros(shape, like) -> np.ndarray:
 
 
 def _flip(x, axis: int):
-    index = [slice(None)] * np.ndim(x)
-    index[axis] = slice(None, None, -1)
-    return x[tuple(index)]
+    """``x`` reversed along ``axis`` by an index array (torch tensors refuse negative steps)."""
+    axis = axis % np.ndim(x)
+    return x[(slice(None),) * axis + (np.arange(np.shape(x)[axis] - 1, -1, -1),)]
 
 
 def _take(x, axis: int, stop: int):
@@ -279,8 +283,15 @@ def _log_softmax(x, dim, dtype_or_half=None):
 
 def _cross_entropy(z, target, weight=None, reduction=1, ignore_index=-100,
                    label_smoothing=0.0):
-    if weight is not None or label_smoothing:
-        raise UnsupportedError("aten.cross_entropy_loss with class weights or label smoothing")
+    if weight is not None:
+        raise UnsupportedError("aten.cross_entropy_loss with class weights")
+    if label_smoothing:
+        # (1 - e) CE + e * the mean over classes of -log_softmax: a smooth composition
+        smooth_part = -np.mean(_lib("log_softmax")(z, axis=1), axis=1)
+        smooth_part = {0: smooth_part, 1: np.mean(smooth_part), 2: np.sum(smooth_part)}[
+            int(reduction)]
+        return (1.0 - label_smoothing) * _cross_entropy(
+            z, target, None, reduction, ignore_index) + label_smoothing * smooth_part
     if _on_torch(z) and isinstance(target, torch.Tensor) and not target.is_floating_point() \
             and np.ndim(z) == 2 and reduction in (1, 2):
         # natively: -log_softmax(z)[i, t_i], a smooth composition of ported rules
@@ -311,16 +322,161 @@ def _mse(a, b, reduction=1):
     return {0: sq, 1: sq.mean(), 2: sq.sum()}[reduction]
 
 
+def _per_axis(v, nd: int) -> tuple[int, ...]:
+    return (int(v),) * nd if isinstance(v, int | np.integer) else tuple(int(a) for a in v) \
+        if len(v) == nd else (int(v[0]),) * nd
+
+
 def _conv(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
     if isinstance(padding, str):
-        raise UnsupportedError(f"convolution with padding={padding!r}; give numbers")
+        nd = np.ndim(w) - 2
+        if padding == "valid":
+            padding = 0
+        elif padding == "same":
+            if any(s != 1 for s in _per_axis(stride, nd)):
+                raise UnsupportedError("convolution with padding='same' and a stride")
+            # PyTorch's split: the odd entry of the total padding goes on the high side
+            total = [d * (k - 1) for d, k in zip(_per_axis(dilation, nd), np.shape(w)[2:],
+                                                 strict=True)]
+            padding = tuple((t // 2, t - t // 2) for t in total)
+        else:
+            raise UnsupportedError(f"convolution with padding={padding!r}")
     return asd.conv(x, w, b, stride, padding, dilation, groups)
+
+
+def _conv_transposed(x, w, b, stride, padding, dilation, output_padding, groups):
+    """A transposed convolution as the convolution it is: ``x`` spread on a grid of step
+    ``stride`` (zeros between, and ``d (k - 1) - padding`` around, plus ``output_padding``
+    at the end: one gather from the flat input and a zero), then convolved with the kernel
+    flipped and its channel axes swapped."""
+    if groups != 1:
+        raise UnsupportedError("aten.convolution with transposed=True and groups > 1")
+    nd = np.ndim(w) - 2
+    st, pd, dl, op = (_per_axis(v, nd) for v in (stride, padding, dilation, output_padding))
+    shape = np.shape(x)
+    spatial = shape[2:]
+    positions = np.arange(int(np.prod(shape))).reshape(shape)
+    size = positions.size
+    grid_shape = shape[:2] + tuple((n - 1) * s + 1 + 2 * (d * (k - 1) - p) + o for
+                                   n, s, d, k, p, o in zip(spatial, st, dl, np.shape(w)[2:],
+                                                           pd, op, strict=True))
+    if any(d * (k - 1) - p < 0 for d, k, p in zip(dl, np.shape(w)[2:], pd, strict=True)):
+        raise UnsupportedError("aten.convolution with transposed=True and padding larger "
+                               "than dilation * (kernel - 1)")
+    grid = np.full(grid_shape, size)
+    at = (slice(None), slice(None)) + tuple(
+        slice(d * (k - 1) - p, d * (k - 1) - p + (n - 1) * s + 1, s)
+        for n, s, d, k, p in zip(spatial, st, dl, np.shape(w)[2:], pd, strict=True))
+    grid[at] = positions
+    flat = np.concatenate([np.reshape(x, (-1,)), np.zeros(1, _raw(x).dtype)])
+    spread = flat[grid]
+    kernel = w
+    for axis in range(2, 2 + nd):
+        kernel = _flip(kernel, axis)
+    kernel = np.swapaxes(kernel, 0, 1)
+    return asd.conv(spread, kernel, b, 1, 0, dl, 1)
 
 
 def _convolution(x, w, b, stride, padding, dilation, transposed, output_padding, groups):
     if transposed:
-        raise UnsupportedError("aten.convolution with transposed=True (ConvTranspose)")
+        return _conv_transposed(x, w, b, stride, padding, dilation, output_padding, groups)
     return asd.conv(x, w, b, stride, padding, dilation, groups)
+
+
+def _averaging(n_in: int, n_out: int) -> np.ndarray:
+    """The ``(n_out, n_in)`` matrix of adaptive average pooling's windows along one axis:
+    ``[floor(i n_in / n_out), ceil((i + 1) n_in / n_out))``."""
+    a = np.zeros((n_out, n_in))
+    for i in range(n_out):   # one row per output position, not per entry
+        lo, hi = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+        a[i, lo:hi] = 1.0 / (hi - lo)
+    return a
+
+
+def _adaptive_avg_pool(x, output_size):
+    """Adaptive average pooling as ``A_h x A_w^T``: linear, with PyTorch's windows."""
+    out_h, out_w = (tuple(output_size) * 2)[:2] if len(output_size) == 1 else output_size
+    h, w = np.shape(x)[-2:]
+    ah, aw = _averaging(h, int(out_h)), _averaging(w, int(out_w))
+    return np.matmul(np.matmul(ah, x), aw.T)
+
+
+def _adaptive_max_pool(x, output_size):
+    h, w = np.shape(x)[-2:]
+    out_h, out_w = (int(output_size[0]),) * 2 if len(output_size) == 1 else map(
+        int, output_size)
+    if h % out_h or w % out_w:
+        raise UnsupportedError("adaptive_max_pool2d with windows of different sizes (input "
+                               f"{h}x{w} to {out_h}x{out_w}); resize to a multiple first")
+    kernel = (h // out_h, w // out_w)
+    return [_lib("max_pool2d")(x, kernel, stride=kernel), NotComputed(
+        "the indices of adaptive_max_pool2d")]
+
+
+def _source_index(n_in: int, n_out: int, align_corners: bool, scale) -> np.ndarray:
+    """PyTorch's source coordinate of each output position (area_pixel_compute_source_index)."""
+    dst = np.arange(n_out, dtype=np.float64)
+    if align_corners:
+        return dst * ((n_in - 1) / (n_out - 1) if n_out > 1 else 0.0)
+    ratio = 1.0 / scale if scale else n_in / n_out
+    return np.maximum((dst + 0.5) * ratio - 0.5, 0.0)
+
+
+def _interpolation(n_in: int, n_out: int, align_corners: bool, scale) -> np.ndarray:
+    src = _source_index(n_in, n_out, align_corners, scale)
+    lo = np.minimum(np.floor(src).astype(int), n_in - 1)
+    hi = np.minimum(lo + 1, n_in - 1)
+    lam = src - lo
+    a = np.zeros((n_out, n_in))
+    np.add.at(a, (np.arange(n_out), lo), 1.0 - lam)
+    np.add.at(a, (np.arange(n_out), hi), lam)
+    return a
+
+
+def _output_size(x, output_size, scale_factors, k: int) -> tuple[int, ...]:
+    if output_size is not None:
+        return tuple(int(n) for n in output_size)
+    return tuple(int(np.floor(n * s)) for n, s in zip(np.shape(x)[-k:], scale_factors,
+                                                      strict=True))
+
+
+def _upsample_bilinear(x, output_size, align_corners, scale_factors=None):
+    """Bilinear resampling: linear in ``x`` with PyTorch's weights, ``A_h x A_w^T``."""
+    out = _output_size(x, output_size, scale_factors, 2)
+    scales = tuple(scale_factors) if scale_factors else (None, None)
+    h, w = np.shape(x)[-2:]
+    ah = _interpolation(h, out[0], bool(align_corners), scales[0])
+    aw = _interpolation(w, out[1], bool(align_corners), scales[1])
+    return np.matmul(np.matmul(ah, x), aw.T)
+
+
+def _upsample_nearest(x, output_size, scale_factors=None):
+    """Nearest resampling: a gather of the source rows and columns."""
+    k = 2
+    out = _output_size(x, output_size, scale_factors, k)
+    scales = tuple(scale_factors) if scale_factors else (None,) * k
+    index = []
+    for n_in, n_out, s in zip(np.shape(x)[-k:], out, scales, strict=True):
+        ratio = 1.0 / s if s else n_in / n_out
+        index.append(np.minimum(np.floor(np.arange(n_out) * ratio).astype(int), n_in - 1))
+    return x[..., index[0][:, None], index[1][None, :]]
+
+
+def _constant_pad(x, pad, value=0.0):
+    """``F.pad`` constant mode: ``pad`` pairs from the last axis; negative entries crop."""
+    nd = np.ndim(x)
+    pairs = [(0, 0)] * nd
+    for i in range(len(pad) // 2):
+        pairs[nd - 1 - i] = (int(pad[2 * i]), int(pad[2 * i + 1]))
+    crop = tuple(slice(-lo if lo < 0 else None, hi if hi < 0 else None) for lo, hi in pairs)
+    x = x[crop]
+    grow = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pairs)
+    if not any(lo or hi for lo, hi in grow):
+        return x
+    if _traced(value):
+        raise UnsupportedError("constant_pad_nd with a differentiated padding value")
+    return np.pad(x, grow, constant_values=float(value)) if float(value) else _lib("pad")(
+        x, grow)
 
 
 def _ceil_extension(x, nd: int, kernel, stride, padding):
@@ -583,6 +739,117 @@ def _full_like(fill: float | None):
     return like
 
 
+def _gelu(x, approximate="none"):
+    """GELU: ``x Φ(x)`` exactly (through ``scipy.special.erf``), or its tanh approximation."""
+    if approximate == "tanh":
+        c = float(np.sqrt(2.0 / np.pi))
+        return 0.5 * x * (1.0 + np.tanh(c * (x + 0.044715 * x ** 3)))
+    import scipy.special
+
+    return 0.5 * x * (1.0 + scipy.special.erf(x * float(1.0 / np.sqrt(2.0))))
+
+
+def _group_norm(x, w, b, n, c, hw, groups, eps):
+    """Group normalization of the batch's own statistics (a deterministic function of the
+    input, whatever the mode); PyTorch's saved mean and rstd are not computed."""
+    shape = np.shape(x)
+    g = np.reshape(x, (int(n), int(groups), -1))
+    centred = g - np.mean(g, axis=2, keepdims=True)
+    out = centred / np.sqrt(np.mean(centred * centred, axis=2, keepdims=True) + eps)
+    out = np.reshape(out, shape)
+    channel = (1, int(c)) + (1,) * (len(shape) - 2)
+    if w is not None:
+        out = out * np.reshape(w, channel)
+    if b is not None:
+        out = out + np.reshape(b, channel)
+    return [out, NotComputed("group_norm's mean"), NotComputed("group_norm's rstd")]
+
+
+def _batch_norm_no_stats(x, w, b, training, momentum, eps):
+    """``_native_batch_norm_legit.no_stats``: normalization by the batch's statistics with no
+    running statistics to update (instance norm): a deterministic function of the input."""
+    axes = (0,) + tuple(range(2, np.ndim(x)))
+    centred = x - np.mean(x, axis=axes, keepdims=True)
+    out = centred / np.sqrt(np.mean(centred * centred, axis=axes, keepdims=True) + eps)
+    channel = (1, -1) + (1,) * (np.ndim(x) - 2)
+    if w is not None:
+        out = out * np.reshape(w, channel)
+    if b is not None:
+        out = out + np.reshape(b, channel)
+    return [out, NotComputed("batch norm's mean"), NotComputed("batch norm's rstd")]
+
+
+def _index_put(x, indices, values, accumulate=False):
+    """``x[indices] = values`` (or ``+=`` with ``accumulate``), as a new value."""
+    key = tuple(slice(None) if i is None else _raw(i).astype(np.intp) if
+                np.issubdtype(_raw(i).dtype, np.integer) else _raw(i) for i in indices)
+    if accumulate:
+        return _lib("add_at")(x, key, values)   # functional, repeated positions add up
+    return _lib("setitem")(x, key, values)
+
+
+def _slice_scatter(x, src, dim=0, start=None, end=None, step=1):
+    """``x`` with ``x[start:end:step]`` along ``dim`` replaced by ``src``, on a copy."""
+    key = (slice(None),) * (int(dim) % np.ndim(x)) + (slice(start, end, step),)
+    return _lib("setitem")(x, key, src)   # functional: x may be a constant, src traced
+
+
+def _cdist(x1, x2, p=2.0, compute_mode=None):
+    diff = x1[..., :, None, :] - x2[..., None, :, :]
+    if p == 2.0:
+        return np.linalg.norm(diff, axis=-1)
+    if p == 1.0:
+        return np.sum(np.abs(diff), axis=-1)
+    if p == float("inf"):
+        return np.max(np.abs(diff), axis=-1)
+    raise UnsupportedError(f"cdist with p={p}")
+
+
+def _gather(x, dim, index, sparse_grad=False):
+    """``torch.gather``: ``index`` may be smaller than ``x`` along the other axes, which
+    ``take_along_axis`` does not allow, so ``x`` is cut to its extent there first."""
+    index = _raw(index).astype(np.intp)
+    dim = int(dim) % np.ndim(x)
+    cut = tuple(slice(None) if a == dim else slice(0, n) for a, n in enumerate(index.shape))
+    return np.take_along_axis(x[cut], index, axis=dim)
+
+
+def _centred(x, dim, keepdim):
+    axes = _dims(dim, np.ndim(x)) or tuple(range(np.ndim(x)))
+    count = int(np.prod([np.shape(x)[a] for a in axes]))
+    return x - np.mean(x, axis=axes, keepdims=True), axes, count
+
+
+def _var(x, dim=None, correction=None, keepdim=False):
+    ddof = 1 if correction is None else float(correction)
+    c, axes, count = _centred(x, dim, keepdim)
+    return np.sum(c * c, axis=axes, keepdims=keepdim) / (count - ddof)
+
+
+def _std(x, dim=None, correction=None, keepdim=False):
+    """The norm of the centred entries over ``sqrt(n - ddof)``: Lipschitz at zero variance
+    (the norm's rule decides it along the ray), unlike ``sqrt(var)``."""
+    ddof = 1 if correction is None else float(correction)
+    c, axes, count = _centred(x, dim, keepdim)
+    rest = tuple(a for a in range(np.ndim(x)) if a not in axes)
+    moved = np.reshape(np.transpose(c, rest + axes), tuple(np.shape(x)[a] for a in rest)
+                       + (-1,))
+    out = np.linalg.norm(moved, axis=-1) / float(np.sqrt(count - ddof))
+    if keepdim:
+        out = np.reshape(out, tuple(1 if a in axes else n for a, n in enumerate(np.shape(x))))
+    return out
+
+
+def _erf(name: str):
+    def special(x):
+        import scipy.special
+
+        return getattr(scipy.special, name)(x)
+
+    special.__name__ = name
+    return special
+
+
 def _any(x, dim=None, keepdim=False):
     return np.any(x, axis=_dims(dim, np.ndim(x)), keepdims=keepdim)
 
@@ -631,7 +898,30 @@ ATEN: dict[str, Callable] = {
     "lift_fresh_copy": _identity, "_to_copy": _to_copy, "to": _to_copy,
     "detach": lambda x: asd.stop_gradient(x),
     "split_with_sizes": _split_with_sizes, "split": _split, "embedding": _embedding,
-    "logical_not": np.logical_not, "any": _any, "full_like": _full_like(None),
+    "logical_not": np.logical_not, "any": _any, "gelu": _gelu,
+    # more elementwise functions, reductions and layers
+    "expm1": np.expm1, "log1p": np.log1p, "log2": np.log2, "log10": np.log10,
+    "exp2": np.exp2, "sin": np.sin, "cos": np.cos, "tan": np.tan, "asin": np.arcsin,
+    "acos": np.arccos, "atan": np.arctan, "sinh": np.sinh, "cosh": np.cosh,
+    "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "atan2": np.arctan2,
+    "rsqrt": lambda x: 1.0 / np.sqrt(x), "erf": _erf("erf"), "erfc": _erf("erfc"),
+    "erfinv": _erf("erfinv"),
+    "cumsum": lambda x, dim, dtype=None: np.cumsum(x, axis=int(dim)),
+    "cumprod": lambda x, dim, dtype=None: np.cumprod(x, axis=int(dim)),
+    "prod": lambda x, dim=None, keepdim=False, dtype=None: np.prod(
+        x, axis=None if dim is None else int(dim), keepdims=keepdim),
+    "var": _var, "std": _std, "_cdist_forward": _cdist,
+    "flip": lambda x, dims: np.flip(x, axis=tuple(int(d) for d in dims)),
+    "repeat": lambda x, repeats: np.tile(x, tuple(int(r) for r in repeats)),
+    "gather": _gather,
+    "index_put": _index_put, "slice_scatter": _slice_scatter,
+    "copy": lambda dst, src, non_blocking=False: np.broadcast_to(src, np.shape(dst)) * 1.0,
+    "native_group_norm": _group_norm, "_native_batch_norm_legit.no_stats":
+        _batch_norm_no_stats,
+    "_adaptive_avg_pool2d": _adaptive_avg_pool, "adaptive_avg_pool2d": _adaptive_avg_pool,
+    "adaptive_max_pool2d": _adaptive_max_pool,
+    "upsample_bilinear2d": _upsample_bilinear, "upsample_nearest2d": _upsample_nearest,
+    "constant_pad_nd": _constant_pad, "full_like": _full_like(None),
     "zeros_like": _full_like(0.0), "ones_like": _full_like(1.0), "empty_like": _full_like(0.0),
 }
 """ATen operator name (the overload packet, e.g. ``relu`` for ``aten.relu.default``) ->
@@ -817,6 +1107,8 @@ def _export(module: torch.nn.Module, example: tuple, label: str):
             warnings.simplefilter("ignore", FutureWarning)
             # tensors requiring grad outside modules: asd maps them back (TorchProgram)
             warnings.filterwarnings("ignore", "A model attribute .* requires gradient")
+            # RNN modules re-assign their flat weight list while export runs them
+            warnings.filterwarnings("ignore", "The tensor attributes .* were assigned during")
             exported = torch.export.export(module, example).run_decompositions(
                 _decompositions())
         sys.stderr.write(said.getvalue())
@@ -840,6 +1132,35 @@ def _export(module: torch.nn.Module, example: tuple, label: str):
         ) from e
     finally:
         shapes_log.setLevel(level)
+
+
+NON_FINITE_TESTS = {"isnan", "isinf", "isfinite", "isposinf", "isneginf"}
+
+
+def _locally_constant(node) -> bool:
+    """A test whose answer cannot change near a point where the inputs are finite (or
+    already infinite): ``isnan``/``isinf``..., and ``x == -inf`` / ``x != inf`` against a
+    non-finite constant (how attention masks check for fully masked rows). Evaluated on the
+    values at the point, like JAX's ``is_finite``; not comparisons with finite constants,
+    whose ties the comparison rule decides."""
+    name, _ = _op_key(node.target)
+    if name in NON_FINITE_TESTS:
+        return True
+    if name in ("eq", "ne") and len(node.args) == 2:
+        other = node.args[1]
+        return isinstance(other, float) and not np.isfinite(other)
+    return False
+
+
+def _point_values(tree):
+    """``tree`` with traced values replaced by their values at the point."""
+    if isinstance(tree, asd.core.primitive.Traced):
+        return tree.value
+    if isinstance(tree, list | tuple):
+        return type(tree)(_point_values(t) for t in tree)
+    if isinstance(tree, dict):
+        return {k: _point_values(v) for k, v in tree.items()}
+    return tree
 
 
 class TorchProgram:
@@ -918,7 +1239,7 @@ class TorchProgram:
             if node.op != "call_function":
                 continue
             name, overload = _op_key(node.target)
-            if name in TRAINING_OPS:
+            if name in TRAINING_OPS and f"{name}.{overload}" not in ATEN:
                 raise UnsupportedError(
                     f"{TRAINING_OPS[name]}: aten.{name} ({_where_from(node)}). asd "
                     "differentiates the deterministic function of the inputs: call "
@@ -927,6 +1248,9 @@ class TorchProgram:
             deps = {a.name for a in node.all_input_nodes}
             if not deps & live:
                 self.constant_nodes.add(node.name)
+                continue
+            if _locally_constant(node):
+                self.constant_nodes.add(node.name)   # evaluated on the values at the point
                 continue
             live.add(node.name)
             if name == "getitem" or f"{name}.{overload}" in ATEN or name in ATEN:
@@ -998,6 +1322,9 @@ class TorchProgram:
             return args[0][args[1]]
         if native:
             flat = list(_flat_values((args, kwargs)))
+            if node.name in self.constant_nodes and _locally_constant(node):
+                args, kwargs = _point_values((args, kwargs))
+                return node.target(*args, **kwargs)
             if not any(isinstance(a, asd.core.primitive.Traced) for a in flat):
                 for a in flat:
                     if isinstance(a, NotComputed):    # an output asd does not compute
@@ -1005,7 +1332,7 @@ class TorchProgram:
                 # nothing traced: a constant of this sweep, which PyTorch evaluates itself
                 return node.target(*args, **kwargs)
         elif node.name in self.constant_nodes:
-            return _constant(node.target, args, kwargs)
+            return _constant(node.target, *_point_values((args, kwargs)))
         name, overload = _op_key(node.target)
         handler = ATEN.get(f"{name}.{overload}") or ATEN[name]
         kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout",
