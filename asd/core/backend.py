@@ -67,7 +67,23 @@ def _is_torch(x) -> bool:
     return type(x).__module__.startswith("torch")
 
 
+_BY_TYPE: dict[type, object] = {}
+"""The namespace of an array type (a torch ``Tensor``, a JAX ``ArrayImpl``), found once:
+array-api-compat's lookup costs microseconds, and a torch sweep asks ~100 times a call."""
+
+
 def _namespace_of(arrays: list):
+    kinds = {type(a) for a in arrays}
+    if len(kinds) == 1:
+        kind = next(iter(kinds))
+        xp = _BY_TYPE.get(kind)
+        if xp is None:
+            xp = _BY_TYPE[kind] = _lookup(arrays)
+        return xp
+    return _lookup(arrays)
+
+
+def _lookup(arrays: list):
     import array_api_compat
 
     try:
