@@ -491,6 +491,13 @@ def _identity_n(*xs, **_):
     return list(xs)
 
 
+def _special(name: str) -> Callable:
+    """A scipy.special function (its rule loads when a traced array first meets it)."""
+    import scipy.special
+
+    return getattr(scipy.special, name)
+
+
 def _plain(fn: Callable) -> Callable:
     """A handler for an op whose attributes (``T``...) do not change the math."""
 
@@ -532,6 +539,7 @@ OPS: dict[str, Callable] = {
     "Abs": _plain(np.abs), "Exp": _plain(np.exp), "Log": _plain(np.log),
     "Log1p": _plain(np.log1p), "Expm1": _plain(np.expm1), "Sqrt": _plain(np.sqrt),
     "Rsqrt": _plain(lambda x: 1.0 / np.sqrt(x)), "Tanh": _plain(np.tanh),
+    "Erf": _plain(lambda x: _special("erf")(x)), "Erfc": _plain(lambda x: _special("erfc")(x)),
     "Sigmoid": _plain(lambda x: _lib("sigmoid")(x)),
     "Softplus": _plain(lambda x: _lib("softplus")(x)), "Softsign": _softsign,
     "Sin": _plain(np.sin), "Cos": _plain(np.cos),

@@ -368,7 +368,7 @@ def _conv_transposed(x, w, b, stride, padding, dilation, output_padding, groups)
         slice(d * (k - 1) - p, d * (k - 1) - p + (n - 1) * s + 1, s)
         for n, s, d, k, p in zip(spatial, st, dl, np.shape(w)[2:], pd, strict=True))
     grid[at] = positions
-    flat = np.concatenate([np.reshape(x, (-1,)), np.zeros(1, _raw(x).dtype)])
+    flat = np.concatenate([np.reshape(x, (-1,)), np.zeros(1, _dtype_of(x))])
     spread = flat[grid]
     kernel = w
     for axis in range(2, 2 + nd):
@@ -393,11 +393,19 @@ def _averaging(n_in: int, n_out: int) -> np.ndarray:
     return a
 
 
+def _dtype_of(x) -> np.dtype:
+    """The numpy dtype matching ``x``'s (a torch dtype is named like numpy's), so constants
+    built for ``x`` do not promote a float32 program."""
+    d = getattr(x, "dtype", None)
+    return np.dtype(np.float64) if d is None else np.dtype(str(d).split(".")[-1])
+
+
 def _adaptive_avg_pool(x, output_size):
     """Adaptive average pooling as ``A_h x A_w^T``: linear, with PyTorch's windows."""
     out_h, out_w = (tuple(output_size) * 2)[:2] if len(output_size) == 1 else output_size
     h, w = np.shape(x)[-2:]
-    ah, aw = _averaging(h, int(out_h)), _averaging(w, int(out_w))
+    dtype = _dtype_of(x)
+    ah, aw = (_averaging(h, int(out_h)).astype(dtype), _averaging(w, int(out_w)).astype(dtype))
     return np.matmul(np.matmul(ah, x), aw.T)
 
 
@@ -445,8 +453,9 @@ def _upsample_bilinear(x, output_size, align_corners, scale_factors=None):
     out = _output_size(x, output_size, scale_factors, 2)
     scales = tuple(scale_factors) if scale_factors else (None, None)
     h, w = np.shape(x)[-2:]
-    ah = _interpolation(h, out[0], bool(align_corners), scales[0])
-    aw = _interpolation(w, out[1], bool(align_corners), scales[1])
+    dtype = _dtype_of(x)
+    ah = _interpolation(h, out[0], bool(align_corners), scales[0]).astype(dtype)
+    aw = _interpolation(w, out[1], bool(align_corners), scales[1]).astype(dtype)
     return np.matmul(np.matmul(ah, x), aw.T)
 
 

@@ -393,6 +393,8 @@ SMOOTH_POINT_OPS = {
     "cumsum": lambda x: tf.reduce_sum(tf.math.cumsum(x, axis=1) * x) + tf.reduce_sum(
         tf.math.cumsum(x, exclusive=True, reverse=True) * x),
     "gelu (tanh approximation)": lambda x: tf.reduce_sum(tf.nn.gelu(x, approximate=True)),
+    "gelu (exact, through Erf) and erfc": lambda x: tf.reduce_sum(
+        tf.nn.gelu(x) + tf.math.erfc(x) * 0.5),
     "bias_add/add_n/squared_difference": lambda x: tf.reduce_sum(
         tf.nn.bias_add(x, x[0]) * x + tf.add_n([x, x, 2 * x]) * x
         + tf.math.squared_difference(x, 1.0)),
