@@ -999,10 +999,68 @@ def program(fn: Callable, *args) -> asd.Program:
     return asd.trace(prog.numpy_fn)(*_to_numpy(args))
 
 
+NUMBERS = (jax.Array, np.ndarray, np.generic, float, int, bool)
+"""Pytree leaves that are numbers; any other leaf (an activation function in an equinox
+module, a string, None) is held static, as ``equinox.filter_grad`` does."""
+
+_STATIC: dict[tuple, tuple] = {}
+
+
+def _numbers_only(fn: Callable, args: tuple) -> tuple[Callable, tuple, list]:
+    """``fn`` as a function of the number leaves of ``args`` only, those arguments, and per
+    argument ``(treedef, is_number flags)`` to rebuild gradients (None at static leaves).
+
+    The wrapper is kept per function, tree and static leaves, so the imported program's cache
+    sees the same function on every call."""
+    flat = [jax.tree_util.tree_flatten(a) for a in args]
+    flags = [[isinstance(leaf, NUMBERS) for leaf in leaves] for leaves, _ in flat]
+    layout = [(tree, tuple(f)) for (_, tree), f in zip(flat, flags, strict=True)]
+    if all(all(f) for f in flags):
+        return fn, args, layout
+    statics = [[leaf for leaf, n in zip(leaves, f, strict=True) if not n]
+               for (leaves, _), f in zip(flat, flags, strict=True)]
+    key = (id(fn), tuple(layout), tuple(id(x) for group in statics for x in group))
+    hit = _STATIC.get(key)
+    if hit is None:
+        def numbers_fn(*numbers):
+            rebuilt = []
+            for (tree, f), nums, fixed in zip(layout, numbers, statics, strict=True):
+                nums, fixed = iter(nums), iter(fixed)
+                rebuilt.append(jax.tree_util.tree_unflatten(
+                    tree, [next(nums) if n else next(fixed) for n in f]))
+            return fn(*rebuilt)
+
+        numbers_fn.__name__ = getattr(fn, "__name__", "fn")
+        if len(_STATIC) >= CACHE_SIZE:
+            _STATIC.pop(next(iter(_STATIC)))
+        hit = _STATIC[key] = (numbers_fn, fn, statics)   # holds fn and statics: ids stay valid
+    numbers = tuple([leaf for leaf, n in zip(leaves, f, strict=True) if n]
+                    for (leaves, _), f in zip(flat, flags, strict=True))
+    return hit[0], numbers, layout
+
+
 def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> Callable:
-    """``(value, subgradient)`` of a scalar JAX function, as JAX arrays."""
+    """``(value, subgradient)`` of a scalar JAX function, as JAX arrays. Arguments may be
+    any pytree; leaves that are not numbers (functions in equinox modules) are held static
+    and get None in the gradient."""
 
     def wrapped(*args):
+        user_fn, args, layout = _numbers_only(fn, args)
+        if user_fn is not fn:
+            vg = value_and_subgrad(user_fn, argnums, seed=seed, direction=None if direction
+                                   is None else _direction_numbers(direction, argnums))
+            value, g = vg(*args)
+
+            def with_statics(i, gi):
+                tree, f = layout[i]
+                it = iter(gi)
+                return jax.tree_util.tree_unflatten(tree, [next(it) if n else None
+                                                           for n in f])
+
+            nums = _argnum_tuple(argnums)
+            g = (with_statics(nums[0], g) if isinstance(argnums, int)
+                 else tuple(with_statics(i, gi) for i, gi in zip(nums, g, strict=True)))
+            return value, g
         nums = _argnum_tuple(argnums)
         for i in nums:
             bad = [leaf for leaf in jax.tree_util.tree_leaves(args[i]) if not _inexact(leaf)]
@@ -1039,6 +1097,15 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
         return jax.numpy.asarray(value), g
 
     return wrapped
+
+
+def _direction_numbers(direction, argnums):
+    """A direction given in the arguments' structure, reduced to its number leaves."""
+    def numbers(d):
+        return [leaf for leaf in jax.tree_util.tree_leaves(d) if isinstance(leaf, NUMBERS)]
+
+    return numbers(direction) if isinstance(argnums, int) else tuple(
+        numbers(d) for d in direction)
 
 
 def subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> Callable:

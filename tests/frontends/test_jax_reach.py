@@ -183,3 +183,47 @@ def test_registered_pytrees_are_differentiated_arguments():
     x32 = [jax.tree_util.tree_map(lambda p, q: p + 2.0 ** -12 * q, dead, v), x]
     quotient = float((mlp_loss(*x32) - mlp_loss(dead, x)) / 2.0 ** -12)
     assert along == pytest.approx(quotient, rel=1e-3, abs=1e-3)
+
+
+@jax.tree_util.register_pytree_node_class
+class Activated:
+    """An equinox-style module: its activation function is a leaf of the pytree too."""
+
+    def __init__(self, w, b, act):
+        self.w, self.b, self.act = w, b, act
+
+    def tree_flatten(self):
+        return (self.w, self.b, self.act), None
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children)
+
+    def __call__(self, x):
+        return self.act(x @ self.w + self.b)
+
+
+def test_non_number_leaves_are_static_and_get_none():
+    rng = np.random.default_rng(3)
+    layer = Activated(jnp.asarray(rng.standard_normal((3, 4)), jnp.float32),
+                      jnp.asarray(rng.standard_normal(4), jnp.float32), jax.nn.relu)
+    x = jnp.asarray(rng.standard_normal((5, 3)), jnp.float32)
+
+    def loss(m, x):
+        return jnp.sum(m(x) ** 2)
+
+    before = asd.jax.IMPORTS["count"]
+    for _ in range(2):
+        g = asd.jax.subgrad(loss)(layer, x)
+    assert asd.jax.IMPORTS["count"] == before + 1   # one import, then the cache
+    assert isinstance(g, Activated) and g.act is None
+
+    def arrays_only(w, b):   # what equinox.filter_grad differentiates
+        return loss(Activated(w, b, jax.nn.relu), x)
+
+    gw, gb = jax.grad(arrays_only, (0, 1))(layer.w, layer.b)
+    np.testing.assert_allclose(np.asarray(g.w), np.asarray(gw), **TOL)
+    np.testing.assert_allclose(np.asarray(g.b), np.asarray(gb), **TOL)
+    v = Activated(jnp.ones((3, 4)), jnp.ones(4), None)
+    g_v = asd.jax.subgrad(loss, direction=v)(layer, x)
+    np.testing.assert_allclose(np.asarray(g_v.w), np.asarray(gw), **TOL)
