@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from asd.core import arguments, backend
-from asd.core.arguments import as_float, check_argnums, describe_leaf
+from asd.core.arguments import as_float, check_argnums, check_leaves_finite, describe_leaf
 from asd.core.sweep import LazyDirection, LexDirections, Trace
 from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd
 from asd.errors import ArgumentError, ASDError, ShapeError
@@ -35,7 +35,11 @@ class _Inputs:
         diff = args[self.argnums[0]] if self.single else tuple(args[a] for a in self.argnums)
         raw, self.tree = flatten(diff)
         self.is_array = [isinstance(x, np.ndarray) or backend.is_foreign(x) for x in raw]
-        self.leaves = [as_float(x, self.describe(i)) for i, x in enumerate(raw)]
+        self.leaves = [as_float(x, self.describe(i), check=False) for i, x in enumerate(raw)]
+        foreign = [i for i, a in enumerate(self.leaves) if not backend.is_host(a)]
+        if foreign:   # the host leaves were checked one by one; these in one go
+            check_leaves_finite([self.leaves[i] for i in foreign],
+                                [self.describe(i) for i in foreign])
         arguments.check_not_empty(self.leaves, self.argnums)
 
     def describe(self, i: int) -> str:

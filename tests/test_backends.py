@@ -399,3 +399,14 @@ def test_random_vector_programs_on_torch_give_the_exact_limiting_jacobian(case):
     got = asd.jacobian(f, directions=[torch.tensor(v), torch.tensor(w)])(torch.tensor(x))
     assert isinstance(got, torch.Tensor)
     assert_exact(host(got), expected, "jacobian on torch")
+
+
+def test_finiteness_is_tested_per_leaf_with_one_device_wait():
+    torch = pytest.importorskip("torch")
+    good, bad = torch.ones(3), torch.tensor([1.0, float("nan")])
+    assert backend.first_nonfinite_of([good, np.ones(2), good]) is None
+    assert backend.first_nonfinite_of([good, np.array([np.inf]), bad]) == 1
+    assert backend.first_nonfinite_of([good, good, bad, np.ones(1)]) == 2
+    with pytest.raises(asd.NonFiniteError, match=r"argument 1 has non-finite"):
+        asd.subgrad(lambda a, b: (a * b).sum(), (0, 1))(good, torch.tensor([1.0, 2.0,
+                                                                            float("inf")]))

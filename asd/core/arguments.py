@@ -142,18 +142,17 @@ def as_leaf(x, where: str):
     return foreign_real_array(x, where) if backend.is_foreign(x) else as_real_array(x, where)
 
 
-def as_float(x, where: str = "argument") -> np.ndarray:
+def as_float(x, where: str = "argument", check: bool = True) -> np.ndarray:
     """A differentiated leaf as a finite float array (integers and bools become float64).
 
     A torch or JAX array stays in its library, dtype and device (integers and bools become
-    its default float).
+    its default float); with ``check=False`` its finiteness is left to the caller, who tests
+    all such leaves at once (`check_leaves_finite`).
     """
     if backend.is_foreign(x):
         a = backend.floating(foreign_real_array(x, where))
-        if not backend.all_finite(a):
-            raise NonFiniteError(
-                f"{where} has non-finite entries; a generalized derivative exists only at "
-                "finite points. Replace NaN/inf before differentiating.")
+        if check:
+            check_leaves_finite([a], [where])
         return a
     a = as_real_array(x, where)
     if a.dtype.kind != "f":
@@ -172,6 +171,15 @@ def as_float(x, where: str = "argument") -> np.ndarray:
             f"({a[tuple(bad[0])] if a.ndim else a}{at}); a generalized derivative exists only "
             "at finite points. Replace NaN/inf before differentiating (np.nan_to_num).")
     return a
+
+
+def check_leaves_finite(leaves: list, names: list[str]) -> None:
+    """Refuse the first differentiated leaf with a NaN or infinity (one device wait)."""
+    k = backend.first_nonfinite_of(leaves)
+    if k is not None:
+        raise NonFiniteError(
+            f"{names[k]} has non-finite entries; a generalized derivative exists only at "
+            "finite points. Replace NaN/inf before differentiating.")
 
 
 def check_not_empty(leaves: list[np.ndarray], argnums: tuple[int, ...]) -> None:
@@ -331,7 +339,7 @@ def check_finite(trace, out_id: int, arrays: list, what: str = "the subgradient"
     if not backend.all_finite(trace.values[out_id]):
         k = trace.first_nonfinite(out_id)
         trace.raise_nonfinite(k, "the output value")
-    if not all(backend.all_finite(a) for a in arrays):
+    if backend.first_nonfinite_of(arrays) is not None:
         k = trace.first_nonfinite(out_id)
         if k is not None:
             trace.raise_nonfinite(k, f"a value {what} passes through")

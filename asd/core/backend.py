@@ -245,6 +245,25 @@ def set_at(x, index, values):
     return kernel("set_at", namespace(x))(x, index, values)
 
 
+def first_nonfinite_of(arrays) -> int | None:
+    """The index of the first array holding a NaN or infinity, or None. Another library's
+    arrays are tested together, with one transfer to the host per library (a test per
+    array would wait for the device once per array)."""
+    foreign: dict = {}
+    bad = []
+    for i, a in enumerate(arrays):
+        if is_host(a) or not is_floating(a):
+            if not all_finite(a):
+                bad.append(i)
+        else:
+            foreign.setdefault(library(namespace(a)), []).append((i, a))
+    for group in foreign.values():
+        xp = namespace(group[0][1])
+        flags = to_host(xp.stack([xp.all(xp.isfinite(a)) for _, a in group]))
+        bad += [i for (i, _), ok in zip(group, flags, strict=True) if not ok]
+    return min(bad) if bad else None
+
+
 def all_finite(x) -> bool:
     """Whether every entry of ``x`` is finite (integers and bools always are)."""
     if is_host(x):
