@@ -83,23 +83,9 @@ def is_constant_argument(x) -> bool:
 def attach_asd_routines() -> None:
     """Give every public library function without one (Primitives have their own) an
     ``.asd``; called once by ``asd/__init__`` after the library and the API are loaded."""
-    from asd.library import (
-        discontinuous,
-        elementwise,
-        linalg,
-        nn,
-        norms,
-        order,
-        piecewise,
-        projections,
-        smooth,
-        spectral,
-        statistics,
-        update,
-    )
+    from asd.library import MODULES, projections, spectral
 
-    for module in (smooth, piecewise, nn, order, norms, projections, spectral, statistics,
-                   linalg, discontinuous, elementwise, update):
+    for module in (*MODULES, projections, spectral):
         for name in module.__all__:
             fn = getattr(module, name)
             if name not in NOT_DIFFERENTIABLE and not hasattr(fn, "asd"):

@@ -44,6 +44,8 @@ from .update import *  # noqa: F403
 # ufuncs, so that importing asd does not import scipy
 register_lazy_ufuncs("scipy.special", "asd.library.special")
 
-__all__ = [*smooth.__all__, *piecewise.__all__, *nn.__all__, *order.__all__, *norms.__all__,
-           *statistics.__all__, *linalg.__all__, *discontinuous.__all__, *elementwise.__all__,
-           *update.__all__, *structure.__all__]
+MODULES = (smooth, piecewise, nn, order, norms, statistics, linalg, discontinuous, elementwise,
+           update, structure)
+"""The families whose public functions are asd's (``asd.relu``, ``asd.flip``...)."""
+
+__all__ = [name for module in MODULES for name in module.__all__]

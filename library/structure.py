@@ -24,6 +24,7 @@ from asd.extend import (
     Closure,
     Primitive,
     is_traced,
+    numpy_dtype,
     register_numpy,
     register_ufunc_at,
     unsupported,
@@ -41,30 +42,38 @@ def _positions(a) -> np.ndarray:
     return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.intp).reshape(shape)
 
 
-def _gather(a, index: np.ndarray):
-    """``a.flat[index]``; an index equal to ``a.size`` reads an appended zero."""
-    flat = smooth.ravel(a)
-    size = int(np.prod(smooth.shape_of(a), dtype=np.int64))
-    if index.size and index.max() >= size:
-        flat = smooth.concatenate([flat, np.zeros(1, dtype=_float_dtype(a))])
-    return smooth.getitem(flat, index)
-
-
-def _float_dtype(a):
-    """The numpy dtype of ``a``'s entries (a torch dtype is named like numpy's), inexact."""
-    dtype = getattr(a, "dtype", None)
-    dtype = np.asarray(a).dtype if dtype is None else np.dtype(str(dtype).split(".")[-1])
+def _inexact_dtype(a) -> np.dtype:
+    dtype = numpy_dtype(a)
     return dtype if np.issubdtype(dtype, np.inexact) else np.dtype(np.float64)
 
 
-def _selection(numpy_fn: Callable, doc: str) -> Callable:
-    """The asd version of a numpy function that only rearranges or copies entries."""
+def take_flat(a, positions, fill=0.0):
+    """``a.flat[positions]`` for constant integer ``positions``, where ``-1`` reads ``fill``
+    (a zero that ``tril`` keeps, a gather's out-of-bounds value): one indexing node, linear,
+    whose pull scatter-adds. The importers build gathers and spread grids with it.
+
+    >>> import numpy as np, asd
+    >>> asd.take_flat(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([3, -1, 0]))
+    array([4., 0., 1.])
+    """
+    positions = np.asarray(positions, dtype=np.intp)
+    flat = smooth.ravel(a)
+    if positions.size and positions.min() < 0:
+        size = int(np.prod(smooth.shape_of(a), dtype=np.int64))
+        flat = smooth.concatenate([flat, np.full(1, fill, dtype=_inexact_dtype(a))])
+        positions = np.where(positions < 0, size, positions)
+    return smooth.getitem(flat, positions)
+
+
+def _selection(numpy_fn: Callable, doc: str, *, pieces: bool = False) -> Callable:
+    """The asd version of a numpy function that only rearranges or copies entries (or, with
+    ``pieces``, splits them into a list of arrays: one gather per piece)."""
 
     def selection(a, *args, **kwargs):
-        return _gather(a, numpy_fn(_positions(a), *args, **kwargs))
+        positions = numpy_fn(_positions(a), *args, **kwargs)
+        return [take_flat(a, p) for p in positions] if pieces else take_flat(a, positions)
 
-    selection.__name__ = numpy_fn.__name__
-    selection.__qualname__ = numpy_fn.__name__
+    selection.__name__ = selection.__qualname__ = numpy_fn.__name__
     selection.__doc__ = doc
     return selection
 
@@ -93,31 +102,29 @@ def repeat(a, repeats, axis=None):
     array([1., 3.])
     """
     _constant_ints("repeat", "repeats", repeats)
-    return _gather(a, np.repeat(_positions(a), repeats, axis=axis))
+    return take_flat(a, np.repeat(_positions(a), repeats, axis=axis))
 
 
 def tile(A, reps):
     """``numpy.tile``: a gather of the tiled positions."""
     _constant_ints("tile", "reps", reps)
-    return _gather(A, np.tile(_positions(A), reps))
+    return take_flat(A, np.tile(_positions(A), reps))
 
 
 def _zero_filled(numpy_fn: Callable, a, *args) -> np.ndarray:
-    """Positions through ``numpy_fn``, with the entries it zeroes pointing past the end."""
-    size = int(np.prod(smooth.shape_of(a), dtype=np.int64))
-    index = numpy_fn(_positions(a) + 1, *args) - 1
-    return np.where(index < 0, size, index)
+    """Positions through ``numpy_fn``, with the entries it zeroes at ``-1`` (a zero)."""
+    return numpy_fn(_positions(a) + 1, *args) - 1
 
 
 def tril(m, k: int = 0):
     """``numpy.tril``: the kept entries gathered, the others an exact zero (not ``0 * m``,
     which would turn an infinite entry into NaN)."""
-    return _gather(m, _zero_filled(np.tril, m, k))
+    return take_flat(m, _zero_filled(np.tril, m, k))
 
 
 def triu(m, k: int = 0):
     """``numpy.triu``: the kept entries gathered, the others an exact zero."""
-    return _gather(m, _zero_filled(np.triu, m, k))
+    return take_flat(m, _zero_filled(np.triu, m, k))
 
 
 def diag(v, k: int = 0):
@@ -127,7 +134,7 @@ def diag(v, k: int = 0):
     >>> asd.jacobian(lambda x: np.diag(x, 1))(np.ones(2)).shape
     (3, 3, 2)
     """
-    return _gather(v, _zero_filled(np.diag, v, k))
+    return take_flat(v, _zero_filled(np.diag, v, k))
 
 
 def atleast_1d(*arys):
@@ -148,20 +155,12 @@ def atleast_3d(*arys):
     return out[0] if len(out) == 1 else tuple(out)
 
 
-def _split_with(numpy_fn: Callable, doc: str) -> Callable:
-    def split_like(ary, *args, **kwargs):
-        return [_gather(ary, p) for p in numpy_fn(_positions(ary), *args, **kwargs)]
-
-    split_like.__name__ = split_like.__qualname__ = numpy_fn.__name__
-    split_like.__doc__ = doc
-    return split_like
-
-
-split = _split_with(np.split, "``numpy.split``: one gather per piece, positions from numpy.")
-array_split = _split_with(np.array_split, "``numpy.array_split``: one gather per piece.")
-hsplit = _split_with(np.hsplit, "``numpy.hsplit``: one gather per piece.")
-vsplit = _split_with(np.vsplit, "``numpy.vsplit``: one gather per piece.")
-dsplit = _split_with(np.dsplit, "``numpy.dsplit``: one gather per piece.")
+split = _selection(np.split, "``numpy.split``: one gather per piece.", pieces=True)
+array_split = _selection(np.array_split, "``numpy.array_split``: one gather per piece.",
+                         pieces=True)
+hsplit = _selection(np.hsplit, "``numpy.hsplit``: one gather per piece.", pieces=True)
+vsplit = _selection(np.vsplit, "``numpy.vsplit``: one gather per piece.", pieces=True)
+dsplit = _selection(np.dsplit, "``numpy.dsplit``: one gather per piece.", pieces=True)
 
 
 # ----- assembling -----
@@ -628,6 +627,7 @@ __all__ = [
     "scatter_add",
     "select",
     "split",
+    "take_flat",
     "tile",
     "tril",
     "triu",

@@ -245,6 +245,22 @@ def set_at(x, index, values):
     return kernel("set_at", namespace(x))(x, index, values)
 
 
+def numpy_dtype(x) -> np.dtype:
+    """The numpy dtype of ``x``'s entries, read from its ``dtype`` (no copy to the host): a
+    torch dtype is named like numpy's; half types numpy lacks read as float32, in which asd
+    computes them."""
+    d = getattr(x, "dtype", None)
+    if d is None:
+        return np.asarray(x).dtype
+    try:
+        return np.dtype(d)
+    except TypeError:
+        try:
+            return np.dtype(str(d).rsplit(".", 1)[-1])
+        except TypeError:
+            return np.dtype(np.float32)
+
+
 def first_nonfinite_of(arrays) -> int | None:
     """The index of the first array holding a NaN or infinity, or None. Another library's
     arrays are tested together, with one transfer to the host per library (a test per

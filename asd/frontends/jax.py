@@ -68,6 +68,7 @@ import numpy as np
 from jax.extend import core as jcore
 
 import asd
+from asd.core import backend
 from asd.errors import (
     ArgumentError,
     NotLipschitzError,
@@ -75,29 +76,21 @@ from asd.errors import (
     TracerBoolError,
     UnsupportedError,
 )
-from asd.frontends import reach
+from asd.frontends import common, reach
 
 # ----- helpers -----
 
 
 def _lib(name: str) -> Callable:
-    fn = getattr(asd, name, None)
-    if fn is None:
-        raise UnsupportedError(f"asd.{name} is not available in this build of asd's library, "
-                               "so the JAX primitive that needs it cannot be imported")
-    return fn
+    return common.library_function(name, "JAX primitive")
 
 
 def _raw(x):
-    return np.asarray(getattr(x, "value", x))
+    return common.numpy_value(x)
 
 
-def _traced(x) -> bool:
-    return hasattr(x, "_trace")
 
 
-def _zeros(shape, like) -> np.ndarray:
-    return np.zeros(tuple(shape), np.result_type(_raw(like), np.float32))
 
 
 def _transpose(x, perm):
@@ -123,7 +116,7 @@ def _select_n(pred, *cases):
     if len(cases) == 1:
         return cases[0]
     if len(cases) != 2:
-        if _traced(pred):
+        if common.is_traced(pred):
             raise UnsupportedError("select_n with more than two cases and a traced selector")
         return np.choose(np.asarray(pred, dtype=int), cases)
     # select_n(p, a, b) is b where p else a
@@ -140,7 +133,7 @@ def _reduce(np_fn):
 def _argminmax(np_fn):
     def arg(x, *, axes, index_dtype):
         index = np_fn(x, axis=int(axes[0]))  # traced: discrete, so using it as a number raises
-        return index if _traced(index) else index.astype(index_dtype)
+        return index if common.is_traced(index) else index.astype(index_dtype)
 
     return arg
 
@@ -228,7 +221,7 @@ def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **_):
     for i, d in enumerate(broadcast_dimensions):
         expanded[d] = np.shape(x)[i]
     y = x.reshape(tuple(expanded)) if np.shape(x) != tuple(expanded) else x
-    return y + _zeros(shape, x) if tuple(expanded) != shape else y
+    return y + common.zeros(shape, x) if tuple(expanded) != shape else y
 
 
 def _reshape(x, *, new_sizes, dimensions=None, **_):
@@ -253,9 +246,9 @@ def _convert(x, *, new_dtype, **_):
     new = np.dtype(new_dtype)
     if np.issubdtype(new, np.inexact):
         return x if np.result_type(_raw(x)) == new else x.astype(new)
-    if _traced(x) and _dtype(_raw(x)) == np.bool_:
+    if common.is_traced(x) and backend.numpy_dtype(x) == np.bool_:
         return x  # a traced comparison as 0/1: its jump rule still decides its ties
-    if _traced(x):
+    if common.is_traced(x):
         raise UnsupportedError(f"convert_element_type to {new} of a differentiated value (a "
                                "step function: rounding to integers or booleans)")
     return np.asarray(x).astype(new)
@@ -268,7 +261,7 @@ def _slice(x, *, start_indices, limit_indices, strides=None):
 
 
 def _dynamic_slice(x, *starts, slice_sizes):
-    if any(_traced(s) for s in starts):
+    if any(common.is_traced(s) for s in starts):
         raise NotLipschitzError(
             "dynamic_slice at a position computed from the differentiated input (e.g. "
             "x[argmax(x)]): the position jumps where values tie, so the result does too. Use "
@@ -285,21 +278,12 @@ def _positions(shape) -> np.ndarray:
     return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int32).reshape(shape)
 
 
-def _read(x, where: np.ndarray, fill=0.0):
-    """``x.flat[where]``, with ``-1`` reading ``fill`` (an out-of-bounds gather's value)."""
-    flat = np.reshape(x, (-1,))
-    if where.size and where.min() < 0:
-        flat = np.concatenate([flat, np.full(1, fill, _dtype(_raw(x)))])
-        where = np.where(where < 0, flat.shape[0] - 1, where)
-    return flat[where]
-
-
 def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value=None,
             **params):
     """Any gather with constant indices: JAX's own gather, run on the operand's entry
     positions, says which entry each output reads; asd then indexes the flat operand (a
     linear map whose pull scatter-adds). Out-of-bounds reads in fill mode give the fill."""
-    if _traced(indices):
+    if common.is_traced(indices):
         raise NotLipschitzError(
             "gather at positions computed from the differentiated input (e.g. x[argmax(x)]): "
             "the positions jump where values tie, so the result does too. Use a reduction "
@@ -309,7 +293,7 @@ def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value
         mode=mode, fill_value=-1, **{k: v for k, v in params.items()
                                      if k in ("indices_are_sorted", "unique_indices")}))
     fill = np.nan if fill_value is None else float(fill_value)
-    return _read(x, where, fill)
+    return _lib("take_flat")(x, where, fill)
 
 
 def _scatter_targets(operand_shape, indices, updates_shape, dn, mode) -> np.ndarray:
@@ -333,7 +317,7 @@ def _scatter_targets(operand_shape, indices, updates_shape, dn, mode) -> np.ndar
 def _scatter_add(operand, indices, updates, *, dimension_numbers, mode=None, **_):
     """``operand.at[indices].add(updates)``: a linear primitive (`scatter_add`) over the
     positions the updates land on; repeated positions accumulate."""
-    if _traced(indices):
+    if common.is_traced(indices):
         raise NotLipschitzError("scatter-add at positions computed from the differentiated "
                                 "input: where the values land jumps with it.")
     targets = _scatter_targets(np.shape(operand), indices, np.shape(updates),
@@ -347,7 +331,7 @@ def _scatter(operand, indices, updates, *, dimension_numbers, mode=None, **_):
     """``operand.at[indices].set(updates)``: each written entry reads its update, the others
     the operand (one gather from both, so linear and exact); a position written twice takes
     the last update, as XLA does on CPU."""
-    if _traced(indices):
+    if common.is_traced(indices):
         raise NotLipschitzError("scatter at positions computed from the differentiated "
                                 "input: which entries are overwritten jumps with it.")
     targets = _scatter_targets(np.shape(operand), indices, np.shape(updates),
@@ -373,7 +357,7 @@ def _concatenate(*xs, dimension):
 def _pad(x, value, *, padding_config):
     if any(int(i) for _, _, i in padding_config):
         raise UnsupportedError("pad with interior padding")
-    if _traced(value) or float(_raw(value)) != 0.0:
+    if common.is_traced(value) or float(_raw(value)) != 0.0:
         raise UnsupportedError("pad with a nonzero or differentiated padding value")
     pads = tuple((int(lo), int(hi)) for lo, hi, _ in padding_config)
     if any(lo < 0 or hi < 0 for lo, hi in pads):
@@ -390,18 +374,19 @@ def _sort(*operands, dimension, is_stable=True, num_keys=1):
     if len(operands) == 1:
         return [values]
     order = np.argsort(keys, axis=dimension, kind="stable")
-    if not _traced(order):
+    if not common.is_traced(order):
         order = np.asarray(order)
     rest = []
     for other in operands[1:]:
-        if _traced(other):
+        if common.is_traced(other):
             raise UnsupportedError("sort carrying a differentiated operand along the keys")
         other = np.asarray(other)
         positions = np.arange(other.shape[dimension]).reshape(
             [-1 if a == dimension else 1 for a in range(other.ndim)])
-        if _traced(order) and np.array_equal(other, np.broadcast_to(positions, other.shape)):
+        if common.is_traced(order) and np.array_equal(
+                other, np.broadcast_to(positions, other.shape)):
             rest.append(order)  # argsort: the positions, discrete (refused as a number)
-        elif _traced(order):
+        elif common.is_traced(order):
             raise UnsupportedError("sort carrying a constant operand along differentiated keys "
                                    "(its result jumps where keys tie); only argsort is supported")
         else:
@@ -416,7 +401,7 @@ def _top_k(x, *, k, axis=-1, **_):
     index[axis] = slice(None, -int(k) - 1 if int(k) < np.shape(x)[axis] else None, -1)
     order = np.take(_rev(np.argsort(x, axis=axis, kind="stable"), dimensions=(axis,)),
                     np.arange(int(k)), axis=axis)  # traced: discrete, refused as a number
-    return [values[tuple(index)], order if _traced(order) else order.astype(np.int32)]
+    return [values[tuple(index)], order if common.is_traced(order) else order.astype(np.int32)]
 
 
 def _clamp(lo, x, hi):
@@ -463,7 +448,7 @@ def _round(x, *, rounding_method=1):
 def _rem(x, y):
     """``lax.rem`` (C's fmod, the sign of ``x``): ``x - y trunc(x / y)``, whose jumps the
     discontinuous-primitive policy checks."""
-    if _traced(y):
+    if common.is_traced(y):
         raise UnsupportedError("rem with a differentiated divisor (its jumps move with it)")
     return x - y * np.trunc(x / y)
 
@@ -649,7 +634,7 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
         vals = [read(v) for v in eqn.invars]
         name = eqn.primitive.name
         squares = _sum_of_squares(eqn, producer) if name == "sqrt" else None
-        if not any(_traced(v) for v in vals):
+        if not any(common.is_traced(v) for v in vals):
             outs = _constant(eqn, vals)
         elif squares is not None:
             base, axes = squares
@@ -694,7 +679,7 @@ def _cond(eqn, vals, path):
     branches = eqn.params["branches"]
     run = [lambda b=b, k=k: evaluate(*_closed(b), operands, (*path, f"cond[branch {k}]"))
            for k, b in enumerate(branches)]
-    if not _traced(index):
+    if not common.is_traced(index):
         k = int(np.clip(_raw(index), 0, len(branches) - 1))
         return run[k]()
     if len(branches) != 2:
@@ -740,7 +725,7 @@ def _while(eqn, vals, path):
     step = 0
     while True:
         (pred,) = evaluate(cond, cond_consts, [*c_consts, *carry], (*path, "while[cond]"))
-        if _traced(pred):
+        if common.is_traced(pred):
             raise TracerBoolError(
                 f"lax.while_loop's predicate depends on the differentiated input (after "
                 f"{step} steps, {_describe(eqn, path)}): near the point the loop would stop "
@@ -883,7 +868,7 @@ class JaxProgram:
         self._vjps: dict[Any, Callable] = {}
 
     def numpy_fn(self, *args):
-        leaves = jax.tree_util.tree_leaves(args, is_leaf=_traced)
+        leaves = jax.tree_util.tree_leaves(args, is_leaf=common.is_traced)
         outs = evaluate(self.closed.jaxpr, list(self.closed.consts), leaves)
         return jax.tree_util.tree_unflatten(self.out_tree, outs)
 
@@ -920,7 +905,7 @@ def _custom_vjp(prog: JaxProgram, seed) -> Callable:
             def scalarized(*xs):
                 outs = jax.tree_util.tree_leaves(
                     prog.numpy_fn(*jax.tree_util.tree_unflatten(arg_tree, list(xs))),
-                    is_leaf=_traced)
+                    is_leaf=common.is_traced)
                 total = 0.0
                 for o, c in zip(outs, cts, strict=True):
                     total = total + (o * c).sum()

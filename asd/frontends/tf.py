@@ -79,30 +79,21 @@ from tensorflow.python.eager import execute as _execute
 
 import asd
 from asd.errors import NotLipschitzError, TracerBoolError, UnsupportedError
+from asd.frontends import common
 
 # ----- helpers -----
 
 
 def _lib(name: str) -> Callable:
-    """A library function by its documented name (``asd.softmax``...), or a clear error."""
-    fn = getattr(asd, name, None)
-    if fn is None:
-        raise UnsupportedError(f"asd.{name} is not available in this build of asd's library, "
-                               "so the TensorFlow operation that needs it cannot be imported")
-    return fn
+    return common.library_function(name, "TensorFlow operation")
 
 
 def _raw(x):
-    """The numpy value of a possibly traced array (for discrete things such as indices)."""
-    return np.asarray(getattr(x, "value", x))
+    return common.numpy_value(x)
 
 
-def _traced(x) -> bool:
-    return hasattr(x, "_trace")
 
 
-def _zeros(shape, like) -> np.ndarray:
-    return np.zeros(tuple(int(s) for s in shape), np.result_type(_raw(like), np.float32))
 
 
 def _transpose(x, perm):
@@ -123,7 +114,7 @@ def _str(s) -> str:
 
 
 def _constant_operand(x, what: str):
-    if _traced(x):
+    if common.is_traced(x):
         raise UnsupportedError(f"{what} computed from the differentiated inputs; compute it "
                                "from constants (shapes, Python numbers) instead")
     return _raw(x)
@@ -157,7 +148,7 @@ def _real_div(a, b, **_):
 def _div_no_nan(a, b, **_):
     """``a / b``, 0 where ``b == 0``: a jump at ``b = 0``, so ``b`` must be a constant (Keras
     divides a loss sum by the constant sample count this way)."""
-    b = _raw(b) if not _traced(b) else None
+    b = _raw(b) if not common.is_traced(b) else None
     if b is None:
         raise NotLipschitzError("DivNoNan with a differentiated divisor: it jumps to 0 where the "
                                 "divisor is 0. Use tf.math.divide (RealDiv) instead.")
@@ -165,7 +156,7 @@ def _div_no_nan(a, b, **_):
 
 
 def _pow(a, b, **_):
-    if not _traced(b):
+    if not common.is_traced(b):
         b = _raw(b)
         if b.ndim == 0 and float(b) == int(b) and 0 <= int(b) <= 8:
             return a ** int(b)
@@ -195,14 +186,14 @@ def _reduce(np_fn):
 def _argminmax(np_fn):
     def arg(x, axis, *, output_type=tf.int64, **_):
         index = np_fn(x, axis=int(_raw(axis)))  # traced: discrete, using it as a number raises
-        return index if _traced(index) else np.asarray(index).astype(
+        return index if common.is_traced(index) else np.asarray(index).astype(
             tf.as_dtype(output_type).as_numpy_dtype)
 
     return arg
 
 
 def _select(cond, a, b, **_):
-    if np.ndim(cond) == 1 and np.ndim(a) > 1 and not _traced(cond):   # Select on rows
+    if np.ndim(cond) == 1 and np.ndim(a) > 1 and not common.is_traced(cond):   # Select on rows
         cond = _raw(cond).reshape((-1,) + (1,) * (np.ndim(a) - 1))
     return _lib("where")(cond, a, b)
 
@@ -256,7 +247,7 @@ def _top_k(x, k, *, sorted=True, **_):  # noqa: A002
     values = _sort_desc(x, -1)[..., :k]
     order = np.argsort(x, axis=-1, kind="stable")  # traced: discrete, refused as a number
     order = order[..., ::-1][..., :k]
-    return [values, order if _traced(order) else np.asarray(order).astype(np.int32)]
+    return [values, order if common.is_traced(order) else np.asarray(order).astype(np.int32)]
 
 
 def _same_pads(size, kernel, stride, dilation):
@@ -437,7 +428,7 @@ def _unpack(x, *, num, axis=0, **_):
 def _gather(x, indices, axis=0, *, batch_dims=0, **_):
     if int(batch_dims) != 0:
         raise UnsupportedError(f"GatherV2 with batch_dims={batch_dims}")
-    if _traced(indices):
+    if common.is_traced(indices):
         raise NotLipschitzError("GatherV2 at positions computed from the differentiated input "
                                 "(e.g. x[argmax(x)]): the position jumps where values tie. Use "
                                 "a reduction such as tf.reduce_max instead.")
@@ -446,7 +437,7 @@ def _gather(x, indices, axis=0, *, batch_dims=0, **_):
 
 def _pad(x, paddings, constant_values=0.0, **_):
     pads = tuple((int(lo), int(hi)) for lo, hi in np.asarray(_raw(paddings)))
-    if _traced(constant_values) or float(_raw(constant_values)) != 0.0:
+    if common.is_traced(constant_values) or float(_raw(constant_values)) != 0.0:
         raise UnsupportedError("Pad with a nonzero or differentiated padding value")
     return _lib("pad")(x, pads)
 
@@ -455,12 +446,12 @@ def _tile(x, multiples, **_):
     reps = _ints(_constant_operand(multiples, "Tile multiples"))
     shape = np.shape(x)
     spread = x.reshape(tuple(v for n in shape for v in (1, n)))
-    full = spread + _zeros(tuple(v for r, n in zip(reps, shape) for v in (r, n)), x)
+    full = spread + common.zeros(tuple(v for r, n in zip(reps, shape) for v in (r, n)), x)
     return full.reshape(tuple(r * n for r, n in zip(reps, shape)))
 
 
 def _broadcast_to(x, shape, **_):
-    return x + _zeros(_ints(shape), x)
+    return x + common.zeros(_ints(shape), x)
 
 
 def _cast(x, *, DstT, **_):
@@ -755,7 +746,7 @@ class _Body:
     def _run(self, op, vals, env, producer) -> list:
         if op.type in VARIABLE_READS:
             return [vals[0]]
-        if not any(_traced(v) for v in vals) or op.type in LOCALLY_CONSTANT:
+        if not any(common.is_traced(v) for v in vals) or op.type in LOCALLY_CONSTANT:
             try:
                 return _run_tf(op, [_raw(v) for v in vals])
             except Exception as e:

@@ -90,29 +90,21 @@ import torch
 from torch.export.graph_signature import InputKind, OutputKind
 
 import asd
+from asd.core import backend
 from asd.errors import ArgumentError, OutputError, TracerBoolError, UnsupportedError
-from asd.frontends import reach
+from asd.frontends import common, reach
 
 # ----- helpers -----
 
 
 def _lib(name: str) -> Callable:
-    """A library function by its documented name (``asd.softmax``...), or a clear error."""
-    fn = getattr(asd, name, None)
-    if fn is None:
-        raise UnsupportedError(f"asd.{name} is not available in this build of asd's library, "
-                               "so the PyTorch operation that needs it cannot be imported")
-    return fn
+    return common.library_function(name, "PyTorch operation")
 
 
 def _raw(x):
-    """The numpy value of a possibly traced array (for discrete outputs such as indices)."""
-    x = getattr(x, "value", x)
-    return x.detach().cpu().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+    return common.numpy_value(x)
 
 
-def _traced(x) -> bool:
-    return isinstance(x, asd.core.primitive.Traced)
 
 
 def _on_torch(*xs) -> bool:
@@ -133,8 +125,6 @@ def _dims(dim, ndim: int) -> tuple[int, ...] | None:
     return tuple(d % max(ndim, 1) for d in dims)
 
 
-def _zeros(shape, like) -> np.ndarray:
-    return np.zeros(tuple(shape), np.result_type(_raw(like), np.float32))
 
 
 def _flip(x, axis: int):
@@ -323,8 +313,11 @@ def _mse(a, b, reduction=1):
 
 
 def _per_axis(v, nd: int) -> tuple[int, ...]:
-    return (int(v),) * nd if isinstance(v, int | np.integer) else tuple(int(a) for a in v) \
-        if len(v) == nd else (int(v[0]),) * nd
+    """An int, or a sequence of one entry or one per axis, as ``nd`` ints."""
+    if isinstance(v, int | np.integer):
+        return (int(v),) * nd
+    v = tuple(int(a) for a in v)
+    return v if len(v) == nd else v[:1] * nd
 
 
 def _conv(x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
@@ -354,22 +347,17 @@ def _conv_transposed(x, w, b, stride, padding, dilation, output_padding, groups)
     nd = np.ndim(w) - 2
     st, pd, dl, op = (_per_axis(v, nd) for v in (stride, padding, dilation, output_padding))
     shape = np.shape(x)
-    spatial = shape[2:]
-    positions = np.arange(int(np.prod(shape))).reshape(shape)
-    size = positions.size
-    grid_shape = shape[:2] + tuple((n - 1) * s + 1 + 2 * (d * (k - 1) - p) + o for
-                                   n, s, d, k, p, o in zip(spatial, st, dl, np.shape(w)[2:],
-                                                           pd, op, strict=True))
-    if any(d * (k - 1) - p < 0 for d, k, p in zip(dl, np.shape(w)[2:], pd, strict=True)):
+    # the spread input has d (k - 1) - p zeros around it (and output_padding at the end)
+    lead = [d * (k - 1) - p for d, k, p in zip(dl, np.shape(w)[2:], pd, strict=True)]
+    if any(n < 0 for n in lead):
         raise UnsupportedError("aten.convolution with transposed=True and padding larger "
                                "than dilation * (kernel - 1)")
-    grid = np.full(grid_shape, size)
-    at = (slice(None), slice(None)) + tuple(
-        slice(d * (k - 1) - p, d * (k - 1) - p + (n - 1) * s + 1, s)
-        for n, s, d, k, p in zip(spatial, st, dl, np.shape(w)[2:], pd, strict=True))
-    grid[at] = positions
-    flat = np.concatenate([np.reshape(x, (-1,)), np.zeros(1, _dtype_of(x))])
-    spread = flat[grid]
+    grid = np.full(shape[:2] + tuple((n - 1) * s + 1 + 2 * g + o for n, s, g, o in
+                                     zip(shape[2:], st, lead, op, strict=True)), -1)
+    grid[(slice(None), slice(None)) + tuple(slice(g, g + (n - 1) * s + 1, s) for n, s, g in
+                                            zip(shape[2:], st, lead, strict=True))] = \
+        np.arange(int(np.prod(shape))).reshape(shape)
+    spread = _lib("take_flat")(x, grid)
     kernel = w
     for axis in range(2, 2 + nd):
         kernel = _flip(kernel, axis)
@@ -386,25 +374,17 @@ def _convolution(x, w, b, stride, padding, dilation, transposed, output_padding,
 def _averaging(n_in: int, n_out: int) -> np.ndarray:
     """The ``(n_out, n_in)`` matrix of adaptive average pooling's windows along one axis:
     ``[floor(i n_in / n_out), ceil((i + 1) n_in / n_out))``."""
-    a = np.zeros((n_out, n_in))
-    for i in range(n_out):   # one row per output position, not per entry
-        lo, hi = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
-        a[i, lo:hi] = 1.0 / (hi - lo)
-    return a
-
-
-def _dtype_of(x) -> np.dtype:
-    """The numpy dtype matching ``x``'s (a torch dtype is named like numpy's), so constants
-    built for ``x`` do not promote a float32 program."""
-    d = getattr(x, "dtype", None)
-    return np.dtype(np.float64) if d is None else np.dtype(str(d).split(".")[-1])
+    i = np.arange(n_out)[:, None]
+    lo, hi = (i * n_in) // n_out, -(-((i + 1) * n_in) // n_out)
+    j = np.arange(n_in)[None, :]
+    return ((j >= lo) & (j < hi)) / (hi - lo)
 
 
 def _adaptive_avg_pool(x, output_size):
     """Adaptive average pooling as ``A_h x A_w^T``: linear, with PyTorch's windows."""
     out_h, out_w = (tuple(output_size) * 2)[:2] if len(output_size) == 1 else output_size
     h, w = np.shape(x)[-2:]
-    dtype = _dtype_of(x)
+    dtype = backend.numpy_dtype(x)
     ah, aw = (_averaging(h, int(out_h)).astype(dtype), _averaging(w, int(out_w)).astype(dtype))
     return np.matmul(np.matmul(ah, x), aw.T)
 
@@ -453,7 +433,7 @@ def _upsample_bilinear(x, output_size, align_corners, scale_factors=None):
     out = _output_size(x, output_size, scale_factors, 2)
     scales = tuple(scale_factors) if scale_factors else (None, None)
     h, w = np.shape(x)[-2:]
-    dtype = _dtype_of(x)
+    dtype = backend.numpy_dtype(x)
     ah = _interpolation(h, out[0], bool(align_corners), scales[0]).astype(dtype)
     aw = _interpolation(w, out[1], bool(align_corners), scales[1]).astype(dtype)
     return np.matmul(np.matmul(ah, x), aw.T)
@@ -482,7 +462,7 @@ def _constant_pad(x, pad, value=0.0):
     grow = tuple((max(lo, 0), max(hi, 0)) for lo, hi in pairs)
     if not any(lo or hi for lo, hi in grow):
         return x
-    if _traced(value):
+    if common.is_traced(value):
         raise UnsupportedError("constant_pad_nd with a differentiated padding value")
     return np.pad(x, grow, constant_values=float(value)) if float(value) else _lib("pad")(
         x, grow)
@@ -493,11 +473,8 @@ def _ceil_extension(x, nd: int, kernel, stride, padding):
     gives ceil mode's windows. Exact: a window reaching past the input starts inside it
     (PyTorch's rule), so it also holds the last entry, and a copy of an entry it already
     holds changes neither its maximum nor where the gradient goes."""
-    def per_axis(v):
-        return (v,) * nd if isinstance(v, int) else tuple(v)
-
-    ks, ps = per_axis(kernel), per_axis(padding)
-    ss = ks if stride is None else per_axis(stride)
+    ks, ps = _per_axis(kernel, nd), _per_axis(padding, nd)
+    ss = ks if stride is None else _per_axis(stride, nd)
     shape = np.shape(x)
     for i, (k, s, p) in enumerate(zip(ks, ss, ps, strict=True)):
         axis = len(shape) - nd + i
@@ -657,7 +634,7 @@ def _expand(x, size, implicit=False):
                   for i, s in enumerate(size))
     if _on_torch(x):
         return asd.broadcast_to(x, shape)
-    return x + _zeros(shape, x)
+    return x + common.zeros(shape, x)
 
 
 def _broadcast_tensors(tensors):
@@ -665,7 +642,7 @@ def _broadcast_tensors(tensors):
     if _on_torch(*tensors):
         return [asd.broadcast_to(t, shape) if tuple(np.shape(t)) != shape else t
                 for t in tensors]
-    return [t + _zeros(shape, t) if np.shape(t) != shape else t for t in tensors]
+    return [t + common.zeros(shape, t) if np.shape(t) != shape else t for t in tensors]
 
 
 NUMPY_DTYPE = {torch.bfloat16: np.dtype(np.float32), torch.float16: np.dtype(np.float32)}
@@ -1244,6 +1221,7 @@ class TorchProgram:
     def _check(self) -> None:
         live = set(self.user_inputs) | set(self.param_names)
         self.constant_nodes: set[str] = set()
+        self.point_nodes: set[str] = set()
         for node in self.graph.nodes:
             if node.op != "call_function":
                 continue
@@ -1259,7 +1237,7 @@ class TorchProgram:
                 self.constant_nodes.add(node.name)
                 continue
             if _locally_constant(node):
-                self.constant_nodes.add(node.name)   # evaluated on the values at the point
+                self.point_nodes.add(node.name)   # evaluated on the values at the point
                 continue
             live.add(node.name)
             if name == "getitem" or f"{name}.{overload}" in ATEN or name in ATEN:
@@ -1329,11 +1307,12 @@ class TorchProgram:
         args, kwargs = read(node.args), {k: read(v) for k, v in node.kwargs.items()}
         if node.target is operator.getitem:
             return args[0][args[1]]
+        if node.name in self.point_nodes:
+            args, kwargs = _point_values((args, kwargs))
+            return node.target(*args, **kwargs) if native else _constant(node.target, args,
+                                                                         kwargs)
         if native:
             flat = list(_flat_values((args, kwargs)))
-            if node.name in self.constant_nodes and _locally_constant(node):
-                args, kwargs = _point_values((args, kwargs))
-                return node.target(*args, **kwargs)
             if not any(isinstance(a, asd.core.primitive.Traced) for a in flat):
                 for a in flat:
                     if isinstance(a, NotComputed):    # an output asd does not compute
@@ -1341,7 +1320,7 @@ class TorchProgram:
                 # nothing traced: a constant of this sweep, which PyTorch evaluates itself
                 return node.target(*args, **kwargs)
         elif node.name in self.constant_nodes:
-            return _constant(node.target, *_point_values((args, kwargs)))
+            return _constant(node.target, args, kwargs)
         name, overload = _op_key(node.target)
         handler = ATEN.get(f"{name}.{overload}") or ATEN[name]
         kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout",
@@ -1580,7 +1559,7 @@ class _Unseen(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        for t in _flat_tensors((args, kwargs)):
+        for t in (v for v in _flat_values((args, kwargs)) if isinstance(v, torch.Tensor)):
             if t.requires_grad and t.is_leaf and id(t) not in self.known:
                 raise ArgumentError(
                     f"{self.label} uses a tensor of shape {tuple(t.shape)} ({t.dtype}) that "
@@ -1590,17 +1569,6 @@ class _Unseen(torch.overrides.TorchFunctionMode):
                     "attribute, dict, list or tuple the function refers to) or pass it as an "
                     "argument.")
         return func(*args, **kwargs)
-
-
-def _flat_tensors(tree):
-    if isinstance(tree, torch.Tensor):
-        yield tree
-    elif isinstance(tree, list | tuple):
-        for t in tree:
-            yield from _flat_tensors(t)
-    elif isinstance(tree, dict):
-        for t in tree.values():
-            yield from _flat_tensors(t)
 
 
 class _ASDFunction(torch.autograd.Function):
