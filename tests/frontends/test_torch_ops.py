@@ -9,10 +9,6 @@ other ties alive) and random vectors.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -21,20 +17,12 @@ F = torch.nn.functional
 
 import asd.torch  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.doc_generators import ROOT, load  # noqa: E402
+
 COMMITTED = ROOT / "docs" / "torch-ops.md"
 
 
-def _generator():
-    spec = importlib.util.spec_from_file_location("make_torch_ops",
-                                                  ROOT / "docs" / "make_torch_ops.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-GEN = _generator()
+GEN = load("make_torch_ops")
 
 
 def test_the_committed_table_is_current_and_nothing_disagrees_with_autograd():
