@@ -31,7 +31,7 @@ from asd import (
     spectral,  # namespace asd.spectral (asd.spectral.lambda_max, ...)
 )
 from asd.analysis.branching import branch, branching
-from asd.api import asd, directional, jacobian, subgrad, trace, value_and_subgrad
+from asd.api import asd, directional, jacobian, jit, subgrad, trace, value_and_subgrad
 from asd.core.primitive import Primitive
 from asd.core.program import Program
 from asd.errors import (
@@ -137,6 +137,7 @@ __all__ = [
     "clarke",  # noqa: F405  (loaded on first use, see __getattr__)
     "directional",
     "jacobian",
+    "jit",
     "library",
     "projections",
     "spectral",

@@ -15,6 +15,7 @@ import numpy as np
 
 from asd.core import arguments, backend
 from asd.core.arguments import as_float, check_argnums, check_leaves_finite, describe_leaf
+from asd.core.jit import CompiledFunction
 from asd.core.sweep import LazyDirection, LexDirections, Trace
 from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd
 from asd.errors import ArgumentError, ASDError, ShapeError
@@ -180,7 +181,10 @@ def _sweep(f, inputs: _Inputs, direction, seed, allow_zero=False, directions=Non
 
 
 def sweep_along(f, inputs: _Inputs, dirs: list[np.ndarray], lex: LexDirections | None = None):
-    """Run ``f`` once on traced inputs whose tangents are ``dirs`` (one per leaf)."""
+    """Run ``f`` once on traced inputs whose tangents are ``dirs`` (one per leaf); a
+    compiled ``f`` (`jit`) replays its program for a signature it has traced."""
+    if type(f) is CompiledFunction:
+        return f.sweep(inputs, dirs, lex)
     trace = Trace(lex)
     tracers = [trace.new_input(x, d) for x, d in zip(inputs.leaves, dirs, strict=True)]
     out = inputs.call(f, tracers)
@@ -197,6 +201,12 @@ def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
 
 
 # ----- the public functions -----
+
+def transform(wrapped: Callable, factory: Callable, f: Callable, **options) -> Callable:
+    """Mark ``wrapped`` as ``factory(f, **options)``, so `jit` can rebuild it over a
+    compiled ``f``."""
+    wrapped.__asd_transform__ = (factory, f, options)
+    return wrapped
 
 def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
                       directions=None, full: bool = False,
@@ -222,10 +232,19 @@ def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction
 
     arguments.check_seed(seed)
 
+    compiled = type(f) is CompiledFunction and not (full or diagnostics)
+
     def wrapped(*args):
+        if compiled:  # the generated tie-free path, where this signature has one
+            single, diff = check_argnums(argnums, len(args))
+            out = f.fast_value_and_grad(args, single, diff)
+            if out is not None:
+                return out
         inputs = _Inputs(args, argnums)
         direction_, directions_ = inputs.checked_sequence(direction, directions)
         result = _asd_sweep(f, inputs, direction_, seed, full or diagnostics, directions_)
+        if compiled:
+            f.learn_fast(args, inputs.argnums)
         if full:
             return result
         if diagnostics:
@@ -234,7 +253,9 @@ def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction
         return result.value, result.subgradient
 
     wrapped.__doc__ = f"Value and a Clarke subgradient of {getattr(f, '__name__', f)}."
-    return wrapped
+    return transform(wrapped, value_and_subgrad, f, argnums=argnums, seed=seed,
+                     direction=direction, directions=directions, full=full,
+                     diagnostics=diagnostics)
 
 
 def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
@@ -260,7 +281,8 @@ def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
         return _asd_sweep(f, inputs, direction_, seed, True, directions_)
 
     wrapped.__doc__ = f"One ASD sweep of {getattr(f, '__name__', f)}, as an ASDResult."
-    return wrapped
+    return transform(wrapped, asd, f, argnums=argnums, seed=seed, direction=direction,
+                     directions=directions)
 
 
 def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None) -> ASDResult:
@@ -328,7 +350,8 @@ def subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
         return vg(*args)[1]
 
     wrapped.__doc__ = f"A Clarke subgradient of {getattr(f, '__name__', f)}."
-    return wrapped
+    return transform(wrapped, subgrad, f, argnums=argnums, seed=seed, direction=direction,
+                     directions=directions)
 
 
 def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
@@ -367,7 +390,7 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
         arguments.check_finite_tangents(trace, leaves, dots)
         return unflatten(tree, values), unflatten(tree, dots)
 
-    return wrapped
+    return transform(wrapped, directional, f, argnums=argnums)
 
 
 def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
@@ -413,7 +436,8 @@ def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
                 arguments.check_finite(trace, o._id, row, "the Jacobian")
         return unflatten(out_tree, per_out)
 
-    return wrapped
+    return transform(wrapped, jacobian, f, argnums=argnums, seed=seed, direction=direction,
+                     directions=directions, mode=mode)
 
 
 def _block(b, x, o):
@@ -530,3 +554,64 @@ def trace(f: Callable) -> Callable[..., Any]:
         return Program(program_nodes, [x._id for x in tracers], in_tree, refs, out_tree)
 
     return wrapped
+
+
+def jit(fn: Callable, *, static_argnums: int | tuple[int, ...] = ()) -> Callable:
+    """Compile ``fn``: trace once per input signature, then replay the straight-line program.
+
+    ``fn`` is an asd transform (`subgrad`, `value_and_subgrad`, `asd`, `directional`,
+    `jacobian`, `asd.clarke`), rebuilt over the compiled function, or a function of traced
+    values (then ``asd.subgrad(asd.jit(f))`` works too). A signature is the arguments'
+    structure, every array leaf's shape, dtype, library and device, and the value of
+    every other leaf (numbers, flags, strings: a new value traces again). Arguments that
+    are not differentiated are traced as constant inputs; those Python branches on go in
+    ``static_argnums`` (compared by value). Results equal the uncompiled ones bit for bit,
+    ties included: a replay runs each node's own rule, and tie-free subgradients on numpy
+    take a generated fast path that gives way to the rules at the first tie.
+
+    As with ``jax.jit``, values ``fn`` reads that are not arguments (closures, globals) are
+    fixed when a signature is first traced (array constants are copied then); call
+    ``.clear_cache()`` on the result to trace again after changing them. See
+    docs/compiled.md.
+
+    >>> import asd, numpy as np
+    >>> vg = asd.jit(asd.value_and_subgrad(lambda w: asd.abs(w).sum()))
+    >>> vg(np.array([1.0, -2.0]))
+    (np.float64(3.0), array([ 1., -1.]))
+    >>> vg(np.array([-3.0, 4.0]))  # replayed: no Python, no tracing
+    (np.float64(7.0), array([-1.,  1.]))
+    >>> vg.traces
+    1
+    """
+    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    spec = getattr(fn, "__asd_transform__", None)
+    if spec is None:
+        return CompiledFunction(fn, static)
+    factory, f, options = spec
+    compiled = CompiledFunction(f, static)
+    return _Jitted(factory(compiled, **options), compiled)
+
+
+class _Jitted:
+    """A transform rebuilt over a `CompiledFunction` (what `jit` returns for a transform)."""
+
+    def __init__(self, wrapped: Callable, compiled: CompiledFunction):
+        self.__wrapped__, self.compiled = wrapped, compiled
+        self.__doc__ = wrapped.__doc__
+        self.__name__ = f"jit({getattr(wrapped, '__name__', 'transform')})"
+        self.__asd_transform__ = wrapped.__asd_transform__
+
+    def __call__(self, *args):
+        return self.__wrapped__(*args)
+
+    def __repr__(self) -> str:
+        return f"asd.jit({self.compiled.__name__})"
+
+    @property
+    def traces(self) -> int:
+        """How many times the function has been traced (one per new signature)."""
+        return self.compiled.traces
+
+    def clear_cache(self) -> None:
+        """Forget the traced programs (see `CompiledFunction.clear_cache`)."""
+        self.compiled.clear_cache()

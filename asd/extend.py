@@ -35,6 +35,7 @@ from asd.core.backend import (
     set_at,
     to_host,
 )
+from asd.core.jit import read_value
 from asd.core.linear import (
     Closure,
     Dense,
@@ -143,6 +144,8 @@ def defsmooth(name: str, impl: Callable, derivative: Callable, numpy=None,
         return ans, Diagonal(derivative(x, ans), tuple(np.shape(x)))
 
     smooth_rule.__name__ = f"{name}_rule"
+    # what `asd.core.codegen` inlines: the same two functions, without the map object
+    smooth_rule.elementwise = (impl, derivative)
     prim.defrule(smooth_rule)
     if numpy is not None:
         register_numpy(numpy, prim)
@@ -342,6 +345,7 @@ __all__ = [
     "line",
     "namespace",
     "numpy_dtype",
+    "read_value",
     "record_degenerate_tie",
     "record_jump",
     "record_tie_decision",

@@ -49,6 +49,13 @@ def numpy_contenders(bench: Benchmark, asd_ops) -> list[Contender]:
     out.append(Contender("asd", lambda: vg(params), _plain, True))
     if bench.untied is not None:
         out.append(Contender("asd untied", lambda: vg(bench.untied), None, True))
+    jitted = asd.jit(asd.value_and_subgrad(lambda p: bench.loss(asd_ops, p, data)))
+    out.append(Contender("asd jit", lambda: jitted(params), _plain, True))
+    if bench.clarke:
+        sample = asd.jit(asd.clarke(lambda p: bench.loss(asd_ops, p, data), n=bench.clarke,
+                                    seed=0))
+        out.append(Contender(f"asd jit clarke{bench.clarke}", lambda: sample(params), None,
+                             True))
     return out
 
 

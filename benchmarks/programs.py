@@ -36,6 +36,7 @@ class Benchmark:
     ties: bool = False
     notes: dict = field(default_factory=dict)
     untied: list | None = None  # the same program's parameters at a point without ties
+    clarke: int = 0  # time a compiled asd.clarke with this many directions too
 
 
 # ----- multilayer perceptrons (wide, tied, deep and narrow) -----
@@ -188,6 +189,31 @@ def scalar_chain(quick: bool) -> Benchmark:
                      (blocks,), chain_loss, chain_hand)
 
 
+# ----- a small hinge-loss SVM with an l1 term (per-call overhead of a tiny model) -----
+
+def svm_loss(ops, params, data):
+    (w,) = params
+    X, y = data
+    return ops.relu(1.0 - y * (X @ w)).mean() + 0.1 * ops.abs(w).sum()
+
+
+def svm_hand(params, data, direction=None):
+    (w,) = params
+    X, y = data
+    margin = 1.0 - y * (X @ w)
+    active = margin > 0
+    value = np.maximum(margin, 0).mean() + 0.1 * np.abs(w).sum()
+    return value, [-(X.T @ (y * active)) / len(y) + 0.1 * np.sign(w)]
+
+
+def svm(quick: bool) -> Benchmark:
+    rng = np.random.default_rng(5)
+    X, y = rng.standard_normal((4, 2)), np.array([1.0, -1.0, 1.0, -1.0])
+    return Benchmark("svm float64", "hinge-loss SVM + l1 term, 4 samples x 2 features (the "
+                     "per-call overhead of a tiny objective)", np.dtype(np.float64),
+                     [np.array([0.3, -0.2])], (X, y), svm_loss, svm_hand, clarke=64)
+
+
 # ----- a chain whose every tie only the exact series decides (the tie contract's cost) -----
 
 def series_chain_loss(ops, params, data):
@@ -295,6 +321,6 @@ def build(quick: bool = False) -> list[Benchmark]:
     return [
         mlp(np.float32, quick), mlp(np.float64, quick),
         mlp(np.float32, quick, ties=True), mlp(np.float64, quick, ties=True),
-        cnn(quick), deep_narrow(quick), scalar_chain(quick), projection(quick),
+        cnn(quick), deep_narrow(quick), scalar_chain(quick), svm(quick), projection(quick),
         projection(quick, "box"), sort_topk(quick), series_chain(quick),
     ]

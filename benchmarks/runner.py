@@ -23,7 +23,8 @@ from . import ops as backends
 from .peers import PEERS, Contender, contenders, installed
 from .programs import Benchmark, build, draw_direction
 
-ORDER = ("primal", "hand", "asd", "asd untied", "autograd", "torch", "jax", "jax.jit")
+ORDER = ("primal", "hand", "asd", "asd untied", "asd jit", "asd jit clarke64", "autograd",
+         "torch", "jax", "jax.jit")
 
 # (label, program-name prefix, numerator, denominator, limit, measure)
 TARGETS = (
@@ -34,6 +35,11 @@ TARGETS = (
     ("MLP peak memory: asd / autograd", "mlp float", "asd", "autograd", 1.5, "memory"),
     ("10^4-node chain, every tie by the series: asd / asd untied", "series-chain", "asd",
      "asd untied", 20.0, "time"),
+    ("SVM objective: asd jit / torch eager", "svm", "asd jit", "torch", 0.5, "time"),
+    ("1000-op scalar chain: asd jit / hand-written fwd+bwd", "scalar-chain", "asd jit", "hand",
+     5.0, "time"),
+    ("SVM: asd jit clarke(n=64) / one asd jit call", "svm", "asd jit clarke64", "asd jit", 5.0,
+     "time"),
 )
 
 

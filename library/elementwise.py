@@ -23,6 +23,7 @@ from asd.extend import (
     defsmooth,
     identity,
     is_traced,
+    read_value,
     record_jump,
     register_method,
     register_numpy,
@@ -154,7 +155,7 @@ arccosh_p = defsmooth("arccosh", np.arccosh, lambda x, ans: 1.0 / np.sqrt(x * x 
 def arccosh(x, **kwargs):
     """``log(x + sqrt(x**2 - 1))`` for ``x >= 1``; at 1 its slope is infinite (refused)."""
     _no_options("arccosh", kwargs)
-    if is_traced(x) and np.any(np.asarray(x.value) == 1):
+    if is_traced(x) and read_value(x, lambda v: bool(np.any(np.asarray(v) == 1))):
         raise NotLipschitzError(
             f"arccosh is not Lipschitz at x = 1 (infinite slope) and {x!r} has entries "
             "equal to 1. Keep the argument above 1, e.g. arccosh(1 + eps + relu(x - 1)).")
@@ -187,7 +188,7 @@ def sinc(x):
 
 def _finite(name: str, *xs) -> None:
     for x in xs:
-        if is_traced(x) and not np.all(np.isfinite(x.value)):
+        if is_traced(x) and not read_value(x, lambda v: bool(np.all(np.isfinite(v)))):
             raise NonFiniteError(
                 f"{name} of {x!r}, which holds NaN or infinite entries: asd differentiates "
                 f"finite values, where {name} is the same as its finite-input counterpart. "

@@ -27,6 +27,7 @@ from asd.extend import (
     FanIn,
     Primitive,
     is_traced,
+    read_value,
     register_alternative,
     register_numpy,
     unbroadcast,
@@ -290,7 +291,8 @@ def slogdet(a):
     array([[ 0.5 ,  0.  ],
            [ 0.  , -0.25]])
     """
-    sign = np.linalg.slogdet(_stack_of_squares(_value(a), "slogdet"))[0]
+    _stack_of_squares(_value(a), "slogdet")
+    sign = read_value(a, lambda v: np.linalg.slogdet(np.asarray(v))[0])
     return SlogdetResult(sign, logabsdet_p(a))
 
 

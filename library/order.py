@@ -32,6 +32,7 @@ from asd.extend import (
     is_host,
     is_traced,
     namespace,
+    read_value,
     register_accumulate,
     register_method,
     register_numpy,
@@ -952,7 +953,7 @@ def gather_at(x, index, mode: str = "index", axis=None):
     """
     trace, k = index._trace, index._id
     if trace.nodes[k].name == "stop_gradient":
-        pos = np.asarray(index.value)
+        pos = read_value(index, np.asarray)  # constant positions: a replay re-reads them
         take_axis = None if axis is None else int(axis) % (np.ndim(x) or 1)
         return getitem(x, _gather_index(np.shape(x), pos, mode, take_axis))
     source = _source_of(index)

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.special as sc
 
 from asd.errors import NonFiniteError, NotLipschitzError, UnsupportedError
-from asd.extend import Diagonal, FanIn, Primitive, Zero, is_traced, register_numpy
+from asd.extend import Diagonal, FanIn, Primitive, Zero, is_traced, read_value, register_numpy
 
 from . import smooth
 
@@ -382,21 +382,25 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     """
     if b is None and not return_sign:
         return smooth.logsumexp(a, axis=axis, keepdims=bool(keepdims))
-    av = _value(a)
     if b is not None:
         shape = np.broadcast_shapes(np.shape(a), np.shape(b))
         if np.shape(a) != shape:
             a = smooth.broadcast_to(a, shape)
-            av = np.broadcast_to(av, shape)
     if isinstance(axis, list):
         axis = tuple(axis)
-    m = np.max(av, axis=axis, keepdims=True) if av.size else np.zeros((1,) * av.ndim)
-    m = np.where(np.isfinite(m), m, 0.0)
+
+    def shift(v):
+        v = np.asarray(v)
+        m = np.max(v, axis=axis, keepdims=True) if v.size else np.zeros((1,) * v.ndim)
+        return np.where(np.isfinite(m), m, 0.0)
+
+    m = read_value(a, shift)  # a constant of the program (a replay at another max retraces)
+    av = _value(a)
     terms = smooth.exp(smooth.subtract(a, m))
     if b is not None:
         terms = smooth.multiply(terms, b)
     s = smooth.sum(terms, axis=axis, keepdims=True)
-    sign = np.sign(_value(s))
+    sign = read_value(s, np.sign)
     if return_sign:
         s = smooth.multiply(s, np.where(sign == 0, 1.0, sign))
     out = smooth.add(smooth.log(s), m)

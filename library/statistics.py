@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from asd.errors import NotLipschitzError, ShapeError
-from asd.extend import Closure, Primitive, is_traced, register_numpy, unsupported
+from asd.extend import Closure, Primitive, is_traced, read_value, register_numpy, unsupported
 
 from . import smooth
 from .norms import pnorm
@@ -117,7 +117,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         w = smooth.reshape(w, tuple(-1 if i == axes[0] else 1 for i in range(nd)))
         w = smooth.broadcast_to(w, np.shape(a))
     scl = smooth.sum(w, axis=axes, keepdims=bool(keepdims))
-    if np.any(_value(scl) == 0):
+    if read_value(scl, lambda v: bool(np.any(np.asarray(v) == 0))):
         raise ZeroDivisionError("average: the weights sum to zero along the axis, so the "
                                 "average is not defined; give weights with a nonzero sum")
     avg = smooth.divide(smooth.sum(smooth.multiply(a, w), axis=axes, keepdims=bool(keepdims)),
@@ -126,6 +126,12 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 
 # ----- covariance and correlation -----
+
+def _counts(v) -> bool:
+    """Whether frequency weights are nonnegative integers (numpy.cov's requirement)."""
+    fw = np.asarray(v)
+    return bool(np.all(fw == np.around(fw)) and not np.any(fw < 0))
+
 
 def _observations(m, y, rowvar: bool):
     """The variables as the rows of a 2-D array (numpy.cov's layout), ``y`` appended."""
@@ -160,12 +166,11 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         ddof = 0 if bias else 1
     w = None
     if fweights is not None:
-        fw = np.asarray(_value(fweights))
-        if not np.all(fw == np.around(fw)) or np.any(fw < 0):
+        if not read_value(fweights, _counts):
             raise ValueError("cov: fweights must be nonnegative integers")
         w = fweights
     if aweights is not None:
-        if np.any(_value(aweights) < 0):
+        if read_value(aweights, lambda v: bool(np.any(np.asarray(v) < 0))):
             raise ValueError("cov: aweights must be nonnegative")
         w = aweights if w is None else smooth.multiply(w, aweights)
     n = np.shape(X)[1]
@@ -177,7 +182,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
             raise ShapeError(f"cov: weights need shape ({n},) (one per observation), got "
                              f"{np.shape(w)}")
         w_sum = smooth.sum(w)
-        if _value(w_sum) == 0:
+        if read_value(w_sum, lambda v: bool(v == 0)):
             raise ZeroDivisionError("cov: the weights sum to zero; give weights with a "
                                     "nonzero sum")
         avg = smooth.divide(smooth.sum(smooth.multiply(X, w), axis=1, keepdims=True), w_sum)
@@ -188,7 +193,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         else:
             fact = smooth.subtract(w_sum, smooth.divide(
                 smooth.multiply(ddof, smooth.sum(smooth.multiply(w, aweights))), w_sum))
-    if np.any(_value(fact) <= 0):
+    if read_value(fact, lambda v: bool(np.any(np.asarray(v) <= 0))):
         raise ValueError(f"cov: the degrees of freedom are {float(_value(fact))} <= 0 (ddof "
                          f"{ddof} for {n} observations); lower ddof or add observations")
     Xc = smooth.subtract(X, avg)

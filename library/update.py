@@ -21,6 +21,7 @@ from asd.extend import (
     deflinear,
     identity,
     is_traced,
+    read_value,
     register_method,
     register_numpy,
 )
@@ -82,7 +83,7 @@ def setitem(y, key, value):
     if is_traced(key):
         cmp = comparison_of(key)
         if key._trace.nodes[key._id].name == "stop_gradient":
-            key = np.asarray(key.value)
+            key = read_value(key, np.asarray)  # constant positions, re-read by a replay
         elif cmp is not None and np.ndim(value) == 0 and np.shape(key) == np.shape(y):
             return where(key, value, y)
         elif cmp is not None:

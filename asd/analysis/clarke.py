@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linprog, nnls
 
-from asd.api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along
+from asd.api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along, transform
 from asd.core.linear import FanIn
 from asd.core.primitive import ZeroTangent, rule_context
 from asd.core.sweep import LazyTangent, Trace, missing_cone, push_direction
@@ -272,7 +272,7 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
                             ties_of(trace.nodes, trace.ties))
 
     wrapped.__doc__ = f"A sample of the Clarke subdifferential of {getattr(f, '__name__', f)}."
-    return wrapped
+    return transform(wrapped, clarke, f, n=n, seed=seed, argnums=argnums, directions=directions)
 
 
 # ----- directions -----

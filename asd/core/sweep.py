@@ -242,7 +242,7 @@ class Trace:
 
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
-                 "series_memo", "magnitudes", "like")
+                 "series_memo", "magnitudes", "like", "guards")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
@@ -263,6 +263,7 @@ class Trace:
         self.magnitudes: dict = {}  # node -> |maps| pushed on |v| (None: a map has no bound)
         self.jumps: dict = {}  # node -> Jump its rule met (None: a discontinuity without rule)
         self.like = None  # a torch/JAX input value, when the sweep runs in that library
+        self.guards: dict = {}  # node -> [(read, result)]: values the trace itself depends on
 
     # ----- recording (the forward sweep) -----
 
@@ -316,10 +317,32 @@ class Trace:
                 wants.append(False)
         k = len(nodes)
         refs = tuple(refs)
+        ans, lin, active, taint = self.run_rule(k, prim, refs, params, xs, wants, active, taint)
+        try:
+            shape, dtype = ans.shape, ans.dtype
+        except AttributeError:
+            shape, dtype = np.shape(ans), np.result_type(ans)
+        if self.like is not None:
+            shape = tuple(shape)
+        nodes.append(Node(prim, refs, params, shape, dtype, active))
+        self.values.append(ans)
+        self.lins.append(lin)
+        self.tangents.append(None)
+        self.wants.append(wants)
+        taints.append(taint)
+        return Tracer(self, k, ans)
+
+    def run_rule(self, k: int, prim: Primitive, refs: tuple, params: dict, xs: list,
+                 wants: list, active: bool, taint):
+        """Node ``k``'s value and linearization from its inputs' values ``xs``: the rule when
+        an input moves with the direction, else the plain implementation. Returns
+        ``(value, lin, active, taint)``; shared by recording (`apply`) and compiled replay
+        (`replay_node`), so both run exactly the same code."""
         if self.like is not None and not prim.array_api:
             raise numpy_only(prim, backend.library(backend.namespace(self.like))).at(
                 self.describe(prim, refs, params, k))
         lin = None
+        nodes = self.nodes
         if prim.stops_gradient and taint is not None:  # a constant: the value at the point
             xs = [self.point_value(r) if type(r) is int else x for r, x in zip(refs, xs)]
         rule_context.trace, rule_context.node = self, k
@@ -361,19 +384,55 @@ class Trace:
             if prim.discontinuous:
                 active, lin = False, None
                 self.forget_ties(k)
-        try:
-            shape, dtype = ans.shape, ans.dtype
-        except AttributeError:
-            shape, dtype = np.shape(ans), np.result_type(ans)
-        if self.like is not None:
-            shape = tuple(shape)
-        nodes.append(Node(prim, refs, params, shape, dtype, active))
-        self.values.append(ans)
-        self.lins.append(lin)
+        return ans, lin, active, taint
+
+    # ----- compiled replay (`asd.core.jit`): the recorded nodes, new input values -----
+
+    def replay_input(self, node: Node, value, tangent=None) -> None:
+        """Input ``node`` (the next one) at a new value; see `new_input`."""
+        k = len(self.values)
+        if node.active:
+            self.leaf_index[k] = len(self.leaf_index)
+        if callable(tangent):
+            self.seeds[k], tangent = tangent, None
+        if self.like is None and not backend.is_host(value):
+            self.like = value
+        self.values.append(value)
+        self.lins.append(None)
+        self.tangents.append(tangent)
+        self.wants.append(())
+        self.taint.append(None)
+
+    def replay_node(self, k: int, node: Node):
+        """Node ``k`` of the recorded program at the replay's values: the same `run_rule`
+        the recording ran, without a tracer or a new node. Returns the value."""
+        nodes, values, taints = self.nodes, self.values, self.taint
+        xs, wants, active, taint = [], [], False, None
+        for r in node.args:
+            if type(r) is int:
+                xs.append(values[r])
+                w = nodes[r].active
+                wants.append(w)
+                active = active or w
+                if taint is None:
+                    taint = taints[r]
+            else:
+                xs.append(r.value)
+                wants.append(False)
+        ans, lin, _, taint = self.run_rule(k, node.prim, node.args, node.params, xs, wants,
+                                           active, taint)
+        values.append(ans)
+        self.lins.append(lin if node.active else None)
         self.tangents.append(None)
         self.wants.append(wants)
         taints.append(taint)
-        return Tracer(self, k, ans)
+        return ans
+
+    def guard(self, k: int, read, result) -> None:
+        """Record that the program was built from ``read(value of node k) == result``: a
+        library function chose its nodes from a value (a sign, a check), so a compiled
+        replay whose value reads differently must trace again."""
+        self.guards.setdefault(k, []).append((read, result))
 
     def describe(self, prim, refs, params, k) -> str:
         return format_node(k, Node(prim, refs, params, None, None, None))

@@ -1,0 +1,305 @@
+"""asd.jit: a compiled program returns what the uncompiled transform returns, bit for bit.
+
+The oracle is the uncompiled transform itself (proven against exact limits in
+tests/test_random_programs.py): each random program is compiled, traced at one point and
+then *replayed* at others, on its kinks (where every tie runs its full rule) and off them
+(where value_and_subgrad takes the generated fast path); every result must have the same
+bits, dtype and shape as tracing again. Then the semantics: what a trace captures, what
+makes it trace again, and that a compiled call never returns another program's gradient.
+"""
+
+from functools import partial
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+import asd
+from asd.errors import ArgumentError, NonFiniteError, TracerBoolError
+from tests.programs import programs, run, vector_programs
+
+EQUAL = settings(max_examples=250, deadline=None)
+
+
+def same_bits(a, b) -> bool:
+    """Equal structure, shapes, dtypes and bytes (so -0.0, NaN payloads and types too)."""
+    if isinstance(a, tuple | list):
+        return (type(a) is type(b) and len(a) == len(b)
+                and all(same_bits(x, y) for x, y in zip(a, b, strict=True)))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_bits(a[k], b[k]) for k in a)
+    if hasattr(a, "detach"):  # torch
+        a, b = a.detach().cpu().numpy(), b.detach().cpu().numpy()
+    x, y = np.asarray(a), np.asarray(b)
+    return (type(a) is type(b) and x.shape == y.shape and x.dtype == y.dtype
+            and x.tobytes() == y.tobytes())
+
+
+def points(x, v):
+    """The trace point (off the kinks), then replays: on the kinks, off them, on again."""
+    off = x + 0.3125 * v + 0.0078125
+    return [off, x, off * 0.5 - 0.25, x]
+
+
+def assert_same_calls(compiled, plain, calls):
+    for args in calls:
+        try:
+            want = plain(*args)
+        except Exception as e:
+            with pytest.raises(type(e)) as got:
+                compiled(*args)
+            assert str(got.value) == str(e)
+            continue
+        got = compiled(*args)
+        assert same_bits(got, want), f"at {args}: compiled {got} != uncompiled {want}"
+
+
+@EQUAL
+@given(programs(rational=True))
+def test_value_and_subgrad_replays_bit_for_bit(case):
+    program, x, v = case
+    f = partial(run, program)
+    plain = asd.value_and_subgrad(f, direction=v)
+    compiled = asd.jit(plain)
+    assert_same_calls(compiled, plain, [(p,) for p in points(x, v)])
+    assert compiled.traces == 1
+
+
+INLINED = ("add", "subtract", "multiply", "negative", "divide_by_constant", "add_constant",
+           "multiply_constant", "relu", "abs", "maximum", "minimum", "sum", "square", "index")
+"""Ops the fast path writes out itself (tests/programs.py names): drawn alone, so every
+generated line meets the replays off the kinks."""
+
+
+@EQUAL
+@given(programs(names=INLINED))
+def test_fast_path_programs_replay_bit_for_bit(case):
+    program, x, v = case
+    f = partial(run, program)
+    plain = asd.value_and_subgrad(f, direction=v)
+    compiled = asd.jit(plain)
+    off = [x + 0.3125 * v + 0.0078125, x * 0.75 - 0.3125 * v + 0.00390625]
+    assert_same_calls(compiled, plain, [(p,) for p in [off[0], off[1], off[0] * 0.5, x]])
+
+
+@EQUAL
+@given(programs(rational=True))
+def test_random_direction_and_reports_replay_bit_for_bit(case):
+    program, x, v = case
+    f = partial(run, program)
+    plain = asd.asd(f, seed=7)
+    compiled = asd.jit(plain)
+    for p in points(x, v):
+        want, got = plain(p), compiled(p)
+        assert same_bits(got.value, want.value) and same_bits(got.subgradient, want.subgradient)
+        assert same_bits(got.dini, want.dini) and got.ties == want.ties
+        assert got.degenerate == want.degenerate and got.decisions == want.decisions
+
+
+@EQUAL
+@given(vector_programs(rational=True))
+def test_directional_and_jacobian_replay_bit_for_bit(case):
+    program, x, v = case
+    f = partial(run, program)
+    assert_same_calls(asd.jit(asd.directional(f)), asd.directional(f),
+                      [(p, v) for p in points(x, v)])
+    assert_same_calls(asd.jit(asd.jacobian(f, direction=v)), asd.jacobian(f, direction=v),
+                      [(p,) for p in points(x, v)])
+
+
+def svm(w, X, y):
+    return asd.maximum(0.0, 1 - y * (X @ w)).mean() + 0.1 * asd.abs(w).sum()
+
+
+def svm_data():
+    rng = np.random.default_rng(0)
+    return rng.standard_normal((6, 3)), np.sign(rng.standard_normal(6))
+
+
+def test_fast_path_is_taken_off_ties_and_left_at_them():
+    X, y = svm_data()
+    plain = asd.value_and_subgrad(svm, seed=3)
+    compiled = asd.jit(plain)
+    w = np.array([0.3, -0.2, 0.1])
+    assert same_bits(compiled(w, X, y), plain(w, X, y))  # traced; the fast path generated
+    (path,) = compiled.compiled.fast_cache.values()
+    assert same_bits(compiled(w, X, y), plain(w, X, y))
+    assert "TieMet" in path.run.source and "rule" in path.run.source  # matmul: its own rule
+    assert path((w, X, y)) is not None
+    tied = np.array([0.0, 0.5, -1.0])  # |w| ties at w0 = 0: the fast path declines
+    assert path((tied, X, y)) is None
+    assert same_bits(compiled(tied, X, y), plain(tied, X, y))
+    assert compiled.traces == 1
+
+
+def test_scalar_chain_uses_python_scalars_and_matches():
+    def chain(y):
+        for _ in range(40):
+            y = asd.abs(y * 0.9 + 0.1) - 0.05
+        return y
+
+    plain, compiled = asd.value_and_subgrad(chain), asd.jit(asd.value_and_subgrad(chain))
+    for y0 in (0.3, 0.3, -2.0, -1.0 / 9.0, 1e300):
+        assert same_bits(compiled(y0), plain(y0))
+    assert compiled.traces == 1
+
+
+def test_tuple_argnums_and_python_floats():
+    def f(a, b, c):
+        return asd.relu(a * b - c) + asd.abs(b)
+
+    plain = asd.value_and_subgrad(f, argnums=(0, 2), seed=1)
+    compiled = asd.jit(plain)
+    for args in [(1.5, np.array(2.0), 0.5), (1.5, np.array(2.0), 0.5),
+                 (0.25, np.array(4.0), 1.0), (-1.0, np.array(2.0), 0.5)]:
+        assert same_bits(compiled(*args), plain(*args))
+
+
+def test_parameter_lists_take_the_fast_path():
+    def loss(p, x):
+        return asd.relu(x @ p[0] + p[1]).sum() + asd.abs(p[2])
+
+    x = np.array([[1.0, -2.0], [0.5, 3.0]])
+    plain = asd.value_and_subgrad(loss, seed=4)
+    compiled = asd.jit(plain)
+    for p in ([np.eye(2), np.array([0.25, -0.5]), 0.5],
+              [np.eye(2) * 2, np.array([1.0, -3.0]), -0.5],
+              (np.eye(2), np.array([0.25, -0.5]), 0.0),  # a tuple, tied at p[2] = 0
+              [np.eye(2), np.array([0.25, -0.5]), 1.5]):
+        assert same_bits(compiled(p, x), plain(p, x))
+    assert len(compiled.compiled.fast_cache) == 2  # one per layout (list, tuple)
+
+
+def test_new_shapes_and_dtypes_trace_again():
+    compiled = asd.jit(asd.subgrad(lambda x: asd.relu(x).sum()))
+    compiled(np.ones(3))
+    compiled(np.ones(3) * 2)
+    assert compiled.traces == 1
+    compiled(np.ones(4))
+    compiled(np.ones(4, np.float32))
+    assert compiled.traces == 3
+
+
+def test_mutated_closure_keeps_the_traced_program_until_cleared():
+    c = np.array([1.0, -2.0])
+
+    def f(x):
+        return asd.abs(x - c).sum() + (c * x).sum()
+
+    compiled = asd.jit(asd.value_and_subgrad(f, seed=0))
+    x = np.array([0.5, 0.5])
+    old = asd.value_and_subgrad(f, seed=0)(x)
+    assert same_bits(compiled(x), old)
+    c[:] = [3.0, 4.0]  # in place: the program holds its own copy
+    assert same_bits(compiled(x), old)
+    assert same_bits(compiled(x), old)  # the fast path too
+    compiled.clear_cache()
+    assert same_bits(compiled(x), asd.value_and_subgrad(f, seed=0)(x))
+    assert not same_bits(compiled(x), old)
+
+
+def test_python_flags_are_part_of_the_signature():
+    def f(x, flag):
+        return asd.relu(x).sum() if flag else asd.abs(x).sum()
+
+    x = np.array([-1.0, 2.0])
+    compiled = asd.jit(asd.value_and_subgrad(f))
+    for flag in (True, False, True, False):
+        assert same_bits(compiled(x, flag), asd.value_and_subgrad(f)(x, flag))
+    assert compiled.traces == 2
+
+    def g(x, mode):
+        return asd.relu(x).sum() * (2.0 if mode == "double" else 1.0)
+
+    static = asd.jit(asd.subgrad(g), static_argnums=1)
+    assert same_bits(static(x, "double"), np.array([0.0, 2.0]))
+    assert same_bits(static(x, "single"), np.array([0.0, 1.0]))
+
+
+def test_data_arguments_are_inputs_not_constants():
+    X, y = svm_data()
+    compiled = asd.jit(asd.value_and_subgrad(svm, seed=0))
+    w = np.array([0.3, -0.2, 0.1])
+    for scale in (1.0, 2.0, -1.0):
+        assert same_bits(compiled(w, X * scale, y), asd.value_and_subgrad(svm, seed=0)(
+            w, X * scale, y))
+    assert compiled.traces == 1
+
+
+def test_branching_on_data_asks_for_static_argnums():
+    def f(x, data):
+        return asd.relu(x).sum() if data.sum() > 0 else asd.abs(x).sum()
+
+    with pytest.raises(TracerBoolError, match="static_argnums"):
+        asd.jit(asd.subgrad(f))(np.ones(2), np.ones(2))
+    compiled = asd.jit(asd.subgrad(f), static_argnums=1)
+    assert same_bits(compiled(-np.ones(2), np.ones(2)), np.zeros(2))
+    assert same_bits(compiled(-np.ones(2), -np.ones(2)), -np.ones(2))
+    assert compiled.traces == 2
+    with pytest.raises(ArgumentError, match="static"):
+        asd.jit(asd.subgrad(f), static_argnums=0)(np.ones(2), np.ones(2))
+
+
+def test_guarded_values_trace_again_where_they_change():
+    def f(a):
+        return np.linalg.slogdet(a)[1] * np.linalg.slogdet(a)[0]
+
+    compiled = asd.jit(asd.value_and_subgrad(f))
+    plain = asd.value_and_subgrad(f)
+    pos, neg = np.diag([2.0, 3.0]), np.diag([2.0, -3.0])
+    for a in (pos, pos * 2, neg, pos, neg * 3):
+        assert same_bits(compiled(a), plain(a))
+    assert compiled.traces == 2  # one program per sign, both kept
+
+
+def test_errors_are_the_uncompiled_errors():
+    compiled = asd.jit(asd.value_and_subgrad(lambda x: asd.numpy.log(x).sum()))
+    compiled(np.ones(2))
+    compiled(np.ones(2))
+    with pytest.raises(NonFiniteError) as e:
+        compiled(np.array([1.0, 0.0]))
+    with pytest.raises(NonFiniteError) as want:
+        asd.value_and_subgrad(lambda x: asd.numpy.log(x).sum())(np.array([1.0, 0.0]))
+    assert str(e.value) == str(want.value)
+    with pytest.raises(NonFiniteError, match="argument 0 has 1 non-finite"):
+        compiled(np.array([1.0, np.inf]))  # the fast path leaves it to the argument checks
+
+
+def test_a_plain_function_compiles_and_composes():
+    calls = []
+
+    def f(x, c):
+        calls.append(1)
+        return asd.relu(x - c).sum()
+
+    compiled = asd.jit(f)
+    assert compiled(np.array([1.0, -1.0]), 0.5) == 0.5
+    assert compiled(np.array([3.0, -1.0]), 0.5) == 2.5
+    assert len(calls) == 1
+    g = asd.subgrad(compiled, direction=np.array([1.0, 1.0]))
+    assert same_bits(g(np.array([0.5, 2.0]), 0.5), np.array([1.0, 1.0]))
+    assert same_bits(g(np.array([0.5, 0.0]), 0.5), np.array([1.0, 0.0]))
+    assert len(calls) == 2  # traced once for the sweep's signature, then replayed
+    inner = asd.subgrad(lambda x: compiled(x, 0.0) * 2.0)  # inside another sweep: traced through
+    assert same_bits(inner(np.array([1.0, -1.0])), np.array([2.0, 0.0]))
+    print(compiled.program(np.array([1.0, -1.0]), 0.5))
+
+
+def test_program_is_printable():
+    compiled = asd.jit(lambda x: asd.relu(x).sum())
+    text = str(compiled.program(np.ones(3)))
+    assert "relu %0" in text and "sum %1" in text
+
+
+def test_torch_replays_in_torch():
+    torch = pytest.importorskip("torch")
+
+    def f(w):
+        return asd.relu(w).sum() + asd.abs(w - 1.0).sum()
+
+    plain = asd.value_and_subgrad(f, seed=2)
+    compiled = asd.jit(plain)
+    for w in (torch.tensor([0.5, -1.0]), torch.tensor([0.0, 1.0]), torch.tensor([2.0, 3.0])):
+        assert same_bits(compiled(w), plain(w))
+    assert compiled.traces == 1
+    assert not compiled.compiled.fast_cache  # numpy only
