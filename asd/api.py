@@ -556,18 +556,24 @@ def trace(f: Callable) -> Callable[..., Any]:
     return wrapped
 
 
-def jit(fn: Callable, *, static_argnums: int | tuple[int, ...] = ()) -> Callable:
+def jit(fn: Callable, *, dynamic_argnums: int | tuple[int, ...] = ()) -> Callable:
     """Compile ``fn``: trace once per input signature, then replay the straight-line program.
 
     ``fn`` is an asd transform (`subgrad`, `value_and_subgrad`, `asd`, `directional`,
     `jacobian`, `asd.clarke`), rebuilt over the compiled function, or a function of traced
-    values (then ``asd.subgrad(asd.jit(f))`` works too). A signature is the arguments'
-    structure, every array leaf's shape, dtype, library and device, and the value of
-    every other leaf (numbers, flags, strings: a new value traces again). Arguments that
-    are not differentiated are traced as constant inputs; those Python branches on go in
-    ``static_argnums`` (compared by value). Results equal the uncompiled ones bit for bit,
-    ties included: a replay runs each node's own rule, and tie-free subgradients on numpy
-    take a generated fast path that gives way to the rules at the first tie.
+    values (then ``asd.subgrad(asd.jit(f))`` works too). Results equal the uncompiled ones
+    bit for bit, ties included: a replay runs each node's own rule, and tie-free subgradients
+    on numpy take a generated fast path that gives way to the rules at the first tie.
+
+    A signature is the arguments' structure, each differentiated leaf's shape, dtype,
+    library and device, and the value of every other argument: numbers, flags and strings
+    by value, arrays by their bytes, so ``fn`` sees them exactly as uncompiled and a new
+    value traces again. Arguments listed in ``dynamic_argnums`` are instead traced as
+    constant inputs of the program (as ``jax.jit`` traces its arguments): new values replay
+    without tracing (no hashing either: use it for large or changing data), but ``fn`` then
+    sees traced values there, so Python cannot branch on them, and library functions that
+    treat constants specially (an exponent, clip bounds) may build a different, equally
+    correct program.
 
     As with ``jax.jit``, values ``fn`` reads that are not arguments (closures, globals) are
     fixed when a signature is first traced (array constants are copied then); call
@@ -583,12 +589,13 @@ def jit(fn: Callable, *, static_argnums: int | tuple[int, ...] = ()) -> Callable
     >>> vg.traces
     1
     """
-    static = (static_argnums,) if isinstance(static_argnums, int) else tuple(static_argnums)
+    dynamic = (dynamic_argnums,) if isinstance(dynamic_argnums, int) else tuple(
+        dynamic_argnums)
     spec = getattr(fn, "__asd_transform__", None)
     if spec is None:
-        return CompiledFunction(fn, static)
+        return CompiledFunction(fn, dynamic)
     factory, f, options = spec
-    compiled = CompiledFunction(f, static)
+    compiled = CompiledFunction(f, dynamic)
     return _Jitted(factory(compiled, **options), compiled)
 
 

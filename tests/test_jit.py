@@ -211,33 +211,42 @@ def test_python_flags_are_part_of_the_signature():
     def g(x, mode):
         return asd.relu(x).sum() * (2.0 if mode == "double" else 1.0)
 
-    static = asd.jit(asd.subgrad(g), static_argnums=1)
-    assert same_bits(static(x, "double"), np.array([0.0, 2.0]))
-    assert same_bits(static(x, "single"), np.array([0.0, 1.0]))
+    compiled = asd.jit(asd.subgrad(g))
+    assert same_bits(compiled(x, "double"), np.array([0.0, 2.0]))
+    assert same_bits(compiled(x, "single"), np.array([0.0, 1.0]))
 
 
-def test_data_arguments_are_inputs_not_constants():
+def test_data_arguments_are_constants_by_content_or_dynamic_inputs():
     X, y = svm_data()
-    compiled = asd.jit(asd.value_and_subgrad(svm, seed=0))
+    plain = asd.value_and_subgrad(svm, seed=0)
+    constants = asd.jit(plain)
+    dynamic = asd.jit(plain, dynamic_argnums=(1, 2))
     w = np.array([0.3, -0.2, 0.1])
-    for scale in (1.0, 2.0, -1.0):
-        assert same_bits(compiled(w, X * scale, y), asd.value_and_subgrad(svm, seed=0)(
-            w, X * scale, y))
-    assert compiled.traces == 1
+    for scale in (1.0, 2.0, 1.0, -1.0, -1.0):
+        for compiled in (constants, dynamic):
+            assert same_bits(compiled(w, X * scale, y), plain(w, X * scale, y))
+    assert constants.traces == 3  # one per distinct X
+    assert dynamic.traces == 1
+    assert len(dynamic.compiled.fast_cache) == 1
+    X[0, 0] += 1.0  # in place: new bytes, a new signature
+    assert same_bits(constants(w, X, y), plain(w, X, y))
+    assert constants.traces == 4
 
 
-def test_branching_on_data_asks_for_static_argnums():
+def test_python_may_branch_on_constant_data_not_on_dynamic():
     def f(x, data):
         return asd.relu(x).sum() if data.sum() > 0 else asd.abs(x).sum()
 
-    with pytest.raises(TracerBoolError, match="static_argnums"):
-        asd.jit(asd.subgrad(f))(np.ones(2), np.ones(2))
-    compiled = asd.jit(asd.subgrad(f), static_argnums=1)
+    compiled = asd.jit(asd.subgrad(f))
     assert same_bits(compiled(-np.ones(2), np.ones(2)), np.zeros(2))
     assert same_bits(compiled(-np.ones(2), -np.ones(2)), -np.ones(2))
     assert compiled.traces == 2
-    with pytest.raises(ArgumentError, match="static"):
-        asd.jit(asd.subgrad(f), static_argnums=0)(np.ones(2), np.ones(2))
+    with pytest.raises(TracerBoolError, match="dynamic_argnums"):
+        asd.jit(asd.subgrad(f), dynamic_argnums=1)(np.ones(2), np.ones(2))
+    with pytest.raises(ArgumentError, match="dynamic_argnums"):
+        asd.jit(asd.subgrad(f), dynamic_argnums=0)(np.ones(2), np.ones(2))
+    with pytest.raises(ArgumentError, match="neither an array nor hashable"):
+        asd.jit(asd.subgrad(lambda x, d: asd.relu(x).sum()))(np.ones(2), {"a": [{1, 2}]})
 
 
 def test_guarded_values_trace_again_where_they_change():

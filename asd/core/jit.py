@@ -19,6 +19,7 @@ a *guard* (`read_value`); a replay whose guarded value reads differently traces 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 from collections.abc import Callable
@@ -82,11 +83,16 @@ def _is_array(x) -> bool:
     return isinstance(x, np.ndarray | np.generic) or backend.is_foreign(x)
 
 
+def content_key(a) -> tuple:
+    """A constant array in a signature: its library, shape, dtype and a digest of its bytes
+    (equal bytes build the same program; a cryptographic digest keeps the key small)."""
+    host = np.ascontiguousarray(backend.to_host(a))
+    digest = hashlib.blake2b(host.view(np.uint8).reshape(-1), digest_size=16).digest()
+    return (*leaf_signature(a), digest)
+
+
 def _static_key(x, where: str):
-    """A non-array leaf as part of the signature: by value, so it must be hashable (a
-    static numpy array counts by its bytes)."""
-    if isinstance(x, np.ndarray):
-        return ("array", x.shape, x.dtype.str, x.tobytes())
+    """A non-array leaf as part of the signature: by value, so it must be hashable."""
     try:
         hash(x)
     except TypeError as e:
@@ -99,34 +105,35 @@ def _static_key(x, where: str):
 
 class Plan:
     """How one call's arguments enter the program: the differentiated leaves (given by the
-    transform), the other array leaves (inactive inputs), everything else by value."""
+    transform); the array leaves of ``dynamic`` arguments as inactive inputs; every other
+    leaf as a constant, part of the signature by value (arrays by their bytes)."""
 
     __slots__ = ("key", "trees", "arrays", "positions")
 
-    def __init__(self, args: tuple, diff: tuple[int, ...], static: tuple[int, ...],
+    def __init__(self, args: tuple, diff: tuple[int, ...], dynamic: tuple[int, ...],
                  diff_key: tuple):
         key: list = [len(args), diff_key]
         self.trees: dict[int, TreeDef] = {}
-        self.arrays: list = []  # the non-differentiated array leaves, in order
+        self.arrays: list = []  # the dynamic arguments' array leaves, in order
         self.positions: list[tuple[int, int]] = []  # (argument, leaf) of each of them
         for i, a in enumerate(args):
             if i in diff:
                 continue
-            if i in static:
-                key.append(("static", _static_key(a, f"static argument {i}")))
-                continue
             leaves, tree = flatten(a)
-            self.trees[i] = tree
             parts: list = [tree]
             for j, leaf in enumerate(leaves):
                 if isinstance(leaf, Traced):
                     raise Retrace  # called inside another sweep: trace through instead
-                if _is_array(leaf):
+                if not _is_array(leaf):
+                    parts.append(_static_key(leaf, f"argument {i} (leaf {j})"))
+                elif i in dynamic:
                     parts.append(leaf_signature(leaf))
                     self.arrays.append(leaf)
                     self.positions.append((i, j))
                 else:
-                    parts.append(_static_key(leaf, f"argument {i} (leaf {j})"))
+                    parts.append(content_key(leaf))
+            if i in dynamic:
+                self.trees[i] = tree
             key.append(tuple(parts))
         self.key = tuple(key)
 
@@ -228,17 +235,18 @@ def _snapshot_constants(nodes: list) -> None:
 class CompiledFunction:
     """``fn`` traced once per signature and replayed; see the module docstring.
 
-    Called with plain arrays it returns ``fn``'s value (replayed); inside a sweep (its
-    arguments traced) it simply calls ``fn``; an asd transform given it (`asd.jit` builds
-    those) replays its sweeps.
+    Called with plain arrays it returns ``fn``'s value, replayed with every argument an
+    input; inside a sweep (its arguments traced) it simply calls ``fn``; an asd transform
+    given it (`asd.jit` builds those) replays its sweeps, the arguments it does not
+    differentiate being constants unless named in ``dynamic_argnums``.
     """
 
-    def __init__(self, fn: Callable, static_argnums: tuple[int, ...] = ()):
+    def __init__(self, fn: Callable, dynamic_argnums: tuple[int, ...] = ()):
         if isinstance(fn, CompiledFunction):
-            fn, static_argnums = fn.fn, tuple(sorted(set(fn.static_argnums) |
-                                                     set(static_argnums)))
+            fn, dynamic_argnums = fn.fn, tuple(sorted(set(fn.dynamic_argnums) |
+                                                      set(dynamic_argnums)))
         self.fn = fn
-        self.static_argnums = tuple(static_argnums)
+        self.dynamic_argnums = tuple(dynamic_argnums)
         self.cache: dict[tuple, list[Variant]] = {}
         self.fast_cache: dict[tuple, FastPath] = {}  # quick signature -> generated path
         self.last = threading.local()  # the variant this thread's last sweep ran
@@ -256,23 +264,25 @@ class CompiledFunction:
         self.cache.clear()
         self.fast_cache.clear()
 
-    def _static(self, n_args: int) -> tuple[int, ...]:
+    def _dynamic(self, n_args: int) -> tuple[int, ...]:
         out = []
-        for i in self.static_argnums:
+        for i in self.dynamic_argnums:
             if not -n_args <= i < n_args:
-                raise ArgumentError(f"static_argnums names argument {i}, but the function "
+                raise ArgumentError(f"dynamic_argnums names argument {i}, but the function "
                                     f"was called with {n_args} arguments")
             out.append(i % n_args)
         return tuple(out)
 
-    def plan(self, args: tuple, diff: tuple[int, ...], diff_key: tuple) -> Plan:
+    def plan(self, args: tuple, diff: tuple[int, ...], diff_key: tuple,
+             dynamic: tuple[int, ...] | None = None) -> Plan:
         """The signature of a call whose arguments ``diff`` are differentiated."""
-        static = self._static(len(args))
-        clash = set(static) & set(diff)
+        if dynamic is None:
+            dynamic = self._dynamic(len(args))
+        clash = set(dynamic) & set(diff)
         if clash:
-            raise ArgumentError(f"argument {min(clash)} is both differentiated (argnums) and "
-                                "static (static_argnums)")
-        return Plan(args, diff, static, diff_key)
+            raise ArgumentError(f"argument {min(clash)} is differentiated (argnums): it is an "
+                                "input already; leave it out of dynamic_argnums")
+        return Plan(args, diff, dynamic, diff_key)
 
     # ----- sweeps (what the transforms call) -----
 
@@ -311,9 +321,9 @@ class CompiledFunction:
         except TracerBoolError as e:
             if plan is None or not plan.arrays:
                 raise
-            raise TracerBoolError(f"{e} Under asd.jit the arguments that are not "
-                                  "differentiated are traced too: name the ones Python "
-                                  "branches on in static_argnums.") from None
+            raise TracerBoolError(f"{e} The arguments in asd.jit's dynamic_argnums are "
+                                  "traced: leave out of it the ones Python branches on "
+                                  "(they are then constants, compared by value).") from None
         self.traces += 1
         variant = None
         if plan is not None:
@@ -334,7 +344,7 @@ class CompiledFunction:
         """``(value, gradient(s))`` from the generated path, or None: no path for this
         call's signature yet, or the path met a tie (the caller then runs the full sweep)."""
         diff = tuple(i % len(args) for i in diff)
-        key = quick_key(args, diff, self.static_argnums)
+        key = quick_key(args, diff, self._dynamic(len(args)))
         path = None if key is None else self.fast_cache.get(key)
         if path is None:
             return None
@@ -348,7 +358,8 @@ class CompiledFunction:
         program the sweep ran, where the program allows one (`asd.core.codegen.eligible`)."""
         variant = getattr(self.last, "variant", None)
         diff = tuple(i % len(args) for i in diff)
-        key = quick_key(args, diff, self.static_argnums)
+        dynamic = self._dynamic(len(args))
+        key = quick_key(args, diff, dynamic)
         if variant is None or key is None or key in self.fast_cache:
             return
         if not variant.fast_tried:
@@ -357,7 +368,7 @@ class CompiledFunction:
                 variant.fast = codegen.generate(variant.nodes, variant.n_diff,
                                                 variant.n_inputs, variant.outs[0])
         if variant.fast is not None:
-            self.fast_cache[key] = FastPath(variant.fast, args, diff)
+            self.fast_cache[key] = FastPath(variant.fast, args, diff, dynamic)
 
     # ----- plain evaluation -----
 
@@ -365,7 +376,7 @@ class CompiledFunction:
         leaves, _ = flatten(args)
         if any(isinstance(x, Traced) for x in leaves):
             return self.fn(*args)  # inside another sweep: its trace records fn's nodes
-        plan = self.plan(args, (), ())
+        plan = self.plan(args, (), (), tuple(range(len(args))))  # every argument an input
         for variant in self.cache.get(plan.key, ()):
             try:
                 trace = variant.replay([], [], None, plan.arrays)
@@ -392,7 +403,7 @@ class CompiledFunction:
     def program(self, *args) -> Program:
         """The straight-line program a call with these arguments replays (traced if new)."""
         self(*args)
-        plan = self.plan(args, (), ())
+        plan = self.plan(args, (), (), tuple(range(len(args))))
         variant = self.cache[plan.key][0]
         return Program(variant.nodes, list(range(variant.n_inputs)),
                        flatten(tuple(plan.arrays))[1], variant.outs, variant.out_tree)
@@ -413,10 +424,10 @@ def _diff_layout(a) -> tuple | None:
     return None
 
 
-def quick_key(args: tuple, diff: tuple[int, ...], static: tuple[int, ...]) -> tuple | None:
+def quick_key(args: tuple, diff: tuple[int, ...], dynamic: tuple[int, ...]) -> tuple | None:
     """A signature read in a few steps, for calls whose differentiated arguments are float64
-    arrays, Python floats or flat lists of them, and whose other arguments are float64
-    arrays or Python scalars (by value); None otherwise."""
+    arrays, Python floats or flat lists of them, and whose other arguments are numpy arrays
+    (inputs if dynamic, else by content) or Python scalars (by value); None otherwise."""
     key: list = [diff]
     for i, a in enumerate(args):
         t = type(a)
@@ -425,10 +436,13 @@ def quick_key(args: tuple, diff: tuple[int, ...], static: tuple[int, ...]) -> tu
             if layout is None:
                 return None
             key.append(layout)
-        elif t is np.ndarray and i not in static:
-            if a.dtype != np.float64:
+        elif t is np.ndarray:
+            if i not in dynamic:
+                key.append(content_key(a))
+            elif a.dtype != np.float64:
                 return None
-            key.append(a.shape)
+            else:
+                key.append(a.shape)
         elif t in (float, int, bool, str) or a is None:
             key.append((t, a))
         else:
@@ -443,10 +457,11 @@ class FastPath:
 
     __slots__ = ("run", "diff", "data", "layouts")
 
-    def __init__(self, run: Callable, args: tuple, diff: tuple[int, ...]):
+    def __init__(self, run: Callable, args: tuple, diff: tuple[int, ...],
+                 dynamic: tuple[int, ...]):
         self.run = run
         self.diff = diff
-        self.data = [i for i, a in enumerate(args) if i not in diff and type(a) is np.ndarray]
+        self.data = [i for i in sorted(dynamic) if type(args[i]) is np.ndarray]
         self.layouts = [type(args[i]) if type(args[i]) in (list, tuple) else None
                         for i in diff]
 
