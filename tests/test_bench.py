@@ -35,7 +35,7 @@ def test_quick_run_prints_the_table_and_writes_json(quick_run, capsys):
     names = [p["name"] for p in report["programs"]]
     assert names == [b.name for b in QUICK]
     table = md.read_text().splitlines()
-    assert table[0].startswith("| program | primal | hand | asd | asd untied | autograd | torch |")
+    assert table[0].startswith("| program | primal | hand | asd | asd untied | asd jit | asd jit clarke64 | autograd | torch |")
     assert [row.split(" | ")[0].lstrip("| ") for row in table[2:]] == names
     for p in report["programs"]:
         rows = p["contenders"]
@@ -154,7 +154,10 @@ def test_bench_rejects_unknown_peers_and_programs(capsys):
 def test_contenders_follow_the_installed_peers():
     b = next(b for b in QUICK if b.name.startswith("sort"))
     names = [c.name for c in peers.contenders(b, ops.asd_ops(), ())]
-    assert names == ["primal", "hand", "asd"]
+    assert names == ["primal", "hand", "asd", "asd jit"]
     chain = next(b for b in QUICK if b.name.startswith("series-chain"))
     names = [c.name for c in peers.contenders(chain, ops.asd_ops(), ())]
-    assert names == ["primal", "hand", "asd", "asd untied"]
+    assert names == ["primal", "hand", "asd", "asd untied", "asd jit"]
+    svm = next(b for b in QUICK if b.name.startswith("svm"))
+    names = [c.name for c in peers.contenders(svm, ops.asd_ops(), ())]
+    assert names == ["primal", "hand", "asd", "asd jit", "asd jit clarke64"]
