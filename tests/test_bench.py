@@ -35,7 +35,8 @@ def test_quick_run_prints_the_table_and_writes_json(quick_run, capsys):
     names = [p["name"] for p in report["programs"]]
     assert names == [b.name for b in QUICK]
     table = md.read_text().splitlines()
-    assert table[0].startswith("| program | primal | hand | asd | asd untied | asd jit | asd jit clarke64 | autograd | torch |")
+    assert table[0].startswith("| program | primal | hand | asd | asd untied | asd jit | "
+                               "asd jit clarke64 | autograd | torch |")
     assert [row.split(" | ")[0].lstrip("| ") for row in table[2:]] == names
     for p in report["programs"]:
         rows = p["contenders"]
