@@ -96,7 +96,7 @@ def minimize(f: Callable, x0, *, method: str = "bundle", tol: float | None = Non
     rather than an iteration count.
 
     ``tol``: the method's stopping tolerance (bundle: predicted decrease relative to
-    ``1 + |f|``, default 1e-12; sampling: the min-norm at the final radius, default 1e-7).
+    ``1 + |f|``, default 1e-11; sampling: the min-norm at the final radius, default 1e-7).
     ``callback(intermediate)``: called each iteration with an ``OptimizeResult`` (``x``,
     ``fun``, ``nit``, method details); returning True or raising ``StopIteration`` stops.
     ``disp``: print progress every 10 (or ``disp``) iterations. ``options``: the method's
@@ -128,7 +128,7 @@ def minimize(f: Callable, x0, *, method: str = "bundle", tol: float | None = Non
            else OracleSource(fg, shape, seed))
     report = _Progress(callback, disp, method)
     if method == "bundle":
-        tol = 1e-12 if tol is None else float(tol)
+        tol = 1e-11 if tol is None else float(tol)
         unknown = set(opts) - {"u", "max_size", "gamma"}
         run = proximal_bundle
     else:
