@@ -61,7 +61,7 @@ def proximal_bundle(src, x, *, tol, maxiter, report, u=None, max_size=None,
         u = max(float(np.linalg.norm(g)), 1e-8)
     if gamma is None:
         gamma = 0.0
-    nit, radius = 0, 0.0
+    nit, radius, nulls = 0, 0.0, 0
     while True:
         alpha = bundle.errors(x, fx, gamma)
         lam = simplex_qp(bundle.G @ bundle.G.T / u, alpha)
@@ -86,11 +86,15 @@ def proximal_bundle(src, x, *, tol, maxiter, report, u=None, max_size=None,
             if fx - fy >= 0.5 * v:  # the model was good: trust it farther
                 u = max(0.5 * u, 1e-10)
             x, fx = y, fy
+            nulls = 0
             kind = "serious"
         else:  # null step: the new cut sharpens the model near x
             bundle.add(gy, fy - gy @ y, step, lam, g_agg, c_agg, s_agg)
             alpha_new = max(abs(fx - (fy + gy @ (x - y))), gamma * step ** 2)
-            if alpha_new > max(v, 10.0 * a_agg):
+            nulls += 1
+            # a cut far from the model, or a run of null steps (the trial point is beyond
+            # where the model is trustworthy, typical on nonconvex f): shorter steps
+            if alpha_new > max(v, 10.0 * a_agg) or nulls % 4 == 0:
                 u = min(2.0 * u, 1e12)
             kind = "null"
         if report(x, fx, nit, {"v": v, "u": u, "step": kind}):

@@ -64,6 +64,26 @@ def test_torch_module_backward_and_jacrev_are_asd():
     np.testing.assert_array_equal(jac[1].reshape(3).numpy(), [1.0, 0.0, 0.0])
 
 
+def test_torch_module_vector_output_is_the_limiting_jacobian():
+    torch = pytest.importorskip("torch")
+
+    def f(x):
+        return np.stack([np.abs(x[0]), np.maximum(x[0], x[1])])
+
+    mod = torch_module(f, 2, 2, seed=0)
+    X = torch.tensor([[0.0, 0.0], [2.0, -1.0]], dtype=torch.float64, requires_grad=True)
+    out = mod(X)
+    np.testing.assert_array_equal(out.detach().numpy(), [[0.0, 0.0], [2.0, 2.0]])
+    from torch.func import jacrev, vmap
+
+    jac = vmap(jacrev(lambda x: mod(x[None])))(X.detach()).reshape(2, 2, 2).numpy()
+    np.testing.assert_array_equal(jac[1], [[1.0, 0.0], [1.0, 0.0]])
+    # at the kink: one limiting Jacobian, both rows decided by the same direction
+    v_sign = jac[0][0, 0]
+    assert v_sign in (1.0, -1.0) and jac[0][0, 1] == 0.0
+    assert sorted(jac[0][1].tolist()) == [0.0, 1.0]
+
+
 def test_ncopt_sqpgs_solves_the_max_constrained_rosenbrock_with_asd_derivatives():
     pytest.importorskip("torch")
     pytest.importorskip("osqp")

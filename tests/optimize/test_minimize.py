@@ -18,6 +18,7 @@ BY_NAME = {p.name: p for p in problems()}
 
 @pytest.mark.parametrize("method, name", [
     ("bundle", "CB2"), ("bundle", "MAXL"), ("bundle", "LQ"), ("bundle", "chained CB3 II"),
+    ("bundle", "nonsmooth Rosenbrock"), ("bundle", "max-affine LP 10x40"),
     ("sampling", "CB3"), ("sampling", "nonsmooth Rosenbrock"), ("sampling", "DEM"),
 ])
 def test_reaches_the_known_optimum_with_a_certificate(method, name):
