@@ -168,3 +168,25 @@ def test_bad_radius_is_refused(bad, error):
 def test_points_need_a_radius():
     with pytest.raises(ArgumentError, match="radius > 0"):
         asd.clarke(asd.abs, points=3)
+
+
+def test_compiled_epsilon_sample_is_the_plain_one():
+    a = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0], [3.0, 1.0]])
+    b = np.array([0.0, 1e-9, -2e-9, -5.0])
+
+    def f(x):
+        return np.max(a @ x + b) + asd.relu(x[0] - 1e-10)
+
+    plain = asd.clarke(f, n=32, seed=1, radius=1e-6)
+    compiled = asd.jit(plain)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        x = 1e-9 * rng.standard_normal(2)
+        want, got = plain(x), compiled(x)
+        assert got.gradients.tobytes() == want.gradients.tobytes()
+        assert got.near_ties == want.near_ties and got.radius == want.radius == 1e-6
+        # piece i of the max (argmax of a_i·v) plus the relu's side (sign of v_0): the
+        # combination "piece (1, 0) with the relu off" needs v_1 < v_0 < 0 < v_1 + 2 v_0
+        assert as_set(want.gradients) == {(2.0, 0.0), (1.0, 1.0), (0.0, -1.0), (0.0, 1.0),
+                                          (-1.0, -1.0)}
+    assert compiled.traces == 1
