@@ -63,6 +63,7 @@ _LAZY = {
     "clarke": ("asd.analysis.clarke", "clarke"),
     "ClarkeSample": ("asd.analysis.clarke", "ClarkeSample"),
     "testing": ("asd.testing", None),
+    "optimize": ("asd.optimize", None),
     "numpy": ("asd.numpy", None),
     "torch": ("asd.frontends.torch", None),
     "jax": ("asd.frontends.jax", None),

@@ -20,7 +20,8 @@ ALLOWED = {
 }
 # layer -> the layers it must never import
 FORBIDDEN = {
-    "asd.analysis": ("asd.cli", "asd.frontends"),
+    "asd.analysis": ("asd.cli", "asd.frontends", "asd.optimize"),
+    "asd.optimize": ("asd.cli", "asd.frontends"),
     "asd.frontends": ("asd.cli",),
     "asd.api": ("asd.cli", "asd.frontends", "asd.analysis"),
     "asd.extend": ("asd.cli", "asd.frontends", "asd.analysis", "asd.api"),

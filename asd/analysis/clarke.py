@@ -19,6 +19,22 @@ if the rule asked for a tangent, i.e. met a tie (the engine records those nodes 
 
 Directions come in antithetic pairs ``±v``, so both sides of every one-dimensional kink
 are always sampled.
+
+The Goldstein ε-subdifferential (``radius=ε``): the hull of the gradients at all points
+within ``ε`` of ``x``. Its min-norm element is the stationarity measure of gradient sampling
+and bundle methods, and at a point *near* a kink (an LP optimum reached to 1e-9) it is what
+says "stationary" where the Clarke set at ``x`` alone, one gradient, cannot. The pieces a
+sweep must reach are those active somewhere in the ball, and the rules find them: walking
+the program in order, each node gets a *reach*, ``ε |u_k| ... |u_1| 1`` (the magnitudes of
+the linearizations, the most its entries can move on the ball to first order; the maximum
+over the linearizations a node's directions selected, so a kink inside the ball counts its
+steeper side). A rule whose switching quantity is within reach of zero (``|x| <= r_x`` for
+relu, ``|a - b| <= r_a + r_b`` for maximum, an entry within reach of a row's maximum) sees
+its inputs *snapped* onto the tie and is re-run per direction like a rule at an exact tie,
+so the directions split over every piece active within reach, decided by the tie contract
+itself. Values downstream stay those at ``x``: a snap only changes which branches a rule
+may take. ``points=m`` adds the gradients at ``m`` random points of the ball (Burke, Lewis
+and Overton's gradient sampling), for near-ties of rules with no snap.
 """
 
 from __future__ import annotations
@@ -32,6 +48,7 @@ import numpy as np
 from scipy.optimize import linprog, nnls
 
 from asd.api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along, transform
+from asd.core import backend
 from asd.core.linear import FanIn
 from asd.core.primitive import ZeroTangent, rule_context
 from asd.core.sweep import LazyTangent, Trace, missing_cone, push_direction
@@ -55,11 +72,14 @@ class ClarkeSample:
     with ``n`` rows; ``counts[i]`` is how many directions produced ``gradients[i]``;
     ``value`` is ``f(x)``; ``ties`` lists the nodes whose rule met a tie (the only rules
     re-run per direction) and ``degenerate`` the degenerate ties met, summed over directions.
+    ``radius`` is the ε of the sample (0: the Clarke set at ``x``) and ``near_ties`` the
+    nodes whose rule found entries within reach of a tie inside the ball, with their counts.
     """
 
     def __init__(self, value, flat_gradients: np.ndarray, counts: np.ndarray,
                  flat_directions: np.ndarray, shape: tuple | None,
-                 degenerate: list[Tie], ties: list[Tie]):
+                 degenerate: list[Tie], ties: list[Tie], radius: float = 0.0,
+                 near_ties: list[Tie] | None = None):
         self.value = value
         self._g = flat_gradients
         self.counts = counts
@@ -67,6 +87,8 @@ class ClarkeSample:
         self._shape = shape
         self.degenerate = degenerate
         self.ties = ties
+        self.radius = radius
+        self.near_ties = [] if near_ties is None else near_ties
         self._min_norm: tuple[np.ndarray, np.ndarray] | None = None
 
     # ----- the sample -----
@@ -91,8 +113,9 @@ class ClarkeSample:
         return len(self._g)
 
     def __repr__(self) -> str:
+        eps = f", radius={self.radius:g}" if self.radius else ""
         return (f"ClarkeSample({len(self._g)} distinct gradients from {len(self._v)} "
-                f"directions, value={self.value})")
+                f"directions, value={self.value}{eps})")
 
     def _scale(self) -> float:
         return max(1.0, float(np.max(np.abs(self._g))))
@@ -122,7 +145,7 @@ class ClarkeSample:
         flat, counts = _distinct(np.concatenate([self._g, extra]),
                                  np.concatenate([self.counts, np.ones(len(extra), int)]))
         return ClarkeSample(self.value, flat, counts, self._v, self._shape, self.degenerate,
-                            self.ties)
+                            self.ties, self.radius, self.near_ties)
 
     # ----- questions about the hull -----
 
@@ -214,6 +237,20 @@ class ClarkeSample:
             self._min_norm = (scale * z, weights)
         return self._min_norm
 
+    @property
+    def stationarity(self) -> float:
+        """``|min_norm()|``: the stationarity measure at this sample's radius.
+
+        0 (up to rounding) where ``x`` is Clarke stationary (``radius=0``) or ε-stationary
+        in Goldstein's sense; otherwise the slope of the ε-steepest descent direction.
+
+        >>> import asd
+        >>> asd.clarke(asd.abs, seed=0, radius=1e-6)(1e-9).stationarity
+        0.0
+        """
+        z, _ = self._solve_min_norm()
+        return float(np.linalg.norm(z))
+
     def is_stationary(self, tol: float = 1e-8) -> bool:
         """Whether 0 is within ``tol`` (Euclidean) of the hull: the Clarke stationarity test.
 
@@ -227,8 +264,8 @@ class ClarkeSample:
 
 
 def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
-           directions=None) -> Callable:
-    """Return a function sampling the Clarke subdifferential of scalar ``f`` at its arguments.
+           directions=None, radius: float = 0.0, points: int = 0) -> Callable:
+    """Return a function sampling the Clarke (or Goldstein ε-) subdifferential of scalar ``f``.
 
     ``n`` directions (antithetic pairs ``±v``, uniform on the unit sphere) share one primal
     evaluation: only the rules that met a tie are re-run per direction. The result is a
@@ -237,16 +274,32 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
     piece is hit. ``directions`` (shape ``(n, *x.shape)``, or ``(n, N)`` over the flattened
     leaves) replaces the random ones, for reproducible or structured designs.
 
+    ``radius=ε > 0`` samples the Goldstein ε-subdifferential instead: rules whose switching
+    quantity is within reach of a tie somewhere in the ball ``|y - x| <= ε`` are re-run at
+    the tie (module docstring), so every piece active within reach contributes; ``points``
+    adds the gradients at that many uniform random points of the ball (one array argument).
+    ``radius=0`` is the exact Clarke sample, bit for bit.
+
     >>> import asd
     >>> s = asd.clarke(asd.abs, seed=0)(0.0)
     >>> sorted(s.gradients.tolist()), s.contains(0.0), float(s.min_norm())
     ([-1.0, 1.0], True, 0.0)
+    >>> near = asd.clarke(asd.abs, seed=0, radius=1e-6)(1e-9)   # 1e-9 from the kink
+    >>> sorted(near.gradients.tolist()), near.is_stationary()
+    ([-1.0, 1.0], True)
     """
     if isinstance(n, bool) or not isinstance(n, numbers.Integral | float) or n != int(n):
         raise ArgumentTypeError(f"n must be a whole number of directions, got {n!r}")
     if int(n) < 1:
         raise ArgumentError(f"n must be a positive number of directions, got {n}")
     n = int(n)
+    radius = _check_radius(radius)
+    if isinstance(points, bool) or not isinstance(points, numbers.Integral) or points < 0:
+        raise ArgumentError(f"points must be a whole number >= 0 of sample points, got "
+                            f"{points!r}")
+    if points and not radius:
+        raise ArgumentError("points > 0 samples the ball |y - x| <= radius: give radius > 0 "
+                            "too (radius=0 is the Clarke set at x itself)")
 
     def wrapped(*args) -> ClarkeSample:
         inputs = _Inputs(args, argnums)
@@ -259,20 +312,65 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         if traced is None:
             zero = np.zeros((1, dirs.shape[1]))
             return ClarkeSample(np.asarray(out)[()], zero, np.array([len(dirs)]), dirs, shape,
-                                [], [])
+                                [], [], radius)
         k = traced._id
         trace.check_lipschitz(k)
         resweep = _Resweep(trace, ids, leaf_dirs)
-        groups = resweep.split_at_ties(sorted(t for t in trace.ties if t <= k))
+        if radius:
+            groups = resweep.split_near(k, radius)
+        else:
+            groups = resweep.split_at_ties(sorted(t for t in trace.ties if t <= k))
         grads = resweep.pull(k, groups)
         _check_finite(trace, k, [grads])
         flat, counts = _distinct(grads, np.array([len(g.rows) for g in groups]))
-        return ClarkeSample(np.asarray(traced.value)[()], flat, counts, dirs, shape,
-                            ties_of(trace.nodes, resweep.degenerate),
-                            ties_of(trace.nodes, trace.ties))
+        sample = ClarkeSample(np.asarray(traced.value)[()], flat, counts, dirs, shape,
+                              ties_of(trace.nodes, resweep.degenerate),
+                              ties_of(trace.nodes, trace.ties), radius,
+                              ties_of(trace.nodes, resweep.near))
+        if points:
+            sample = sample.with_gradients(_ball_gradients(f, args, argnums, inputs, radius,
+                                                           points, seed))
+        return sample
 
     wrapped.__doc__ = f"A sample of the Clarke subdifferential of {getattr(f, '__name__', f)}."
-    return transform(wrapped, clarke, f, n=n, seed=seed, argnums=argnums, directions=directions)
+    return transform(wrapped, clarke, f, n=n, seed=seed, argnums=argnums, directions=directions,
+                     radius=radius, points=points)
+
+
+def _check_radius(radius) -> float:
+    if isinstance(radius, bool) or not isinstance(radius, numbers.Real):
+        raise ArgumentTypeError(f"radius must be a real number >= 0 (the ε of the Goldstein "
+                                f"ε-subdifferential), got {radius!r}")
+    radius = float(radius)
+    if not np.isfinite(radius) or radius < 0:
+        raise ArgumentError(f"radius must be finite and >= 0, got {radius}: 0 samples the "
+                            "Clarke set at x, ε > 0 the gradients within ε of x")
+    return radius
+
+
+def _ball_gradients(f, args: tuple, argnums, inputs: _Inputs, radius: float, points: int,
+                    seed) -> np.ndarray:
+    """Subgradients at ``points`` uniform random points of the ball ``|y - x| <= radius``."""
+    from asd.api import subgrad
+
+    if len(inputs.leaves) != 1 or not isinstance(argnums, numbers.Integral) or \
+            not backend.is_host(inputs.leaves[0]):
+        raise ArgumentError("points > 0 needs one differentiated numpy array or number "
+                            "(argnums an int): sample several arguments by passing them as "
+                            "one flat array")
+    x = np.asarray(inputs.leaves[0], dtype=float)
+    rng = np.random.default_rng(None if seed is None else [int(seed), 1])
+    u = rng.standard_normal((points, x.size))
+    u *= (radius * rng.random(points) ** (1.0 / x.size) / np.linalg.norm(u, axis=1))[:, None]
+    out = []
+    for step in u:  # one sweep per sample point, along its own random direction
+        shifted = list(args)
+        y = x + step.reshape(x.shape)
+        shifted[argnums] = y if np.ndim(args[argnums]) else float(y)
+        v = rng.standard_normal(x.shape)
+        g = subgrad(f, argnums, direction=v if x.ndim else float(v))(*shifted)
+        out.append(np.ravel(np.asarray(g, dtype=float)))
+    return np.asarray(out)
 
 
 # ----- directions -----
@@ -389,6 +487,7 @@ class _Resweep:
         self.trace, self.ids, self.leaf_dirs = trace, ids, leaf_dirs
         self.degenerate: dict[int, int] = {}
         self.decisions: dict[tuple[int, str], int] = {}
+        self.near: dict[int, int] = {}  # node -> entries snapped onto a tie (radius > 0)
         self.probes = np.random.default_rng(0)
 
     def record_degenerate(self, k: int, count: int) -> None:  # the rule-context hook
@@ -404,6 +503,50 @@ class _Resweep:
         for k in tie_nodes:
             probe = self.probes.standard_normal(self.trace.nodes[k].shape)
             groups = [part for g in groups for part in self._split(g, k, probe)]
+        return groups
+
+    def split_near(self, out: int, radius: float) -> list[_Group]:
+        """`split_at_ties` for the ball ``|y - x| <= radius``: every node up to ``out`` in
+        order gets its reach; a rule with a snap (`SNAPS`) whose switching quantity is within
+        reach of a tie is re-run per direction on snapped inputs, as exact ties are."""
+        trace = self.trace
+        nodes, values = trace.nodes, trace.values
+        n = len(self.leaf_dirs[0])
+        seeds = {i: d for i, d in zip(self.ids, self.leaf_dirs, strict=True)}
+        groups = [_Group(np.arange(n), {}, seeds)]
+        reach: list = [None] * (out + 1)
+        for k in range(out + 1):
+            node = nodes[k]
+            if node.prim is None or not node.active or trace.lins[k] is None:
+                reach[k] = np.full(node.shape, radius if k in seeds else 0.0)
+                continue
+            snap = SNAPS.get(node.prim.name)
+            snapped = None
+            if snap is not None:
+                xs, rs = [], []
+                for r in node.args:
+                    if type(r) is int:
+                        xs.append(values[r])
+                        rs.append(reach[r] if nodes[r].active else np.zeros(nodes[r].shape))
+                    else:
+                        xs.append(r.value)
+                        rs.append(np.zeros(np.shape(r.value)))
+                if not all(backend.is_host(x) for x in xs):
+                    raise ArgumentError("radius > 0 snaps near-ties on numpy values: pass "
+                                        "numpy arrays to asd.clarke (the sweep ran on another "
+                                        "array library's values)")
+                snapped, count = snap([np.asarray(x) for x in xs], rs, **node.params)
+                if count:
+                    self.near[k] = count
+                else:
+                    snapped = None
+            if snapped is not None or k in trace.ties:
+                probe = self.probes.standard_normal(node.shape)
+                groups = [part for g in groups for part in self._split(g, k, probe, snapped)]
+                lins = list({id(g.lins[k]): g.lins[k] for g in groups}.values())
+            else:
+                lins = [trace.lins[k]]
+            reach[k] = _reach(nodes, k, lins, reach)
         return groups
 
     def _lin(self, group: _Group, j: int):
@@ -427,7 +570,8 @@ class _Resweep:
                 memo[j] = None if ins[0] is None else lin.push(ins[0])
         return memo[k]
 
-    def _split(self, group: _Group, k: int, probe: np.ndarray) -> list[_Group]:
+    def _split(self, group: _Group, k: int, probe: np.ndarray,
+               snapped: list | None = None) -> list[_Group]:
         trace = self.trace
         node = trace.nodes[k]
         xs, dxs_batch = [], []
@@ -445,6 +589,8 @@ class _Resweep:
             else:
                 xs.append(r.value)
                 dxs_batch.append(ZeroTangent(np.shape(r.value), np.result_type(r.value)))
+        if snapped is not None:
+            xs = snapped
         buckets: dict[bytes, tuple[list[int], Any]] = {}
         rule_context.trace, rule_context.node = self, k
         try:
@@ -495,6 +641,92 @@ class _Resweep:
                 else np.broadcast_to(ct[i], (ng, *nodes[i].shape)).reshape(ng, -1)
                 for i in self.ids]
         return np.concatenate(rows, axis=1)
+
+
+def _reach(nodes: list, k: int, lins: list, reach: list) -> np.ndarray:
+    """``max over lins |lin| reach(parents)``: how far node ``k`` can move on the ball, to
+    first order (inf where a map cannot bound itself)."""
+    node = nodes[k]
+    best = np.zeros(node.shape)
+    for lin in lins:
+        maps = lin.maps if type(lin) is FanIn else (lin,)
+        total = np.zeros(node.shape)
+        for m, r in zip(maps, node.args, strict=False):
+            if m is None or type(r) is not int or not nodes[r].active:
+                continue
+            mag = m.magnitude()
+            if mag is None:
+                return np.full(node.shape, np.inf)
+            total = total + np.asarray(backend.to_host(mag.push(reach[r])), dtype=float)
+        best = np.maximum(best, total)
+    return best
+
+
+# ----- snaps: a rule's inputs moved onto the ties within reach (radius > 0) -----
+
+def _near(a: np.ndarray, b: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """Entries with ``a != b`` but ``|a - b| <= reach``: a tie somewhere in the ball."""
+    with np.errstate(invalid="ignore"):
+        return (a != b) & (np.abs(a - b) <= reach)
+
+
+def _snap_kink(xs, rs, **_):
+    """relu, abs: ``x`` within reach of 0 becomes 0."""
+    (x,), (r,) = xs, rs
+    near = _near(x, np.zeros_like(x), r)
+    return [np.where(near, 0.0, x).astype(x.dtype)], int(np.count_nonzero(near))
+
+
+def _snap_pair(xs, rs, **_):
+    """maximum, minimum: where ``|a - b| <= r_a + r_b`` the full-shaped operand takes the
+    other's value (the tie the ball reaches); both broadcast is left to exact ties."""
+    a, b = xs
+    out = np.broadcast_shapes(a.shape, b.shape)
+    a_b, b_b = np.broadcast_to(a, out), np.broadcast_to(b, out)
+    near = _near(a_b, b_b, np.broadcast_to(rs[0], out) + np.broadcast_to(rs[1], out))
+    if not near.any():
+        return xs, 0
+    if a.shape == out:
+        return [np.where(near, b_b, a).astype(a.dtype), b], int(np.count_nonzero(near))
+    if b.shape == out:
+        return [a, np.where(near, a_b, b).astype(b.dtype)], int(np.count_nonzero(near))
+    return xs, 0
+
+
+def _snap_clip(xs, rs, **_):
+    """clip: ``x`` within reach of a bound becomes the bound."""
+    x, lo, hi = xs
+    if x.shape != np.broadcast_shapes(x.shape, np.shape(lo), np.shape(hi)):
+        return xs, 0
+    near_lo = _near(x, np.broadcast_to(lo, x.shape), rs[0] + rs[1])
+    near_hi = _near(x, np.broadcast_to(hi, x.shape), rs[0] + rs[2])
+    snapped = np.where(near_lo, lo, np.where(near_hi, hi, x)).astype(x.dtype)
+    return [snapped, lo, hi], int(np.count_nonzero(near_lo | near_hi))
+
+
+def _snap_extreme(xs, rs, axis, keepdims, kind):
+    """max/min over axes: entries within reach of their row's extreme take its value (the
+    extreme's own reach is at most the largest in its row)."""
+    (x,), (r,) = xs, rs
+    if x.size == 0:
+        return xs, 0
+    pick = np.max if kind == "max" else np.min
+    ext = pick(x, axis=axis, keepdims=True)
+    r_ext = np.max(r, axis=axis, keepdims=True)
+    near = _near(x, np.broadcast_to(ext, x.shape), r + r_ext)
+    return [np.where(near, ext, x).astype(x.dtype)], int(np.count_nonzero(near))
+
+
+SNAPS: dict[str, Callable] = {
+    "relu": _snap_kink,
+    "abs": _snap_kink,
+    "maximum": _snap_pair,
+    "minimum": _snap_pair,
+    "clip": _snap_clip,
+    "reduce_max": _snap_extreme,
+}
+"""Primitive name -> snap ``(xs, reaches, **params) -> (xs, count)``: the rules whose
+near-ties ``radius > 0`` finds by itself (the others' are found by ``points``)."""
 
 
 def _pull_one(lin, c, wants) -> tuple:

@@ -1,0 +1,148 @@
+"""`minimize`: nonsmooth minimization that ends with a stationarity certificate."""
+
+from __future__ import annotations
+
+import numbers
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import OptimizeResult
+
+from asd.analysis.clarke import ClarkeSample, clarke
+from asd.errors import ArgumentError, ArgumentTypeError
+from asd.optimize.bundle import proximal_bundle
+from asd.optimize.sampling import gradient_sampling
+from asd.optimize.sources import AsdSource, OracleSource
+
+METHODS = ("bundle", "sampling")
+
+
+@dataclass(frozen=True)
+class Stationarity:
+    """The certificate a run ends with: ``measure = |z|`` for ``z`` the min-norm element of
+    asd's sample of the Goldstein ε-subdifferential at ``x`` with ``radius = ε``.
+
+    ``measure <= tol`` says: a convex combination of limiting gradients taken within ``ε`` of
+    ``x`` has norm at most ``tol`` (``x`` is (ε, tol)-stationary in Goldstein's sense; with
+    ``ε = 0``, Clarke stationary up to ``tol``). ``sample`` is the `ClarkeSample` it rests on.
+    """
+
+    radius: float
+    measure: float
+    element: np.ndarray
+    sample: ClarkeSample
+
+    def __repr__(self) -> str:
+        return f"Stationarity(radius={self.radius:.3g}, measure={self.measure:.3g})"
+
+
+def stationarity(f: Callable, x, radius: float, *, n: int = 64, seed=0) -> Stationarity:
+    """The stationarity certificate of ``f`` at ``x`` for the Goldstein radius ``radius``.
+
+    >>> import asd, numpy as np
+    >>> c = asd.optimize.stationarity(lambda x: np.max(np.abs(x)), np.array([1e-9, -1e-9]), 1e-6)
+    >>> c.measure <= 1e-12
+    True
+    """
+    x = np.asarray(x, dtype=float)
+    sample = clarke(f, n=n, radius=radius, seed=seed)(x)
+    z = np.asarray(sample.min_norm(), dtype=float)
+    return Stationarity(float(radius), float(np.linalg.norm(z)), z, sample)
+
+
+class _Progress:
+    """Calls the callback and prints a line every ``every`` iterations (``disp``)."""
+
+    def __init__(self, callback, disp, method: str):
+        self.callback = callback
+        self.every = 0 if not disp else (10 if disp is True else int(disp))
+        self.method = method
+        self.start = time.perf_counter()
+        if self.every:
+            from rich.console import Console
+
+            self.console = Console(highlight=False)
+            self.console.print(f"[bold]asd.optimize.minimize[/bold] ({method})")
+
+    def __call__(self, x, fx, nit, info) -> bool:
+        if self.every and nit % self.every == 0:
+            extra = "  ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                              for k, v in info.items())
+            self.console.print(f"{nit:6d}  f {fx: .10g}  {extra}  "
+                               f"{time.perf_counter() - self.start:.1f}s")
+        if self.callback is None:
+            return False
+        try:
+            return bool(self.callback(OptimizeResult(x=x.copy(), fun=fx, nit=nit, **info)))
+        except StopIteration:
+            return True
+
+
+def minimize(f: Callable, x0, *, method: str = "bundle", tol: float | None = None,
+             maxiter: int = 1000, callback: Callable | None = None, disp: bool | int = False,
+             fg: Callable | None = None, seed=0, certify_radius: float | None = None,
+             options: dict | None = None) -> OptimizeResult:
+    """Minimize a nonsmooth ``f`` from ``x0``; the result carries a stationarity certificate.
+
+    ``method``: ``"bundle"`` (proximal bundle, fast on convex and max-type problems) or
+    ``"sampling"`` (gradient sampling on asd's ε-subdifferential samples, robust on
+    nonconvex ones). Gradients come from asd (``f`` written with numpy or asd primitives)
+    or from ``fg(x) -> (value, gradient)`` (torch autograd, say, to compare). Either way
+    the run ends with ``result.stationarity``: asd's min-norm element of the Goldstein
+    ε-subdifferential at ``result.x`` (`Stationarity`), with
+    ``ε = certify_radius`` (default ``1e-6 max(1, |x|)``), so "converged" is a checked claim
+    rather than an iteration count.
+
+    ``tol``: the method's stopping tolerance (bundle: predicted decrease relative to
+    ``1 + |f|``, default 1e-11; sampling: the min-norm at the final radius, default 1e-7).
+    ``callback(intermediate)``: called each iteration with an ``OptimizeResult`` (``x``,
+    ``fun``, ``nit``, method details); returning True or raising ``StopIteration`` stops.
+    ``disp``: print progress every 10 (or ``disp``) iterations. ``options``: the method's
+    own settings (bundle: ``u``, ``max_size``, ``gamma``; sampling: ``radius``,
+    ``radius_tol``, ``points``, ``theta``; both: ``directions`` for asd's samples).
+
+    >>> import asd, numpy as np
+    >>> res = asd.optimize.minimize(lambda x: np.max(np.abs(x - 1.0)), np.zeros(3))
+    >>> bool(abs(res.fun) < 1e-8), bool(res.stationarity.measure < 1e-8)
+    (True, True)
+    """
+    if method not in METHODS:
+        raise ArgumentError(f"method must be one of {', '.join(map(repr, METHODS))}, got "
+                            f"{method!r}")
+    if not callable(f):
+        raise ArgumentTypeError(f"f must be a callable x -> scalar, got {type(f).__name__}")
+    if fg is not None and not callable(fg):
+        raise ArgumentTypeError(f"fg must be a callable x -> (value, gradient), got "
+                                f"{type(fg).__name__}")
+    if isinstance(maxiter, bool) or not isinstance(maxiter, numbers.Integral) or maxiter < 0:
+        raise ArgumentError(f"maxiter must be a whole number >= 0, got {maxiter!r}")
+    x0 = np.asarray(x0, dtype=float)
+    if x0.size == 0 or not np.all(np.isfinite(x0)):
+        raise ArgumentError(f"x0 must be a nonempty finite array, got {x0!r}")
+    opts = dict(options or {})
+    directions = int(opts.pop("directions", 64))
+    shape = x0.shape
+    src = (AsdSource(f, shape, seed, directions) if fg is None
+           else OracleSource(fg, shape, seed))
+    report = _Progress(callback, disp, method)
+    if method == "bundle":
+        tol = 1e-11 if tol is None else float(tol)
+        unknown = set(opts) - {"u", "max_size", "gamma"}
+        run = proximal_bundle
+    else:
+        tol = 1e-7 if tol is None else float(tol)
+        unknown = set(opts) - {"radius", "radius_tol", "points", "theta"}
+        run = gradient_sampling
+    if unknown:
+        raise ArgumentError(f"unknown options for method {method!r}: {', '.join(sorted(unknown))}")
+    x, fx, nit, message, success, radius = run(src, x0.ravel().copy(), tol=tol,
+                                               maxiter=maxiter, report=report, **opts)
+    x = x.reshape(shape)
+    eps = (1e-6 * max(1.0, float(np.max(np.abs(x)))) if certify_radius is None
+           else float(certify_radius))
+    cert = stationarity(f, x, eps, n=directions, seed=seed)
+    return OptimizeResult(x=x, fun=fx, nit=nit, nfev=src.nfev, ngev=src.ngev,
+                          success=success, message=message, method=method,
+                          stationarity=cert, method_radius=radius)
