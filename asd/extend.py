@@ -112,6 +112,13 @@ def register_ufunc_at(ufunc: np.ufunc, fn: Callable) -> None:
     UFUNC_AT[ufunc] = fn
 
 
+def within_reach(a: np.ndarray, b: np.ndarray, reach: np.ndarray) -> np.ndarray:
+    """Entries with ``a != b`` but ``|a - b| <= reach``: a tie somewhere in the ball that
+    a snap (`Primitive.defsnap`) moves onto (exact ties are the rule's own business)."""
+    with np.errstate(invalid="ignore"):
+        return (a != b) & (np.abs(a - b) <= reach)
+
+
 def comparison_of(cond) -> tuple[str, object, object] | None:
     """``(op, lhs, rhs)`` if ``cond`` is a traced comparison such as ``x > y``, else None.
 
@@ -363,4 +370,5 @@ __all__ = [
     "to_host",
     "unbroadcast",
     "unsupported",
+    "within_reach",
 ]

@@ -38,6 +38,7 @@ from asd.extend import (
     register_numpy,
     register_reduce,
     to_host,
+    within_reach,
 )
 
 from .smooth import getitem
@@ -266,6 +267,20 @@ def _extreme_impl(x, axis, keepdims, kind):
 
 
 extreme_p = Primitive("reduce_max", _extreme_impl, array_api=True)
+
+
+@extreme_p.defsnap
+def _snap_extreme(xs, rs, axis, keepdims, kind):
+    """For asd.clarke(radius=...): entries within reach of their row's extreme take its value
+    (the extreme's own reach is at most the largest in its row)."""
+    (x,), (r,) = xs, rs
+    if x.size == 0:
+        return xs, 0
+    pick = np.max if kind == "max" else np.min
+    ext = pick(x, axis=axis, keepdims=True)
+    r_ext = np.max(r, axis=axis, keepdims=True)
+    near = within_reach(x, np.broadcast_to(ext, x.shape), r + r_ext)
+    return [np.where(near, ext, x).astype(x.dtype)], int(np.count_nonzero(near))
 
 
 def _first_max_xp(vals, xp):

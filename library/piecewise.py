@@ -35,6 +35,7 @@ from asd.extend import (
     set_at,
     tie_sign,
     to_host,
+    within_reach,
 )
 
 # ----- relu and abs (written out: they are on every hot path) -----
@@ -129,6 +130,35 @@ minimum_p = Primitive("minimum", _minimum, _select_rule(_minimum, operator.lt, -
                       array_api=True)
 
 
+# ----- snaps: near-ties within a ball's reach, for asd.clarke(radius=...) -----
+
+@relu_p.defsnap
+@abs_p.defsnap
+def _snap_kink(xs, rs, **_):
+    """relu, abs: ``x`` within reach of 0 becomes 0."""
+    (x,), (r,) = xs, rs
+    near = within_reach(x, np.zeros_like(x), r)
+    return [np.where(near, 0.0, x).astype(x.dtype)], int(np.count_nonzero(near))
+
+
+@maximum_p.defsnap
+@minimum_p.defsnap
+def _snap_pair(xs, rs, **_):
+    """maximum, minimum: where ``|a - b| <= r_a + r_b`` the full-shaped operand takes the
+    other's value (the tie the ball reaches); both broadcast is left to exact ties."""
+    a, b = xs
+    out = np.broadcast_shapes(a.shape, b.shape)
+    a_b, b_b = np.broadcast_to(a, out), np.broadcast_to(b, out)
+    near = within_reach(a_b, b_b, np.broadcast_to(rs[0], out) + np.broadcast_to(rs[1], out))
+    if not near.any():
+        return xs, 0
+    if a.shape == out:
+        return [np.where(near, b_b, a).astype(a.dtype), b], int(np.count_nonzero(near))
+    if b.shape == out:
+        return [a, np.where(near, a_b, b).astype(b.dtype)], int(np.count_nonzero(near))
+    return xs, 0
+
+
 def relu(x):
     """max(x, 0), with the branch at x = 0 chosen by the direction (not a fixed 0)."""
     return relu_p(x)
@@ -198,6 +228,18 @@ def clip_rule(xs, dxs):
     return ans, FanIn(Diagonal(d_x, tuple(np.shape(x)), out),
                       Diagonal(d_lo, tuple(np.shape(lo)), out),
                       Diagonal(~pick_mid, tuple(np.shape(hi)), out))
+
+
+@clip_p.defsnap
+def _snap_clip(xs, rs, **_):
+    """clip: ``x`` within reach of a bound becomes the bound."""
+    x, lo, hi = xs
+    if x.shape != np.broadcast_shapes(x.shape, np.shape(lo), np.shape(hi)):
+        return xs, 0
+    near_lo = within_reach(x, np.broadcast_to(lo, x.shape), rs[0] + rs[1])
+    near_hi = within_reach(x, np.broadcast_to(hi, x.shape), rs[0] + rs[2])
+    snapped = np.where(near_lo, lo, np.where(near_hi, hi, x)).astype(x.dtype)
+    return [snapped, lo, hi], int(np.count_nonzero(near_lo | near_hi))
 
 
 def clip(x, lo=None, hi=None, out=None, **kwargs):

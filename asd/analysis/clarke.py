@@ -507,8 +507,9 @@ class _Resweep:
 
     def split_near(self, out: int, radius: float) -> list[_Group]:
         """`split_at_ties` for the ball ``|y - x| <= radius``: every node up to ``out`` in
-        order gets its reach; a rule with a snap (`SNAPS`) whose switching quantity is within
-        reach of a tie is re-run per direction on snapped inputs, as exact ties are."""
+        order gets its reach; a rule with a snap (`Primitive.defsnap`, next to the rule in
+        library/) whose switching quantity is within reach of a tie is re-run per direction
+        on snapped inputs, as exact ties are."""
         trace = self.trace
         nodes, values = trace.nodes, trace.values
         n = len(self.leaf_dirs[0])
@@ -520,7 +521,7 @@ class _Resweep:
             if node.prim is None or not node.active or trace.lins[k] is None:
                 reach[k] = np.full(node.shape, radius if k in seeds else 0.0)
                 continue
-            snap = SNAPS.get(node.prim.name)
+            snap = node.prim.snap
             snapped = None
             if snap is not None:
                 xs, rs = [], []
@@ -660,73 +661,6 @@ def _reach(nodes: list, k: int, lins: list, reach: list) -> np.ndarray:
             total = total + np.asarray(backend.to_host(mag.push(reach[r])), dtype=float)
         best = np.maximum(best, total)
     return best
-
-
-# ----- snaps: a rule's inputs moved onto the ties within reach (radius > 0) -----
-
-def _near(a: np.ndarray, b: np.ndarray, reach: np.ndarray) -> np.ndarray:
-    """Entries with ``a != b`` but ``|a - b| <= reach``: a tie somewhere in the ball."""
-    with np.errstate(invalid="ignore"):
-        return (a != b) & (np.abs(a - b) <= reach)
-
-
-def _snap_kink(xs, rs, **_):
-    """relu, abs: ``x`` within reach of 0 becomes 0."""
-    (x,), (r,) = xs, rs
-    near = _near(x, np.zeros_like(x), r)
-    return [np.where(near, 0.0, x).astype(x.dtype)], int(np.count_nonzero(near))
-
-
-def _snap_pair(xs, rs, **_):
-    """maximum, minimum: where ``|a - b| <= r_a + r_b`` the full-shaped operand takes the
-    other's value (the tie the ball reaches); both broadcast is left to exact ties."""
-    a, b = xs
-    out = np.broadcast_shapes(a.shape, b.shape)
-    a_b, b_b = np.broadcast_to(a, out), np.broadcast_to(b, out)
-    near = _near(a_b, b_b, np.broadcast_to(rs[0], out) + np.broadcast_to(rs[1], out))
-    if not near.any():
-        return xs, 0
-    if a.shape == out:
-        return [np.where(near, b_b, a).astype(a.dtype), b], int(np.count_nonzero(near))
-    if b.shape == out:
-        return [a, np.where(near, a_b, b).astype(b.dtype)], int(np.count_nonzero(near))
-    return xs, 0
-
-
-def _snap_clip(xs, rs, **_):
-    """clip: ``x`` within reach of a bound becomes the bound."""
-    x, lo, hi = xs
-    if x.shape != np.broadcast_shapes(x.shape, np.shape(lo), np.shape(hi)):
-        return xs, 0
-    near_lo = _near(x, np.broadcast_to(lo, x.shape), rs[0] + rs[1])
-    near_hi = _near(x, np.broadcast_to(hi, x.shape), rs[0] + rs[2])
-    snapped = np.where(near_lo, lo, np.where(near_hi, hi, x)).astype(x.dtype)
-    return [snapped, lo, hi], int(np.count_nonzero(near_lo | near_hi))
-
-
-def _snap_extreme(xs, rs, axis, keepdims, kind):
-    """max/min over axes: entries within reach of their row's extreme take its value (the
-    extreme's own reach is at most the largest in its row)."""
-    (x,), (r,) = xs, rs
-    if x.size == 0:
-        return xs, 0
-    pick = np.max if kind == "max" else np.min
-    ext = pick(x, axis=axis, keepdims=True)
-    r_ext = np.max(r, axis=axis, keepdims=True)
-    near = _near(x, np.broadcast_to(ext, x.shape), r + r_ext)
-    return [np.where(near, ext, x).astype(x.dtype)], int(np.count_nonzero(near))
-
-
-SNAPS: dict[str, Callable] = {
-    "relu": _snap_kink,
-    "abs": _snap_kink,
-    "maximum": _snap_pair,
-    "minimum": _snap_pair,
-    "clip": _snap_clip,
-    "reduce_max": _snap_extreme,
-}
-"""Primitive name -> snap ``(xs, reaches, **params) -> (xs, count)``: the rules whose
-near-ties ``radius > 0`` finds by itself (the others' are found by ``points``)."""
 
 
 def _pull_one(lin, c, wants) -> tuple:

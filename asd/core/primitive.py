@@ -100,7 +100,7 @@ class Primitive:
     """
 
     __slots__ = ("name", "impl", "rule", "discontinuous", "comparison", "stops_gradient",
-                 "array_api")
+                 "array_api", "snap")
 
     def __init__(
         self,
@@ -118,6 +118,7 @@ class Primitive:
         self.discontinuous = discontinuous or comparison is not None
         self.comparison = comparison
         self.stops_gradient = stops_gradient
+        self.snap = None
 
     def __call__(self, *args, **params):
         return bind(self, args, params)
@@ -126,6 +127,17 @@ class Primitive:
         """Decorator: attach the ASD rule (``rule(xs, dxs, **params) -> (ans, lin)``)."""
         self.rule = rule
         return rule
+
+    def defsnap(self, snap: Callable) -> Callable:
+        """Decorator: attach the rule's *snap*, ``snap(xs, reaches, **params) -> (xs, count)``.
+
+        Given numpy inputs and, per input, how far each entry can move inside a ball around
+        the point (`asd.clarke` with ``radius``), it returns the inputs with every entry whose
+        switching quantity the ball reaches moved onto the tie, and how many it moved: the
+        rule, re-run per direction on them, then decides those near-ties as exact ones.
+        """
+        self.snap = snap
+        return snap
 
     def asd(self, *xs, direction, **params):
         """The paper's ASD routine in literal form: ``(g(x), D[g; v](x), grad p_z(x))``.
