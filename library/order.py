@@ -712,7 +712,7 @@ def _windows_xp(x, at, d: int, xp):
                       (planes.shape[0],) + tuple(at.shape))
 
 
-def _torch_first_max(x, window, stride, padding):
+def _torch_pool_first_max(x, window, stride, padding):
     """`_pool_first_max` with torch's own pooling kernel: it keeps the first maximum of each
     window in window order (``val > max``), as the default does. A second pass with that
     entry masked out finds the tied windows, where windows are disjoint (else the default)."""
@@ -733,7 +733,7 @@ def _torch_first_max(x, window, stride, padding):
 
 register_kernel("max_pool_first", "numpy", _pool_first_max)
 register_kernel("max_pool_first", "jax", _pool_first_max)
-register_kernel("max_pool_first", "torch", _torch_first_max)
+register_kernel("max_pool_first", "torch", _torch_pool_first_max)
 
 
 def _max_pool_xp(x, dx, window, stride, padding):
