@@ -14,6 +14,7 @@ choice then has the same gradient).
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import cmp_to_key
 
@@ -713,22 +714,31 @@ def _windows_xp(x, at, d: int, xp):
 
 
 def _torch_pool_first_max(x, window, stride, padding):
-    """`_pool_first_max` with torch's own pooling kernel: it keeps the first maximum of each
-    window in window order (``val > max``), as the default does. A second pass with that
-    entry masked out finds the tied windows, where windows are disjoint (else the default)."""
+    """`_pool_first_max` with torch's own pooling kernel, which keeps the first maximum of
+    each window in window order (``val > max``), as the default does. Where windows are
+    disjoint, a window is tied where two of its offsets (strided views, padding read as
+    ``-inf``) equal its maximum; elsewhere the default runs."""
     import torch
 
     d = len(window)
     if not all(s >= w for s, w in zip(stride, window, strict=True)) or not (
             x.is_floating_point()) or d > 2:
         return _pool_first_max(x, window, stride, padding)
-    pool = torch.nn.functional.max_pool2d if d == 2 else torch.nn.functional.max_pool1d
+    fn = torch.nn.functional
+    pool = fn.max_pool2d if d == 2 else fn.max_pool1d
     planes = x.reshape((1, -1) + tuple(x.shape[-d:]))
     ans, first = pool(planes, window, stride, padding, return_indices=True)
-    rest = planes.flatten(2).scatter(-1, first.flatten(2), -torch.inf).reshape(planes.shape)
-    multi = pool(rest, window, stride, padding) == ans
-    shape = tuple(x.shape[:-d]) + tuple(ans.shape[2:])
-    return ans.reshape(shape), first.reshape(shape), multi.reshape(shape)
+    out = tuple(ans.shape[2:])
+    if any(padding):
+        planes = fn.pad(planes, [p for p in reversed(padding) for _ in (0, 1)], value=-torch.inf)
+    count = None
+    for offset in itertools.product(*map(range, window)):
+        part = planes[(Ellipsis, *(slice(a, a + s * (o - 1) + 1, s)
+                                   for a, s, o in zip(offset, stride, out, strict=True)))]
+        hit = (part == ans).to(torch.int8 if math.prod(window) < 128 else torch.int32)
+        count = hit if count is None else count + hit
+    shape = tuple(x.shape[:-d]) + out
+    return ans.reshape(shape), first.reshape(shape), (count > 1).reshape(shape)
 
 
 register_kernel("max_pool_first", "numpy", _pool_first_max)
@@ -738,10 +748,12 @@ register_kernel("max_pool_first", "torch", _torch_pool_first_max)
 
 def _max_pool_xp(x, dx, window, stride, padding):
     """The maximum of each window of another library's ``x`` and the flat position in ``x``
-    of the entry selected, both on the device (kernel ``max_pool_first``). Only tied windows
-    come to the host, decided there as on numpy (their tangents and series read through the
-    ray at the tied entries only); of those whose tied entries are all ordered by index
-    (`asd.extend.index_decided`: a pool of dead relus), only their values and that mask."""
+    of the entry selected, both on the device (kernel ``max_pool_first``). Tied windows are
+    gathered on the device; where every tied entry of every one of them is ordered by index
+    (`asd.extend.index_decided`: pools of dead relus) and windows are disjoint, the first
+    stays, reported as `lex_argmax` reports it. Otherwise the tied windows come to the host,
+    decided there as on numpy (tangents and series read through the ray at the tied entries
+    only)."""
     xp = namespace(x)
     d = len(window)
     spatial, lead = tuple(x.shape[-d:]), tuple(x.shape[:-d])
@@ -752,26 +764,40 @@ def _max_pool_xp(x, dx, window, stride, padding):
         positions, out = _pool_positions(spatial, window, stride, padding)
         at = np.ravel_multi_index(tuple(positions), spatial).reshape(-1, positions[0].shape[-1])
         idx = xp.nonzero(xp.reshape(multi, (-1,)))[0]
-        rows = to_host(idx)
         # the tied windows only: row r is window r % n_out of plane r // n_out
-        flat = from_host(((rows // len(at)) * n_spatial)[:, None] + at[rows % len(at)], x)
-        vals = to_host(xp.reshape(xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)),
-                                          axis=0), tuple(flat.shape)))
+        window_of = idx % len(at)
+        flat = xp.reshape(idx // len(at) * n_spatial, (-1, 1)) + from_host(
+            at.astype(np.int64), idx)[window_of, ...]
+        vals = xp.reshape(xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)), axis=0),
+                          tuple(flat.shape))
         if any(padding):
             pad = _pool_padding(spatial, window, stride, padding).reshape(at.shape)
-            vals = np.where(pad[rows % len(at)], -np.inf, vals)
+            vals = xp.where(from_host(pad, vals)[window_of, ...], -xp.inf, vals)
         zero = index_decided(dx, tuple(x.shape))
-        if zero is not None:
-            zero = xp.broadcast_to(zero, tuple(x.shape)) if not is_host(zero) else from_host(
-                np.ascontiguousarray(zero), x)
-            zero = to_host(xp.reshape(xp.take(xp.reshape(zero, (-1,)), xp.reshape(flat, (-1,)),
-                                              axis=0), tuple(flat.shape)))
         disjoint = all(s >= w for s, w in zip(stride, window, strict=True))
-        chosen = lex_argmax(vals, _RowsRay(PoolRay(x, dx, positions, disjoint), rows,
-                                           lead + out + (at.shape[-1],), zero))
+        if zero is not None:
+            zero = from_host(np.ascontiguousarray(zero), x) if is_host(zero) else zero
+            zero = xp.reshape(xp.take(xp.reshape(xp.broadcast_to(zero, tuple(x.shape)), (-1,)),
+                                      xp.reshape(flat, (-1,)), axis=0), tuple(flat.shape))
+            tied = vals == xp.max(vals, axis=-1, keepdims=True)
+            alive, count = to_host(xp.stack([
+                xp.astype(xp.any(tied & ~zero), xp.int64), xp.sum(xp.astype(tied, xp.int64))]))
+            if disjoint and not alive:  # every tied window keeps its first maximum
+                record_asked(dx, int(count))
+                record_tie_decision("flat", 1)
+                return ans, _flat_positions(first, n_lead, n_spatial, xp)
+            zero = to_host(zero)
+        rows = to_host(idx)
+        chosen = lex_argmax(to_host(vals), _RowsRay(PoolRay(x, dx, positions, disjoint), rows,
+                                                    lead + out + (at.shape[-1],), zero))
         first = set_at(first, idx, from_host(at[rows % len(at), chosen], first))
+    return ans, _flat_positions(first, n_lead, n_spatial, xp)
+
+
+def _flat_positions(first, n_lead: int, n_spatial: int, xp):
+    """Flat positions in ``x`` from positions in each of its ``n_lead`` planes."""
     base = from_host(np.arange(n_lead, dtype=np.int64) * n_spatial, first)
-    return ans, xp.reshape(xp.reshape(first, (n_lead, -1)) + base[:, None], (-1,))
+    return xp.reshape(xp.reshape(first, (n_lead, -1)) + base[:, None], (-1,))
 
 
 @max_pool_p.defrule

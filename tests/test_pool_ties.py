@@ -35,10 +35,14 @@ def host(a) -> np.ndarray:
     return np.asarray(backend.to_host(a))
 
 
-def planted(shape, seed: int) -> np.ndarray:
-    """Multiples of 1/4 in [-1, 1]: after ``relu(x - 0.5)`` most windows are dead (all 0),
-    many hold tied positive maxima, and some entries sit exactly on the relu's kink."""
-    return np.random.default_rng(seed).integers(-4, 5, shape) / 4.0
+def planted(shape, seed: int, kind: str = "quarters") -> np.ndarray:
+    """``quarters``: multiples of 1/4 in [-1, 1]; after ``relu(x - 0.5)`` most windows are
+    dead (all 0), many hold tied positive maxima, and some entries sit exactly on the relu's
+    kink. ``normal``: the only ties are dead windows (every tied window is ordered by index)."""
+    rng = np.random.default_rng(seed)
+    if kind == "normal":
+        return rng.standard_normal(shape)
+    return rng.integers(-4, 5, shape) / 4.0
 
 
 def pool_program(x, w):
@@ -84,11 +88,12 @@ def spy(monkeypatch):
     return marked
 
 
+@pytest.mark.parametrize("values", ["quarters", "normal"])
 @pytest.mark.parametrize("kind", ["random", "coordinate"])
 @pytest.mark.parametrize("lib", list(LIBRARIES))
-def test_dead_windows_decide_as_the_full_comparison(lib, kind, spy, monkeypatch):
+def test_dead_windows_decide_as_the_full_comparison(lib, kind, values, spy, monkeypatch):
     shape = (2, 3, 36, 36)  # the relu's cone is past the series budget: keys decide
-    x = planted(shape, 1)
+    x = planted(shape, 1, values)
     w = np.array(1.0)
     v, vw = direction(shape, kind, 5), np.array(0.0)
     fast = report(sweep(lib, x, w, v, vw))
