@@ -682,27 +682,34 @@ class _RowsRay:
         return None if series is None else series.reshape(-1, self.k)[self.rows]
 
 
-def _pool_first_max(x, window, stride, padding):
+def _pool_first_max(x, window, stride, padding, settled=None):
     """Per window of ``x`` (any array library, the pooled axes last): the maximum, the flat
     spatial position of its first entry (in window order: the one the sequential program
-    keeps when nothing else decides) and whether the maximum is tied in the window (padding
-    never ties). The array-API default of the kernel ``max_pool_first``."""
+    keeps when nothing else decides), how many entries equal it (padding never does) and,
+    given ``settled`` (a bool array like ``x``), whether a tied window holds a tied entry
+    that is not settled (None without ``settled``). The array-API default of the kernel
+    ``max_pool_first``."""
     xp = namespace(x)
     d = len(window)
     spatial = tuple(x.shape[-d:])
     lead = tuple(x.shape[:-d])
     positions, out = _pool_positions(spatial, window, stride, padding)
-    at = np.ravel_multi_index(tuple(positions), spatial).reshape(-1, positions[0].shape[-1])
-    vals = _windows_xp(x, from_host(at.astype(np.int64), x), d, xp)
+    at = from_host(np.ravel_multi_index(tuple(positions), spatial).reshape(
+        -1, positions[0].shape[-1]).astype(np.int64), x)
+    vals = _windows_xp(x, at, d, xp)
     if any(padding):
         vals = xp.where(from_host(_pool_padding(spatial, window, stride, padding).reshape(
-            at.shape), vals), -xp.inf, vals)
+            tuple(at.shape)), vals), -xp.inf, vals)
     ans = xp.max(vals, axis=-1)
     tied = vals == ans[..., None]
-    first = xp.take_along_axis(xp.broadcast_to(from_host(at, x), tuple(vals.shape)),
+    first = xp.take_along_axis(xp.broadcast_to(at, tuple(vals.shape)),
                                xp.argmax(xp.astype(tied, xp.int8), axis=-1)[..., None], axis=-1)
-    multi = xp.sum(xp.astype(tied, xp.int32), axis=-1) > 1
-    return tuple(xp.reshape(a, lead + out) for a in (ans, first[..., 0], multi))
+    count = xp.sum(xp.astype(tied, xp.int32), axis=-1, dtype=xp.int32)
+    alive = None
+    if settled is not None:
+        alive = (count > 1) & xp.any(tied & ~_windows_xp(settled, at, d, xp), axis=-1)
+        alive = xp.reshape(alive, lead + out)
+    return (*(xp.reshape(a, lead + out) for a in (ans, first[..., 0], count)), alive)
 
 
 def _windows_xp(x, at, d: int, xp):
@@ -713,32 +720,42 @@ def _windows_xp(x, at, d: int, xp):
                       (planes.shape[0],) + tuple(at.shape))
 
 
-def _torch_pool_first_max(x, window, stride, padding):
+def _torch_pool_first_max(x, window, stride, padding, settled=None):
     """`_pool_first_max` with torch's own pooling kernel, which keeps the first maximum of
     each window in window order (``val > max``), as the default does. Where windows are
-    disjoint, a window is tied where two of its offsets (strided views, padding read as
-    ``-inf``) equal its maximum; elsewhere the default runs."""
+    disjoint, the tied entries are counted over strided views of the window offsets (padding
+    read as ``-inf``); elsewhere the default runs."""
     import torch
 
     d = len(window)
     if not all(s >= w for s, w in zip(stride, window, strict=True)) or not (
             x.is_floating_point()) or d > 2:
-        return _pool_first_max(x, window, stride, padding)
+        return _pool_first_max(x, window, stride, padding, settled)
     fn = torch.nn.functional
     pool = fn.max_pool2d if d == 2 else fn.max_pool1d
     planes = x.reshape((1, -1) + tuple(x.shape[-d:]))
     ans, first = pool(planes, window, stride, padding, return_indices=True)
     out = tuple(ans.shape[2:])
+    pad = [p for p in reversed(padding) for _ in (0, 1)]
     if any(padding):
-        planes = fn.pad(planes, [p for p in reversed(padding) for _ in (0, 1)], value=-torch.inf)
-    count = None
+        planes = fn.pad(planes, pad, value=-torch.inf)
+    live = None
+    if settled is not None:
+        live = ~torch.broadcast_to(settled, tuple(x.shape)).reshape(planes.shape[:2] + tuple(
+            x.shape[-d:]))
+        live = fn.pad(live, pad, value=False) if any(padding) else live
+    count = alive = None
     for offset in itertools.product(*map(range, window)):
-        part = planes[(Ellipsis, *(slice(a, a + s * (o - 1) + 1, s)
-                                   for a, s, o in zip(offset, stride, out, strict=True)))]
-        hit = (part == ans).to(torch.int8 if math.prod(window) < 128 else torch.int32)
-        count = hit if count is None else count + hit
+        at = (Ellipsis, *(slice(a, a + s * (o - 1) + 1, s)
+                          for a, s, o in zip(offset, stride, out, strict=True)))
+        hit = planes[at] == ans
+        count = hit.int() if count is None else count + hit
+        if live is not None:
+            alive = hit & live[at] if alive is None else alive | (hit & live[at])
     shape = tuple(x.shape[:-d]) + out
-    return ans.reshape(shape), first.reshape(shape), (count > 1).reshape(shape)
+    if alive is not None:
+        alive = (alive & (count > 1)).reshape(shape)
+    return ans.reshape(shape), first.reshape(shape), count.reshape(shape), alive
 
 
 register_kernel("max_pool_first", "numpy", _pool_first_max)
@@ -748,49 +765,51 @@ register_kernel("max_pool_first", "torch", _torch_pool_first_max)
 
 def _max_pool_xp(x, dx, window, stride, padding):
     """The maximum of each window of another library's ``x`` and the flat position in ``x``
-    of the entry selected, both on the device (kernel ``max_pool_first``). Tied windows are
-    gathered on the device; where every tied entry of every one of them is ordered by index
-    (`asd.extend.index_decided`: pools of dead relus) and windows are disjoint, the first
-    stays, reported as `lex_argmax` reports it. Otherwise the tied windows come to the host,
+    of the entry selected, both on the device (kernel ``max_pool_first``). Where the tied
+    entries of every tied window are ordered by index (`asd.extend.index_decided`: pools of
+    dead relus) and windows are disjoint, each keeps its first maximum, reported as
+    `lex_argmax` reports it, with no host copy. Otherwise the tied windows come to the host,
     decided there as on numpy (tangents and series read through the ray at the tied entries
     only)."""
     xp = namespace(x)
     d = len(window)
     spatial, lead = tuple(x.shape[-d:]), tuple(x.shape[:-d])
     n_lead, n_spatial = math.prod(lead), math.prod(spatial)
-    ans, first, multi = kernel("max_pool_first", xp)(x, window, stride, padding)
+    disjoint = all(s >= w for s, w in zip(stride, window, strict=True))
+    zero = index_decided(dx, tuple(x.shape))
+    if zero is not None and is_host(zero):
+        zero = from_host(np.ascontiguousarray(zero), x)
+    ans, first, count, alive = kernel("max_pool_first", xp)(x, window, stride, padding, zero)
     first = xp.reshape(first, (-1,))
-    if bool(xp.any(multi)):
-        positions, out = _pool_positions(spatial, window, stride, padding)
-        at = np.ravel_multi_index(tuple(positions), spatial).reshape(-1, positions[0].shape[-1])
-        idx = xp.nonzero(xp.reshape(multi, (-1,)))[0]
-        # the tied windows only: row r is window r % n_out of plane r // n_out
-        window_of = idx % len(at)
-        flat = xp.reshape(idx // len(at) * n_spatial, (-1, 1)) + from_host(
-            at.astype(np.int64), idx)[window_of, ...]
-        vals = xp.reshape(xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)), axis=0),
-                          tuple(flat.shape))
-        if any(padding):
-            pad = _pool_padding(spatial, window, stride, padding).reshape(at.shape)
-            vals = xp.where(from_host(pad, vals)[window_of, ...], -xp.inf, vals)
-        zero = index_decided(dx, tuple(x.shape))
-        disjoint = all(s >= w for s, w in zip(stride, window, strict=True))
-        if zero is not None:
-            zero = from_host(np.ascontiguousarray(zero), x) if is_host(zero) else zero
-            zero = xp.reshape(xp.take(xp.reshape(xp.broadcast_to(zero, tuple(x.shape)), (-1,)),
-                                      xp.reshape(flat, (-1,)), axis=0), tuple(flat.shape))
-            tied = vals == xp.max(vals, axis=-1, keepdims=True)
-            alive, count = to_host(xp.stack([
-                xp.astype(xp.any(tied & ~zero), xp.int64), xp.sum(xp.astype(tied, xp.int64))]))
-            if disjoint and not alive:  # every tied window keeps its first maximum
-                record_asked(dx, int(count))
-                record_tie_decision("flat", 1)
-                return ans, _flat_positions(first, n_lead, n_spatial, xp)
-            zero = to_host(zero)
-        rows = to_host(idx)
-        chosen = lex_argmax(to_host(vals), _RowsRay(PoolRay(x, dx, positions, disjoint), rows,
-                                                    lead + out + (at.shape[-1],), zero))
-        first = set_at(first, idx, from_host(at[rows % len(at), chosen], first))
+    multi = count > 1
+    flags = [xp.any(multi), xp.sum(xp.where(multi, count, 0))]
+    if alive is not None:
+        flags.append(xp.any(alive))
+    flags = to_host(xp.stack([xp.astype(f, xp.int64) for f in flags]))
+    if not flags[0]:
+        return ans, _flat_positions(first, n_lead, n_spatial, xp)
+    if alive is not None and disjoint and not flags[2]:  # every tied window keeps its first
+        record_asked(dx, int(flags[1]))
+        record_tie_decision("flat", 1)
+        return ans, _flat_positions(first, n_lead, n_spatial, xp)
+    positions, out = _pool_positions(spatial, window, stride, padding)
+    at = np.ravel_multi_index(tuple(positions), spatial).reshape(-1, positions[0].shape[-1])
+    idx = xp.nonzero(xp.reshape(multi, (-1,)))[0]
+    rows = to_host(idx)
+    # the tied windows only: row r is window r % n_out of plane r // n_out
+    flat = from_host((rows // len(at) * n_spatial)[:, None] + at[rows % len(at)], x)
+    vals = to_host(xp.reshape(xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)), axis=0),
+                              tuple(flat.shape)))
+    if any(padding):
+        vals = np.where(_pool_padding(spatial, window, stride, padding).reshape(at.shape)[
+            rows % len(at)], -np.inf, vals)
+    if zero is not None:
+        zero = to_host(xp.reshape(xp.take(xp.reshape(xp.broadcast_to(zero, tuple(x.shape)),
+                                                     (-1,)), xp.reshape(flat, (-1,)), axis=0),
+                                  tuple(flat.shape)))
+    chosen = lex_argmax(vals, _RowsRay(PoolRay(x, dx, positions, disjoint), rows,
+                                       lead + out + (at.shape[-1],), zero))
+    first = set_at(first, idx, from_host(at[rows % len(at), chosen], first))
     return ans, _flat_positions(first, n_lead, n_spatial, xp)
 
 

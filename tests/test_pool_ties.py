@@ -161,11 +161,16 @@ def test_torch_pooling_kernel_equals_the_default(window, stride, padding, dtype)
     shape = (2, 3, 9, 11)[-len(window) - 2:]
     x = torch.tensor(np.maximum(planted(shape, 6), 0.0), dtype=dtype)
     x[..., 0] = -0.0  # signed zeros tie with zeros
-    got = order._torch_pool_first_max(x, window, stride, padding)
-    ref = order._pool_first_max(x, window, stride, padding)
-    for a, b in zip(got, ref, strict=True):
-        assert a.dtype == b.dtype and torch.equal(a, b)
-    assert ref[2].any() and not ref[2].all()  # tied and untied windows were both met
+    settled = torch.tensor(planted(shape, 8) > 0)
+    for mask in (None, settled):
+        got = order._torch_pool_first_max(x, window, stride, padding, mask)
+        ref = order._pool_first_max(x, window, stride, padding, mask)
+        for a, b in zip(got[:3], ref[:3], strict=True):
+            assert a.dtype == b.dtype and torch.equal(a, b)
+        assert got[3] is ref[3] is None or torch.equal(got[3], ref[3])
+    multi = ref[2] > 1
+    assert multi.any() and not multi.all()  # tied and untied windows were both met
+    assert ref[3].any() and (multi & ~ref[3]).any()  # live and settled ties were both met
 
 
 @pytest.mark.parametrize("make", [np.asarray, torch.tensor], ids=["numpy", "torch"])
