@@ -739,19 +739,18 @@ def _torch_pool_first_max(x, window, stride, padding, settled=None):
     pad = [p for p in reversed(padding) for _ in (0, 1)]
     if any(padding):
         planes = fn.pad(planes, pad, value=-torch.inf)
-    live = None
     if settled is not None:
-        live = ~torch.broadcast_to(settled, tuple(x.shape)).reshape(planes.shape[:2] + tuple(
-            x.shape[-d:]))
-        live = fn.pad(live, pad, value=False) if any(padding) else live
+        settled = torch.broadcast_to(settled, tuple(x.shape)).reshape(
+            planes.shape[:2] + tuple(x.shape[-d:]))
+        settled = fn.pad(settled, pad, value=True) if any(padding) else settled
     count = alive = None
     for offset in itertools.product(*map(range, window)):
         at = (Ellipsis, *(slice(a, a + s * (o - 1) + 1, s)
                           for a, s, o in zip(offset, stride, out, strict=True)))
         hit = planes[at] == ans
         count = hit.int() if count is None else count + hit
-        if live is not None:
-            alive = hit & live[at] if alive is None else alive | (hit & live[at])
+        if settled is not None:  # hit > settled: a tied entry that is not settled
+            alive = hit > settled[at] if alive is None else alive | (hit > settled[at])
     shape = tuple(x.shape[:-d]) + out
     if alive is not None:
         alive = (alive & (count > 1)).reshape(shape)

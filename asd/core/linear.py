@@ -469,9 +469,10 @@ class Index(LinearMap):
             if axes:
                 out = xp.flip(out, axis=axes)
         else:
-            if self.positions is None:
+            if self.positions is None:  # computed on the device, where the index may live
                 n = int(np.prod(self.in_shape))
-                self.positions = np.arange(n).reshape(self.in_shape)[self.index].ravel()
+                self.positions = xp.reshape(index_array(xp.reshape(backend.from_host(
+                    np.arange(n), ct), self.in_shape), self.index), (-1,))
             flat = backend.zeros((int(np.prod(self.in_shape)),) + batch, ct)
             flat = backend.kernel("scatter_add", xp)(
                 flat, self.positions, xp.reshape(moved, (-1,) + batch))

@@ -34,6 +34,8 @@ series the tied quantity's ancestor cone, to the host (`asd.core.backend.to_host
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from asd.core import backend
@@ -196,7 +198,7 @@ def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None
 
 
 def _cone_size(nodes: list, cone: list[int]) -> int:
-    return sum(int(np.prod(nodes[j].shape)) for j in cone)
+    return sum(math.prod(nodes[j].shape) for j in cone)
 
 
 def index_decided(dx, shape: tuple):
