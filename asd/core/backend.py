@@ -4,8 +4,9 @@ Values, tangents and linear maps live in the caller's array library and on its d
 program on torch tensors is swept by torch (on its GPU, at its speed) and never copied to
 numpy on the way. Rules are written once against the array API standard: `namespace` gives
 the namespace of a set of values (array-api-compat adapts torch; ``jax.numpy`` is a standard
-namespace itself), and the few kernels outside the standard (item assignment, scatter-add; the
-convolution and its adjoints, registered by ``library/nn.py``) come from `KERNELS`, a small
+namespace itself), and the few kernels outside the standard (item assignment, scatter-add, a
+fused finiteness screen; the convolution and its adjoints, registered by ``library/nn.py``, and
+max pooling's first maximum per window, by ``library/order.py``) come from `KERNELS`, a small
 per-library table whose numpy entries are the default.
 
 numpy stays the default and keeps its speed: numpy arrays and Python scalars are recognised

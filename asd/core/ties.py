@@ -201,6 +201,22 @@ def _cone_size(nodes: list, cone: list[int]) -> int:
     return sum(math.prod(nodes[j].shape) for j in cone)
 
 
+def _cone_exceeds(nodes: list, k: int, known, budget: int) -> bool:
+    """Whether `missing_cone` of ``k`` holds more than ``budget`` entries (the check
+    `node_series` makes first), walking only until it does."""
+    seen, stack, total = set(), [k], 0
+    while stack:
+        j = stack.pop()
+        if j in seen or j in known:
+            continue
+        seen.add(j)
+        total += math.prod(nodes[j].shape)
+        if total > budget:
+            return True
+        stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
+    return False
+
+
 def index_decided(dx, shape: tuple):
     """The entries of an input (lazy tangent ``dx``, broadcast to ``shape``) that a
     lexicographic comparison among tied entries (`first_order_keys`) can only order by index,
@@ -225,8 +241,7 @@ def index_decided(dx, shape: tuple):
         return None
     depth = 1 + (_Side(None, dx, shape).levels() or 0)
     memo = trace.series_memo.get((depth, ORDERS[-1]), {})
-    if k in memo or _cone_size(trace.nodes, missing_cone(trace.nodes, k, memo)) <= (
-            BUDGET >> 2 * (depth - 1)):
+    if not _cone_exceeds(trace.nodes, k, memo, BUDGET >> 2 * (depth - 1)):
         return None
     if backend.is_host(zero):
         return np.broadcast_to(zero, shape)
