@@ -45,9 +45,15 @@ def planted(shape, seed: int, kind: str = "quarters") -> np.ndarray:
     return rng.integers(-4, 5, shape) / 4.0
 
 
-def pool_program(x, w):
-    h = asd.relu(x * w - 0.5)
-    return asd.numpy.sum(asd.max_pool2d(h, 2) * asd.max_pool2d(h, 2))
+POOLS = {"disjoint": dict(window=2), "overlapping": dict(window=3, stride=2, padding=1)}
+
+
+def pool_program_of(pool: str):
+    def pool_program(x, w):
+        h = asd.relu(x * w - 0.5)
+        p = asd.max_pool2d(h, **POOLS[pool])
+        return asd.numpy.sum(p * p)
+    return pool_program
 
 
 def direction(shape, kind: str, seed: int):
@@ -60,10 +66,10 @@ def direction(shape, kind: str, seed: int):
     return v
 
 
-def sweep(lib, x, w, v, vw):
+def sweep(lib, x, w, v, vw, pool: str = "disjoint"):
     conv, _ = LIBRARIES[lib]
-    return asd.value_and_subgrad(pool_program, argnums=(0, 1), direction=(conv(v), conv(vw)),
-                                 full=True)(conv(x), conv(w))
+    return asd.value_and_subgrad(pool_program_of(pool), argnums=(0, 1),
+                                 direction=(conv(v), conv(vw)), full=True)(conv(x), conv(w))
 
 
 def report(result):
@@ -88,18 +94,19 @@ def spy(monkeypatch):
     return marked
 
 
+@pytest.mark.parametrize("pool", list(POOLS))
 @pytest.mark.parametrize("values", ["quarters", "normal"])
 @pytest.mark.parametrize("kind", ["random", "coordinate"])
 @pytest.mark.parametrize("lib", list(LIBRARIES))
-def test_dead_windows_decide_as_the_full_comparison(lib, kind, values, spy, monkeypatch):
+def test_dead_windows_decide_as_the_full_comparison(lib, kind, values, pool, spy, monkeypatch):
     shape = (2, 3, 36, 36)  # the relu's cone is past the series budget: keys decide
     x = planted(shape, 1, values)
     w = np.array(1.0)
     v, vw = direction(shape, kind, 5), np.array(0.0)
-    fast = report(sweep(lib, x, w, v, vw))
+    fast = report(sweep(lib, x, w, v, vw, pool))
     assert max(spy) > 0  # the shortcut applied
     monkeypatch.setattr(order, "index_decided", lambda dx, shape: None)
-    full = report(sweep(lib, x, w, v, vw))
+    full = report(sweep(lib, x, w, v, vw, pool))
     for a, b in zip(fast[:4], full[:4], strict=True):
         np.testing.assert_array_equal(a, b)
     assert fast[4:] == full[4:]
