@@ -781,10 +781,9 @@ def _max_pool_xp(x, dx, window, stride, padding):
     ans, first, count, alive = kernel("max_pool_first", xp)(x, window, stride, padding, zero)
     first = xp.reshape(first, (-1,))
     multi = count > 1
-    flags = [xp.any(multi), xp.sum(xp.where(multi, count, 0))]
-    if alive is not None:
-        flags.append(xp.any(alive))
-    flags = to_host(xp.stack([xp.astype(f, xp.int64) for f in flags]))
+    total = xp.sum(xp.where(multi, count, 0))  # the tied entries of tied windows
+    flags = [xp.any(multi), total] + ([] if alive is None else [xp.any(alive)])
+    flags = to_host(xp.stack([xp.astype(f, total.dtype) for f in flags]))  # one device wait
     if not flags[0]:
         return ans, _flat_positions(first, n_lead, n_spatial, xp)
     if alive is not None and disjoint and not flags[2]:  # every tied window keeps its first
