@@ -46,6 +46,7 @@ from asd.core.linear import (
     MatMul,
     Reshape,
     Sum,
+    Take,
     Transpose,
     Zero,
     identity,
@@ -71,7 +72,15 @@ from asd.core.primitive import (
 )
 from asd.core.series import Series, leading_vector
 from asd.core.sweep import tangent_at
-from asd.core.ties import SeriesUnavailable, first_order_keys, input_series, line, tie_sign
+from asd.core.ties import (
+    SeriesUnavailable,
+    first_order_keys,
+    index_decided,
+    input_series,
+    line,
+    record_asked,
+    tie_sign,
+)
 from asd.core.tracing import Tracer
 from asd.errors import NotLipschitzError
 
@@ -332,6 +341,7 @@ __all__ = [
     "Series",
     "SeriesUnavailable",
     "Sum",
+    "Take",
     "Transpose",
     "Zero",
     "ZeroTangent",
@@ -343,6 +353,7 @@ __all__ = [
     "from_host",
     "identity",
     "index_array",
+    "index_decided",
     "input_series",
     "is_foreign",
     "is_host",
@@ -353,6 +364,7 @@ __all__ = [
     "namespace",
     "numpy_dtype",
     "read_value",
+    "record_asked",
     "record_degenerate_tie",
     "record_jump",
     "record_tie_decision",

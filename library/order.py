@@ -14,6 +14,8 @@ choice then has the same gradient).
 
 from __future__ import annotations
 
+import itertools
+import math
 from functools import cmp_to_key
 
 import numpy as np
@@ -25,18 +27,25 @@ from asd.extend import (
     LinearMap,
     Primitive,
     SeriesUnavailable,
+    Take,
     first_order_keys,
     from_host,
     index_array,
+    index_decided,
     input_series,
     is_host,
     is_traced,
+    kernel,
     namespace,
     read_value,
+    record_asked,
+    record_tie_decision,
     register_accumulate,
+    register_kernel,
     register_method,
     register_numpy,
     register_reduce,
+    set_at,
     to_host,
     within_reach,
 )
@@ -106,6 +115,16 @@ class Ray:
         t[mask] = to_host(self.dx(mask))  # the tied entries only, from any library
         return self.sign * self.lay.to(t)
 
+    def settled(self, need: np.ndarray) -> np.ndarray | None:
+        """Which entries a comparison can only order by index (`asd.extend.index_decided`),
+        in the layout; None if none is known to be."""
+        zero = index_decided(self.dx, self.lay.shape)
+        return None if zero is None else self.lay.to(np.asarray(to_host(zero)))
+
+    def asked(self, need: np.ndarray) -> None:
+        """Report the entries ``need`` as tied, as asking their tangents would."""
+        record_asked(self.dx, int(np.count_nonzero(need)))
+
     def keys(self, need: np.ndarray) -> np.ndarray | None:
         """First-order keys of the entries ``need`` where the exact series is out of reach
         (`asd.extend.first_order_keys`), in the layout; None: use `series`."""
@@ -130,7 +149,9 @@ def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
     then to the larger series along the lexicographic ray (``asd.core.ties.input_series``), then —
     only where entries are equal near the point — the first operand.
     ``ray.tangent(need)`` is called only for rows whose maximum value is tied, ``ray.series``
-    only where the tangents tie too.
+    only where the tangents tie too. Rows whose tied entries are all ones the ray can only
+    order by index (``ray.settled``: zero along every direction, series out of reach) keep
+    their first tied entry without asking, and are reported as the keys would report them.
     """
     shape = vals.shape
     rows = vals.reshape(-1, shape[-1])
@@ -138,8 +159,18 @@ def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
     tied = rows == best
     sel = np.argmax(tied, -1)
     multi = tied.sum(-1) > 1
+    flat_owed = False  # settled rows are decided as `first_order_keys` decides (and reports)
     if multi.any():
         need = tied & multi[:, None]
+        settled = ray.settled(need.reshape(shape))
+        if settled is not None:
+            done = multi & ~np.any(tied & ~settled.reshape(rows.shape), -1)
+            if done.any():
+                ray.asked(need.reshape(shape))
+                flat_owed = True
+                multi = multi & ~done
+                need = tied & multi[:, None]
+    if multi.any():
         key = np.where(need, ray.tangent(need.reshape(shape)).reshape(rows.shape), -np.inf)
         win = need & (key == key.max(-1, keepdims=True))
         sel = np.where(multi, np.argmax(win, -1), sel)
@@ -159,6 +190,8 @@ def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
                         if (sr[c] - sr[best]).sign() > 0:
                             best = c
                     sel[r] = best
+    if flat_owed:
+        record_tie_decision("flat", 1)
     return sel.reshape(shape[:-1])
 
 
@@ -592,10 +625,19 @@ max_pool_p = Primitive("max_pool", _max_pool_impl, array_api=True)
 
 
 class PoolRay:
-    """`Ray` for pooling windows: ``x`` along the ray, gathered as ``(..., out..., K)``."""
+    """`Ray` for pooling windows: ``x`` along the ray, gathered as ``(..., out..., K)``.
+    ``disjoint``: no entry of ``x`` lies in two windows (other than as padding, never tied)."""
 
-    def __init__(self, x: np.ndarray, dx, positions: list):
-        self.x, self.dx, self.positions = x, dx, positions
+    def __init__(self, x: np.ndarray, dx, positions: list, disjoint: bool = False):
+        self.x, self.dx, self.positions, self.disjoint = x, dx, positions, disjoint
+
+    def settled(self, need: np.ndarray) -> np.ndarray | None:
+        zero = index_decided(self.dx, tuple(self.x.shape))
+        return None if zero is None else np.asarray(to_host(zero))[(Ellipsis, *self.positions)]
+
+    def asked(self, need: np.ndarray) -> None:
+        record_asked(self.dx, int(np.count_nonzero(need)) if self.disjoint
+                     else int(np.count_nonzero(self._mask(need))))
 
     def _mask(self, need: np.ndarray) -> np.ndarray:
         where = np.nonzero(need)
@@ -627,9 +669,16 @@ class _RowsRay:
     """A `Ray` over some rows (flat window indices) of the windows ``(..., out..., K)``: the
     asks of `lex_argmax` on those rows, answered by the ray over all windows."""
 
-    def __init__(self, ray, rows: np.ndarray, shape: tuple):
-        self.ray, self.rows, self.shape = ray, rows, shape
+    def __init__(self, ray, rows: np.ndarray, shape: tuple, settled: np.ndarray | None = None):
+        self.ray, self.rows, self.shape, self._settled = ray, rows, shape, settled
         self.k = shape[-1]
+
+    def settled(self, need):
+        """``settled``: the rows' entries known to be ordered by index (read on the device)."""
+        return self._settled
+
+    def asked(self, need):
+        self.ray.asked(self._full(need))
 
     def _full(self, need: np.ndarray) -> np.ndarray:
         full = np.zeros((int(np.prod(self.shape[:-1], dtype=int)), self.k), bool)
@@ -648,45 +697,157 @@ class _RowsRay:
         return None if series is None else series.reshape(-1, self.k)[self.rows]
 
 
-def _max_pool_select_xp(x, dx, positions, pad, xp):
-    """Per window of another library's ``x``, the selected offset (host ints), and the
-    maximum: the windows are gathered, maximized and searched on the device; the windows
-    whose maximum is tied (and only they) come to the host, decided there as on numpy (their
-    tangents and series read through the ray at the tied entries only)."""
-    vals = index_array(x, (Ellipsis, *positions))
-    if pad is not None:
-        vals = xp.where(from_host(pad, vals), -xp.inf, vals)
+def _pool_first_max(x, window, stride, padding, settled=None):
+    """Per window of ``x`` (any array library, the pooled axes last): the maximum, the flat
+    spatial position of its first entry (in window order: the one the sequential program
+    keeps when nothing else decides), how many entries equal it (padding never does) and,
+    given ``settled`` (a bool array like ``x``), whether a tied window holds a tied entry
+    that is not settled (None without ``settled``). The array-API default of the kernel
+    ``max_pool_first``."""
+    xp = namespace(x)
+    d = len(window)
+    spatial = tuple(x.shape[-d:])
+    lead = tuple(x.shape[:-d])
+    positions, out = _pool_positions(spatial, window, stride, padding)
+    at = from_host(np.ravel_multi_index(tuple(positions), spatial).reshape(
+        -1, positions[0].shape[-1]).astype(np.int64), x)
+    vals = _windows_xp(x, at, d, xp)
+    if any(padding):
+        vals = xp.where(from_host(_pool_padding(spatial, window, stride, padding).reshape(
+            tuple(at.shape)), vals), -xp.inf, vals)
     ans = xp.max(vals, axis=-1)
-    shape = tuple(vals.shape)
-    rows = xp.reshape(vals, (-1, shape[-1]))
-    tied = rows == xp.max(rows, axis=-1, keepdims=True)
-    sel = np.array(to_host(xp.argmax(xp.astype(tied, xp.int8), axis=-1)))
-    multi = np.flatnonzero(to_host(xp.sum(xp.astype(tied, xp.int32), axis=-1) > 1))
-    if multi.size:
-        sub = to_host(rows[from_host(multi, rows), ...])
-        sel[multi] = lex_argmax(sub, _RowsRay(PoolRay(x, dx, positions), multi, shape))
-    return sel.reshape(shape[:-1])[..., None], ans
+    tied = vals == ans[..., None]
+    first = xp.take_along_axis(xp.broadcast_to(at, tuple(vals.shape)),
+                               xp.argmax(xp.astype(tied, xp.int8), axis=-1)[..., None], axis=-1)
+    count = xp.sum(xp.astype(tied, xp.int32), axis=-1, dtype=xp.int32)
+    alive = None
+    if settled is not None:
+        alive = (count > 1) & xp.any(tied & ~_windows_xp(settled, at, d, xp), axis=-1)
+        alive = xp.reshape(alive, lead + out)
+    return (*(xp.reshape(a, lead + out) for a in (ans, first[..., 0], count)), alive)
+
+
+def _windows_xp(x, at, d: int, xp):
+    """``x``'s windows ``(prod(lead), n_windows, K)`` at the flat spatial positions ``at``
+    ``(n_windows, K)`` of its last ``d`` axes."""
+    planes = xp.reshape(x, (-1, math.prod(tuple(x.shape[-d:]))))
+    return xp.reshape(xp.take(planes, xp.reshape(at, (-1,)), axis=1),
+                      (planes.shape[0],) + tuple(at.shape))
+
+
+def _torch_pool_first_max(x, window, stride, padding, settled=None):
+    """`_pool_first_max` with torch's own pooling kernel, which keeps the first maximum of
+    each window in window order (``val > max``), as the default does. Where windows are
+    disjoint, the tied entries are counted over strided views of the window offsets (padding
+    read as ``-inf``); elsewhere the default runs."""
+    import torch
+
+    d = len(window)
+    if not all(s >= w for s, w in zip(stride, window, strict=True)) or not (
+            x.is_floating_point()) or d > 2:
+        return _pool_first_max(x, window, stride, padding, settled)
+    fn = torch.nn.functional
+    pool = fn.max_pool2d if d == 2 else fn.max_pool1d
+    planes = x.reshape((1, -1) + tuple(x.shape[-d:]))
+    ans, first = pool(planes, window, stride, padding, return_indices=True)
+    out = tuple(ans.shape[2:])
+    pad = [p for p in reversed(padding) for _ in (0, 1)]
+    if any(padding):
+        planes = fn.pad(planes, pad, value=-torch.inf)
+    if settled is not None:
+        settled = torch.broadcast_to(settled, tuple(x.shape)).reshape(
+            planes.shape[:2] + tuple(x.shape[-d:]))
+        settled = fn.pad(settled, pad, value=True) if any(padding) else settled
+    count = alive = None
+    for offset in itertools.product(*map(range, window)):
+        at = (Ellipsis, *(slice(a, a + s * (o - 1) + 1, s)
+                          for a, s, o in zip(offset, stride, out, strict=True)))
+        hit = planes[at] == ans
+        count = hit.int() if count is None else count + hit
+        if settled is not None:  # hit > settled: a tied entry that is not settled
+            alive = hit > settled[at] if alive is None else alive | (hit > settled[at])
+    shape = tuple(x.shape[:-d]) + out
+    if alive is not None:
+        alive = (alive & (count > 1)).reshape(shape)
+    return ans.reshape(shape), first.reshape(shape), count.reshape(shape), alive
+
+
+register_kernel("max_pool_first", "numpy", _pool_first_max)
+register_kernel("max_pool_first", "jax", _pool_first_max)
+register_kernel("max_pool_first", "torch", _torch_pool_first_max)
+
+
+def _max_pool_xp(x, dx, window, stride, padding):
+    """The maximum of each window of another library's ``x`` and the flat position in ``x``
+    of the entry selected, both on the device (kernel ``max_pool_first``). Where the tied
+    entries of every tied window are ordered by index (`asd.extend.index_decided`: pools of
+    dead relus) and windows are disjoint, each keeps its first maximum, reported as
+    `lex_argmax` reports it, with no host copy. Otherwise the tied windows come to the host,
+    decided there as on numpy (tangents and series read through the ray at the tied entries
+    only)."""
+    xp = namespace(x)
+    d = len(window)
+    spatial, lead = tuple(x.shape[-d:]), tuple(x.shape[:-d])
+    n_lead, n_spatial = math.prod(lead), math.prod(spatial)
+    disjoint = all(s >= w for s, w in zip(stride, window, strict=True))
+    zero = index_decided(dx, tuple(x.shape))
+    if zero is not None and is_host(zero):
+        zero = from_host(np.ascontiguousarray(zero), x)
+    ans, first, count, alive = kernel("max_pool_first", xp)(x, window, stride, padding, zero)
+    first = xp.reshape(first, (-1,))
+    multi = count > 1
+    total = xp.sum(xp.where(multi, count, 0))  # the tied entries of tied windows
+    flags = [xp.any(multi), total] + ([] if alive is None else [xp.any(alive)])
+    flags = to_host(xp.stack([xp.astype(f, total.dtype) for f in flags]))  # one device wait
+    if not flags[0]:
+        return ans, _flat_positions(first, n_lead, n_spatial, xp)
+    if alive is not None and disjoint and not flags[2]:  # every tied window keeps its first
+        record_asked(dx, int(flags[1]))
+        record_tie_decision("flat", 1)
+        return ans, _flat_positions(first, n_lead, n_spatial, xp)
+    positions, out = _pool_positions(spatial, window, stride, padding)
+    at = np.ravel_multi_index(tuple(positions), spatial).reshape(-1, positions[0].shape[-1])
+    idx = xp.nonzero(xp.reshape(multi, (-1,)))[0]
+    rows = to_host(idx)
+    # the tied windows only: row r is window r % n_out of plane r // n_out
+    flat = from_host((rows // len(at) * n_spatial)[:, None] + at[rows % len(at)], x)
+    vals = to_host(xp.reshape(xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)), axis=0),
+                              tuple(flat.shape)))
+    if any(padding):
+        vals = np.where(_pool_padding(spatial, window, stride, padding).reshape(at.shape)[
+            rows % len(at)], -np.inf, vals)
+    if zero is not None:
+        zero = to_host(xp.reshape(xp.take(xp.reshape(xp.broadcast_to(zero, tuple(x.shape)),
+                                                     (-1,)), xp.reshape(flat, (-1,)), axis=0),
+                                  tuple(flat.shape)))
+    chosen = lex_argmax(vals, _RowsRay(PoolRay(x, dx, positions, disjoint), rows,
+                                       lead + out + (at.shape[-1],), zero))
+    first = set_at(first, idx, from_host(at[rows % len(at), chosen], first))
+    return ans, _flat_positions(first, n_lead, n_spatial, xp)
+
+
+def _flat_positions(first, n_lead: int, n_spatial: int, xp):
+    """Flat positions in ``x`` from positions in each of its ``n_lead`` planes."""
+    base = from_host(np.arange(n_lead, dtype=np.int64) * n_spatial, first)
+    return xp.reshape(xp.reshape(first, (n_lead, -1)) + base[:, None], (-1,))
 
 
 @max_pool_p.defrule
 def max_pool_rule(xs, dxs, window, stride, padding):
     """On another library's arrays the windows are searched on the device
-    (`_max_pool_select_xp`); the index map gathers tangents there."""
+    (`_max_pool_select_xp`); a `Take` map gathers tangents there."""
     (x,) = xs
     d = len(window)
     if not is_host(x):
-        positions, out = _pool_positions(tuple(x.shape[-d:]), window, stride, padding)
-        pad = _pool_padding(tuple(x.shape[-d:]), window, stride, padding) if any(
-            padding) else None
-        sel, ans = _max_pool_select_xp(x, dxs[0], positions, pad, namespace(x))
-        shape = tuple(x.shape[:-d]) + out
-        return ans, Index(_pool_index(shape, d, positions, sel), tuple(x.shape), shape)
+        ans, at = _max_pool_xp(x, dxs[0], window, stride, padding)
+        return ans, Take(at, tuple(x.shape), tuple(ans.shape))
     x = np.asarray(x)
     positions, out = _pool_positions(x.shape[-d:], window, stride, padding)
     vals = x[(Ellipsis, *positions)]
     if any(padding):
         vals = np.where(_pool_padding(x.shape[-d:], window, stride, padding), -np.inf, vals)
-    sel = lex_argmax(vals, PoolRay(x, dxs[0], positions))[..., None]
+    disjoint = all(s >= w for s, w in zip(stride, window, strict=True))
+    sel = lex_argmax(vals, PoolRay(x, dxs[0], positions, disjoint))[..., None]
     ans = np.take_along_axis(vals, sel, -1)[..., 0]
     return ans, Index(_pool_index(x.shape[:-d] + out, d, positions, sel), x.shape, ans.shape)
 

@@ -4,8 +4,9 @@ Values, tangents and linear maps live in the caller's array library and on its d
 program on torch tensors is swept by torch (on its GPU, at its speed) and never copied to
 numpy on the way. Rules are written once against the array API standard: `namespace` gives
 the namespace of a set of values (array-api-compat adapts torch; ``jax.numpy`` is a standard
-namespace itself), and the few kernels outside the standard (item assignment, scatter-add; the
-convolution and its adjoints, registered by ``library/nn.py``) come from `KERNELS`, a small
+namespace itself), and the few kernels outside the standard (item assignment, scatter-add, a
+fused finiteness screen; the convolution and its adjoints, registered by ``library/nn.py``, and
+max pooling's first maximum per window, by ``library/order.py``) come from `KERNELS`, a small
 per-library table whose numpy entries are the default.
 
 numpy stays the default and keeps its speed: numpy arrays and Python scalars are recognised
@@ -202,6 +203,16 @@ def _torch_scatter_add(out, flat_index, values):
     return out.index_add_(0, idx, values.to(out.dtype))
 
 
+def _torch_finite_screen(arrays) -> bool:
+    """True only if every entry of the tensors is finite, in one fused pass: their 1-norms
+    are NaN or infinite wherever an entry is (an overflowing norm of finite entries says
+    False too; the caller then tests each array)."""
+    import torch
+
+    norms = torch._foreach_norm(arrays, 1)
+    return bool(torch.isfinite(torch.stack(norms)).all())
+
+
 def _jax_set_at(x, index, values):
     return x.at[index].set(values)
 
@@ -214,6 +225,7 @@ KERNELS: dict[str, dict[str, Callable]] = {
     "set_at": {"numpy": _set_in_place, "torch": _set_in_place, "jax": _jax_set_at},
     "scatter_add": {"numpy": _np_scatter_add, "torch": _torch_scatter_add,
                     "jax": _jax_scatter_add},
+    "finite_screen": {"torch": _torch_finite_screen},
 }
 """name -> library -> kernel. A library without an entry raises `UnsupportedError` rather
 than copying to numpy; `register_kernel` adds one (``library/nn.py`` adds the convolution's)."""
@@ -273,8 +285,11 @@ def first_nonfinite_of(arrays) -> int | None:
                 bad.append(i)
         else:
             foreign.setdefault(library(namespace(a)), []).append((i, a))
-    for group in foreign.values():
+    for lib, group in foreign.items():
         xp = namespace(group[0][1])
+        screen = KERNELS["finite_screen"].get(lib)
+        if screen is not None and len(group) > 1 and screen([a for _, a in group]):
+            continue
         flags = to_host(xp.stack([xp.all(xp.isfinite(a)) for _, a in group]))
         bad += [i for (i, _), ok in zip(group, flags, strict=True) if not ok]
     return min(bad) if bad else None

@@ -98,6 +98,12 @@ class LinearMap:
         """
         return None
 
+    def zero_rows(self):
+        """Where the map sends every input to 0 (a bool array broadcastable to ``out_shape``,
+        in the map's array library), or None if not known: the tangent there is 0 along every
+        direction (`asd.core.ties.index_decided`)."""
+        return None
+
     def _spread(self, need: np.ndarray, t_at: Callable) -> np.ndarray | None:
         """The input tangent with only the entries ``need`` filled in (zeros elsewhere)."""
         vals = t_at(need)
@@ -137,6 +143,9 @@ class Zero(LinearMap):
 
     def magnitude(self):
         return self
+
+    def zero_rows(self):
+        return np.ones(self.out_shape, bool)
 
 
 class Diagonal(LinearMap):
@@ -206,6 +215,16 @@ class Diagonal(LinearMap):
         out[live[mask]] = part
         return out
 
+
+    def zero_rows(self):
+        d = self.d
+        if d is None:
+            return None
+        if backend.is_host(d):
+            d = np.asarray(d)
+            return ~d if d.dtype == bool else d == 0
+        xp = namespace(d)
+        return xp.logical_not(d) if xp.isdtype(d.dtype, "bool") else d == 0
 
     def magnitude(self):
         d = self.d
@@ -450,13 +469,48 @@ class Index(LinearMap):
             if axes:
                 out = xp.flip(out, axis=axes)
         else:
-            if self.positions is None:
+            if self.positions is None:  # computed on the device, where the index may live
                 n = int(np.prod(self.in_shape))
-                self.positions = np.arange(n).reshape(self.in_shape)[self.index].ravel()
+                self.positions = xp.reshape(index_array(xp.reshape(backend.from_host(
+                    np.arange(n), ct), self.in_shape), self.index), (-1,))
             flat = backend.zeros((int(np.prod(self.in_shape)),) + batch, ct)
             flat = backend.kernel("scatter_add", xp)(
                 flat, self.positions, xp.reshape(moved, (-1,) + batch))
             out = xp.reshape(flat, self.in_shape + batch)
+        return xp.moveaxis(out, -1, 0) if nb else out
+
+
+class Take(LinearMap):
+    """``t -> t.flat[positions]``, shaped ``out_shape``: a gather at flat positions held in
+    the tangent's array library (one per output entry, C order), so pushes and pulls never
+    move an index to the device; the pull scatter-adds (repeated positions accumulate, as
+    `Index`'s does). A max pool's map on another library's arrays."""
+
+    __slots__ = ("positions",)
+
+    def __init__(self, positions, in_shape: Shape, out_shape: Shape):
+        super().__init__(in_shape, out_shape)
+        self.positions = positions
+
+    def magnitude(self):
+        return self
+
+    def push(self, t):
+        nb = batch_ndim(t, self.in_shape)
+        xp = namespace(t)
+        batch = tuple(t.shape)[:nb]
+        flat = xp.reshape(t, batch + (-1,))
+        return xp.reshape(xp.take(flat, self.positions, axis=nb), batch + self.out_shape)
+
+    def pull(self, ct):
+        nb = batch_ndim(ct, self.out_shape)
+        xp = namespace(ct)
+        batch = tuple(ct.shape)[:nb]
+        moved = xp.moveaxis(ct, 0, -1) if nb else ct
+        flat = backend.zeros((int(np.prod(self.in_shape)),) + batch, ct)
+        flat = backend.kernel("scatter_add", xp)(
+            flat, self.positions, xp.reshape(moved, (-1,) + batch))
+        out = xp.reshape(flat, self.in_shape + batch)
         return xp.moveaxis(out, -1, 0) if nb else out
 
 

@@ -34,10 +34,17 @@ series the tied quantity's ancestor cone, to the host (`asd.core.backend.to_host
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from asd.core import backend
-from asd.core.primitive import FixedTangent, record_degenerate_tie, record_tie_decision
+from asd.core.primitive import (
+    FixedTangent,
+    record_degenerate_tie,
+    record_tie_decision,
+    rule_context,
+)
 from asd.core.series import (
     RaySeries,
     Series,
@@ -106,7 +113,7 @@ def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -
     nodes = trace.nodes
     cone = missing_cone(nodes, k, memo)
     budget = BUDGET >> 2 * (depth - 1)
-    if sum(int(np.prod(nodes[j].shape)) for j in cone) > budget:
+    if _cone_size(nodes, cone) > budget:
         raise SeriesUnavailable(f"the ancestors of %{k} exceed {budget} entries")
     for j in cone:
         node = nodes[j]
@@ -188,6 +195,64 @@ def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None
             keys[level][mask] = entries(t, shape, mask)
         return keys
     return None
+
+
+def _cone_size(nodes: list, cone: list[int]) -> int:
+    return sum(math.prod(nodes[j].shape) for j in cone)
+
+
+def _cone_exceeds(nodes: list, k: int, known, budget: int) -> bool:
+    """Whether `missing_cone` of ``k`` holds more than ``budget`` entries (the check
+    `node_series` makes first), walking only until it does."""
+    seen, stack, total = set(), [k], 0
+    while stack:
+        j = stack.pop()
+        if j in seen or j in known:
+            continue
+        seen.add(j)
+        total += math.prod(nodes[j].shape)
+        if total > budget:
+            return True
+        stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
+    return False
+
+
+def index_decided(dx, shape: tuple):
+    """The entries of an input (lazy tangent ``dx``, broadcast to ``shape``) that a
+    lexicographic comparison among tied entries (`first_order_keys`) can only order by index,
+    known without computing a tangent; None where no entry is known to be (every entry then
+    goes through the keys).
+
+    An entry qualifies when the linearization of the node that made it sends every tangent to
+    0 there (`asd.core.linear.LinearMap.zero_rows`: a dead relu), so its tangent along ``v``
+    and along every further direction is 0 (pushed from finite tangents), and when the exact
+    series of that node is out of reach (its cone exceeds the `BUDGET` `node_series` checks
+    first), so `first_order_keys` decides the comparison and reports it as ``flat``. Among
+    tied entries that all qualify, every key is 0 and the first entry is chosen: the choice
+    the full comparison makes, without its tangents. Returned in ``dx``'s array library
+    (a bool array broadcast to ``shape``).
+    """
+    if type(dx) is not LazyTangent or type(dx.trace) is not Trace:
+        return None  # a re-run's tangent (`asd.analysis.clarke`) reads other maps than these
+    trace, k = dx.trace, dx.k
+    lin = trace.lins[k]
+    zero = None if lin is None or not hasattr(lin, "zero_rows") else lin.zero_rows()
+    if zero is None:
+        return None
+    depth = 1 + (_Side(None, dx, shape).levels() or 0)
+    memo = trace.series_memo.get((depth, ORDERS[-1]), {})
+    if not _cone_exceeds(trace.nodes, k, memo, BUDGET >> 2 * (depth - 1)):
+        return None
+    if backend.is_host(zero):
+        return np.broadcast_to(zero, shape)
+    return backend.namespace(zero).broadcast_to(zero, tuple(shape))
+
+
+def record_asked(dx, count: int) -> None:
+    """Report that the running rule met ``count`` tied entries of the input ``dx`` (what
+    asking ``dx`` for their tangents reports), for entries decided without asking."""
+    if isinstance(dx, LazyTangent) and rule_context.trace is dx.trace and count:
+        dx.trace.record_tie(rule_context.node, int(count))
 
 
 def _masked_line(x, tangents: list, shape: tuple, order: int, mask) -> np.ndarray:

@@ -1,0 +1,193 @@
+"""Max pooling at planted ties: the fast paths decide exactly as the full tie contract does.
+
+Two shortcuts are checked against the path they replace, on numpy and torch (float32 and
+float64):
+
+- tied windows whose entries all have a zero linearization (dead relus) and whose series is out
+  of reach are ordered by index without computing a tangent (`asd.core.ties.index_decided`):
+  the result, the Dini derivative and every reported tie and decision must be those of the
+  full comparison (`first_order_keys`), which is forced by switching the shortcut off;
+- on torch, torch's pooling kernel finds each window's first maximum and the tied windows
+  (kernel ``max_pool_first``): it must agree with the array-API default entry for entry.
+"""
+
+from __future__ import annotations
+
+import asd.library.order as order
+import numpy as np
+import pytest
+
+import asd
+from asd.core import backend
+from asd.core.linear import Index, Take
+
+torch = pytest.importorskip("torch")
+
+LIBRARIES = {
+    "numpy-float64": (lambda a: np.asarray(a, dtype=np.float64), np.float64),
+    "numpy-float32": (lambda a: np.asarray(a, dtype=np.float32), np.float32),
+    "torch-float64": (lambda a: torch.tensor(np.asarray(a), dtype=torch.float64), np.float64),
+    "torch-float32": (lambda a: torch.tensor(np.asarray(a), dtype=torch.float32), np.float32),
+}
+
+
+def host(a) -> np.ndarray:
+    return np.asarray(backend.to_host(a))
+
+
+def planted(shape, seed: int, kind: str = "quarters") -> np.ndarray:
+    """``quarters``: multiples of 1/4 in [-1, 1]; after ``relu(x - 0.5)`` most windows are
+    dead (all 0), many hold tied positive maxima, and some entries sit exactly on the relu's
+    kink. ``normal``: the only ties are dead windows (every tied window is ordered by index)."""
+    rng = np.random.default_rng(seed)
+    if kind == "normal":
+        return rng.standard_normal(shape)
+    return rng.integers(-4, 5, shape) / 4.0
+
+
+POOLS = {"disjoint": dict(window=2), "overlapping": dict(window=3, stride=2, padding=1)}
+
+
+def pool_program_of(pool: str):
+    def pool_program(x, w):
+        h = asd.relu(x * w - 0.5)
+        p = asd.max_pool2d(h, **POOLS[pool])
+        return asd.numpy.sum(p * p)
+    return pool_program
+
+
+def direction(shape, kind: str, seed: int):
+    """A random direction, or one coordinate only (every other tie stays alive along it and
+    the next direction of the lexicographic sequence decides)."""
+    if kind == "random":
+        return np.random.default_rng(seed).standard_normal(shape)
+    v = np.zeros(shape)
+    v.flat[seed % v.size] = 1.0
+    return v
+
+
+def sweep(lib, x, w, v, vw, pool: str = "disjoint"):
+    conv, _ = LIBRARIES[lib]
+    return asd.value_and_subgrad(pool_program_of(pool), argnums=(0, 1),
+                                 direction=(conv(v), conv(vw)), full=True)(conv(x), conv(w))
+
+
+def report(result):
+    gx, gw = result.subgradient
+    return (host(result.value), host(gx), host(gw), host(result.dini),
+            [str(t) for t in result.ties], sorted(str(d) for d in result.decisions),
+            [str(t) for t in result.degenerate])
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Counts the windows' entries `index_decided` marks (0: the shortcut never applied)."""
+    marked = []
+    real = order.index_decided
+
+    def counting(dx, shape):
+        out = real(dx, shape)
+        marked.append(0 if out is None else int(np.count_nonzero(host(out))))
+        return out
+
+    monkeypatch.setattr(order, "index_decided", counting)
+    return marked
+
+
+@pytest.mark.parametrize("pool", list(POOLS))
+@pytest.mark.parametrize("values", ["quarters", "normal"])
+@pytest.mark.parametrize("kind", ["random", "coordinate"])
+@pytest.mark.parametrize("lib", list(LIBRARIES))
+def test_dead_windows_decide_as_the_full_comparison(lib, kind, values, pool, spy, monkeypatch):
+    shape = (2, 3, 36, 36)  # the relu's cone is past the series budget: keys decide
+    x = planted(shape, 1, values)
+    w = np.array(1.0)
+    v, vw = direction(shape, kind, 5), np.array(0.0)
+    fast = report(sweep(lib, x, w, v, vw, pool))
+    assert max(spy) > 0  # the shortcut applied
+    monkeypatch.setattr(order, "index_decided", lambda dx, shape: None)
+    full = report(sweep(lib, x, w, v, vw, pool))
+    for a, b in zip(fast[:4], full[:4], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert fast[4:] == full[4:]
+    assert any("flat" in d for d in fast[5])  # the keys decided, and were reported
+
+
+@pytest.mark.parametrize("lib", ["torch-float64", "torch-float32", "numpy-float32"])
+def test_dead_windows_match_numpy_float64(lib):
+    shape = (2, 3, 36, 36)
+    x, w = planted(shape, 2), np.array(1.0)
+    v = direction(shape, "random", 3)
+    got, ref = report(sweep(lib, x, w, v, np.array(0.5))), report(
+        sweep("numpy-float64", x, w, v, np.array(0.5)))
+    tol = 1e-12 if lib.endswith("64") else 1e-5
+    for a, b in zip(got[:4], ref[:4], strict=True):
+        np.testing.assert_allclose(a.astype(float), b, rtol=tol, atol=tol)
+    # the pools' tie counts and every decision (a torch relu counts the tangent it reads in
+    # full as tied, numpy the tied entries only: not the pools' business)
+    assert [t for t in got[4] if "max_pool" in t] == [t for t in ref[4] if "max_pool" in t]
+    assert got[5:] == ref[5:]
+
+
+@pytest.mark.parametrize("lib", ["numpy-float64", "torch-float32"])
+def test_no_shortcut_where_the_series_is_in_reach(lib, spy, monkeypatch):
+    """A small program: the exact series decides, so no entry is ordered by index."""
+    shape = (1, 2, 4, 4)
+    x, w = planted(shape, 4), np.array(1.0)
+    v = direction(shape, "coordinate", 7)
+    fast = report(sweep(lib, x, w, v, np.array(0.0)))
+    assert spy and max(spy) == 0
+    monkeypatch.setattr(order, "index_decided", lambda dx, shape: None)
+    assert [np.asarray(a).tolist() for a in fast[:4]] == [
+        np.asarray(a).tolist() for a in report(sweep(lib, x, w, v, np.array(0.0)))[:4]]
+
+
+def test_squares_at_zero_are_not_ordered_by_index():
+    """``x**2`` at 0 has a zero linearization but a nonzero series: not a zero row of a
+    `Diagonal` the shortcut reads, so the series (here: the larger |v|) decides."""
+    def f(x):
+        return asd.numpy.sum(asd.max_pool1d(asd.numpy.reshape(x * x, (1, 1, -1)), 2))
+
+    x = np.zeros(4)
+    v = np.array([0.5, -2.0, 3.0, 1.0])
+    got = asd.subgrad(f, direction=v)(x)
+    assert got.tolist() == [0.0, 0.0, 0.0, 0.0]
+    _, dini = asd.directional(f)(x, v)
+    assert dini == 0.0
+    result = asd.value_and_subgrad(f, direction=v, full=True)(x)
+    assert not any("flat" in str(d) for d in result.decisions)
+
+
+WINDOWS = [((2, 2), (2, 2), (0, 0)), ((3, 3), (2, 2), (1, 1)), ((3, 2), (3, 2), (1, 1)),
+           ((2,), (2,), (0,)), ((3,), (3,), (1,)), ((2, 3), (1, 1), (0, 1))]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize(("window", "stride", "padding"), WINDOWS)
+def test_torch_pooling_kernel_equals_the_default(window, stride, padding, dtype):
+    shape = (2, 3, 9, 11)[-len(window) - 2:]
+    x = torch.tensor(np.maximum(planted(shape, 6), 0.0), dtype=dtype)
+    x[..., 0] = -0.0  # signed zeros tie with zeros
+    settled = torch.tensor(planted(shape, 8) > 0)
+    for mask in (None, settled):
+        got = order._torch_pool_first_max(x, window, stride, padding, mask)
+        ref = order._pool_first_max(x, window, stride, padding, mask)
+        for a, b in zip(got[:3], ref[:3], strict=True):
+            assert a.dtype == b.dtype and torch.equal(a, b)
+        assert got[3] is ref[3] is None or torch.equal(got[3], ref[3])
+    multi = ref[2] > 1
+    assert multi.any() and not multi.all()  # tied and untied windows were both met
+    assert ref[3].any() and (multi & ~ref[3]).any()  # live and settled ties were both met
+
+
+@pytest.mark.parametrize("make", [np.asarray, torch.tensor], ids=["numpy", "torch"])
+def test_take_pushes_and_pulls_like_index(make):
+    in_shape, out_shape = (2, 3, 4), (2, 5)
+    positions = np.array([0, 5, 5, 23, 7, 0, 1, 2, 3, 11])  # repeats accumulate
+    take = Take(make(positions), in_shape, out_shape)
+    index = Index(np.unravel_index(positions.reshape(out_shape), in_shape), in_shape, out_shape)
+    rng = np.random.default_rng(0)
+    for batch in ((), (3,)):
+        t, ct = rng.standard_normal(batch + in_shape), rng.standard_normal(batch + out_shape)
+        np.testing.assert_array_equal(host(take.push(make(t))), index.push(t))
+        np.testing.assert_allclose(host(take.pull(make(ct))), index.pull(ct), rtol=1e-15)
