@@ -410,3 +410,19 @@ def test_finiteness_is_tested_per_leaf_with_one_device_wait():
     with pytest.raises(asd.NonFiniteError, match=r"argument 1 has non-finite"):
         asd.subgrad(lambda a, b: (a * b).sum(), (0, 1))(good, torch.tensor([1.0, 2.0,
                                                                             float("inf")]))
+
+
+def test_tie_counts_are_the_tied_entries_on_every_library():
+    """A rule's reported tie count is how many entries it asked the tangent of, on torch and
+    JAX as on numpy (not the size of the whole tangent)."""
+    def f(x, b):
+        return (asd.relu(x).sum() + asd.maximum(x, b).sum()) * 0.5
+
+    x = np.array([0.0, 1.0, 0.0, -2.0, 3.0, 0.0])
+    b = np.array([1.0, 1.0, 0.5, 0.0, 3.0, 2.0])  # x == b at entries 1 and 4
+    v = np.array([1.0, -1.0, -0.5, 2.0, 0.25, 1.5])
+    want = asd.asd(f, direction=v)(x, b)
+    for lib in (torch.tensor, jax.numpy.asarray):
+        got = asd.asd(f, direction=v)(lib(x), lib(b))
+        assert got.ties == want.ties
+        np.testing.assert_array_equal(np.asarray(got.subgradient), want.subgradient)

@@ -41,7 +41,10 @@ def tangent_at(dx, index, shape: tuple) -> np.ndarray:
         return np.zeros(int(np.count_nonzero(index)) if index is not None else shape)
     in_shape = tuple(getattr(dx, "shape", shape))
     if index is not None and not backend.is_host(index):
-        # another library's mask: the full (memoized) tangent, broadcast and read on the device
+        if in_shape == tuple(shape):
+            return dx(index)  # the tied entries only: the engine counts them, as on numpy
+        # another library's mask on a broadcast operand: the full (memoized) tangent,
+        # broadcast and read on the device
         t = dx()
         if tuple(t.shape) != tuple(shape):
             t = backend.namespace(t).broadcast_to(t, tuple(shape))
