@@ -232,7 +232,10 @@ def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction
 
     arguments.check_seed(seed)
 
-    compiled = type(f) is CompiledFunction and not (full or diagnostics)
+    # the generated path draws no direction; a generator or seed sequence as seed must then
+    # still spawn one per call (as the sweep does), so those calls take the replay
+    compiled = (type(f) is CompiledFunction and not (full or diagnostics)
+                and not isinstance(seed, np.random.Generator | np.random.SeedSequence))
 
     def wrapped(*args):
         if compiled:  # the generated tie-free path, where this signature has one

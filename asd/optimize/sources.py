@@ -15,7 +15,7 @@ from collections.abc import Callable
 import numpy as np
 
 from asd.analysis.clarke import clarke
-from asd.api import value_and_subgrad
+from asd.api import jit, value_and_subgrad
 from asd.errors import ArgumentError, NonFiniteError
 
 
@@ -65,6 +65,9 @@ class AsdSource(Source):
     def __init__(self, f: Callable, shape: tuple, seed, directions: int):
         super().__init__(seed)
         self.f, self.shape, self.directions = f, shape, directions
+        # compiled once: every call replays f's program (a fresh direction per call, drawn
+        # from this generator, decides the ties it meets)
+        self.vg = jit(value_and_subgrad(f, seed=np.random.default_rng(self._seed())))
 
     def _seed(self) -> int:
         return int(self.rng.integers(2**63))
@@ -77,7 +80,7 @@ class AsdSource(Source):
     def value_and_grad(self, x):
         self.nfev += 1
         self.ngev += 1
-        value, grad = value_and_subgrad(self.f, seed=self._seed())(x.reshape(self.shape))
+        value, grad = self.vg(x.reshape(self.shape))
         return _finite(value, grad, x)
 
     def sample(self, x, radius, points):
