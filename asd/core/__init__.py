@@ -5,7 +5,9 @@ It knows no particular primitive. ``tracing`` records a user's function as ``pro
 ``linear`` map; ``sweep`` runs the forward pass along a direction and the reverse pass over the
 selected branches; ``ties`` decides every tie (tangent, then the exact ``series`` along the
 ray, then the lexicographic directions); ``arguments`` converts and checks what crosses into
-the engine; ``backend`` is the one place that knows numpy, torch and JAX apart.
+the engine; ``backend`` is the one place that knows numpy, torch and JAX apart; ``jit``
+keeps a traced program per signature and replays it, ``codegen`` writes the tie-free fast
+path of a compiled subgradient.
 
 Imports: numpy (array-api-compat lazily, for other libraries' arrays), and from asd only the
 leaf modules ``asd.errors`` and ``asd.tree``; nothing above this package (the API, the

@@ -1,8 +1,9 @@
 """Compiled programs: trace a function once per input signature, then replay its nodes.
 
 A `CompiledFunction` wraps a function of traced values. The first call with a new
-*signature* (the structure of the arguments, each array leaf's shape, dtype, library and
-device, and the value of every other leaf) traces it as any sweep does and keeps the
+*signature* (the structure of the arguments, each differentiated leaf's shape, dtype,
+library and device, and the value of every other argument: arrays by a digest of their
+bytes, unless ``dynamic_argnums`` makes them inputs) traces it as any sweep does and keeps the
 straight-line program. Later calls with that signature replay the program: each node runs
 the very `Trace.run_rule` the recording ran, on the new values, with no user Python, no
 tracer and no new nodes, so a replay returns exactly what tracing again would have, ties,
