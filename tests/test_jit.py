@@ -54,15 +54,20 @@ def assert_same_calls(compiled, plain, calls):
         assert same_bits(got, want), f"at {args}: compiled {got} != uncompiled {want}"
 
 
+def assert_compiled_subgrad_agrees(program, at, v):
+    """value_and_subgrad along ``v``, compiled at the first point of ``at`` and replayed at
+    the others, equals the uncompiled transform at each, from one trace."""
+    plain = asd.value_and_subgrad(partial(run, program), direction=v)
+    compiled = asd.jit(plain)
+    assert_same_calls(compiled, plain, [(p,) for p in at])
+    assert compiled.traces == 1
+
+
 @EQUAL
 @given(programs(rational=True))
 def test_value_and_subgrad_replays_bit_for_bit(case):
     program, x, v = case
-    f = partial(run, program)
-    plain = asd.value_and_subgrad(f, direction=v)
-    compiled = asd.jit(plain)
-    assert_same_calls(compiled, plain, [(p,) for p in points(x, v)])
-    assert compiled.traces == 1
+    assert_compiled_subgrad_agrees(program, points(x, v), v)
 
 
 INLINED = ("add", "subtract", "multiply", "negative", "divide_by_constant", "add_constant",
@@ -75,11 +80,8 @@ generated line meets the replays off the kinks."""
 @given(programs(names=INLINED))
 def test_fast_path_programs_replay_bit_for_bit(case):
     program, x, v = case
-    f = partial(run, program)
-    plain = asd.value_and_subgrad(f, direction=v)
-    compiled = asd.jit(plain)
     off = [x + 0.3125 * v + 0.0078125, x * 0.75 - 0.3125 * v + 0.00390625]
-    assert_same_calls(compiled, plain, [(p,) for p in [off[0], off[1], off[0] * 0.5, x]])
+    assert_compiled_subgrad_agrees(program, [off[0], off[1], off[0] * 0.5, x], v)
 
 
 @EQUAL

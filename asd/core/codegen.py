@@ -96,7 +96,6 @@ def generate(nodes: list, n_diff: int, n_inputs: int, out: int) -> Callable:
     w.line("def run(inputs):")
     w.line(f"    ({''.join(f'v{k}, ' for k in range(n_inputs))}) = inputs")
     pulls: dict[int, list[tuple[int, str]]] = {}  # node -> [(input node, expression)]
-    needed = _reaching(nodes, out)
     for k in range(n_inputs, len(nodes)):
         node = nodes[k]
         args = [f"v{a}" if type(a) is int else w.const(f"c{k}_{i}", a.value)
@@ -114,11 +113,9 @@ def generate(nodes: list, n_diff: int, n_inputs: int, out: int) -> Callable:
             emit = _smooth
         if emit is None or not emit(w, k, node, args, shapes, wants, pulls):
             _generic(w, k, node, args, wants, pulls, nodes)
-        if k not in needed:
-            pulls.pop(k, None)
     w.line(f"    g{out} = ONE")
     w.const("ONE", np.ones((), np.float64))
-    have = {out}
+    have = {out}  # the nodes holding a cotangent: only those reach the output
     for k in range(out, n_inputs - 1, -1):
         if k not in have or k not in pulls:
             continue
@@ -135,18 +132,6 @@ def generate(nodes: list, n_diff: int, n_inputs: int, out: int) -> Callable:
     run = w.env["run"]
     run.source = source
     return run
-
-
-def _reaching(nodes: list, out: int) -> set[int]:
-    """The nodes whose values the output depends on (only they are pulled through)."""
-    seen, stack = set(), [out]
-    while stack:
-        j = stack.pop()
-        if j in seen:
-            continue
-        seen.add(j)
-        stack.extend(a for a in nodes[j].args if type(a) is int)
-    return seen
 
 
 def _generic(w: _Writer, k: int, node, args, wants, pulls, nodes) -> None:
@@ -245,6 +230,12 @@ def _negative(w, k, node, args, shapes, wants, pulls):
     return True
 
 
+def _kink_at_zero(w, k, x: str) -> None:
+    """``x{k}``: the operand as the rule reads it (an array), and the exit at a tie at 0."""
+    w.line(f"    x{k} = np.asarray({x})")
+    w.line(f"    if (x{k} == 0).any(): raise TieMet")
+
+
 def _abs(w, k, node, args, shapes, wants, pulls):
     (x,) = args
     if shapes[0] == ():
@@ -252,8 +243,7 @@ def _abs(w, k, node, args, shapes, wants, pulls):
         w.line(f"    v{k} = abs({x})")
         w.line(f"    d{k} = 1.0 if {x} >= 0 else -1.0")
     else:
-        w.line(f"    x{k} = np.asarray({x})")
-        w.line(f"    if (x{k} == 0).any(): raise TieMet")
+        _kink_at_zero(w, k, x)
         w.line(f"    v{k} = np.abs(x{k})")
         w.line(f"    d{k} = np.where(x{k} >= 0, 1.0, -1.0).astype(x{k}.dtype)")
     if wants[0]:
@@ -262,9 +252,7 @@ def _abs(w, k, node, args, shapes, wants, pulls):
 
 
 def _relu(w, k, node, args, shapes, wants, pulls):
-    (x,) = args
-    w.line(f"    x{k} = np.asarray({x})")
-    w.line(f"    if (x{k} == 0).any(): raise TieMet")
+    _kink_at_zero(w, k, args[0])
     w.line(f"    v{k} = np.maximum(x{k}, 0)")
     if wants[0]:
         pulls[k] = [(node.args[0], f"g{k} * np.asarray(x{k} > 0)")]

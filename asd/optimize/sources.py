@@ -10,6 +10,7 @@ does.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 
 import numpy as np
@@ -19,7 +20,7 @@ from asd.api import jit, value_and_subgrad
 from asd.errors import ArgumentError, NonFiniteError
 
 
-class Source:
+class Source(ABC):
     """Values and gradients of ``f`` at flat float vectors, counted."""
 
     def __init__(self, seed):
@@ -27,11 +28,13 @@ class Source:
         self.nfev = 0
         self.ngev = 0
 
+    @abstractmethod
     def value(self, x: np.ndarray) -> float:
-        raise NotImplementedError
+        """``f(x)`` (inf where it is not finite, so a line search backs off)."""
 
+    @abstractmethod
     def value_and_grad(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        raise NotImplementedError
+        """``(f(x), g)`` with ``g`` a subgradient, as a flat vector."""
 
     def ball(self, x: np.ndarray, radius: float, points: int) -> np.ndarray:
         """``points`` uniform random points of ``|y - x| <= radius``, one per row."""
