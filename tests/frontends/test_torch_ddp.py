@@ -23,7 +23,7 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is not available", allow_module_level=True)
 
 WORKER = textwrap.dedent('''
-    import json, os, sys
+    import gc, json, os, sys
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel as DDP
@@ -62,6 +62,11 @@ WORKER = textwrap.dedent('''
     json.dump({name.removeprefix("module."): g for name, g in grads.items()},
               open(sys.argv[1], "w"))
     if world > 1:
+        # The DDP reducer holds the gloo process group and its pending work; release it while
+        # the interpreter is fully alive, or gloo's threads can abort the exit (SIGABRT).
+        del model
+        gc.collect()
+        dist.barrier()
         dist.destroy_process_group()
 ''')
 
