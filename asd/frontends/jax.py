@@ -808,7 +808,9 @@ def _dtype(a) -> np.dtype:
 
 
 def _inexact(a) -> bool:
-    return np.issubdtype(_dtype(a), np.inexact)
+    """Floating or complex (JAX's own test: a PRNG key array's extended dtype is not)."""
+    dtype = getattr(a, "dtype", None)
+    return jax.dtypes.issubdtype(dtype if dtype is not None else np.result_type(a), np.inexact)
 
 
 def _spec(a) -> jax.ShapeDtypeStruct:
@@ -988,6 +990,21 @@ NUMBERS = (jax.Array, np.ndarray, np.generic, float, int, bool)
 """Pytree leaves that are numbers; any other leaf (an activation function in an equinox
 module, a string, None) is held static, as ``equinox.filter_grad`` does."""
 
+_CONTAINER_KEYS = (jax.tree_util.SequenceKey, jax.tree_util.DictKey)
+
+
+def _differentiated(path: tuple, leaf) -> bool:
+    """Whether a pytree leaf is an argument to differentiate: a floating-point array
+    anywhere, or a number reached through lists, tuples and dicts only (as ``jax.grad``
+    takes them). A Python scalar or an integer array held as an object's attribute (an
+    equinox pooling layer's ``-inf`` init, a dropout rate, an index buffer) is the module's
+    configuration and stays static, as ``equinox.filter_grad`` holds it."""
+    if not isinstance(leaf, NUMBERS):
+        return False
+    if isinstance(leaf, (jax.Array, np.ndarray)) and _inexact(leaf):
+        return True
+    return all(isinstance(key, _CONTAINER_KEYS) for key in path)
+
 _STATIC: dict[tuple, tuple] = {}
 
 
@@ -997,8 +1014,9 @@ def _numbers_only(fn: Callable, args: tuple) -> tuple[Callable, tuple, list]:
 
     The wrapper is kept per function, tree and static leaves, so the imported program's cache
     sees the same function on every call."""
-    flat = [jax.tree_util.tree_flatten(a) for a in args]
-    flags = [[isinstance(leaf, NUMBERS) for leaf in leaves] for leaves, _ in flat]
+    with_paths = [jax.tree_util.tree_flatten_with_path(a) for a in args]
+    flat = [([leaf for _, leaf in pairs], tree) for pairs, tree in with_paths]
+    flags = [[_differentiated(path, leaf) for path, leaf in pairs] for pairs, _ in with_paths]
     layout = [(tree, tuple(f)) for (_, tree), f in zip(flat, flags, strict=True)]
     if all(all(f) for f in flags):
         return fn, args, layout
@@ -1033,7 +1051,7 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
         user_fn, args, layout = _numbers_only(fn, args)
         if user_fn is not fn:
             vg = value_and_subgrad(user_fn, argnums, seed=seed, direction=None if direction
-                                   is None else _direction_numbers(direction, argnums))
+                                   is None else _direction_numbers(direction, argnums, layout))
             value, g = vg(*args)
 
             def with_statics(i, gi):
@@ -1084,13 +1102,26 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
     return wrapped
 
 
-def _direction_numbers(direction, argnums):
-    """A direction given in the arguments' structure, reduced to its number leaves."""
-    def numbers(d):
-        return [leaf for leaf in jax.tree_util.tree_leaves(d) if isinstance(leaf, NUMBERS)]
+def _direction_numbers(direction, argnums, layout):
+    """A direction given in the arguments' structure, reduced to the differentiated leaves:
+    picked by the arguments' flags when it has their structure, or its number leaves when
+    it leaves the static ones out (``equinox.filter(model, equinox.is_array)``)."""
+    def numbers(d, i):
+        tree, flags = layout[i]
+        leaves, d_tree = jax.tree_util.tree_flatten(d)
+        if d_tree == tree:
+            return [leaf for leaf, n in zip(leaves, flags, strict=True) if n]
+        leaves = [leaf for leaf in leaves if isinstance(leaf, NUMBERS)]
+        if len(leaves) != sum(flags):
+            raise ArgumentError(
+                f"the direction for argument {i} has {len(leaves)} number leaves, but the "
+                f"argument has {sum(flags)} differentiated leaves: give it in the argument's "
+                "own structure (jax.tree_util.tree_map over the argument).")
+        return leaves
 
-    return numbers(direction) if isinstance(argnums, int) else tuple(
-        numbers(d) for d in direction)
+    nums = _argnum_tuple(argnums)
+    return numbers(direction, nums[0]) if isinstance(argnums, int) else tuple(
+        numbers(d, i) for d, i in zip(direction, nums, strict=True))
 
 
 def subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> Callable:
