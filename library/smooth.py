@@ -20,8 +20,9 @@ array([0.2689, 0.7311])
 Array libraries: the rules a network needs (arithmetic, the elementwise functions with an
 array API name, reductions, structure, matmul, the softmax family) are written against the
 array API (``xp = namespace(x)``; numpy values keep numpy's own calls) and declared
-``array_api=True``, so they run on torch and JAX arrays as given. The others (cbrt, exp2,
-reciprocal, real and traced powers, prod, cumsum, einsum, pad, astype) run on numpy only so far.
+``array_api=True``, so they run on torch and JAX arrays as given (prod, cumsum and constant
+padding too). The others (cbrt, exp2, reciprocal, real and traced powers, einsum, astype) run
+on numpy only so far.
 """
 
 from __future__ import annotations
@@ -242,11 +243,19 @@ class CumSum(LinearMap):
         self.axis = axis
 
     def push(self, t):
-        return np.cumsum(t, axis=self.axis + _nb(t, self.in_shape))
+        return _cumsum_impl(t, self.axis + _nb(t, self.in_shape))
 
     def pull(self, ct):
         ax = self.axis + _nb(ct, self.out_shape)
-        return np.flip(np.cumsum(np.flip(ct, ax), axis=ax), ax)
+        return _flip(_cumsum_impl(_flip(ct, ax), ax), ax)
+
+
+def _cumsum_impl(x, axis: int):
+    return np.cumsum(x, axis=axis) if is_host(x) else namespace(x).cumulative_sum(x, axis=axis)
+
+
+def _flip(x, axis: int):
+    return np.flip(x, axis) if is_host(x) else namespace(x).flip(x, axis=axis)
 
 
 class EinsumOperand(LinearMap):
@@ -779,32 +788,42 @@ def _others_product(x, axes):
 
     Prefix and suffix products, so exact zeros are handled (no division by ``x``).
     """
+    xp = namespace(x)
     keep = [a for a in range(x.ndim) if a not in axes]
     perm = keep + list(axes)
-    xt = np.transpose(x, perm)
-    lead = xt.shape[:len(keep)]
-    flat = xt.reshape(lead + (-1,))
-    one = np.ones(lead + (1,), x.dtype)
-    left = np.cumprod(np.concatenate([one, flat[..., :-1]], axis=-1), axis=-1)
-    right = np.cumprod(np.concatenate([one, flat[..., :0:-1]], axis=-1), axis=-1)[..., ::-1]
-    return np.transpose((left * right).reshape(xt.shape), np.argsort(perm))
+    back = tuple(int(i) for i in np.argsort(perm))
+    xt = xp.permute_dims(x, tuple(perm))
+    lead = tuple(xt.shape[:len(keep)])
+    flat = xp.reshape(xt, lead + (-1,))
+    one = xp.ones(lead + (1,), dtype=x.dtype, **({} if xp is np else {"device": x.device}))
+    left = _cumprod(xp.concat([one, flat[..., :-1]], axis=-1))
+    right = _flip(_cumprod(xp.concat([one, _flip(flat, -1)[..., :-1]], axis=-1)), -1)
+    return xp.permute_dims(xp.reshape(left * right, tuple(xt.shape)), back)
+
+
+def _cumprod(x):
+    """Running product along the last axis."""
+    return np.cumprod(x, axis=-1) if is_host(x) else namespace(x).cumulative_prod(x, axis=-1)
 
 
 def _prod_impl(x, axes, keepdims):
-    return np.prod(x, axis=axes, keepdims=keepdims)
+    if is_host(x):
+        return np.prod(x, axis=axes, keepdims=keepdims)
+    return namespace(x).prod(x, axis=axes, keepdims=keepdims)
 
 
-prod_p = Primitive("prod", _prod_impl)
+prod_p = Primitive("prod", _prod_impl, array_api=True)
 
 
 @prod_p.defrule
 def prod_rule(xs, dxs, axes, keepdims):
-    (x,) = xs
-    x = np.asarray(x)
-    ans = np.prod(x, axis=axes, keepdims=keepdims)
-    if x.size == 0:
-        return ans, Zero(x.shape, np.shape(ans))
-    return ans, WeightedSum(_others_product(x, axes), axes, keepdims, x.shape, np.shape(ans))
+    x = xs[0]
+    x = np.asarray(x) if is_host(x) else x
+    ans = _prod_impl(x, axes, keepdims)
+    if math.prod(x.shape) == 0:
+        return ans, Zero(tuple(x.shape), shape_of(ans))
+    return ans, WeightedSum(_others_product(x, axes), axes, keepdims, tuple(x.shape),
+                            shape_of(ans))
 
 
 def prod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
@@ -833,8 +852,8 @@ def cumsum(x, axis=None, dtype=None, out=None):
     return r if dtype is None else astype(r, dtype)
 
 
-cumsum_p = deflinear("cumsum", lambda x, axis: np.cumsum(x, axis=axis),
-                     lambda i, o, axis: CumSum(axis, i))
+cumsum_p = deflinear("cumsum", _cumsum_impl, lambda i, o, axis: CumSum(axis, i),
+                     array_api=True)
 
 
 # ----- Structure: reshaping and moving axes -----
@@ -1006,13 +1025,22 @@ def vstack(arrays, dtype=None, casting=None):
 
 
 def _pad_impl(x, pad_width, constant_values):
-    return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
+    if is_host(x):
+        return np.pad(x, pad_width, mode="constant", constant_values=constant_values)
+    # the array API has no pad: the constants (numpy lays out per-axis ones, corners
+    # included), then ``x`` written into its block, on ``x``'s library and device
+    shape = tuple(n + lo + hi for n, (lo, hi) in zip(x.shape, pad_width, strict=True))
+    frame = np.pad(np.zeros(tuple(x.shape)), pad_width, constant_values=constant_values)
+    out = from_host(np.ascontiguousarray(frame), x, "like")
+    block = tuple(slice(lo, lo + n) for (lo, _), n in zip(pad_width, x.shape, strict=True))
+    return set_at(namespace(x).reshape(out, shape), block, x)
 
 
 pad_p = deflinear(
     "pad", _pad_impl,
     lambda i, o, pad_width, constant_values: Embed(
         tuple(slice(lo, lo + n) for (lo, _), n in zip(pad_width, i, strict=True)), i, o),
+    array_api=True,
 )
 
 

@@ -23,7 +23,8 @@ At the domain's edge each refuses, naming the node and the entries:
 - ``gammainc``/``gammaincc`` in ``a`` and ``stdtr`` in ``df`` have no closed-form derivative
   here: a traced ``a`` or ``df`` raises `UnsupportedError` (pass them as constants).
 
-The rules run on numpy arrays (``array_api=False``); ``expit`` is the library's ``sigmoid``,
+The rules run on numpy arrays (``array_api=False``), except ``erf`` and ``erfc``, which run
+on torch and JAX through each library's own kernel; ``expit`` is the library's ``sigmoid``,
 which also runs on torch and JAX.
 """
 
@@ -33,7 +34,19 @@ import numpy as np
 import scipy.special as sc
 
 from asd.errors import NonFiniteError, NotLipschitzError, UnsupportedError
-from asd.extend import Diagonal, FanIn, Primitive, Zero, is_traced, read_value, register_numpy
+from asd.extend import (
+    Diagonal,
+    FanIn,
+    Primitive,
+    Zero,
+    defsmooth,
+    is_traced,
+    kernel,
+    namespace,
+    read_value,
+    register_kernel,
+    register_numpy,
+)
 
 from . import smooth
 
@@ -116,8 +129,49 @@ gamma_p = _defunary("gamma", sc.gamma, lambda x, ans: ans * sc.digamma(x), _GAMM
                     poles=True)
 digamma_p = _defunary("digamma", sc.digamma, lambda x, ans: sc.polygamma(1, x), _GAMMA_DOMAIN,
                       poles=True)
-erf_p = _defunary("erf", sc.erf, lambda x, ans: (2.0 / _SQRT_PI) * np.exp(-x * x), "")
-erfc_p = _defunary("erfc", sc.erfc, lambda x, ans: (-2.0 / _SQRT_PI) * np.exp(-x * x), "")
+def _torch_erf(x):
+    return x.erf()
+
+
+def _torch_erfc(x):
+    return x.erfc()
+
+
+def _jax_erf(x):
+    import jax.scipy.special as jsp
+
+    return jsp.erf(x)
+
+
+def _jax_erfc(x):
+    import jax.scipy.special as jsp
+
+    return jsp.erfc(x)
+
+
+for _name, _lib, _fn in (("erf", "numpy", sc.erf), ("erfc", "numpy", sc.erfc),
+                         ("erf", "torch", _torch_erf), ("erfc", "torch", _torch_erfc),
+                         ("erf", "jax", _jax_erf), ("erfc", "jax", _jax_erfc)):
+    register_kernel(_name, _lib, _fn)
+
+
+def _error_function(name: str, sign: float) -> Primitive:
+    """erf or erfc on every array library: the array API has no error function, so each
+    library's own kernel gives the value (scipy's on numpy); the slope
+    ``sign * 2/sqrt(pi) * exp(-x**2)`` is finite everywhere, so there is nothing to refuse
+    (gelu's exact form runs natively on torch through this)."""
+    def impl(x):
+        return kernel(name, namespace(x))(x)
+
+    def slope(x, ans):
+        return (sign * 2.0 / _SQRT_PI) * namespace(x).exp(-x * x)
+
+    impl.__name__ = name
+    return defsmooth(name, impl, slope, array_api=True)
+
+
+erf_p = _error_function("erf", 1.0)
+erfc_p = _error_function("erfc", -1.0)
 erfinv_p = _defunary("erfinv", sc.erfinv, lambda x, ans: (_SQRT_PI / 2.0) * np.exp(ans * ans),
                      "erfinv is finite on the open interval (-1, 1).")
 erfcinv_p = _defunary("erfcinv", sc.erfcinv,
