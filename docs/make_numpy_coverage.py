@@ -122,6 +122,8 @@ def status_in(module: str, name: str, fn) -> tuple[str, str]:
 _PARTLY = {
     "gammainc": "in x; a traced a is refused (no closed-form derivative in a)",
     "gammaincc": "in x; a traced a is refused (no closed-form derivative in a)",
+    "betainc": "in x; a traced a or b is refused (no closed-form derivative in them)",
+    "betaincc": "in x; a traced a or b is refused (no closed-form derivative in them)",
     "stdtr": "in t; a traced df is refused (no closed-form derivative in df)",
 }
 

@@ -121,6 +121,12 @@ KINKS: dict[str, str] = {
     "ndtri": "x = 0, x = 1 (not finite: raises)",
     "gammainc": "x = 0 for a < 1 (infinite slope: raises); a traced raises",
     "gammaincc": "x = 0 for a < 1 (infinite slope: raises); a traced raises",
+    "betainc": "x = 0 for a < 1, x = 1 for b < 1 (infinite slope: raises); a, b traced raise",
+    "betaincc": "x = 0 for a < 1, x = 1 for b < 1 (infinite slope: raises); a, b traced raise",
+    "gamma_cdf": "z = 0: a kink for a = 1, smooth for a > 1, raises for a < 1; a traced raises",
+    "gamma_sf": "z = 0: a kink for a = 1, smooth for a > 1, raises for a < 1; a traced raises",
+    "beta_cdf": "z = 0 (by a), z = 1 (by b): a kink where it is 1, smooth above, raises below",
+    "beta_sf": "z = 0 (by a), z = 1 (by b): a kink where it is 1, smooth above, raises below",
     "stdtr": "none in t; df traced raises",
 }
 """Where each nonsmooth primitive has kinks; the others are smooth on their domain."""

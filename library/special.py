@@ -1,6 +1,7 @@
 """scipy.special on traced arrays: the gamma family, the error functions, the normal
-distribution's functions, logistic functions, ``x log y``, and the incomplete gamma and
-Student t integrals in their integration variable.
+distribution's functions, logistic functions, ``x log y``, the incomplete gamma, beta and
+Student t integrals in their integration variable, and the gamma and beta cdfs on the whole
+line (for ``asd.scipy.stats``).
 
 Importing this module registers the scipy.special ufuncs for numpy dispatch, so
 ``scipy.special.gammaln(x)`` on a traced array runs the rules below. It is imported the first
@@ -9,19 +10,23 @@ time a traced array meets a scipy.special ufunc (`asd.extend.register_lazy_ufunc
 ``logsumexp``, ``softmax``, ``log_softmax``) convert their arguments with ``np.asarray`` and
 cannot see a traced array: call them from ``asd.scipy.special``.
 
-Every function here is smooth (analytic) on its domain, so no rule meets a tie; each rule
-returns its closed-form derivative (digamma, polygamma, ``2/sqrt(pi) exp(-x**2)``, ...).
-At the domain's edge each refuses, naming the node and the entries:
+Every scipy.special function here is smooth (analytic) on its domain, so its rule meets no
+tie; each rule returns its closed-form derivative (digamma, polygamma, ``2/sqrt(pi)
+exp(-x**2)``, ...). The whole-line cdfs (``gamma_cdf``, ``beta_cdf`` and their ``_sf``) are
+constant outside the support and meet ties at its edges, decided along the ray where the
+density there is finite. At the domain's edge each refuses, naming the node and the entries:
 
 - poles (gamma, gammaln, digamma, polygamma at 0, -1, -2, ...; beta and betaln where an
   argument is one), values outside the domain (logit at 0 and 1, erfinv at +-1, log_ndtr's
   argument is fine everywhere) and overflow: `NonFiniteError`;
-- a finite value with an infinite slope (gammainc(a, x) at x = 0 for a < 1) and ``xlogy(x,
+- a finite value with an infinite slope (gammainc(a, x) at x = 0 for a < 1, betainc(a, b, x)
+  at x = 0 for a < 1 and at x = 1 for b < 1, the cdfs at those edges) and ``xlogy(x,
   y)`` at ``x = y = 0`` with ``x`` traced (``x log y`` is not continuous there: it takes every
   value nearby): `NotLipschitzError`. ``xlogy(0, y)`` for ``y > 0`` is 0 with derivative
   ``log y`` in ``x`` and 0 in ``y``, and with ``x`` a constant 0 it is 0 for every ``y``;
-- ``gammainc``/``gammaincc`` in ``a`` and ``stdtr`` in ``df`` have no closed-form derivative
-  here: a traced ``a`` or ``df`` raises `UnsupportedError` (pass them as constants).
+- ``gammainc``/``gammaincc`` in ``a``, ``betainc``/``betaincc`` in ``a`` and ``b`` and
+  ``stdtr`` in ``df`` have no closed-form derivative here: a traced parameter raises
+  `UnsupportedError` (pass them as constants).
 
 The rules run on numpy arrays (``array_api=False``), except ``erf`` and ``erfc``, which run
 on torch and JAX through each library's own kernel; ``expit`` is the library's ``sigmoid``,
@@ -46,6 +51,7 @@ from asd.extend import (
     read_value,
     register_kernel,
     register_numpy,
+    tie_sign,
 )
 
 from . import smooth
@@ -315,32 +321,32 @@ xlog1py_p = _defbinary("xlog1py", sc.xlog1py, _xlog1py_partials,
                        _xlog_check(1.0, "1 + y = 0"))
 
 
-# ----- integrals in their integration variable, the parameter a constant -----
+# ----- integrals in their integration variable, the parameters constant -----
 
-def _constant_parameter(name: str, what: str):
-    def check(fn, a, b, dxs):
-        if not getattr(dxs[0], "is_zero", False):
-            raise UnsupportedError(
-                f"{name} with a traced {what}: asd has no closed-form derivative in {what} "
-                f"(only in the integration variable). Pass {what} as a constant (a plain "
-                "array, or asd.stop_gradient of it).")
-    return check
+def _constant_parameters(name: str, what: str, dxs) -> None:
+    """Refuse a traced parameter: only the integration variable (the last input) may move."""
+    if not all(getattr(dp, "is_zero", False) for dp in dxs[:-1]):
+        raise UnsupportedError(
+            f"{name} with a traced {what}: asd has no closed-form derivative in {what} "
+            f"(only in the integration variable). Pass {what} as a constant (a plain "
+            "array, or asd.stop_gradient of it).")
 
 
 def _defintegral(name: str, impl, density, what: str, domain: str) -> Primitive:
-    """``impl(p, x)``, differentiable in ``x`` with derivative ``density(p, x)``."""
+    """``impl(*params, x)``, differentiable in ``x`` with derivative ``density(*params, x)``;
+    the parameters (named ``what`` in the refusal) must be constant."""
     prim = Primitive(name, impl)
-    check = _constant_parameter(name, what)
 
     def rule(xs, dxs):
-        p, x = (np.asarray(v) for v in xs)
-        check(name, p, x, dxs)
-        ans = np.asarray(impl(p, x))
+        *ps, x = (np.asarray(v) for v in xs)
+        _constant_parameters(name, what, dxs)
+        ans = np.asarray(impl(*ps, x))
         with np.errstate(all="ignore"):
-            d = density(p, x)
-        _finite(name, ans, (d,), (p, x), domain)
+            d = density(*ps, x)
+        _finite(name, ans, (d,), (*ps, x), domain)
         out = ans.shape
-        return ans, FanIn(Zero(p.shape, out), Diagonal(_like(d, ans), x.shape, out))
+        return ans, FanIn(*(Zero(p.shape, out) for p in ps),
+                          Diagonal(_like(d, ans), x.shape, out))
 
     rule.__name__ = f"{name}_rule"
     prim.defrule(rule)
@@ -349,6 +355,12 @@ def _defintegral(name: str, impl, density, what: str, domain: str) -> Primitive:
 
 def _gamma_density(a, x):
     return np.exp(sc.xlogy(a - 1.0, x) - x - sc.gammaln(a))
+
+
+def _beta_density(a, b, x):
+    """``x**(a-1) (1-x)**(b-1) / B(a, b)``: 0 at an edge where the exponent is positive, 1/B
+    where it is 0, infinite where it is negative (xlogy/xlog1py give exactly that)."""
+    return np.exp(sc.xlogy(a - 1.0, x) + sc.xlog1py(b - 1.0, -x) - sc.betaln(a, b))
 
 
 def _t_density(df, t):
@@ -360,7 +372,120 @@ gammainc_p = _defintegral("gammainc", sc.gammainc, _gamma_density, "a",
                           "gammainc(a, x) needs a > 0 and x >= 0 (x > 0 where a < 1).")
 gammaincc_p = _defintegral("gammaincc", sc.gammaincc, lambda a, x: -_gamma_density(a, x), "a",
                            "gammaincc(a, x) needs a > 0 and x >= 0 (x > 0 where a < 1).")
+_BETAINC_DOMAIN = ("betainc(a, b, x) needs a, b > 0 and 0 <= x <= 1 (x > 0 where a < 1, x < 1 "
+                   "where b < 1).")
+betainc_p = _defintegral("betainc", sc.betainc, _beta_density, "a or b", _BETAINC_DOMAIN)
+betaincc_p = _defintegral("betaincc", sc.betaincc, lambda a, b, x: -_beta_density(a, b, x),
+                          "a or b", _BETAINC_DOMAIN.replace("betainc(", "betaincc("))
 stdtr_p = _defintegral("stdtr", sc.stdtr, _t_density, "df", "stdtr(df, t) needs df > 0.")
+
+
+# ----- standard cdfs on the whole line: constant outside the support, kinks at its edges -----
+# ``F(z) = integral(*params, clip(z, 0, upper))``. Inside the support the slope is the density;
+# outside it is 0. At an edge the density decides: 0 (exponent > 1) is smooth, a finite nonzero
+# value (exponent 1) is a kink whose side the ray picks, like relu's; an infinite one (exponent
+# < 1) is not Lipschitz and is refused. Composing ``gammainc(a, relu(z))`` cannot do this: for
+# a < 1 the chain rule meets ``inf * 0`` below the support.
+
+def _edge_slope(name: str, ps, z, dz, edge: float, inward: int, density, d, out):
+    """``d`` with the one-sided slopes at the entries of ``z`` sitting on ``edge``: the density
+    there when the ray enters the support (``inward`` is its side of ``edge``), else 0."""
+    tie = z == edge
+    if not tie.any():
+        return d
+    with np.errstate(all="ignore"):
+        rate = np.broadcast_to(density(*ps, np.float64(edge)), out)
+    at = np.broadcast_to(tie, out)
+    bad = at & ~np.isfinite(rate)
+    if bad.any():
+        ins = [np.broadcast_to(x, out) for x in (*ps, z)]
+        raise NotLipschitzError(
+            f"{name} at the support's edge z = {edge:g}, where the density is infinite "
+            f"({int(bad.sum())} entries; parameters and z there: {_examples(*ins, bad=bad)}): "
+            "the cdf has an infinite slope there, so it is not Lipschitz. Keep the point off "
+            "the edge, or use a shape parameter >= 1.")
+    kink = at & (rate != 0)
+    if not kink.any():
+        return d  # the density vanishes at the edge: slope 0 on both sides
+    side = np.zeros(z.shape)
+    side[tie] = tie_sign(z, dz, edge, None, tie)
+    enters = side >= 0 if inward > 0 else side < 0
+    return np.where(kink & np.broadcast_to(enters, out), rate, d)
+
+
+def _defcdf(name: str, integral, density, upper: float | None, sign: float,
+            what: str) -> Primitive:
+    """``integral(*params, clip(z, 0, upper))`` (``upper=None``: no upper edge), with slope
+    ``sign * density`` inside the support, 0 outside and the edges decided as above."""
+    def impl(*args):
+        *ps, z = args
+        return integral(*ps, np.clip(z, 0.0, upper))
+
+    prim = Primitive(name, impl)
+
+    def rule(xs, dxs):
+        *ps, z = (np.asarray(v) for v in xs)
+        _constant_parameters(name, what, dxs)
+        ans = np.asarray(impl(*ps, z))
+        out = ans.shape
+        zb = np.broadcast_to(z, out)
+        inside = (zb > 0) & (zb < (np.inf if upper is None else upper))
+        with np.errstate(all="ignore"):
+            d = np.where(inside, density(*ps, np.clip(zb, 0.0, upper)), 0.0)
+        d = _edge_slope(name, ps, z, dxs[-1], 0.0, 1, density, d, out)
+        if upper is not None:
+            d = _edge_slope(name, ps, z, dxs[-1], upper, -1, density, d, out)
+        _finite(name, ans, (d,), (*ps, z), f"{name} needs positive shape parameters.")
+        return ans, FanIn(*(Zero(p.shape, out) for p in ps),
+                          Diagonal(_like(sign * d, ans), z.shape, out))
+
+    rule.__name__ = f"{name}_rule"
+    prim.defrule(rule)
+    return prim
+
+
+gamma_cdf_p = _defcdf("gamma_cdf", sc.gammainc, _gamma_density, None, 1.0, "a")
+gamma_sf_p = _defcdf("gamma_sf", sc.gammaincc, _gamma_density, None, -1.0, "a")
+beta_cdf_p = _defcdf("beta_cdf", sc.betainc, _beta_density, 1.0, 1.0, "a or b")
+beta_sf_p = _defcdf("beta_sf", sc.betaincc, _beta_density, 1.0, -1.0, "a or b")
+
+
+def gamma_cdf(a, z):
+    """The standard gamma cdf ``gammainc(a, max(z, 0))`` on the whole line, differentiable in
+    ``z`` (``a`` constant): 0 with slope 0 for ``z < 0``; at ``z = 0`` a kink decided along the
+    ray for ``a = 1`` (slopes 0 and 1), smooth for ``a > 1``, refused for ``a < 1`` (infinite
+    slope: `NotLipschitzError`).
+
+    >>> import asd
+    >>> from asd.library.special import gamma_cdf
+    >>> [float(asd.subgrad(lambda z: gamma_cdf(1.0, z), direction=v)(0.0)) for v in (-1, 1)]
+    [0.0, 1.0]
+    """
+    return gamma_cdf_p(a, z)
+
+
+def gamma_sf(a, z):
+    """``1 - gamma_cdf(a, z)`` (``gammaincc`` of the clipped ``z``), as `gamma_cdf`."""
+    return gamma_sf_p(a, z)
+
+
+def beta_cdf(a, b, z):
+    """The standard beta cdf ``betainc(a, b, clip(z, 0, 1))`` on the whole line,
+    differentiable in ``z`` (``a``, ``b`` constant): constant outside ``[0, 1]``; at ``z = 0``
+    a kink decided along the ray for ``a = 1`` (slopes 0 and ``b``), smooth for ``a > 1``,
+    refused for ``a < 1``; at ``z = 1`` the same with ``b``.
+
+    >>> import asd
+    >>> from asd.library.special import beta_cdf
+    >>> [float(asd.subgrad(lambda z: beta_cdf(2.0, 1.0, z), direction=v)(1.0)) for v in (-1, 1)]
+    [2.0, 0.0]
+    """
+    return beta_cdf_p(a, b, z)
+
+
+def beta_sf(a, b, z):
+    """``1 - beta_cdf(a, b, z)`` (``betaincc`` of the clipped ``z``), as `beta_cdf`."""
+    return beta_sf_p(a, b, z)
 
 
 # ----- the public functions (numpy keywords accepted as scipy's ufuncs take them) -----
@@ -410,6 +535,10 @@ xlog1py = _public("xlog1py", xlog1py_p, "``x log(1 + y)``, 0 where ``x = 0``; at
 gammainc = _public("gammainc", gammainc_p, "The regularized lower incomplete gamma function, "
                    "differentiable in x (derivative the gamma density); a must be constant.")
 gammaincc = _public("gammaincc", gammaincc_p, "``1 - gammainc(a, x)``; a must be constant.")
+betainc = _public("betainc", betainc_p, "The regularized incomplete beta function, "
+                  "differentiable in x (derivative the beta density); a and b must be constant.")
+betaincc = _public("betaincc", betaincc_p, "``1 - betainc(a, b, x)``; a and b must be "
+                   "constant.")
 stdtr = _public("stdtr", stdtr_p, "The Student t cdf ``stdtr(df, t)``, differentiable in t "
                 "(derivative the t density); df must be constant.")
 
@@ -486,10 +615,11 @@ for _ufunc, _fn in [
     (sc.expit, expit), (sc.logit, logit), (sc.ndtr, ndtr), (sc.log_ndtr, log_ndtr),
     (sc.ndtri, ndtri), (sc.beta, beta), (sc.betaln, betaln), (sc.xlogy, xlogy),
     (sc.xlog1py, xlog1py), (sc.gammainc, gammainc), (sc.gammaincc, gammaincc),
-    (sc.stdtr, stdtr),
+    (sc.betainc, betainc), (sc.betaincc, betaincc), (sc.stdtr, stdtr),
 ]:
     register_numpy(_ufunc, _fn)
 
-__all__ = ["beta", "betaln", "digamma", "erf", "erfc", "erfcinv", "erfinv", "expit", "gamma",
-           "gammainc", "gammaincc", "gammaln", "log_ndtr", "log_softmax", "logit", "logsumexp",
-           "ndtr", "ndtri", "polygamma", "psi", "softmax", "stdtr", "xlog1py", "xlogy"]
+__all__ = ["beta", "betainc", "betaincc", "betaln", "digamma", "erf", "erfc", "erfcinv", "erfinv",
+           "expit", "gamma", "gammainc", "gammaincc", "gammaln", "log_ndtr", "log_softmax",
+           "logit", "logsumexp", "ndtr", "ndtri", "polygamma", "psi", "softmax", "stdtr",
+           "xlog1py", "xlogy"]

@@ -3,9 +3,15 @@ derivative of the function's symbolic formula (values to 1e-10, Jacobians to 1e-
 evaluating at 30 digits), at generic points on both sides of the poles where the function is
 defined there. ``xlogy``/``xlog1py`` include ``x = 0`` (derivative ``log y`` in ``x``, 0 in
 ``y``); ``gammainc``/``gammaincc`` are checked in ``x`` at constant ``a``, and ``stdtr`` in
-``t`` at ``df = 1, 2, 3`` through its closed forms. These functions are smooth on their
+``t`` at ``df = 1, 2, 3`` through its closed forms, ``betainc``/``betaincc`` in ``x`` at
+integer ``a, b`` (a polynomial). These functions are smooth on their
 domains, so the rules meet no ties; what they refuse (poles, infinite slopes, ``xlogy`` at
-``x = y = 0``) is tested in ``tests/library/test_special.py``."""
+``x = y = 0``) is tested in ``tests/library/test_special.py``.
+
+The whole-line cdfs (``gamma_cdf``, ``gamma_sf``, ``beta_cdf``, ``beta_sf``) have kinks at the
+support's edges: `check_rule` checks them there, along rays entering and leaving the support,
+against closed forms with the clip written out (the exact oracle for the beta polynomials,
+mpmath for the gamma exponentials)."""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ import numpy as np
 import sympy as sp
 from asd.library import special as S
 
-from .registry import SymbolicProof
+from .registry import OracleProof, SymbolicProof
 
 POS = (np.array([0.3, 2.5, 7.25]),)
 NEG = (np.array([-0.5, -1.7, -2.25]),)
@@ -45,6 +51,52 @@ def _stdtr(df: int):
 def _gammainc(a):
     return lambda x: sp.lowergamma(a, x) / sp.gamma(a)
 
+
+def _betainc_2_3(x):
+    """``I_x(2, 3) = 6x² - 8x³ + 3x⁴`` (the integral of ``12 t (1 - t)²``)."""
+    return 6 * x ** 2 - 8 * x ** 3 + 3 * x ** 4
+
+
+# the support's edges, inside, outside; rays entering and leaving it (and a tie kept tied)
+EDGES = np.array([0.0, 1.0, -0.5, 0.25, 1.5, 0.0])
+INTO = np.array([1.0, -1.0, 1.0, -0.5, 0.5, 0.0])
+
+
+def _relu(z):
+    return np.maximum(z, 0 * z)  # 0 * z: a zero of the oracle's own number type
+
+
+def _clip01(z):
+    return np.minimum(_relu(z), 0 * z + 1)
+
+
+def _edge_points():
+    return [((EDGES,), INTO), ((EDGES,), -INTO)]
+
+
+CDF_PROOFS = [
+    OracleProof((S.gamma_cdf_p,), lambda z: S.gamma_cdf(1.0, z), _edge_points(),
+                reference=lambda z: 1 - np.exp(-_relu(z)), note="a = 1: a kink at 0",
+                title="gamma_cdf (a = 1)"),
+    OracleProof((S.gamma_cdf_p,), lambda z: S.gamma_cdf(2.0, z), _edge_points(),
+                reference=lambda z: 1 - (1 + _relu(z)) * np.exp(-_relu(z)),
+                note="a = 2: smooth at 0", title="gamma_cdf (a = 2)"),
+    OracleProof((S.gamma_sf_p,), lambda z: S.gamma_sf(1.0, z), _edge_points(),
+                reference=lambda z: np.exp(-_relu(z)), note="a = 1: a kink at 0",
+                title="gamma_sf (a = 1)"),
+    OracleProof((S.beta_cdf_p,), lambda z: S.beta_cdf(1.0, 2.0, z), _edge_points(),
+                reference=lambda z: 1 - (1 - _clip01(z)) ** 2, note="a = 1: a kink at 0",
+                title="beta_cdf (a = 1, b = 2)"),
+    OracleProof((S.beta_cdf_p,), lambda z: S.beta_cdf(2.0, 1.0, z), _edge_points(),
+                reference=lambda z: _clip01(z) ** 2, note="b = 1: a kink at 1",
+                title="beta_cdf (a = 2, b = 1)"),
+    OracleProof((S.beta_cdf_p,), lambda z: S.beta_cdf(2.0, 3.0, z), _edge_points(),
+                reference=lambda z: _betainc_2_3(_clip01(z)), note="a, b > 1: smooth edges",
+                title="beta_cdf (a = 2, b = 3)"),
+    OracleProof((S.beta_sf_p,), lambda z: S.beta_sf(1.0, 1.0, z), _edge_points(),
+                reference=lambda z: 1 - _clip01(z), note="a = b = 1: kinks at 0 and 1",
+                title="beta_sf (a = b = 1)"),
+]
 
 PROOFS = [
     SymbolicProof((S.gammaln_p,), S.gammaln, [POS], elementwise(sp.loggamma)),
@@ -82,6 +134,12 @@ PROOFS = [
     *[SymbolicProof((S.stdtr_p,), lambda t, df=df: S.stdtr(float(df), t), [REAL],
                     elementwise(_stdtr(df)), title=f"stdtr (df = {df}, in t)")
       for df in (1, 2, 3)],
+    SymbolicProof((S.betainc_p,), lambda x: S.betainc(2.0, 3.0, x), [UNIT],
+                  elementwise(_betainc_2_3), title="betainc (a = 2, b = 3, in x)"),
+    SymbolicProof((S.betaincc_p,), lambda x: S.betaincc(2.0, 3.0, x), [UNIT],
+                  elementwise(lambda x: 1 - _betainc_2_3(x)),
+                  title="betaincc (a = 2, b = 3, in x)"),
+    *CDF_PROOFS,
 ]
 
 __all__ = ["PROOFS"]

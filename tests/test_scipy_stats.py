@@ -1,11 +1,14 @@
 """asd.scipy.stats: every function's value equals scipy.stats at several parameter values,
 and its gradient in every traced argument equals central differences of scipy's own
 function (float64); the multivariate normal's gradient in the covariance is checked along
-symmetric perturbations. Refusals (a traced df or a in the cdfs, traced counts, points outside
-the support, nonpositive scales) are checked for their message."""
+symmetric perturbations. The gamma and beta cdfs are checked at the support's edges along rays
+in ``(x, loc, scale)`` against mpmath's one-sided difference quotients. Refusals (a traced df,
+a or b in the cdfs, an edge with infinite density, traced counts, points outside the support,
+nonpositive scales) are checked for their message."""
 
 from __future__ import annotations
 
+import mpmath as mp
 import numpy as np
 import pytest
 import scipy.special as sc
@@ -106,21 +109,28 @@ def test_gamma(a, loc, scale):
 
 
 def test_gamma_cdf_below_and_at_loc():
-    # below loc the cdf is 0 (a >= 1); at loc with a = 1 the kink is decided along the ray
+    # below loc the cdf is 0 with slope 0, for every a (a < 1 included); at loc with a = 1
+    # the kink is decided along the ray; a < 1 at loc is refused (infinite density)
     x = np.array([-1.0, 2.0])
-    np.testing.assert_allclose(st.gamma.cdf(x, 1.5), ss.gamma.cdf(x, 1.5), rtol=1e-14)
-    g = asd.subgrad(lambda x: st.gamma.cdf(x, 1.5).sum())(x)
-    np.testing.assert_allclose(g, [0.0, ss.gamma.pdf(2.0, 1.5)], rtol=1e-13)
+    for a in (0.5, 1.5):
+        np.testing.assert_allclose(st.gamma.cdf(x, a), ss.gamma.cdf(x, a), rtol=1e-14)
+        g = asd.subgrad(lambda x, a=a: st.gamma.cdf(x, a).sum())(x)
+        np.testing.assert_allclose(g, [0.0, ss.gamma.pdf(2.0, a)], rtol=1e-13)
+        g = asd.subgrad(lambda x, a=a: st.gamma.sf(x, a).sum())(x)
+        np.testing.assert_allclose(g, [0.0, -ss.gamma.pdf(2.0, a)], rtol=1e-13)
     right = asd.subgrad(lambda x: st.gamma.cdf(x, 1.0), direction=1.0)(0.0)
     left = asd.subgrad(lambda x: st.gamma.cdf(x, 1.0), direction=-1.0)(0.0)
     assert (float(right), float(left)) == (1.0, 0.0)
-    with pytest.raises(asd.NotLipschitzError, match="infinite slope"):
-        asd.subgrad(lambda x: st.gamma.cdf(x, 0.5))(0.0)
+    for v in (1.0, -1.0):
+        with pytest.raises(asd.NotLipschitzError, match=r"gamma_cdf.*infinite.*\[0\.0\]"):
+            asd.subgrad(lambda x: st.gamma.cdf(x, 0.5), direction=v)(0.0)
 
 
 def test_gamma_refusals():
-    with pytest.raises(asd.UnsupportedError, match="gammainc with a traced a"):
+    with pytest.raises(asd.UnsupportedError, match="gamma_cdf with a traced a"):
         asd.subgrad(lambda a: st.gamma.cdf(1.0, a))(2.0)
+    with pytest.raises(asd.UnsupportedError, match="gamma_sf with a traced a"):
+        asd.subgrad(lambda a: st.gamma.sf(1.0, a))(2.0)
     with pytest.raises(asd.NonFiniteError, match="outside the support"):
         asd.subgrad(lambda x: st.gamma.logpdf(x, 2.0).sum())(np.array([-0.5, 1.0]))
     with pytest.raises(asd.NonFiniteError, match="a must be positive"):
@@ -138,6 +148,75 @@ def test_beta(a, b, loc, scale):
     x = loc + scale * np.array([0.1, 0.45, 0.8])
     check(st.beta.logpdf, ss.beta.logpdf, [x, a, b, loc, scale], (0, 1, 2, 3, 4))
     check(st.beta.pdf, ss.beta.pdf, [x, a, b, loc, scale], (0, 1, 2, 3, 4))
+
+
+@pytest.mark.parametrize("a, b, loc, scale", [(0.7, 1.5, 0.0, 1.0), (2.5, 3.0, -1.0, 3.0),
+                                              (9.0, 0.4, 0.1, 2.0), (1.0, 1.0, 0.5, 0.5)])
+def test_beta_cdf_and_sf(a, b, loc, scale):
+    x = loc + scale * np.array([-0.3, 0.1, 0.45, 0.8, 1.2])  # two points outside the support
+    check(st.beta.cdf, ss.beta.cdf, [x, a, b, loc, scale], (0, 3, 4))
+    check(st.beta.sf, ss.beta.sf, [x, a, b, loc, scale], (0, 3, 4))
+
+
+def test_beta_cdf_in_a_or_b_is_refused():
+    for argnum in (1, 2):
+        with pytest.raises(asd.UnsupportedError, match="beta_cdf with a traced a or b"):
+            asd.subgrad(st.beta.cdf, argnums=argnum)(0.3, 2.0, 3.0)
+        with pytest.raises(asd.UnsupportedError, match="beta_sf with a traced a or b"):
+            asd.subgrad(st.beta.sf, argnums=argnum)(0.3, 2.0, 3.0)
+
+
+def _mp_cdf(dist: str, x, shapes, loc, scale):
+    """scipy's cdf by mpmath (the support clipped), at the working precision."""
+    z = (x - loc) / scale
+    if dist == "gamma":
+        return mp.gammainc(shapes[0], 0, max(z, 0), regularized=True)
+    return mp.betainc(shapes[0], shapes[1], 0, min(max(z, 0), 1), regularized=True)
+
+
+def _one_sided(dist: str, point, v, shapes) -> float:
+    """The one-sided derivative of the cdf in ``(x, loc, scale)`` along ``v``: mpmath's
+    difference quotient at 120 digits with a step of 1e-80."""
+    with mp.workdps(120):
+        h = mp.mpf("1e-80")
+        p = [mp.mpf(float(t)) for t in point]
+        q = [t + h * mp.mpf(float(d)) for t, d in zip(p, v, strict=True)]
+        return float((_mp_cdf(dist, q[0], shapes, q[1], q[2])
+                      - _mp_cdf(dist, p[0], shapes, p[1], p[2])) / h)
+
+
+@settings(max_examples=60, deadline=None)
+@given(hst.sampled_from(["gamma", "beta"]), hst.sampled_from([1.0, 1.5, 2.0, 3.0]),
+       hst.sampled_from([1.0, 1.5, 2.0, 3.0]), hst.sampled_from(["lower", "upper", "outside"]),
+       hst.sampled_from([-0.75, 0.0, 1.25]), hst.sampled_from([0.5, 1.0, 2.0]),
+       hst.lists(hst.sampled_from([-1.0, -0.5, 0.0, 0.5, 1.0]), min_size=3, max_size=3))
+def test_cdfs_at_the_support_edges_along_rays_in_x_loc_scale(dist, a, b, where, loc, scale, v):
+    """The edges x = loc, x = loc + scale (a, b >= 1 there) and a point outside: the Dini
+    derivative in ``(x, loc, scale)`` and the gradient the ray selects, dotted with the
+    direction, equal mpmath's one-sided difference quotient along the ray."""
+    v = np.array(v)
+    if not v.any():
+        v[0] = 1.0
+    shapes = (a,) if dist == "gamma" else (a, b)
+    edge = {"lower": loc, "upper": loc + scale, "outside": loc - 0.5}[where]
+    cdf = getattr(st, dist).cdf
+    point = np.array([edge, loc, scale])
+    f = lambda p: cdf(p[0], *shapes, p[1], p[2])  # noqa: E731
+    want = _one_sided(dist, point, v, shapes)
+    _, dini = asd.directional(f)(point, v)
+    np.testing.assert_allclose(dini, want, rtol=1e-12, atol=1e-14)
+    g = asd.subgrad(f, direction=v)(point)
+    np.testing.assert_allclose(g @ v, want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("a, b, x", [(0.5, 2.0, 0.0), (2.0, 0.5, 1.0), (0.5, 0.5, 1.0)])
+def test_beta_cdf_at_an_edge_with_infinite_density_is_not_lipschitz(a, b, x):
+    for v in (1.0, -1.0):
+        with pytest.raises(asd.NotLipschitzError, match=rf"beta_cdf.*edge z = {x:g}.*infinite"):
+            asd.subgrad(lambda x: st.beta.cdf(x, a, b), direction=v)(x)
+    # off the edge it differentiates, outside the support with slope 0
+    g = asd.subgrad(lambda x: st.beta.cdf(x, a, b).sum())(np.array([-0.5, 0.3, 1.5]))
+    np.testing.assert_allclose(g, [0.0, ss.beta.pdf(0.3, a, b), 0.0], rtol=1e-13)
 
 
 def test_beta_outside_the_support_is_refused():

@@ -182,10 +182,11 @@ def _engine_dirs() -> list[str]:
     return _ENGINE_DIRS
 
 
-def user_source_line() -> str:
-    """`` at file.py:12: `if x > 0:` ``: the first frame outside asd, or '' if none."""
+def user_source_line(frame=None) -> str:
+    """`` at file.py:12: `if x > 0:` ``: the first frame outside asd (from ``frame``, by
+    default the caller's), or '' if none."""
     dirs = _engine_dirs()
-    frame = sys._getframe(1)
+    frame = sys._getframe(1) if frame is None else frame
     while frame is not None:
         name = os.path.abspath(frame.f_code.co_filename)
         if not any(name.startswith(d + os.sep) for d in dirs):
@@ -194,6 +195,25 @@ def user_source_line() -> str:
                     + (f": `{line}`" if line else ""))
         frame = frame.f_back
     return ""
+
+
+def dispatching_numpy_function(frame) -> tuple[str | None, object]:
+    """``(name, caller)``: the public numpy function whose Python code runs at ``frame`` (its
+    outermost numpy frame, named as the user calls it: ``numpy.linalg.norm``, ``numpy.mean``)
+    and the frame that called it, if that function dispatches on ``__array_function__`` (so a
+    traced value converted inside it came in a container, not as an argument); else
+    ``(None, frame)``."""
+    name, module, caller = None, None, frame
+    while caller is not None and caller.f_globals.get("__name__", "").startswith("numpy."):
+        parts = caller.f_globals["__name__"].split(".")
+        sub = parts[1] if not parts[1].startswith("_") and parts[1] != "lib" else None
+        module = getattr(np, sub) if sub and hasattr(np, sub) else np
+        name = f"{module.__name__}.{caller.f_code.co_name}"
+        caller = caller.f_back
+    public = getattr(module, name.rsplit(".", 1)[1], None) if name else None
+    if not hasattr(public, "_implementation"):  # not an __array_function__ dispatcher
+        return None, frame
+    return name, caller
 
 
 def describe_value(x: Tracer) -> str:
@@ -390,6 +410,14 @@ class Tracer(Traced):
         self._concrete("tolist")
 
     def __array__(self, dtype=None, copy=None):
+        fn, caller = dispatching_numpy_function(sys._getframe(1))
+        if fn is not None:
+            raise TracerBoolError(
+                f"{fn} converted traced value {describe_value(self)} to a plain numpy array "
+                f"inside its own code{user_source_line(caller)}: numpy hands a function to asd "
+                "only when an argument is a traced array itself, so a Python list (or tuple) "
+                "of traced values reaches np.asarray, which would drop them from the program. "
+                f"Build the array first: {fn}(asd.numpy.array([...])).")
         raise TracerBoolError(
             f"traced value {describe_value(self)}{user_source_line()} was converted to a "
             "plain numpy array (np.array, "

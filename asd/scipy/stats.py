@@ -12,9 +12,14 @@ Where scipy returns NaN (a nonpositive scale, a nonpositive shape) this raises
 outside the support) the log-density raises `NonFiniteError` too, since nothing is
 differentiable there. Refused in a traced argument, with the reason:
 
-- ``t.cdf``/``t.sf`` in ``df`` and ``gamma.cdf``/``gamma.sf`` in ``a``: the derivative of the
-  integral in its parameter has no closed form here (`UnsupportedError`); in ``x``, ``loc``
-  and ``scale`` they differentiate (the derivative is the density);
+- ``t.cdf``/``t.sf`` in ``df``, ``gamma.cdf``/``gamma.sf`` in ``a`` and
+  ``beta.cdf``/``beta.sf`` in ``a`` and ``b``: the derivative of the integral in its
+  parameter has no closed form here (`UnsupportedError`); in ``x``, ``loc`` and ``scale``
+  they differentiate (the derivative is the density, 0 outside the support);
+- the gamma and beta cdfs at an edge of the support where the density is infinite
+  (``x = loc`` with ``a < 1``, ``x = loc + scale`` with ``b < 1``): not Lipschitz
+  (`NotLipschitzError`). Where the density at the edge is finite and nonzero (``a = 1``,
+  ``b = 1``) the cdf has a kink there, decided along the ray like relu's;
 - ``poisson.logpmf`` in ``k``: a count is an integer, not a differentiable argument.
 """
 
@@ -24,7 +29,7 @@ import numpy as np
 
 from asd.errors import NonFiniteError, UnsupportedError
 from asd.extend import is_traced
-from asd.library import linalg, piecewise, smooth, special
+from asd.library import linalg, smooth, special
 
 _LOG_2PI = float(np.log(2.0 * np.pi))
 
@@ -162,17 +167,16 @@ class _Gamma(_Distribution):
 
     def cdf(self, x, a, loc=0.0, scale=1.0):
         """``gammainc(a, max(z, 0))``: differentiable in ``x``, ``loc``, ``scale``; ``a``
-        constant. At ``x = loc`` the kink (``a = 1``) is decided along the ray like relu's;
-        for ``a < 1`` the slope there is infinite and points at or below ``loc`` are refused."""
+        constant. Below ``loc`` it is 0 (slope 0); at ``x = loc`` the kink (``a = 1``) is
+        decided along the ray like relu's, and for ``a < 1`` the slope there is infinite
+        (`NotLipschitzError`)."""
         _positive("gamma.cdf", "a", a)
-        z = _standardize("gamma.cdf", x, loc, scale)
-        return special.gammainc(_arg(a), piecewise.relu(z))
+        return special.gamma_cdf(_arg(a), _standardize("gamma.cdf", x, loc, scale))
 
     def sf(self, x, a, loc=0.0, scale=1.0):
         """``gammaincc(a, max(z, 0))``, as `cdf`."""
         _positive("gamma.sf", "a", a)
-        z = _standardize("gamma.sf", x, loc, scale)
-        return special.gammaincc(_arg(a), piecewise.relu(z))
+        return special.gamma_sf(_arg(a), _standardize("gamma.sf", x, loc, scale))
 
 
 # ----- beta -----
@@ -196,6 +200,28 @@ class _Beta(_Distribution):
 
     def pdf(self, x, a, b, loc=0.0, scale=1.0):
         return smooth.exp(self.logpdf(x, a, b, loc, scale))
+
+    def cdf(self, x, a, b, loc=0.0, scale=1.0):
+        """``betainc(a, b, clip(z, 0, 1))``: differentiable in ``x``, ``loc``, ``scale`` (the
+        slope is the density, 0 outside ``[loc, loc + scale]``); ``a``, ``b`` constant. At
+        ``x = loc`` the kink (``a = 1``: slopes 0 and ``b / scale``) is decided along the ray,
+        ``a > 1`` is smooth and ``a < 1`` refused (infinite slope: `NotLipschitzError`); at
+        ``x = loc + scale`` the same with ``b``.
+
+        >>> import asd
+        >>> import asd.scipy.stats as st
+        >>> round(float(asd.subgrad(lambda x: st.beta.cdf(x, 1.0, 3.0), direction=1.0)(0.0)), 12)
+        3.0
+        """
+        _positive("beta.cdf", "a", a)
+        _positive("beta.cdf", "b", b)
+        return special.beta_cdf(_arg(a), _arg(b), _standardize("beta.cdf", x, loc, scale))
+
+    def sf(self, x, a, b, loc=0.0, scale=1.0):
+        """``betaincc(a, b, clip(z, 0, 1))``, as `cdf`."""
+        _positive("beta.sf", "a", a)
+        _positive("beta.sf", "b", b)
+        return special.beta_sf(_arg(a), _arg(b), _standardize("beta.sf", x, loc, scale))
 
 
 # ----- Poisson -----

@@ -12,11 +12,13 @@ import mpmath as mp
 import numpy as np
 import pytest
 import scipy.special as sc
+from asd.library import special as asp_lib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asd
 import asd.scipy.special as asp
+from asd.testing.strategies import boundary_points, directions
 
 mp.mp.dps = 50
 
@@ -120,6 +122,100 @@ def test_gammainc_at_zero_for_a_at_least_one():
     # a = 1: the density at 0 is 1; a = 2: 0
     g = asd.subgrad(lambda x: sc.gammainc(np.array([1.0, 2.0]), x).sum())(np.zeros(2))
     np.testing.assert_array_equal(g, [1.0, 0.0])
+
+
+@pytest.mark.parametrize("ufunc, sign", [(sc.betainc, 1.0), (sc.betaincc, -1.0)])
+def test_betainc_differentiates_in_x_as_mpmath(ufunc, sign):
+    a = np.array([0.7, 2.5, 1.0, 13.0, 4.0])
+    b = np.array([1.5, 0.4, 3.0, 9.0, 1.0])
+    x = np.array([0.3, 0.9, 0.05, 0.6, 1.0])  # x = 1 with b = 1: the density is a
+    value, g = asd.value_and_subgrad(lambda x: ufunc(a, b, x).sum())(x)
+    np.testing.assert_allclose(value, ufunc(a, b, x).sum(), rtol=1e-14)
+    want = [sign * float(mp.diff(lambda t, p=p, q=q: mp.betainc(p, q, 0, t, regularized=True),
+                                 mp.mpf(t0), direction=-1 if t0 == 1 else 0))
+            for p, q, t0 in zip(a, b, x, strict=True)]
+    np.testing.assert_allclose(g, want, rtol=1e-11)
+
+
+def test_betainc_refusals():
+    with pytest.raises(asd.NotLipschitzError, match=r"= betainc .*infinite slope"):
+        asd.subgrad(lambda x: sc.betainc(0.5, 2.0, x).sum())(np.array([0.0, 0.5]))
+    with pytest.raises(asd.NotLipschitzError, match=r"= betaincc .*infinite slope"):
+        asd.subgrad(lambda x: sc.betaincc(2.0, 0.5, x).sum())(np.array([1.0, 0.5]))
+    with pytest.raises(asd.UnsupportedError, match="betainc with a traced a or b"):
+        asd.subgrad(lambda b: sc.betainc(2.0, b, 0.3).sum())(np.array([1.0, 2.0]))
+    with pytest.raises(asd.NonFiniteError, match=r"= betainc .*not finite"):
+        asd.subgrad(lambda x: sc.betainc(2.0, 2.0, x).sum())(np.array([1.5, 0.5]))
+
+
+# ----- the gamma and beta cdfs on the whole line: kinks at the support's edges -----
+
+def _mp_cdf(name: str, params, z) -> mp.mpf:
+    """The standard cdf (or sf) at ``z`` by mpmath, constant outside the support."""
+    if name.startswith("gamma"):
+        cdf = mp.gammainc(params[0], 0, max(z, 0), regularized=True)
+    else:
+        cdf = mp.betainc(params[0], params[1], 0, min(max(z, 0), 1), regularized=True)
+    return cdf if name.endswith("cdf") else 1 - cdf
+
+
+def _one_sided(name: str, params, z: float, v: float) -> float:
+    """``(F(z + h v) - F(z)) / h`` at 120 digits with ``h = 1e-80``: the one-sided derivative
+    along ``v``; its error is ``O(h)`` where ``F`` is smooth on that side, ``O(h**(p - 1))`` at
+    an edge with exponent ``p > 1`` (1e-40 for the smallest, 1.5)."""
+    with mp.workdps(120):
+        h = mp.mpf("1e-80")
+        z = mp.mpf(z)
+        return float((_mp_cdf(name, params, z + h * v) - _mp_cdf(name, params, z)) / h)
+
+
+CDFS = {"gamma_cdf": asp_lib.gamma_cdf, "gamma_sf": asp_lib.gamma_sf,
+        "beta_cdf": asp_lib.beta_cdf, "beta_sf": asp_lib.beta_sf}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(sorted(CDFS)), st.sampled_from([1.0, 1.5, 2.0, 3.25]),
+       st.sampled_from([1.0, 1.5, 2.0, 0.5]), boundary_points((5,), 0.0, 1.0),
+       directions((5,)))
+def test_cdfs_on_the_line_are_the_one_sided_derivative_along_the_ray(name, a, b, z, v):
+    """On the edges (a, b >= 1 there), inside and outside the support: the Dini derivative
+    and the Jacobian's diagonal equal mpmath's one-sided quotients along ``v``."""
+    params = (a,) if name.startswith("gamma") else (a, b)
+    if name.startswith("beta") and b < 1:
+        z = np.where(z == 1.0, 0.5, z)  # b < 1 at z = 1 is refused (tested below)
+    f = lambda z: CDFS[name](*params, z)  # noqa: E731
+    value, dini = asd.directional(f)(z, v)
+    want_value = [float(_mp_cdf(name, params, mp.mpf(t))) for t in z]
+    np.testing.assert_allclose(value, want_value, rtol=1e-13, atol=1e-15)
+    want = [_one_sided(name, params, t, d) for t, d in zip(z, v, strict=True)]
+    np.testing.assert_allclose(dini, want, rtol=1e-12, atol=1e-15)
+    jac = np.diag(asd.jacobian(f, direction=v)(z))
+    moving = v != 0
+    np.testing.assert_allclose(jac[moving] * v[moving], np.asarray(want)[moving], rtol=1e-12,
+                               atol=1e-15)
+    assert np.all(np.isfinite(jac))
+
+
+@pytest.mark.parametrize("name, params, edge", [
+    ("gamma_cdf", (0.5,), 0.0), ("gamma_sf", (0.3,), 0.0), ("beta_cdf", (0.5, 2.0), 0.0),
+    ("beta_cdf", (2.0, 0.5), 1.0), ("beta_sf", (0.7, 0.7), 1.0),
+])
+@pytest.mark.parametrize("v", [1.0, -1.0])
+def test_cdfs_at_an_edge_with_infinite_density_are_not_lipschitz(name, params, edge, v):
+    z = np.array([0.5, edge])
+    with pytest.raises(asd.NotLipschitzError,
+                       match=rf"%\d+ = {name}\b.*edge z = {edge:g}.*density is infinite.*"
+                             rf"\[{edge}\]"):
+        asd.subgrad(lambda z: CDFS[name](*params, z).sum(), direction=np.array([1.0, v]))(z)
+
+
+@pytest.mark.parametrize("name, params", [("gamma_cdf", (0.5,)), ("beta_sf", (0.5, 0.5))])
+def test_cdfs_with_infinite_edge_density_work_off_the_edge(name, params):
+    # below the support the cdf is constant, whatever the density does at the edge
+    z = np.array([-1.0, 0.25, 3.0])
+    g = asd.subgrad(lambda z: CDFS[name](*params, z).sum())(z)
+    want = [_one_sided(name, params, t, 1.0) for t in z]
+    np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-300)
 
 
 # ----- the tricky points -----

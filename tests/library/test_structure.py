@@ -250,7 +250,7 @@ def test_arrays_built_from_traced_values():
 def test_refusals_name_the_problem():
     with pytest.raises(ArgumentTypeError, match="traced repeats"):
         asd.subgrad(lambda y: np.repeat(y, y).sum())(np.ones(2))
-    with pytest.raises(TracerBoolError, match=r"np.mean\(asd.numpy.array"):
+    with pytest.raises(TracerBoolError, match=r"numpy.mean\(asd.numpy.array"):
         asd.subgrad(lambda y: np.mean([y[0], y[1]]))(np.ones(2))
     with pytest.raises(UnsupportedError, match="dtype=int64"):
         asd.subgrad(lambda y: anp.array([y[0], y[1]], dtype=np.int64).sum())(np.ones(2))
