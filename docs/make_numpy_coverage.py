@@ -148,7 +148,16 @@ def render() -> str:
              "its jumps, and a jump that reaches the output raises `NotLipschitzError`; "
              "**refused**: raises `asd.UnsupportedError` (or, for a constant, never sees a "
              "traced value), for the reason given; **not yet**: refused because no rule has "
-             "been written yet, with the registration snippet in the error message.", ""]
+             "been written yet, with the registration snippet in the error message.", "",
+             "The statuses hold for traced *arrays* as arguments. A Python list of traced "
+             "values (`np.mean([x, y])`, `np.linalg.norm([x, y])`) is a call form numpy never "
+             "hands to asd: `__array_function__` dispatch looks only at the arguments "
+             "themselves, so numpy converts the list with `np.asarray` inside its own code, "
+             "which would drop the values from the program. asd refuses it there with "
+             "`TracerBoolError`, naming the numpy function, the user's line and the spelling "
+             "that works (`np.mean(asd.numpy.array([x, y]))`). Making the list form itself "
+             "work would take patching numpy's private dispatchers for the whole process; "
+             "asd does not.", ""]
     rows: dict[str, list[tuple[str, str, str]]] = {}
     for module in MODULES:
         rows[module] = [(name, *status_in(module, name, fn))
