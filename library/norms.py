@@ -14,57 +14,55 @@ from __future__ import annotations
 import numpy as np
 
 from asd.errors import NotLipschitzError, UnsupportedError
-from asd.extend import LinearMap, Primitive, leading_vector, register_numpy
+from asd.extend import (
+    Primitive,
+    from_host,
+    is_host,
+    leading_vector,
+    namespace,
+    numpy_dtype,
+    register_numpy,
+    to_host,
+)
 
 from . import smooth
 from .linalg import inv, svdvals_p
 from .order import Layout, Ray, amax, amin, normalize_axes
 from .piecewise import absolute
+from .smooth import WeightedSum
 
 # ----- p-norms, 1 < p < inf, as one primitive -----
 
 
-class WeightedSum(LinearMap):
-    """``t -> sum(w * t, axes)``: the gradient of a reduction, applied along its axes."""
-
-    __slots__ = ("w", "axes", "keepdims")
-
-    def __init__(self, w: np.ndarray, axes: tuple, keepdims: bool, in_shape, out_shape):
-        super().__init__(in_shape, out_shape)
-        self.w, self.axes, self.keepdims = w, axes, keepdims
-
-    def push(self, t):
-        nb = np.ndim(t) - len(self.in_shape)
-        return np.sum(self.w * t, axis=tuple(a + nb for a in self.axes), keepdims=self.keepdims)
-
-    def pull(self, ct):
-        nb = np.ndim(ct) - len(self.out_shape)
-        if not self.keepdims:
-            ct = np.expand_dims(ct, tuple(a + nb for a in self.axes))
-        return self.w * ct
-
-
-def _scaled(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _scaled(rows):
     """``(rows / 2**e, 2**e)`` with ``2**e`` near each row's largest magnitude: exact scaling,
     so the sums below neither overflow nor underflow. Zero rows get scale 1."""
+    if not is_host(rows):
+        xp = namespace(rows)
+        big = xp.max(xp.abs(rows), axis=-1, keepdims=True)
+        # frexp is not in the array API; any power of two near the maximum scales exactly
+        e = xp.floor(xp.log2(xp.where(big > 0, big, xp.ones_like(big)))) + 1.0
+        scale = 2.0 ** e
+        return rows / scale, scale
     big = np.max(np.abs(rows), axis=-1, keepdims=True)
     _, e = np.frexp(np.where(big > 0, big, 1).astype(float))
     scale = np.ldexp(np.ones_like(big, dtype=float), e).astype(rows.dtype)
     return rows / scale, scale
 
 
-def _norm_and_gradient(rows: np.ndarray, p: float) -> tuple[np.ndarray, np.ndarray]:
+def _norm_and_gradient(rows, p: float):
     """Row norms (keepdims) and their gradients; a zero row gets norm 0 and gradient 0."""
+    xp = np if is_host(rows) else namespace(rows)
     y, scale = _scaled(rows)
     if p == 2:
-        s = np.sum(y * y, axis=-1, keepdims=True)
-        root = np.sqrt(s)
-        grad = y / np.where(root > 0, root, 1)
+        s = xp.sum(y * y, axis=-1, keepdims=True)
+        root = xp.sqrt(s)
+        grad = y / xp.where(root > 0, root, xp.ones_like(root))
     else:
-        a = np.abs(y)
-        s = np.sum(a ** p, axis=-1, keepdims=True)
+        a = xp.abs(y)
+        s = xp.sum(a ** p, axis=-1, keepdims=True)
         root = s ** (1 / p)
-        grad = np.sign(y) * a ** (p - 1) / np.where(root > 0, root, 1) ** (p - 1)
+        grad = xp.sign(y) * a ** (p - 1) / xp.where(root > 0, root, xp.ones_like(root)) ** (p - 1)
     return root * scale, grad
 
 
@@ -84,43 +82,71 @@ def _leading_direction(d: np.ndarray, flat: np.ndarray, ray: Ray) -> np.ndarray:
     return out.reshape(d.shape)
 
 
+def _kept_shape(shape: tuple, axis: tuple, keepdims: bool, outer: tuple) -> tuple:
+    return tuple(1 if a in axis else n for a, n in enumerate(shape)) if keepdims else outer
+
+
 def _pnorm_impl(x, p, axis, keepdims):
+    if not is_host(x):
+        lay = Layout(tuple(x.shape), axis)
+        value, _ = _norm_and_gradient(lay.to_xp(x, namespace(x)), p)
+        return namespace(x).reshape(value, _kept_shape(lay.shape, axis, keepdims, lay.outer))
     x = np.asarray(x)
     lay = Layout(x.shape, axis)
     value, _ = _norm_and_gradient(lay.to(x), p)
-    out = value.reshape(lay.outer)
-    if keepdims:
-        out = out.reshape(tuple(1 if a in axis else n for a, n in enumerate(x.shape)))
+    out = value.reshape(_kept_shape(x.shape, axis, keepdims, lay.outer))
     return out.astype(np.result_type(x, np.float16), copy=False)
 
 
-pnorm_p = Primitive("pnorm", _pnorm_impl)
+pnorm_p = Primitive("pnorm", _pnorm_impl, array_api=True)
+
+
+def _gradient_at_zero_rows(x, dx, lay: Layout, zero: np.ndarray, p: float, dtype):
+    """The branch gradient of the rows that are exactly 0 (``zero``, on the host): the
+    gradient of the norm at the tangent ``d`` (at ``δd`` the norm is ``δ||d||``), or at the
+    leading term of the exact series where ``d`` is 0 too; host arrays of the rows' layout."""
+    need = np.broadcast_to(zero[..., None], lay.outer + (lay.size,))
+    ray = Ray(lay, x, dx)
+    d = np.where(need, ray.tangent(need), 0.0)
+    flat = zero & ~np.any(d, axis=-1)
+    if flat.any():
+        d = _leading_direction(d, flat, ray)
+    _, at_d = _norm_and_gradient(d.astype(dtype), p)
+    return need, at_d
 
 
 @pnorm_p.defrule
 def pnorm_rule(xs, dxs, p, axis, keepdims):
     (x,) = xs
+    if not is_host(x):
+        return _pnorm_rule_xp(x, dxs[0], p, axis, keepdims)
     x = np.asarray(x)
     dtype = np.result_type(x, np.float16)
     lay = Layout(x.shape, axis)
-    rows = lay.to(x)
-    value, grad = _norm_and_gradient(rows, p)
+    value, grad = _norm_and_gradient(lay.to(x), p)
     zero = value[..., 0] == 0
     if zero.any():
-        # At 0 the ray δd gives ||δd|| = δ||d||: the branch gradient is that of the norm at d.
-        need = np.broadcast_to(zero[..., None], rows.shape)
-        ray = Ray(lay, x, dxs[0])
-        d = np.where(need, ray.tangent(need), 0.0)
-        flat = zero & ~np.any(d, axis=-1)
-        if flat.any():
-            d = _leading_direction(d, flat, ray)
-        _, at_d = _norm_and_gradient(d.astype(dtype), p)
+        need, at_d = _gradient_at_zero_rows(x, dxs[0], lay, zero, p, dtype)
         grad = np.where(need, at_d, grad)
-    ans = value.reshape(lay.outer)
-    if keepdims:
-        ans = ans.reshape(tuple(1 if a in axis else n for a, n in enumerate(x.shape)))
+    ans = value.reshape(_kept_shape(x.shape, axis, keepdims, lay.outer))
     w = lay.back(grad.astype(dtype, copy=False))
     return ans.astype(dtype, copy=False), WeightedSum(w, axis, keepdims, x.shape, ans.shape)
+
+
+def _pnorm_rule_xp(x, dx, p, axis, keepdims):
+    """The rule on another library's arrays, on their device. A zero row (a tie: the ray
+    decides the branch) is decided on host copies, as the maximum's tied rows are."""
+    xp = namespace(x)
+    lay = Layout(tuple(x.shape), axis)
+    value, grad = _norm_and_gradient(lay.to_xp(x, xp), p)
+    zero = to_host(value[..., 0] == 0)
+    if zero.any():
+        need, at_d = _gradient_at_zero_rows(to_host(x), dx, lay, zero, p, numpy_dtype(x))
+        grad = xp.where(from_host(need, x), from_host(at_d, x, "like"), grad)
+    moved = xp.reshape(grad, lay.outer + lay.inner)
+    w = xp.permute_dims(moved, tuple(int(i) for i in np.argsort(lay.perm)))
+    ans = xp.reshape(value, _kept_shape(lay.shape, axis, keepdims, lay.outer))
+    return ans, WeightedSum(w, axis, keepdims, lay.shape, tuple(ans.shape))
 
 
 def pnorm(x, p: float = 2.0, axis=None, keepdims: bool = False):

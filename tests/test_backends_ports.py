@@ -1,5 +1,7 @@
 """Rules ported to torch and JAX after the first batch: erf/erfc (gelu's exact form), cumsum,
-prod (exact at zeros) and constant padding (per-axis constants, corners included).
+prod (exact at zeros), constant padding (per-axis constants, corners included) and the
+p-norms (var/std/norm/cdist in imported torch programs), whose zero rows are ties decided
+along the ray: by the tangent, or by the exact series where the tangent is 0 too.
 
 Each program runs on numpy (the reference, verified by the rest of the suite) and on torch
 (float64, float32) and JAX; results must come back in the arguments' library, dtype and
@@ -32,13 +34,15 @@ def host(a) -> np.ndarray:
     return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
 
 
-def compare(f, x, lib):
+def compare(f, x, lib, direction=None):
     """``value_and_subgrad`` of ``f`` on numpy and on ``lib`` agree, in ``lib``'s arrays."""
     conv, dtype = LIBRARIES[lib]
     tol = 1e-12 if dtype == np.float64 else 2e-5
-    ref_value, ref = asd.value_and_subgrad(f)(np.asarray(x, dtype))
+    along = {} if direction is None else {"direction": np.asarray(direction, dtype)}
+    ref_value, ref = asd.value_and_subgrad(f, **along)(np.asarray(x, dtype))
     arg = conv(x)
-    value, got = asd.value_and_subgrad(f)(arg)
+    along = {} if direction is None else {"direction": conv(direction)}
+    value, got = asd.value_and_subgrad(f, **along)(arg)
     assert type(value) is type(arg) and type(got) is type(arg)
     assert got.dtype == arg.dtype and tuple(got.shape) == tuple(arg.shape)
     np.testing.assert_allclose(float(value), float(ref_value), rtol=tol, atol=tol)
@@ -87,3 +91,26 @@ def test_ported_rules_agree_with_torch_autograd_off_the_kinks():
         got = asd.subgrad(PROGRAMS[name])(torch.tensor(x))
         np.testing.assert_allclose(host(got), t.grad.numpy(), rtol=1e-12, atol=1e-12,
                                    err_msg=name)
+
+
+def norms(x):
+    return (asd.numpy.sum(asd.l2_norm(x, axis=1) * np.array([1.0, 2.0, 3.0]))
+            + asd.pnorm(x, 3.0) + asd.numpy.sum(asd.pnorm(x[:, :2], 2.5, axis=0, keepdims=True))
+            + asd.l2_norm(x[2] * x[2]))
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_pnorms_match_numpy_off_and_at_zero_rows(lib):
+    """Row 1 and the first two entries of row 2 are 0: ties. Along ``v`` the tangent decides
+    row 1; ``x[2] * x[2]`` has tangent 0 at a zero entry, so there the series decides."""
+    compare(norms, RNG.uniform(-1.5, 1.5, (3, 4)), lib)
+    x = np.array([[2.0, 0.0, 3.0, 1.0], [0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 0.0, 0.0]])
+    for v in (np.arange(12.0).reshape(3, 4) - 5.0, np.eye(3, 4)):
+        compare(norms, x, lib, direction=v)
+
+
+def test_pnorm_on_torch_keeps_huge_entries_finite():
+    big = torch.tensor([3.0, 4.0], dtype=torch.float64) * 2.0 ** 600
+    value, g = asd.value_and_subgrad(asd.l2_norm)(big)
+    assert float(value) == 5 * 2.0 ** 600
+    np.testing.assert_array_equal(host(g), [0.6, 0.8])
