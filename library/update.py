@@ -9,6 +9,8 @@ is a comparison (``y[x > 0] = 0.0``) is ``where(x > 0, 0.0, y)``, with where's t
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from asd.errors import NotLipschitzError, UnsupportedError
@@ -19,20 +21,36 @@ from asd.extend import (
     Primitive,
     comparison_of,
     deflinear,
+    from_host,
     identity,
+    is_host,
     is_traced,
+    kernel,
+    namespace,
     read_value,
     register_method,
     register_numpy,
+    set_at,
 )
 
 from .piecewise import where
 
 
 def _update_impl(old, new, index):
-    out = np.array(old, copy=True)
-    out[index] = new
-    return out
+    if is_host(old) and is_host(new):
+        out = np.array(old, copy=True)
+        out[index] = new
+        return out
+    # another library: written through numpy's own resolution of the index (repeated
+    # positions: the last write wins, as the map below has it), at unique flat positions
+    like = new if is_host(old) else old
+    old, new = (from_host(np.asarray(a), like, "like") if is_host(a) else a for a in (old, new))
+    xp = namespace(old)
+    owner = _owners(tuple(old.shape), tuple(new.shape), index)
+    at = from_host(np.flatnonzero(owner >= 0), old)
+    flat = xp.reshape(xp.asarray(old, copy=True), (-1,))
+    values = xp.take(xp.reshape(new, (-1,)), from_host(owner[owner >= 0], old), axis=0)
+    return xp.reshape(set_at(flat, at, values), tuple(old.shape))
 
 
 def _owners(shape: tuple, new_shape: tuple, index) -> np.ndarray:
@@ -46,11 +64,46 @@ def _owners(shape: tuple, new_shape: tuple, index) -> np.ndarray:
     return owner.reshape(-1)
 
 
-update_p = Primitive("update", _update_impl)
+update_p = Primitive("update", _update_impl, array_api=True)
+
+
+def _new_entries_xp(like, old_shape: tuple, new_shape: tuple, written: np.ndarray,
+                    src: np.ndarray) -> Closure:
+    """The new value's tangent scattered into the written entries, on another library's
+    arrays: a gather by ``src`` into the written flat positions; the pull scatter-adds back
+    (a broadcast value collects every entry it was written to)."""
+    xp = namespace(like)
+    n_old, n_new = math.prod(old_shape), math.prod(new_shape)
+    at, src = from_host(np.flatnonzero(written), like), from_host(src, like)
+
+    def push(t):
+        lead = tuple(t.shape)[:t.ndim - len(new_shape)]
+        flat = xp.reshape(t, lead + (n_new,))
+        out = xp.zeros(lead + (n_old,), dtype=t.dtype, device=t.device)
+        out = set_at(out, (..., at), xp.take(flat, src, axis=len(lead)))
+        return xp.reshape(out, lead + old_shape)
+
+    def pull(ct):
+        lead = tuple(ct.shape)[:ct.ndim - len(old_shape)]
+        picked = xp.take(xp.reshape(ct, lead + (n_old,)), at, axis=len(lead))
+        moved = xp.moveaxis(picked, -1, 0) if lead else picked
+        g = xp.zeros((n_new,) + lead, dtype=ct.dtype, device=ct.device)
+        g = kernel("scatter_add", xp)(g, src, moved)
+        return xp.reshape(xp.moveaxis(g, 0, -1) if lead else g, lead + new_shape)
+
+    return Closure(push, pull, new_shape, old_shape)
 
 
 @update_p.defrule
 def update_rule(xs, dxs, index):
+    if not (is_host(xs[0]) and is_host(xs[1])):
+        ans = _update_impl(xs[0], xs[1], index)
+        old_shape, new_shape = tuple(ans.shape), tuple(np.shape(xs[1]))
+        owner = _owners(old_shape, new_shape, index)
+        written = owner >= 0
+        keep = Diagonal(from_host(~written.reshape(old_shape), ans), old_shape)
+        return ans, FanIn(keep, _new_entries_xp(ans, old_shape, new_shape, written,
+                                                owner[written]))
     old, new = np.asarray(xs[0]), np.asarray(xs[1])
     ans = _update_impl(old, new, index)
     owner = _owners(old.shape, new.shape, index)

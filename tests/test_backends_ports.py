@@ -1,5 +1,6 @@
 """Rules ported to torch and JAX after the first batch: erf/erfc (gelu's exact form), cumsum,
-prod (exact at zeros), constant padding (per-axis constants, corners included) and the
+prod (exact at zeros), constant padding (per-axis constants, corners included), item
+assignment (``y[i] = v``: repeated positions resolved as numpy does, last write wins) and the
 p-norms (var/std/norm/cdist in imported torch programs), whose zero rows are ties decided
 along the ray: by the tangent, or by the exact series where the tangent is 0 too.
 
@@ -60,7 +61,29 @@ PROGRAMS = {
     "constant padding, per-axis constants": lambda x: asd.numpy.sum(
         asd.numpy.pad(x, ((1, 0), (2, 1)), constant_values=((1.5, 2.0), (3.0, -1.0))) ** 2
         * np.arange(28.0).reshape(4, 7)) + asd.numpy.sum(asd.numpy.pad(x, 2) * 0.5),
+    "item assignment (repeated positions, broadcast scalars)": lambda x: asd.numpy.sum(
+        assigned(x) ** 2 * np.arange(12.0).reshape(3, 4)),
 }
+
+
+def assigned(x):
+    y = x * 1.0
+    y[0] = x[1] ** 2
+    y[1, np.array([2, 2, 3])] = x[2, :3] * 3.0
+    y[1:3, 1] = 7.0
+    return y
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("mode", ["forward", "reverse"])
+def test_item_assignment_jacobian_matches_numpy(lib, mode):
+    """Batched tangents through the gather and the scatter-add of the written entries."""
+    conv, dtype = LIBRARIES[lib]
+    x = RNG.uniform(-1.5, 1.5, (3, 4))
+    ref = asd.jacobian(assigned, mode=mode)(x.astype(dtype))
+    got = asd.jacobian(assigned, mode=mode)(conv(x))
+    assert type(got) is type(conv(x)) and tuple(got.shape) == (3, 4, 3, 4)
+    np.testing.assert_allclose(host(got), ref, atol=1e-6)
 
 
 @pytest.mark.parametrize("lib", LIBS)
