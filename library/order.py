@@ -778,13 +778,13 @@ def _torch_pool_first_max(x, window, stride, padding, settled=None):
     count = count.int()
     shape = tuple(x.shape[:-d]) + out[2 - d:]
 
-    def planes(a):  # channels last -> x's leading axes and the pooled ones, contiguous
-        # as the default's (what is computed from ``ans`` then sums in the same order)
-        return a.permute(0, 3, 1, 2).reshape(shape).contiguous()
+    def planes(a):  # channels last -> x's leading axes and the pooled ones (a view)
+        return a.permute(0, 3, 1, 2).reshape(shape)
 
     if alive is not None:
         alive = planes(alive & (count > 1))
-    return planes(top), planes(first.permute(0, 2, 3, 1)), planes(count), alive
+    # the maxima contiguous as the default's: what is computed from them sums in its order
+    return planes(top).contiguous(), planes(first.permute(0, 2, 3, 1)), planes(count), alive
 
 
 def _channels_last(planes, padding, fill):

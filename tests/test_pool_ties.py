@@ -177,7 +177,8 @@ def test_torch_pooling_kernel_equals_the_default(window, stride, padding, dtype)
         got = order._torch_pool_first_max(x, window, stride, padding, mask)
         ref = order._pool_first_max(x, window, stride, padding, mask)
         for a, b in zip(got[:3], ref[:3], strict=True):
-            assert a.dtype == b.dtype and a.stride() == b.stride() and torch.equal(a, b)
+            assert a.dtype == b.dtype and torch.equal(a, b)
+        assert got[0].stride() == ref[0].stride()  # later sums read the maxima in one order
         assert got[3] is ref[3] is None or torch.equal(got[3], ref[3])
     multi = ref[2] > 1
     assert multi.any() and not multi.all()  # tied and untied windows were both met
