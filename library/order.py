@@ -821,9 +821,10 @@ def _max_pool_xp(x, dx, window, stride, padding):
         zero = from_host(np.ascontiguousarray(zero), x)
     ans, first, count, alive = kernel("max_pool_first", xp)(x, window, stride, padding, zero)
     first = xp.reshape(first, (-1,))
-    multi = count > 1
-    total = xp.sum(xp.where(multi, count, 0))  # the tied entries of tied windows
-    flags = [xp.any(multi), total] + ([] if alive is None else [xp.any(alive)])
+    extra = xp.clip(count - 1, min=0)  # tied entries past each window's first (no masks)
+    tied = xp.count_nonzero(extra)  # windows with a tie
+    total = xp.sum(extra) + tied  # the tied entries of tied windows
+    flags = [tied, total] + ([] if alive is None else [xp.any(alive)])
     flags = to_host(xp.stack([xp.astype(f, total.dtype) for f in flags]))  # one device wait
     if not flags[0]:
         return ans, _flat_positions(first, n_lead, n_spatial, xp)
@@ -833,7 +834,7 @@ def _max_pool_xp(x, dx, window, stride, padding):
         return ans, _flat_positions(first, n_lead, n_spatial, xp)
     positions, out = _pool_positions(spatial, window, stride, padding)
     at = np.ravel_multi_index(tuple(positions), spatial).reshape(-1, positions[0].shape[-1])
-    idx = xp.nonzero(xp.reshape(multi, (-1,)))[0]
+    idx = xp.nonzero(xp.reshape(count > 1, (-1,)))[0]
     rows = to_host(idx)
     # the tied windows only: row r is window r % n_out of plane r // n_out
     flat = from_host((rows // len(at) * n_spatial)[:, None] + at[rows % len(at)], x)
