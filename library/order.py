@@ -769,8 +769,9 @@ def _torch_pool_first_max(x, window, stride, padding, settled=None):
         at = (slice(None), *(slice(a, a + s * (o - 1) + 1, s)
                              for a, s, o in zip(offset, stride, out, strict=True)))
         # a comparison written as 0/1 floats, then cast, is several times faster than a
-        # bool one on torch's CPU kernels; the counts are exact (windows hold < 2**24)
-        hit = torch.eq(rows[at], top, out=torch.empty_like(top))
+        # bool one on torch's CPU kernels; float32 counts are exact (windows < 2**24 entries)
+        hit = torch.eq(rows[at], top, out=torch.empty(top.shape, dtype=torch.float32,
+                                                      device=top.device))
         count = hit if count is None else count + hit
         if settled is not None:  # hit > settled: a tied entry that is not settled
             hit = hit.bool() > settled[at]

@@ -185,6 +185,17 @@ def test_torch_pooling_kernel_equals_the_default(window, stride, padding, dtype)
     assert ref[3].any() and (multi & ~ref[3]).any()  # live and settled ties were both met
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_torch_pooling_kernel_counts_large_ties_exactly_in_narrow_dtypes(dtype):
+    """289 tied entries in one window: more than bfloat16 counts exactly."""
+    x = torch.zeros((2, 1, 17, 34), dtype=dtype)
+    x[1, 0, 3, 20] = 1.0
+    got = order._torch_pool_first_max(x, (17, 17), (17, 17), (0, 0))
+    ref = order._pool_first_max(x, (17, 17), (17, 17), (0, 0))
+    assert got[2].tolist() == ref[2].tolist() == [[[[289, 289]]], [[[289, 1]]]]
+    assert torch.equal(got[1], ref[1])
+
+
 @pytest.mark.parametrize("make", [np.asarray, torch.tensor], ids=["numpy", "torch"])
 def test_take_pushes_and_pulls_like_index(make):
     in_shape, out_shape = (2, 3, 4), (2, 5)
