@@ -739,37 +739,64 @@ def _torch_pool_first_max(x, window, stride, padding, settled=None):
     """`_pool_first_max` with torch's own pooling kernel, which keeps the first maximum of
     each window in window order (``val > max``), as the default does. Where windows are
     disjoint, the tied entries are counted over strided views of the window offsets (padding
-    read as ``-inf``); elsewhere the default runs."""
+    read as ``-inf``); elsewhere the default runs.
+
+    The planes are laid out channels last (a 1-d pooling as 2-d with one row): torch's CPU
+    kernel then vectorizes across planes (about 6x faster than on contiguous planes, the
+    same comparisons in the same order, so the same maxima and positions), and the offset
+    views read whole rows of planes."""
     import torch
 
     d = len(window)
     if not all(s >= w for s, w in zip(stride, window, strict=True)) or not (
             x.is_floating_point()) or d > 2:
         return _pool_first_max(x, window, stride, padding, settled)
-    fn = torch.nn.functional
-    pool = fn.max_pool2d if d == 2 else fn.max_pool1d
-    planes = x.reshape((1, -1) + tuple(x.shape[-d:]))
-    ans, first = pool(planes, window, stride, padding, return_indices=True)
+    lift = (1,) * (2 - d)  # 1-d windows as 2-d ones of one row
+    window, stride, padding = lift + tuple(window), lift + tuple(stride), (0,) * (2 - d) + (
+        tuple(padding))
+    spatial = lift + tuple(x.shape[-d:])
+    last = x.reshape((1, -1) + spatial).contiguous(memory_format=torch.channels_last)
+    ans, first = torch.nn.functional.max_pool2d(last, window, stride, padding,
+                                                return_indices=True)
     out = tuple(ans.shape[2:])
-    pad = [p for p in reversed(padding) for _ in (0, 1)]
-    if any(padding):
-        planes = fn.pad(planes, pad, value=-torch.inf)
+    rows = _channels_last(last, padding, -torch.inf)  # (1, H, W, planes)
     if settled is not None:
-        settled = torch.broadcast_to(settled, tuple(x.shape)).reshape(
-            planes.shape[:2] + tuple(x.shape[-d:]))
-        settled = fn.pad(settled, pad, value=True) if any(padding) else settled
+        settled = _channels_last(torch.broadcast_to(settled, tuple(x.shape)).reshape(
+            (1, -1) + spatial), padding, True)
+    top = ans.permute(0, 2, 3, 1)
     count = alive = None
     for offset in itertools.product(*map(range, window)):
-        at = (Ellipsis, *(slice(a, a + s * (o - 1) + 1, s)
-                          for a, s, o in zip(offset, stride, out, strict=True)))
-        hit = planes[at] == ans
-        count = hit.int() if count is None else count + hit
+        at = (slice(None), *(slice(a, a + s * (o - 1) + 1, s)
+                             for a, s, o in zip(offset, stride, out, strict=True)))
+        # a comparison written as 0/1 floats, then cast, is several times faster than a
+        # bool one on torch's CPU kernels; float32 counts are exact (windows < 2**24 entries)
+        hit = torch.eq(rows[at], top, out=torch.empty(top.shape, dtype=torch.float32,
+                                                      device=top.device))
+        count = hit if count is None else count + hit
         if settled is not None:  # hit > settled: a tied entry that is not settled
-            alive = hit > settled[at] if alive is None else alive | (hit > settled[at])
-    shape = tuple(x.shape[:-d]) + out
+            hit = hit.bool() > settled[at]
+            alive = hit if alive is None else alive | hit
+    count = count.int()
+    shape = tuple(x.shape[:-d]) + out[2 - d:]
+
+    def planes(a):  # channels last -> x's leading axes and the pooled ones (a view)
+        return a.permute(0, 3, 1, 2).reshape(shape)
+
     if alive is not None:
-        alive = (alive & (count > 1)).reshape(shape)
-    return ans.reshape(shape), first.reshape(shape), count.reshape(shape), alive
+        alive = planes(alive & (count > 1))
+    # the maxima contiguous as the default's: what is computed from them sums in its order
+    return planes(top).contiguous(), planes(first.permute(0, 2, 3, 1)), planes(count), alive
+
+
+def _channels_last(planes, padding, fill):
+    """``(1, P, H, W)`` planes as a contiguous ``(1, H, W, P)``, padded with ``fill``."""
+    import torch
+
+    rows = planes.permute(0, 2, 3, 1)
+    if not any(padding):
+        return rows.contiguous()
+    return torch.nn.functional.pad(rows, (0, 0, padding[1], padding[1], padding[0],
+                                          padding[0]), value=fill)
 
 
 register_kernel("max_pool_first", "numpy", _pool_first_max)
@@ -795,9 +822,10 @@ def _max_pool_xp(x, dx, window, stride, padding):
         zero = from_host(np.ascontiguousarray(zero), x)
     ans, first, count, alive = kernel("max_pool_first", xp)(x, window, stride, padding, zero)
     first = xp.reshape(first, (-1,))
-    multi = count > 1
-    total = xp.sum(xp.where(multi, count, 0))  # the tied entries of tied windows
-    flags = [xp.any(multi), total] + ([] if alive is None else [xp.any(alive)])
+    extra = xp.clip(count - 1, min=0)  # tied entries past each window's first (no masks)
+    tied = xp.count_nonzero(extra)  # windows with a tie
+    total = xp.sum(extra) + tied  # the tied entries of tied windows
+    flags = [tied, total] + ([] if alive is None else [xp.any(alive)])
     flags = to_host(xp.stack([xp.astype(f, total.dtype) for f in flags]))  # one device wait
     if not flags[0]:
         return ans, _flat_positions(first, n_lead, n_spatial, xp)
@@ -807,7 +835,7 @@ def _max_pool_xp(x, dx, window, stride, padding):
         return ans, _flat_positions(first, n_lead, n_spatial, xp)
     positions, out = _pool_positions(spatial, window, stride, padding)
     at = np.ravel_multi_index(tuple(positions), spatial).reshape(-1, positions[0].shape[-1])
-    idx = xp.nonzero(xp.reshape(multi, (-1,)))[0]
+    idx = xp.nonzero(xp.reshape(count > 1, (-1,)))[0]
     rows = to_host(idx)
     # the tied windows only: row r is window r % n_out of plane r // n_out
     flat = from_host((rows // len(at) * n_spatial)[:, None] + at[rows % len(at)], x)

@@ -14,6 +14,7 @@ by `defpiecewise` runs on numpy only so far.
 
 from __future__ import annotations
 
+import math
 import operator
 from fractions import Fraction
 
@@ -23,13 +24,16 @@ from asd.errors import NotLipschitzError, UnsupportedError
 from asd.extend import (
     Diagonal,
     FanIn,
+    Mask,
     Primitive,
     comparison_of,
     defpiecewise,
     from_host,
     is_host,
     is_traced,
+    kernel,
     namespace,
+    register_kernel,
     register_method,
     register_numpy,
     set_at,
@@ -53,9 +57,37 @@ def _relu_impl(x):
 relu_p = Primitive("relu", _relu_impl, array_api=True)
 
 
+def _positive(x):
+    """``x > 0`` as 0/1 in ``x``'s dtype (a `Mask`)."""
+    xp = namespace(x)
+    return xp.astype(x > 0, x.dtype)
+
+
+def _torch_positive(x):
+    """`_positive` in one pass: torch writes a comparison into a float tensor ~5x faster than
+    it makes a bool one and converts it."""
+    import torch
+
+    return torch.gt(x, 0, out=torch.empty_like(x))
+
+
+register_kernel("positive", "numpy", _positive)
+register_kernel("positive", "jax", _positive)
+register_kernel("positive", "torch", _torch_positive)
+
+
+def _untied(x, xp) -> bool:
+    """True when no entry of another library's floating ``x`` is 0 or NaN, so a relu has no
+    tie to decide: one reduction (``min |x| > 0``) instead of a bool mask and its ``any``."""
+    return (xp.isdtype(x.dtype, "real floating") and math.prod(tuple(x.shape)) > 0
+            and bool(xp.min(xp.abs(x)) > 0))
+
+
 @relu_p.defrule
 def relu_rule(xs, dxs):
     xp, x = _array(xs[0])
+    if xp is not np and _untied(x, xp):
+        return _relu_impl(x), Mask(kernel("positive", xp)(x), tuple(x.shape))
     slope = xp.asarray(x > 0)
     tie = x == 0
     if tie.any():

@@ -136,3 +136,28 @@ def test_unbroadcast_keeps_the_batch_axis():
     assert unbroadcast(ct, (3,), 1).shape == (4, 3)
     assert unbroadcast(ct, (2, 1), 1).shape == (4, 2, 1)
     assert float(unbroadcast(np.ones((2, 3)), (), 0)) == 6.0
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_float_mask_maps_as_the_bool_mask_bit_for_bit(dtype):
+    """`Mask` holds a relu's slope as 0/1 floats (torch multiplies by them ~4x faster than by
+    bools) but must give the bool mask's bits: in the tangent's dtype, narrower ones
+    included, with signed zeros, infinities and NaN where the mask is 0."""
+    torch = pytest.importorskip("torch")
+    from asd.core.linear import Mask
+
+    x = torch.tensor(rng.standard_normal((3, 4)), dtype=getattr(torch, dtype))
+    bool_mask, float_mask = Diagonal(x > 0, (3, 4)), Mask((x > 0).to(x.dtype), (3, 4))
+    specials = torch.tensor([-0.0, float("inf"), float("-inf"), float("nan")])
+    for t_dtype in (torch.float16, torch.float32, torch.float64):
+        for batch in ((), (2,)):
+            t = torch.tensor(rng.standard_normal(batch + (3, 4)), dtype=t_dtype)
+            t.view(-1)[:4] = specials.to(t_dtype)
+            t.view(-1)[-3:] *= -1.0
+            for a, b in ((float_mask.push(t), bool_mask.push(t)),
+                         (float_mask.pull(t), bool_mask.pull(t))):
+                assert a.dtype == b.dtype == t_dtype
+                bits = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+                assert torch.equal(a.view(bits), b.view(bits))
+    assert torch.equal(float_mask.zero_rows(), bool_mask.zero_rows())
+    assert float_mask.magnitude() is float_mask

@@ -8,12 +8,16 @@ float64):
   the result, the Dini derivative and every reported tie and decision must be those of the
   full comparison (`first_order_keys`), which is forced by switching the shortcut off;
 - on torch, torch's pooling kernel finds each window's first maximum and the tied windows
-  (kernel ``max_pool_first``): it must agree with the array-API default entry for entry.
+  (kernel ``max_pool_first``): it must agree with the array-API default entry for entry, and
+  its channels-last pass with torch's kernel on contiguous planes (NaN and -inf included);
+- on torch, a relu with no entry at 0 maps by a float `Mask` (skipping the tie masks): the
+  whole sweep must be the general rules' bit for bit.
 """
 
 from __future__ import annotations
 
 import asd.library.order as order
+import asd.library.piecewise as piecewise
 import numpy as np
 import pytest
 
@@ -174,10 +178,22 @@ def test_torch_pooling_kernel_equals_the_default(window, stride, padding, dtype)
         ref = order._pool_first_max(x, window, stride, padding, mask)
         for a, b in zip(got[:3], ref[:3], strict=True):
             assert a.dtype == b.dtype and torch.equal(a, b)
+        assert got[0].stride() == ref[0].stride()  # later sums read the maxima in one order
         assert got[3] is ref[3] is None or torch.equal(got[3], ref[3])
     multi = ref[2] > 1
     assert multi.any() and not multi.all()  # tied and untied windows were both met
     assert ref[3].any() and (multi & ~ref[3]).any()  # live and settled ties were both met
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_torch_pooling_kernel_counts_large_ties_exactly_in_narrow_dtypes(dtype):
+    """289 tied entries in one window: more than bfloat16 counts exactly."""
+    x = torch.zeros((2, 1, 17, 34), dtype=dtype)
+    x[1, 0, 3, 20] = 1.0
+    got = order._torch_pool_first_max(x, (17, 17), (17, 17), (0, 0))
+    ref = order._pool_first_max(x, (17, 17), (17, 17), (0, 0))
+    assert got[2].tolist() == ref[2].tolist() == [[[[289, 289]]], [[[289, 1]]]]
+    assert torch.equal(got[1], ref[1])
 
 
 @pytest.mark.parametrize("make", [np.asarray, torch.tensor], ids=["numpy", "torch"])
@@ -191,3 +207,54 @@ def test_take_pushes_and_pulls_like_index(make):
         t, ct = rng.standard_normal(batch + in_shape), rng.standard_normal(batch + out_shape)
         np.testing.assert_array_equal(host(take.push(make(t))), index.push(t))
         np.testing.assert_allclose(host(take.pull(make(ct))), index.pull(ct), rtol=1e-15)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize(("window", "stride", "padding"),
+                         [w for w in WINDOWS if all(s >= k for s, k in zip(w[1], w[0]))])
+def test_torch_pooling_kernel_equals_torchs_on_contiguous_planes(window, stride, padding,
+                                                                  dtype):
+    """The channels-last pass keeps torch's maxima and positions, where the default and
+    torch's kernel part ways too (NaN: torch keeps the last; -inf windows; signed zeros)."""
+    shape = (2, 3, 9, 11)[-len(window) - 2:]
+    x = torch.tensor(np.maximum(planted(shape, 9), 0.0), dtype=dtype)
+    x[..., 0] = -0.0
+    flat = x.view(-1)
+    flat[::7], flat[3::11], flat[5::13] = torch.nan, -torch.inf, torch.inf
+    ans, first, _, _ = order._torch_pool_first_max(x, window, stride, padding)
+    planes = x.reshape((1, -1) + tuple(x.shape[-len(window):]))
+    pool = torch.nn.functional.max_pool2d if len(window) == 2 else (
+        torch.nn.functional.max_pool1d)
+    want, want_first = pool(planes, window, stride, padding, return_indices=True)
+    assert torch.equal(first, want_first.reshape(first.shape))
+    bits = torch.int32 if dtype == torch.float32 else torch.int64
+    assert torch.equal(ans.view(bits), want.reshape(ans.shape).view(bits))
+
+
+@pytest.mark.parametrize("pool", list(POOLS))
+@pytest.mark.parametrize("values", ["quarters", "normal"])
+@pytest.mark.parametrize("kind", ["random", "coordinate"])
+@pytest.mark.parametrize("lib", ["torch-float64", "torch-float32"])
+def test_torch_fast_paths_decide_as_the_general_rules(lib, kind, values, pool, monkeypatch):
+    """The relu's float `Mask` where no entry is 0 and the channels-last pooling kernel,
+    against the relu's tie masks and the array-API pooling default: values, subgradients,
+    Dini derivatives, ties and decisions, bit for bit, at dead relus, equal maxima and
+    entries on the relu's kink."""
+    shape = (2, 3, 36, 36)
+    x, w = planted(shape, 1, values), np.array(1.0)
+    v, vw = direction(shape, kind, 5), np.array(0.5)
+    untied = []
+    real = piecewise._untied
+    monkeypatch.setattr(piecewise, "_untied", lambda x, xp: untied.append(real(x, xp))
+                        or untied[-1])
+    fast = report(sweep(lib, x, w, v, vw, pool))
+    assert untied == [values == "normal"]  # the Mask where no entry is on the kink
+    monkeypatch.setattr(piecewise, "_untied", lambda x, xp: False)
+    monkeypatch.setitem(backend.KERNELS["max_pool_first"], "torch", order._pool_first_max)
+    general = report(sweep(lib, x, w, v, vw, pool))
+    for a, b in zip(fast[:4], general[:4], strict=True):
+        assert a.dtype == b.dtype
+        np.testing.assert_array_equal(np.atleast_1d(a).view(np.uint8),
+                                      np.atleast_1d(b).view(np.uint8))
+    assert fast[4:] == general[4:]
+    assert any("max_pool" in t for t in fast[4])  # tied windows were met

@@ -236,6 +236,36 @@ class Diagonal(LinearMap):
         return Diagonal(abs(d) if xp is np else xp.abs(d), self.in_shape, self.out_shape)
 
 
+class Mask(Diagonal):
+    """`Diagonal` by a 0/1 mask ``d`` of the tangent's shape held in a floating dtype, for
+    libraries that multiply by a float far faster than by a bool (torch on CPU: about 4x).
+    It multiplies in the dtype of the tangent it is given, as a bool mask does, so the result
+    is the bool mask's bit for bit (``t * 1.0`` is ``t``, ``t * 0.0`` is ``t * False``)."""
+
+    __slots__ = ()
+
+    def __init__(self, d, shape: Shape):
+        super().__init__(d, shape)
+
+    def _like(self, t):
+        d = self.d
+        return d if d.dtype == t.dtype else namespace(d).astype(d, t.dtype)
+
+    def push(self, t):
+        return t * self._like(t)
+
+    def pull(self, ct):
+        return ct * self._like(ct)
+
+    def magnitude(self):
+        return self
+
+    def zero_rows(self):
+        """Where the mask is 0; a cast to bool, which torch does far faster than ``d == 0``."""
+        xp = namespace(self.d)
+        return xp.logical_not(xp.astype(self.d, xp.bool))
+
+
 def identity(shape: Shape) -> Diagonal:
     return Diagonal(None, shape, shape)
 
