@@ -52,7 +52,7 @@ def _scaled(rows):
 
 def _norm_and_gradient(rows, p: float):
     """Row norms (keepdims) and their gradients; a zero row gets norm 0 and gradient 0."""
-    xp = np if is_host(rows) else namespace(rows)
+    xp = namespace(rows)
     y, scale = _scaled(rows)
     if p == 2:
         s = xp.sum(y * y, axis=-1, keepdims=True)

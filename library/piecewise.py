@@ -71,8 +71,6 @@ def _torch_positive(x):
     return torch.gt(x, 0, out=torch.empty_like(x))
 
 
-register_kernel("positive", "numpy", _positive)
-register_kernel("positive", "jax", _positive)
 register_kernel("positive", "torch", _torch_positive)
 
 
@@ -87,7 +85,7 @@ def _untied(x, xp) -> bool:
 def relu_rule(xs, dxs):
     xp, x = _array(xs[0])
     if xp is not np and _untied(x, xp):
-        return _relu_impl(x), Mask(kernel("positive", xp)(x), tuple(x.shape))
+        return _relu_impl(x), Mask(kernel("positive", xp, _positive)(x), tuple(x.shape))
     slope = xp.asarray(x > 0)
     tie = x == 0
     if tie.any():

@@ -795,7 +795,7 @@ def _others_product(x, axes):
     xt = xp.permute_dims(x, tuple(perm))
     lead = tuple(xt.shape[:len(keep)])
     flat = xp.reshape(xt, lead + (-1,))
-    one = xp.ones(lead + (1,), dtype=x.dtype, **({} if xp is np else {"device": x.device}))
+    one = xp.ones_like(flat[..., :1])
     left = _cumprod(xp.concat([one, flat[..., :-1]], axis=-1))
     right = _flip(_cumprod(xp.concat([one, _flip(flat, -1)[..., :-1]], axis=-1)), -1)
     return xp.permute_dims(xp.reshape(left * right, tuple(xt.shape)), back)

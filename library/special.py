@@ -35,6 +35,9 @@ which also runs on torch and JAX.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
+
 import numpy as np
 import scipy.special as sc
 
@@ -135,30 +138,19 @@ gamma_p = _defunary("gamma", sc.gamma, lambda x, ans: ans * sc.digamma(x), _GAMM
                     poles=True)
 digamma_p = _defunary("digamma", sc.digamma, lambda x, ans: sc.polygamma(1, x), _GAMMA_DOMAIN,
                       poles=True)
-def _torch_erf(x):
-    return x.erf()
+def _jax_special(name: str) -> Callable:
+    def fn(x):
+        import jax.scipy.special as jsp
+
+        return getattr(jsp, name)(x)
+
+    return fn
 
 
-def _torch_erfc(x):
-    return x.erfc()
-
-
-def _jax_erf(x):
-    import jax.scipy.special as jsp
-
-    return jsp.erf(x)
-
-
-def _jax_erfc(x):
-    import jax.scipy.special as jsp
-
-    return jsp.erfc(x)
-
-
-for _name, _lib, _fn in (("erf", "numpy", sc.erf), ("erfc", "numpy", sc.erfc),
-                         ("erf", "torch", _torch_erf), ("erfc", "torch", _torch_erfc),
-                         ("erf", "jax", _jax_erf), ("erfc", "jax", _jax_erfc)):
-    register_kernel(_name, _lib, _fn)
+for _name in ("erf", "erfc"):
+    register_kernel(_name, "numpy", getattr(sc, _name))
+    register_kernel(_name, "torch", operator.methodcaller(_name))  # tensor.erf()
+    register_kernel(_name, "jax", _jax_special(_name))
 
 
 def _error_function(name: str, sign: float) -> Primitive:

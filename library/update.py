@@ -41,16 +41,32 @@ def _update_impl(old, new, index):
         out = np.array(old, copy=True)
         out[index] = new
         return out
-    # another library: written through numpy's own resolution of the index (repeated
-    # positions: the last write wins, as the map below has it), at unique flat positions
+    return _update_xp(old, new, index)[0]
+
+
+class _Written:
+    """Where an assignment writes, on another library's device: the written flat positions
+    of the result (``at``, unique) and the flat entry of the new value each one reads
+    (``src``), resolved on the host as numpy resolves the index (`_owners`)."""
+
+    def __init__(self, like, old_shape: tuple, new_shape: tuple, index):
+        owner = _owners(old_shape, new_shape, index)
+        self.mask = owner >= 0
+        self.at = from_host(np.flatnonzero(self.mask), like)
+        self.src = from_host(owner[self.mask], like)
+        self.old_shape, self.new_shape = old_shape, new_shape
+
+
+def _update_xp(old, new, index):
+    """``(result, _Written)`` on another library's arrays, written at unique flat positions
+    (repeated positions: the last write wins, as the map has it)."""
     like = new if is_host(old) else old
     old, new = (from_host(np.asarray(a), like, "like") if is_host(a) else a for a in (old, new))
     xp = namespace(old)
-    owner = _owners(tuple(old.shape), tuple(new.shape), index)
-    at = from_host(np.flatnonzero(owner >= 0), old)
+    w = _Written(old, tuple(old.shape), tuple(new.shape), index)
     flat = xp.reshape(xp.asarray(old, copy=True), (-1,))
-    values = xp.take(xp.reshape(new, (-1,)), from_host(owner[owner >= 0], old), axis=0)
-    return xp.reshape(set_at(flat, at, values), tuple(old.shape))
+    values = xp.take(xp.reshape(new, (-1,)), w.src, axis=0)
+    return xp.reshape(set_at(flat, w.at, values), w.old_shape), w
 
 
 def _owners(shape: tuple, new_shape: tuple, index) -> np.ndarray:
@@ -67,43 +83,37 @@ def _owners(shape: tuple, new_shape: tuple, index) -> np.ndarray:
 update_p = Primitive("update", _update_impl, array_api=True)
 
 
-def _new_entries_xp(like, old_shape: tuple, new_shape: tuple, written: np.ndarray,
-                    src: np.ndarray) -> Closure:
+def _new_entries_xp(w: _Written) -> Closure:
     """The new value's tangent scattered into the written entries, on another library's
     arrays: a gather by ``src`` into the written flat positions; the pull scatter-adds back
     (a broadcast value collects every entry it was written to)."""
-    xp = namespace(like)
-    n_old, n_new = math.prod(old_shape), math.prod(new_shape)
-    at, src = from_host(np.flatnonzero(written), like), from_host(src, like)
+    xp = namespace(w.at)
+    n_old, n_new = math.prod(w.old_shape), math.prod(w.new_shape)
 
     def push(t):
-        lead = tuple(t.shape)[:t.ndim - len(new_shape)]
+        lead = tuple(t.shape)[:t.ndim - len(w.new_shape)]
         flat = xp.reshape(t, lead + (n_new,))
         out = xp.zeros(lead + (n_old,), dtype=t.dtype, device=t.device)
-        out = set_at(out, (..., at), xp.take(flat, src, axis=len(lead)))
-        return xp.reshape(out, lead + old_shape)
+        out = set_at(out, (..., w.at), xp.take(flat, w.src, axis=len(lead)))
+        return xp.reshape(out, lead + w.old_shape)
 
     def pull(ct):
-        lead = tuple(ct.shape)[:ct.ndim - len(old_shape)]
-        picked = xp.take(xp.reshape(ct, lead + (n_old,)), at, axis=len(lead))
+        lead = tuple(ct.shape)[:ct.ndim - len(w.old_shape)]
+        picked = xp.take(xp.reshape(ct, lead + (n_old,)), w.at, axis=len(lead))
         moved = xp.moveaxis(picked, -1, 0) if lead else picked
         g = xp.zeros((n_new,) + lead, dtype=ct.dtype, device=ct.device)
-        g = kernel("scatter_add", xp)(g, src, moved)
-        return xp.reshape(xp.moveaxis(g, 0, -1) if lead else g, lead + new_shape)
+        g = kernel("scatter_add", xp)(g, w.src, moved)
+        return xp.reshape(xp.moveaxis(g, 0, -1) if lead else g, lead + w.new_shape)
 
-    return Closure(push, pull, new_shape, old_shape)
+    return Closure(push, pull, w.new_shape, w.old_shape)
 
 
 @update_p.defrule
 def update_rule(xs, dxs, index):
     if not (is_host(xs[0]) and is_host(xs[1])):
-        ans = _update_impl(xs[0], xs[1], index)
-        old_shape, new_shape = tuple(ans.shape), tuple(np.shape(xs[1]))
-        owner = _owners(old_shape, new_shape, index)
-        written = owner >= 0
-        keep = Diagonal(from_host(~written.reshape(old_shape), ans), old_shape)
-        return ans, FanIn(keep, _new_entries_xp(ans, old_shape, new_shape, written,
-                                                owner[written]))
+        ans, w = _update_xp(xs[0], xs[1], index)
+        keep = Diagonal(from_host(~w.mask.reshape(w.old_shape), ans), w.old_shape)
+        return ans, FanIn(keep, _new_entries_xp(w))
     old, new = np.asarray(xs[0]), np.asarray(xs[1])
     ans = _update_impl(old, new, index)
     owner = _owners(old.shape, new.shape, index)

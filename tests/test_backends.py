@@ -30,31 +30,12 @@ torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
 jnp = pytest.importorskip("jax.numpy")
 
+from tests.array_libraries import LIBRARIES, LIBS, host, same_kind  # noqa: E402
 
 # ----- the libraries under test -----
 
-LIBRARIES = {
-    "torch-float64": (lambda a: torch.tensor(np.asarray(a), dtype=torch.float64), np.float64),
-    "torch-float32": (lambda a: torch.tensor(np.asarray(a), dtype=torch.float32), np.float32),
-    "jax": (lambda a: jnp.asarray(np.asarray(a, dtype=np.float32)), np.float32),
-}
-LIBS = list(LIBRARIES)
-
-
-def host(a) -> np.ndarray:
-    return np.asarray(backend.to_host(a), dtype=float)
-
-
 def tol(dtype) -> float:
     return 1e-12 if dtype == np.float64 else 2e-5
-
-
-def same_kind(result, arg) -> None:
-    """``result`` is in ``arg``'s library, dtype and device."""
-    assert type(result) is type(arg), (type(result), type(arg))
-    assert result.dtype == arg.dtype
-    assert tuple(result.shape) == tuple(arg.shape)
-    assert backend.device(result) == backend.device(arg)
 
 
 # ----- programs (numpy reference via asd on numpy arrays) -----
@@ -250,6 +231,19 @@ def test_an_unported_primitive_names_itself_and_says_numpy_only(lib):
 def test_a_kernel_missing_for_a_library_refuses_instead_of_copying():
     with pytest.raises(asd.UnsupportedError, match="scatter_add has no cupy implementation"):
         backend.kernel("scatter_add", type("cp", (), {"__name__": "cupy"})())
+
+
+def test_a_speed_only_kernel_falls_back_to_its_array_api_default():
+    """relu's float mask has a torch kernel only; every other library (numpy included) gets
+    the array-API default instead of a refusal."""
+    cupy = type("cp", (), {"__name__": "cupy"})()
+
+    def default(x):
+        return x
+
+    assert backend.kernel("positive", cupy, default) is default
+    assert backend.kernel("positive", np, default) is default
+    assert backend.kernel("positive", backend.namespace(torch.ones(1)), default) is not default
 
 
 # ----- the linear maps, batched, in every library -----

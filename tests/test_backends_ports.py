@@ -22,32 +22,21 @@ import asd
 torch = pytest.importorskip("torch")
 jnp = pytest.importorskip("jax.numpy")
 
-LIBRARIES = {
-    "torch-float64": (lambda a: torch.tensor(np.asarray(a), dtype=torch.float64), np.float64),
-    "torch-float32": (lambda a: torch.tensor(np.asarray(a), dtype=torch.float32), np.float32),
-    "jax": (lambda a: jnp.asarray(np.asarray(a, dtype=np.float32)), np.float32),
-}
-LIBS = list(LIBRARIES)
+from tests.array_libraries import LIBRARIES, LIBS, host  # noqa: E402
+from tests.array_libraries import compare as shared_compare  # noqa: E402
+
 RNG = np.random.default_rng(17)
 
 
-def host(a) -> np.ndarray:
-    return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+def tol(dtype) -> float:
+    return 1e-12 if dtype == np.float64 else 2e-5
 
 
 def compare(f, x, lib, direction=None):
-    """``value_and_subgrad`` of ``f`` on numpy and on ``lib`` agree, in ``lib``'s arrays."""
-    conv, dtype = LIBRARIES[lib]
-    tol = 1e-12 if dtype == np.float64 else 2e-5
-    along = {} if direction is None else {"direction": np.asarray(direction, dtype)}
-    ref_value, ref = asd.value_and_subgrad(f, **along)(np.asarray(x, dtype))
-    arg = conv(x)
-    along = {} if direction is None else {"direction": conv(direction)}
-    value, got = asd.value_and_subgrad(f, **along)(arg)
-    assert type(value) is type(arg) and type(got) is type(arg)
-    assert got.dtype == arg.dtype and tuple(got.shape) == tuple(arg.shape)
-    np.testing.assert_allclose(float(value), float(ref_value), rtol=tol, atol=tol)
-    np.testing.assert_allclose(host(got), ref, rtol=tol, atol=tol * max(1.0, np.abs(ref).max()))
+    """`tests.array_libraries.compare` for one argument (and one direction) at this
+    module's tolerances; returns the library's gradient."""
+    along = {} if direction is None else {"direction": (direction,)}
+    (got,), _ = shared_compare(f, (x,), lib, tol, **along)
     return got
 
 

@@ -236,12 +236,13 @@ def register_kernel(name: str, lib: str, fn: Callable) -> None:
     KERNELS.setdefault(name, {})[lib] = fn
 
 
-def kernel(name: str, xp) -> Callable:
-    """The kernel ``name`` for namespace ``xp``."""
-    table = KERNELS[name]
-    if xp is np:
+def kernel(name: str, xp, default: Callable | None = None) -> Callable:
+    """The kernel ``name`` for namespace ``xp``; ``default`` (array-API code) where the
+    library has none, for kernels that only speed a library up."""
+    table = KERNELS.get(name, {})
+    if xp is np and default is None:
         return table["numpy"]
-    fn = table.get(library(xp))
+    fn = table.get(library(xp), default)
     if fn is None:
         raise UnsupportedError(f"the kernel {name} has no {library(xp)} implementation, so it "
                                "runs on numpy arrays only so far; add one with "

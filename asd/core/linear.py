@@ -244,9 +244,6 @@ class Mask(Diagonal):
 
     __slots__ = ()
 
-    def __init__(self, d, shape: Shape):
-        super().__init__(d, shape)
-
     def _like(self, t):
         d = self.d
         return d if d.dtype == t.dtype else namespace(d).astype(d, t.dtype)
