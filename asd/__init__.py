@@ -31,7 +31,16 @@ from asd import (
     spectral,  # namespace asd.spectral (asd.spectral.lambda_max, ...)
 )
 from asd.analysis.branching import branch, branching
-from asd.api import asd, directional, jacobian, jit, subgrad, trace, value_and_subgrad
+from asd.api import (
+    asd,
+    directional,
+    jacobian,
+    jit,
+    subgrad,
+    trace,
+    value_and_subgrad,
+    vjp,
+)
 from asd.core.primitive import Primitive
 from asd.core.program import Program
 from asd.errors import (
@@ -145,4 +154,5 @@ __all__ = [
     "subgrad",
     "trace",
     "value_and_subgrad",
+    "vjp",
 ]

@@ -20,7 +20,7 @@ from asd.core.sweep import LazyDirection, LexDirections, Trace
 from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd
 from asd.errors import ArgumentError, ASDError, ShapeError
 from asd.result import ASDResult, TieReport, decisions_of, ties_of
-from asd.tree import flatten, unflatten
+from asd.tree import flatten, flatten_as, unflatten
 
 ArgNums = int | tuple[int, ...]
 
@@ -288,14 +288,18 @@ def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
                      directions=directions)
 
 
-def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None) -> ASDResult:
-    """The sweep behind `value_and_subgrad` and `asd`; the Dini derivative only if ``full``."""
+def _sweep_directions(inputs: _Inputs, direction, seed, directions=None):
+    """The direction of a sweep: the given one, or a random one drawn only where a rule
+    meets a tie (or the Dini derivative is asked for)."""
     direction = _first_direction(direction, directions)
     if direction is None and any(backend.size(x) for x in inputs.leaves):
-        # drawn only where a rule meets a tie (or the Dini derivative is asked for)
-        dirs = inputs.random_direction(seed)
-    else:
-        dirs = inputs.direction(direction, seed, allow_zero=directions is not None)
+        return inputs.random_direction(seed)
+    return inputs.direction(direction, seed, allow_zero=directions is not None)
+
+
+def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None) -> ASDResult:
+    """The sweep behind `value_and_subgrad` and `asd`; the Dini derivative only if ``full``."""
+    dirs = _sweep_directions(inputs, direction, seed, directions)
     trace, out, ids = sweep_along(f, inputs, dirs, inputs.lex(directions, seed))
     traced = _scalar_output(out, trace)
     if traced is None:
@@ -324,6 +328,79 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
     return ASDResult(value, inputs.restore(grads), dini, inputs.restore(_resolved(dirs)),
                      ties_of(trace.nodes, trace.ties), ties_of(trace.nodes, trace.degenerate),
                      decisions_of(trace.nodes, trace.decisions))
+
+
+def vjp(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
+        directions=None) -> Callable:
+    """Return a function computing ``(f(*args), pullback)`` for any (structured) output.
+
+    One sweep along the direction (random if omitted, drawn only where a rule meets a tie)
+    chooses every branch; ``pullback(ct)``, with ``ct`` shaped like the output, then runs
+    reverse mode over those linearizations and returns ``Jᵀ ct`` in the arguments'
+    structure, where ``J`` is the limiting Jacobian along the direction (`jacobian`). So
+    ``pullback(ct)`` is the limiting gradient of ``<ct, f>`` along the direction: an element
+    of its Clarke subdifferential, the same as ``subgrad`` of ``<ct, f>`` along the same
+    direction. The sweep runs once, whatever the number of pullbacks: the shape of a
+    framework's backward, whose cotangent arrives after the forward (``asd.torch.function``).
+
+    >>> import asd, numpy as np
+    >>> y, pullback = asd.vjp(asd.relu, direction=np.array([1.0, -1.0]))(np.zeros(2))
+    >>> y, pullback(np.array([2.0, 3.0]))
+    (array([0., 0.]), array([2., 0.]))
+    """
+    arguments.check_seed(seed)
+
+    def wrapped(*args):
+        inputs = _Inputs(args, argnums)
+        direction_, directions_ = inputs.checked_sequence(direction, directions)
+        dirs = _sweep_directions(inputs, direction_, seed, directions_)
+        trace, out, ids = sweep_along(f, inputs, dirs, inputs.lex(directions_, seed))
+        outs, out_tree = arguments.output_leaves(out, trace)
+        arguments.check_finite_outputs(trace, outs)
+        for o in outs:
+            if isinstance(o, Tracer):
+                trace.check_lipschitz(o._id)
+        value = unflatten(out_tree, [_scalar(o.value) if isinstance(o, Tracer) else o
+                                     for o in outs])
+        return value, _Pullback(trace, inputs, ids, outs, out_tree)
+
+    wrapped.__doc__ = f"Value and pullback of {getattr(f, '__name__', f)}."
+    return transform(wrapped, vjp, f, argnums=argnums, seed=seed, direction=direction,
+                     directions=directions)
+
+
+class _Pullback:
+    """``ct -> Jᵀ ct`` over the linearizations one sweep chose (see `vjp`)."""
+
+    def __init__(self, trace: Trace, inputs: _Inputs, ids: list[int], outs: list, tree):
+        self.trace, self.inputs, self.ids, self.outs, self.tree = trace, inputs, ids, outs, tree
+
+    def __call__(self, ct) -> Any:
+        try:
+            cts = flatten_as(self.tree, ct)
+        except ValueError as e:
+            raise ShapeError(f"the cotangent has structure {flatten(ct)[1]}, but the output "
+                             f"has structure {self.tree} ({e})") from e
+        seeds: dict[int, Any] = {}
+        for i, (o, c) in enumerate(zip(self.outs, cts, strict=True)):
+            shape = tuple(np.shape(o.value if isinstance(o, Tracer) else o))
+            if c is None or not isinstance(o, Tracer):
+                continue             # a constant output (or no cotangent): no contribution
+            if not backend.is_foreign(c):
+                c = np.asarray(c, dtype=o.dtype)
+            elif c.dtype != o.value.dtype:   # a half-precision cotangent of a float32 sweep
+                c = backend.namespace(c).astype(c, o.value.dtype)
+            if tuple(np.shape(c)) != shape:
+                raise ShapeError(f"cotangent {i} has shape {tuple(np.shape(c))}, but output "
+                                 f"leaf {i} has shape {shape}")
+            seeds[o._id] = c if o._id not in seeds else seeds[o._id] + c
+        leaves = self.inputs.leaves
+        ct_in = self.trace.pull_seeds(seeds) if seeds else []
+        grads = [ct_in[i] if i < len(ct_in) and ct_in[i] is not None else _zeros_like(x)
+                 for i, x in zip(self.ids, leaves, strict=True)]
+        if seeds:
+            arguments.check_finite(self.trace, max(seeds), grads, "the vector-Jacobian product")
+        return self.inputs.restore(grads)
 
 
 def _scalar(v):

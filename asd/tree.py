@@ -98,6 +98,43 @@ def flatten(tree: Any) -> tuple[list, TreeDef]:
     return leaves, walk(tree)
 
 
+def flatten_as(treedef: TreeDef, tree: Any) -> list:
+    """The leaves of ``tree`` read in the structure ``treedef``, where ``None`` may stand for a
+    whole subtree (each of its leaves ``None``: a cotangent an output did not get). Raises
+    ValueError where the two structures differ otherwise.
+
+    >>> leaves, tree = flatten(([1.0, 2.0], 3.0))
+    >>> flatten_as(tree, (None, 4.0))
+    [None, None, 4.0]
+    """
+    out: list = []
+
+    def walk(td: TreeDef, x) -> None:
+        if x is None:
+            out.extend([None] * td.n_leaves)
+            return
+        if td.kind == "leaf":
+            if isinstance(x, tuple | list | dict):
+                raise ValueError(f"a {type(x).__name__} where a leaf was expected")
+            out.append(x)
+            return
+        if td.kind == "dict":
+            if not isinstance(x, dict) or set(x) != set(td.keys):
+                raise ValueError(f"expected a dict with keys {list(td.keys)}")
+            for k, c in zip(td.keys, td.children, strict=True):
+                walk(c, x[k])
+            return
+        kind = tuple if td.kind in ("tuple", "namedtuple") else list if td.kind == "list" \
+            else type(None)
+        if not isinstance(x, kind) or len(x) != len(td.children):
+            raise ValueError(f"expected {td!r}")
+        for c, xc in zip(td.children, x, strict=True):
+            walk(c, xc)
+
+    walk(treedef, tree)
+    return out
+
+
 def unflatten(treedef: TreeDef, leaves) -> Any:
     """Rebuild the structure ``treedef`` with ``leaves`` in order."""
     it = iter(leaves)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from typing import Any
 
 import numpy as np
 
@@ -658,9 +659,16 @@ class Trace:
 
     def pull(self, out: int, seed: np.ndarray) -> list:
         """Reverse mode from node ``out``; only the inputs' cotangents survive the sweep."""
+        return self.pull_seeds({out: seed})
+
+    def pull_seeds(self, seeds: dict[int, Any]) -> list:
+        """Reverse mode from several nodes at once (a vector-Jacobian product of several
+        outputs), one pass over the stored linearizations."""
         nodes, lins, wants = self.nodes, self.lins, self.wants
+        out = max(seeds)
         ct: list = [None] * (out + 1)
-        ct[out] = seed
+        for k, seed in seeds.items():
+            ct[k] = seed
         for k in range(out, -1, -1):
             c = ct[k]
             if c is None:

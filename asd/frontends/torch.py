@@ -13,11 +13,15 @@ the answer is an element of the Clarke subdifferential.
   ``'cfg.w'``); ``'params'`` may also appear inside a tuple.
   With ``direction=v`` the result is the limiting gradient ``lim ∇f(x + δv)``, δ ↓ 0.
 - ``value_and_subgrad``: the same with the value.
-- ``function(fn, seed=None)``: a drop-in replacement for ``fn`` whose forward runs ``fn`` and
-  whose backward (a ``torch.autograd.Function``) is asd's: the incoming gradient pulled back
-  through the linearizations selected along a random direction, i.e. a vector-limiting-
-  Jacobian product. Every parameter ``fn`` reaches (in modules, closures, globals, objects,
-  dicts, lists, tuples) receives its gradient; one it uses but cannot reach raises.
+- ``function(fn, seed=None)``: a drop-in replacement for ``fn`` (a ``torch.autograd.Function``)
+  whose forward is asd's sweep of the imported program along a random direction (`asd.vjp`)
+  and whose backward pulls the incoming gradient back through the linearizations that sweep
+  selected, i.e. a vector-limiting-Jacobian product: one sweep and one reverse pass per
+  step, as torch's own. Every parameter ``fn`` reaches (in modules, closures, globals,
+  objects, dicts, lists, tuples) receives its gradient; one it uses but cannot reach raises
+  (``fn`` runs once, watched, when its program is first imported). Half-precision models
+  are swept in float32, so the output is rounded once to the model's dtype; under
+  ``torch.no_grad()`` the call is ``fn``'s own forward.
 
 Programs are cached under a key holding everything the trace reads (`import_program`,
 `asd.frontends.reach`), so a changed closure, flag or ``module.training`` is never answered
@@ -1211,6 +1215,11 @@ class TorchProgram:
                     "expected: asd differentiates functions returning tensors (a missing "
                     "`return`?).")
             self.outputs.append(s.arg.name)
+        by_name = {node.name: node for node in self.graph.nodes}
+        self.output_dtypes = [by_name[name].meta["val"].dtype for name in self.outputs]
+        """What each output is in torch (a bfloat16 model's sweep runs in float32)."""
+        self.reach_checked = False
+        """Whether ``fn`` has run once watched for tensors asd cannot reach (`function`)."""
         if not self.outputs:
             raise OutputError(f"{label} returned no tensor (None or an empty structure): "
                               "asd differentiates functions returning tensors (a missing "
@@ -1572,78 +1581,116 @@ class _Unseen(torch.overrides.TorchFunctionMode):
 
 
 class _ASDFunction(torch.autograd.Function):
-    """The forward runs the user's function; the backward runs asd on the program imported
-    for exactly that forward (handed over in ``ctx``), at the values saved by the forward."""
+    """The forward is asd's sweep (`asd.vjp`) of the program imported for exactly this call:
+    its value is the output, and the linearizations it chose wait in ``ctx``; the backward
+    pulls the incoming gradient back through them. So a training step costs one sweep and one
+    reverse pass, as torch's own does, and the direction decides every tie before any
+    cotangent exists (the branch chosen cannot depend on the loss downstream)."""
 
     @staticmethod
     def forward(ctx, prog, seed, n_inputs, *flat):
-        ctx.prog, ctx.seed, ctx.n_inputs = prog, seed, n_inputs
+        inputs, params = flat[:n_inputs], flat[n_inputs:]
+        wants = [i for i, t in enumerate(inputs)
+                 if ctx.needs_input_grad[3 + i] and t.is_floating_point()]
+        want_params = any(ctx.needs_input_grad[3 + n_inputs:])
+        nums = tuple(wants) + ((n_inputs,) if want_params else ())
+        ctx.n_inputs, ctx.nums, ctx.pullback = n_inputs, nums, None
+        ctx.kinds = [(t.dtype, t.device) for t in flat]
+        # the linearizations read these tensors' storage: saved, so that one changed in place
+        # before the backward raises torch's usual error instead of bending the gradient
         ctx.save_for_backward(*flat)
-        inputs = flat[:n_inputs]
-        label = f"`{getattr(prog.fn, '__qualname__', type(prog.fn).__qualname__)}`"
-        with torch.no_grad(), _Unseen(list(flat), label):
-            out = prog.fn(*inputs)
-        if isinstance(out, tuple):
-            return tuple(o.clone() if isinstance(o, torch.Tensor) else o for o in out)
-        return out.clone() if isinstance(out, torch.Tensor) else out
+        if not nums:                 # nothing to differentiate: torch's own forward
+            with torch.no_grad():
+                return _detached(prog.fn(*inputs), flat)
+
+        def run(arrays, values, native):
+            def f(*xs):
+                return prog.numpy_fn(*xs[:-1], params=xs[-1])
+
+            return asd.vjp(f, nums, seed=seed)(*arrays, values), native
+
+        names = list(prog.tensors())
+        (value, ctx.pullback), ctx.native = _sweep(
+            prog, inputs, dict(zip(names, params, strict=True)), run)
+        outs = value if isinstance(value, tuple) else (value,)
+        device = flat[0].device
+        typed = tuple(_detached(_as_torch_result(o).to(device=device, dtype=d), flat)
+                      for o, d in zip(outs, prog.output_dtypes, strict=True))
+        return typed if isinstance(value, tuple) else typed[0]
 
     @staticmethod
     def backward(ctx, *cts):
         return _backward(ctx, *cts)
 
 
+def _detached(out, flat):
+    """The forward's output as a fresh tensor: never one of the inputs or a view of one,
+    which autograd would treat as changed in place."""
+    if isinstance(out, tuple):
+        return tuple(_detached(o, flat) for o in out)
+    if not isinstance(out, torch.Tensor):
+        return out
+    base = out.untyped_storage().data_ptr()
+    if any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == base
+           for t in flat):
+        return out.clone()
+    return out
+
+
 @torch.compiler.disable(recursive=True)
 def _backward(ctx, *cts):
-    """asd's backward (a graph break under torch.compile: the sweep runs eagerly)."""
-    prog, n = ctx.prog, ctx.n_inputs
-    saved = ctx.saved_tensors
-    inputs, param_values = saved[:n], saved[n:]
-    names = list(prog.tensors())
-    wants = [i for i, t in enumerate(inputs)
-             if ctx.needs_input_grad[3 + i] and t.is_floating_point()]
-    want_params = any(ctx.needs_input_grad[3 + n:])
-    nums = tuple(wants) + ((n,) if want_params else ())
-    grads_in: list = [None] * n
-    grads_params: list = [None] * len(names)
-    if not nums:
-        return (None, None, None, *grads_in, *grads_params)
-
-    def run(arrays, params, native):
-        conv = _native if native else _to_numpy
-        cts_ = [conv(c) if c is not None else None for c in cts]
-
-        def scalarized(*xs):
-            out = prog.numpy_fn(*xs[:-1], params=xs[-1])
-            outs = out if isinstance(out, tuple) else (out,)
-            total = 0.0
-            for o, c in zip(outs, cts_, strict=True):
-                if c is not None:
-                    total = total + (o * c).sum()
-            return total
-
-        return asd.subgrad(scalarized, nums, seed=ctx.seed)(*arrays, params)
-
-    g = _sweep(prog, inputs, dict(zip(names, param_values, strict=True)), run)
+    """The incoming gradient pulled back through the forward's sweep (a graph break under
+    torch.compile: it runs eagerly)."""
+    n, nums = ctx.n_inputs, ctx.nums
+    grads: list = [None] * len(ctx.kinds)
+    if ctx.pullback is None:
+        return (None, None, None, *grads)
+    _ = ctx.saved_tensors    # torch's check: nothing saved was changed in place since
+    conv = _native if ctx.native else _to_numpy
+    cts_ = tuple(conv(c) if c is not None else None for c in cts)
+    g = ctx.pullback(cts_ if len(cts_) > 1 else cts_[0])   # freed with the graph
     for i, gi in zip(nums, g, strict=True):
         if i == n:
-            grads_params = [_like(_as_torch_result(gi[name]), t)
-                            for name, t in zip(names, param_values, strict=True)]
+            for j, v in enumerate(gi.values()):
+                grads[n + j] = _like_kind(_as_torch_result(v), ctx.kinds[n + j])
         else:
-            grads_in[i] = _like(_as_torch_result(gi), inputs[i])
-    return (None, None, None, *grads_in, *grads_params)
+            grads[i] = _like_kind(_as_torch_result(gi), ctx.kinds[i])
+    return (None, None, None, *grads)
+
+
+def _like_kind(g: torch.Tensor, kind) -> torch.Tensor:
+    dtype, device = kind
+    return g.to(device=device, dtype=dtype)
+
+
+def _check_reach(prog: TorchProgram, inputs: tuple) -> None:
+    """Run ``fn`` once, watched, when its program is first used for a backward: a tensor that
+    requires grad but that the importer cannot reach (export bakes it in as a constant)
+    raises here instead of silently getting no gradient."""
+    flat = [*inputs, *prog.tensors().values()]
+    label = f"`{getattr(prog.fn, '__qualname__', type(prog.fn).__qualname__)}`"
+    with torch.no_grad(), _Unseen(flat, label):
+        prog.fn(*inputs)
+    prog.reach_checked = True
 
 
 def function(fn: Callable, *, seed=None) -> Callable:
     """``fn`` with PyTorch's backward replaced by asd's (see ``asd.torch.function``).
 
     Each call first imports (or finds in the cache) the program for ``fn`` as it is now, so
-    an operation asd refuses is refused before ``fn`` runs; the backward then uses that very
-    program. The parameters ``fn`` reaches are inputs of the autograd function and get their
-    gradients; a tensor requiring grad that ``fn`` uses but asd cannot reach raises.
+    an operation asd refuses is refused before anything runs; the forward sweeps that very
+    program and the backward pulls back through the branches it chose (only for the inputs
+    and parameters that require grad). The parameters ``fn`` reaches are inputs of the
+    autograd function and get their gradients; a tensor requiring grad that ``fn`` uses but
+    asd cannot reach raises, checked by running ``fn`` once when its program is new.
     """
 
     def wrapped(*inputs):
         prog = import_program(fn, *inputs)
+        if not torch.is_grad_enabled():      # no backward can follow: torch's own forward
+            return prog.fn(*inputs)
+        if not prog.reach_checked:
+            _check_reach(prog, inputs)
         return _ASDFunction.apply(prog, seed, len(inputs), *inputs, *prog.tensors().values())
 
     # torch.compile around a step calling it: a graph break here, the call runs eagerly

@@ -338,6 +338,73 @@ def test_function_input_gradient_is_a_tensor_of_the_input_kind():
     assert_close(x.grad, g[0], torch.float32)
 
 
+class Counted(nn.Module):
+    """The "relu" model, counting how often its Python forward runs."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.net, self.calls = make("relu", dtype), 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.net(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_function_forward_is_the_sweep_and_backward_only_pulls(dtype):
+    """The drop-in forward is asd's sweep (the value torch computes, in the model's dtype);
+    the backward pulls the incoming gradient through the branches that sweep chose, so the
+    model's Python forward runs only to import and watch it once, and the backward equals
+    a fresh sweep of ``<ct, f>`` with the same seed."""
+    model = Counted(dtype)
+    fn = asd.torch.function(model, seed=5)
+    x = kink_input(dtype)
+    ct = torch.randn(4, 1, dtype=dtype, generator=torch.Generator().manual_seed(1))
+    for _ in range(3):
+        out = fn(x)
+        assert out.dtype == dtype and out.requires_grad
+        with torch.no_grad():
+            want = model.net(x)
+        if dtype == torch.bfloat16:     # asd runs in float32 and rounds once; torch per op
+            torch.testing.assert_close(out, want, rtol=2 ** -6, atol=2 ** -8)
+        else:
+            assert_close(out, want, dtype)
+        for p in model.parameters():
+            p.grad = None
+        out.backward(ct, retain_graph=True)
+        grads = {f"model.net.{k}": p.grad.clone() for k, p in model.net.named_parameters()}
+        out.backward(ct)                       # a retained graph pulls the same again
+        for k, p in model.net.named_parameters():
+            assert_close(p.grad, 2 * grads[f"model.net.{k}"], torch.float32)
+    assert model.calls - 1 <= 2, "the model's forward ran again after its import"
+    g = asd.torch.subgrad(lambda x: (model.net(x) * ct).sum(), x, argnums="params", seed=5)
+    assert_close(grads, {k.replace("<lambda>.", ""): v for k, v in g.items()}, torch.float32
+                 if dtype == torch.bfloat16 else dtype)
+
+
+def test_function_refuses_a_parameter_changed_between_forward_and_backward():
+    """The forward's linearizations read the parameters' storage: an in-place change before
+    the backward raises torch's own error instead of bending the gradient."""
+    model = make("relu", torch.float64)
+    out = asd.torch.function(model, seed=0)(kink_input(torch.float64)).sum()
+    with torch.no_grad():
+        model[0].weight.mul_(2.0)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        out.backward()
+
+
+def test_function_without_gradients_runs_torchs_forward():
+    model = Counted(torch.float64)
+    fn = asd.torch.function(model, seed=0)
+    x = kink_input(torch.float64)
+    fn(x)
+    calls = model.calls
+    with torch.no_grad():
+        out = fn(x)
+    assert model.calls == calls + 1 and not out.requires_grad
+    assert torch.equal(out, model.net(x))
+
+
 @pytest.mark.filterwarnings("ignore:`torch.jit.script_method` is deprecated")
 def test_function_in_a_compiled_training_step():
     """torch.compile around a step calling the drop-in function: a graph break at the call
