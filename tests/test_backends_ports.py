@@ -4,7 +4,8 @@ assignment (``y[i] = v``: repeated positions resolved as numpy does, last write 
 p-norms (var/std/norm/cdist in imported torch programs), whose zero rows are ties decided
 along the ray: by the tangent, or by the exact series where the tangent is 0 too; sort, top-k
 sums, the median and quantiles (sorted on the device; a row holding equal entries is decided
-on the host by numpy's own `lex_order`).
+on the host by numpy's own `lex_order`); and the statistics of ``library/statistics.py``
+(var, std, average, cov, corrcoef, ptp), whose dtype used to be read through numpy.
 
 Each program runs on numpy (the reference, verified by the rest of the suite) and on torch
 (float64, float32) and JAX; results must come back in the arguments' library, dtype and
@@ -13,7 +14,8 @@ the gradient is a product of the other entries, and torch autograd is an indepen
 at random points. The order rules are also checked at repeated entries along directions that
 keep the ties alive (a coordinate, one equal on the tied entries so the series or the index
 decides): the gradient, the ties met and the decisions reported must be numpy's, and on torch
-the Jacobian-vector product must be the one-sided quotient ``(f(x + hv) - f(x)) / h``.
+the Jacobian-vector product must be the one-sided quotient ``(f(x + hv) - f(x)) / h``. std is
+checked at a constant row, where it is not differentiable.
 """
 
 from __future__ import annotations
@@ -242,3 +244,68 @@ def test_sort_and_median_at_ties_give_the_one_sided_derivative_on_torch():
             quotient = (ref(x + h * v) - ref(x)) / h
             torch.testing.assert_close(jvp, quotient, rtol=0, atol=1e-9, msg=name)
 
+
+# ----- statistics: dtypes read from the value, not through numpy -----
+
+STATISTICS = {
+    "var and std per axis, ddof, keepdims": lambda x: asd.numpy.sum(
+        asd.numpy.std(x, axis=1) * np.array([1.0, 2.0, 3.0]))
+    + asd.numpy.std(x, ddof=1) + asd.numpy.sum(
+        asd.numpy.var(x, axis=0, ddof=1, keepdims=True) * W[:1]) + asd.numpy.var(x[:, 1:]),
+    "average, weighted, returned": lambda x: asd.numpy.sum(asd.numpy.average(
+        x, axis=1, weights=np.array([1.0, 2.0, 3.0, 4.0])))
+    + asd.numpy.sum(asd.numpy.average(x, axis=0, returned=True)[0] * W[0])
+    + asd.numpy.average(np.arange(4.0), weights=x[0] * x[0] + 1.0),
+    "cov (weights), corrcoef, ptp": lambda x: covariances(x)
+    + asd.numpy.sum(asd.numpy.ptp(x, axis=1) * np.array([1.0, -2.0, 0.5])),
+}
+
+
+def covariances(x):
+    c = asd.numpy.cov(x)
+    w = asd.numpy.cov(x, aweights=np.array([1.0, 2.0, 1.0, 0.5]), fweights=np.array([1, 2, 1, 3]))
+    r = asd.numpy.corrcoef(x[::2])
+    return c[0, 1] + 2.0 * c[1, 2] - c[2, 2] + w[0, 2] * 3.0 + r[0, 1] * 5.0
+
+
+@pytest.mark.parametrize("lib", LIBS)
+@pytest.mark.parametrize("name", list(STATISTICS))
+def test_statistics_match_numpy(name, lib):
+    compare(STATISTICS[name], RNG.uniform(-1.5, 1.5, (3, 4)), lib)
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_std_at_a_constant_row_matches_numpy(lib):
+    """Row 1 is constant: its std is a norm at 0, not differentiable. Along ``v`` the norm's
+    rule takes the gradient at the centred tangent; where that is 0 too (a direction constant
+    on the row), the exact series of ``x * x`` decides."""
+    x = RNG.uniform(-1.5, 1.5, (3, 4))
+    x[1] = 0.0
+
+    def f(x):
+        return (asd.numpy.sum(asd.numpy.std(x, axis=1) * np.array([1.0, 2.0, 3.0]))
+                + asd.numpy.std(x * x, axis=1)[1] + asd.numpy.sum(asd.numpy.var(x, axis=1)))
+
+    for v in (np.arange(12.0).reshape(3, 4) % 5 - 2.0, np.eye(12)[6].reshape(3, 4),
+              np.array([[1.0, 0.0, 2.0, 1.0], [1.0, 1.0, 1.0, 1.0], [0.0, 1.0, 0.0, 1.0]]),
+              np.array([[1.0, 0.0, 2.0, 1.0], [1.0, -1.0, 2.0, -2.0], [0.0, 1.0, 0.0, 1.0]])):
+        got = compare(f, x, lib, direction=v)
+        assert np.all(np.isfinite(host(got)))
+
+
+def test_statistics_on_torch_refuse_clearly_where_not_ported():
+    """A dtype= cast (asd.astype) has no array-API rule: the refusal names it."""
+    with pytest.raises(asd.UnsupportedError, match=r"cast .*numpy arrays only"):
+        asd.subgrad(lambda x: asd.numpy.std(x, dtype=np.float32))(torch.ones(3, 4))
+
+
+@pytest.mark.parametrize("lib", LIBS)
+def test_a_float64_cotangent_pulls_through_a_float32_product(lib):
+    """A float64 constant after a float32 product promotes the cotangent to float64, as
+    numpy does; torch's matmul refuses mixed dtypes, so the map promotes first."""
+    compare(lambda x: asd.numpy.sum((x @ x.T) * np.arange(9.0).reshape(3, 3)),
+            RNG.uniform(-1.5, 1.5, (3, 4)), lib)
+    conv, _ = LIBRARIES[lib]
+    jac = asd.jacobian(lambda x: (x @ x.T) * np.arange(9.0).reshape(3, 3), mode="forward")
+    ref = jac(np.arange(12.0).reshape(3, 4))
+    np.testing.assert_allclose(host(jac(conv(np.arange(12.0).reshape(3, 4)))), ref, rtol=1e-6)
