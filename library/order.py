@@ -447,8 +447,7 @@ def _sort_impl(x, axis):
     if is_host(x):
         return np.sort(x, axis=axis)
     xp = namespace(x)
-    return xp.sort(xp.reshape(x, (-1,)) if axis is None else x, axis=-1 if axis is None
-                   else axis)
+    return xp.sort(xp.reshape(x, (-1,))) if axis is None else xp.sort(x, axis=axis)
 
 
 sort_p = Primitive("sort", _sort_impl, array_api=True)
