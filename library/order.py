@@ -10,6 +10,14 @@ at the tied entries; where the tangents tie too, the exact (nested) series of th
 along the ray and the further directions decide (``asd.core.ties.input_series``, the ordering
 ``tie_sign`` uses), and the lowest index only where entries are equal near the point (every
 choice then has the same gradient).
+
+Where each runs: max/min, max pooling, sort, argsort, top-k sums, the median and quantiles
+run on torch and JAX arrays too (``array_api=True``). Their tie-free decision is made on the
+device (the first maximum; a stable argsort, final where no row holds equal entries); a tied
+row comes to the host and is decided there by the same functions (`lex_argmax`,
+`lex_order`) as on numpy, so ties, reports and degenerate series agree across libraries. A
+maximum's positions come to the host to build its `Index`; a sort's stay on the device in
+`Take` maps. cummax and the gathers at traced positions (`gather_at`) run on numpy only.
 """
 
 from __future__ import annotations
@@ -258,26 +266,34 @@ def refine_full_ties(order, vals, t, ray, sign: float = 1.0) -> tuple[np.ndarray
 
 
 class MaskSum(LinearMap):
-    """``t -> sum(t * mask, axis)``: a sum of selected entries (top-k)."""
+    """``t -> sum(t * mask, axis)``: a sum of selected entries (top-k). ``mask`` is a bool
+    array of the input's shape in the tangents' library."""
 
     __slots__ = ("mask", "axis")
 
-    def __init__(self, mask: np.ndarray, axis: int, in_shape, out_shape):
+    def __init__(self, mask, axis: int, in_shape, out_shape):
         super().__init__(in_shape, out_shape)
         self.mask, self.axis = mask, axis
 
     def push(self, t):
         nb = np.ndim(t) - len(self.in_shape)
-        return np.sum(np.where(self.mask, t, 0), axis=self.axis + nb)
+        if is_host(t):
+            return np.sum(np.where(self.mask, t, 0), axis=self.axis + nb)
+        xp = namespace(t)
+        return xp.sum(xp.where(self.mask, t, 0.0), axis=self.axis + nb)
 
     def pull(self, ct):
         nb = np.ndim(ct) - len(self.out_shape)
-        return np.where(self.mask, np.expand_dims(ct, self.axis + nb), 0).astype(
-            np.result_type(ct), copy=False)
+        if is_host(ct):
+            return np.where(self.mask, np.expand_dims(ct, self.axis + nb), 0).astype(
+                np.result_type(ct), copy=False)
+        xp = namespace(ct)
+        return xp.where(self.mask, xp.expand_dims(ct, axis=self.axis + nb), 0.0)
 
 
 class Lerp(LinearMap):
-    """``t -> (1 - g) t[lo] + g t[hi]``: linear interpolation between two gathers."""
+    """``t -> (1 - g) t[lo] + g t[hi]``: linear interpolation between two gathers (`Index`
+    maps on numpy, `Take` maps on another library, whose ``g`` is then on its device)."""
 
     __slots__ = ("lo", "hi", "g")
 
@@ -400,17 +416,55 @@ max, min = amax, amin  # numpy.max and numpy.min; this module never calls the bu
 
 
 # ----- sort -----
+# On another library's arrays each row is sorted on the device (`_sort_xp`); the positions
+# stay there, gathered by `Take` maps. Only a row holding equal entries sends the input to
+# the host, where `lex_order` decides it exactly as for numpy (same tangents asked, same
+# reports, the same series at degenerate ties).
+
+def _sort_xp(x, lay: Layout, dx, descending: bool = False):
+    """Each row of another library's ``x`` in the layout, sorted along the ray: ``(sorted
+    values, order)`` on the device. The stable sort is final where no row holds equal
+    entries (`lex_order` asks nothing then either); otherwise the host decides the order."""
+    xp = namespace(x)
+    vals = lay.to_xp(x, xp)
+    order = xp.argsort(vals, axis=-1, descending=descending, stable=True)
+    s = xp.take_along_axis(vals, order, axis=-1)
+    if bool(xp.any(s[..., 1:] == s[..., :-1])):
+        host = to_host(x)
+        order = from_host(lex_order(lay.to(host), Ray(lay, host, dx), descending), x)
+    return s, order
+
+
+def _flat_at(x, lay: Layout, sel):
+    """The flat positions in ``x`` of the entries ``sel`` (positions along each row of the
+    layout, ``outer + (m,)``), on ``x``'s device."""
+    xp = namespace(x)
+    flat = xp.reshape(xp.arange(lay.size * math.prod(lay.outer), device=x.device), lay.shape)
+    return xp.take_along_axis(lay.to_xp(flat, xp), sel, axis=-1)
+
 
 def _sort_impl(x, axis):
-    return np.sort(x, axis=axis)
+    if is_host(x):
+        return np.sort(x, axis=axis)
+    xp = namespace(x)
+    return xp.sort(xp.reshape(x, (-1,))) if axis is None else xp.sort(x, axis=axis)
 
 
-sort_p = Primitive("sort", _sort_impl)
+sort_p = Primitive("sort", _sort_impl, array_api=True)
 
 
 @sort_p.defrule
 def sort_rule(xs, dxs, axis):
     (x,) = xs
+    if not is_host(x):
+        xp = namespace(x)
+        axes = normalize_axes(axis, x.ndim)
+        lay = Layout(tuple(x.shape), axes)
+        ans, order = _sort_xp(x, lay, dxs[0])
+        at = _flat_at(x, lay, order)
+        if axis is not None:
+            ans, at = xp.moveaxis(ans, -1, axes[0]), xp.moveaxis(at, -1, axes[0])
+        return ans, Take(xp.reshape(at, (-1,)), lay.shape, tuple(ans.shape))
     x = np.asarray(x)
     ans = np.sort(x, axis=axis)
     axes = normalize_axes(axis, x.ndim)
@@ -441,7 +495,11 @@ def sort(x, axis=-1, kind=None, order=None, **kwargs):
 # ----- top-k sum -----
 
 def _topk_impl(x, k, axis):
-    return np.sum(-np.sort(-np.asarray(x), axis=axis)[_head(np.ndim(x), axis, k)], axis=axis)
+    if is_host(x):
+        return np.sum(-np.sort(-np.asarray(x), axis=axis)[_head(np.ndim(x), axis, k)],
+                      axis=axis)
+    xp = namespace(x)
+    return xp.sum(xp.sort(x, axis=axis, descending=True)[_head(x.ndim, axis, k)], axis=axis)
 
 
 def _head(ndim, axis, k):
@@ -450,12 +508,19 @@ def _head(ndim, axis, k):
     return tuple(index)
 
 
-topk_sum_p = Primitive("topk_sum", _topk_impl)
+topk_sum_p = Primitive("topk_sum", _topk_impl, array_api=True)
 
 
 @topk_sum_p.defrule
 def topk_sum_rule(xs, dxs, k, axis):
     (x,) = xs
+    if not is_host(x):
+        xp = namespace(x)
+        lay = Layout(tuple(x.shape), (axis,))
+        s, order = _sort_xp(x, lay, dxs[0], descending=True)
+        rank = xp.argsort(order, axis=-1)  # each entry's place in its row's order
+        mask = xp.moveaxis(rank < k, -1, axis)
+        return xp.sum(s[..., :k], axis=-1), MaskSum(mask, axis, lay.shape, lay.outer)
     x = np.asarray(x)
     lay = Layout(x.shape, (axis,))
     order = lex_order(lay.to(x), Ray(lay, x, dxs[0]), descending=True)
@@ -484,27 +549,82 @@ def topk_sum(x, k: int, axis: int = -1):
 
 # ----- quantiles and the median (numpy's default 'linear' interpolation) -----
 
+def _weights(q, n: int):
+    """numpy's 'linear' method: per quantile, the order statistics ``lo``, ``hi`` it
+    interpolates and the weight ``g`` of ``hi`` (host arrays of ``q``'s shape)."""
+    qs = np.asarray(q, dtype=float)
+    virtual = qs * (n - 1)
+    lo = np.floor(virtual).astype(int)
+    return lo, np.minimum(lo + 1, n - 1), virtual - lo
+
+
+def _out_shape(lay: Layout, q, keepdims: bool) -> tuple:
+    kept = (tuple(1 if a in lay.axes else n for a, n in enumerate(lay.shape)) if keepdims
+            else lay.outer)
+    return np.shape(q) + kept
+
+
+def _order_stats_xp(s, q, lay: Layout, keepdims: bool, median: bool):
+    """The quantiles ``q`` of another library's sorted rows ``s`` (``outer + (n,)``): numpy's
+    linear interpolation, or for the median numpy's mean of the two middle entries."""
+    xp = namespace(s)
+    lo, hi, g = _weights(q, lay.size)
+    pos = from_host(np.stack([lo.ravel(), hi.ravel()]), s)
+    ab = xp.moveaxis(xp.take(s, xp.reshape(pos, (-1,)), axis=-1), -1, 0)
+    a, b = ab[:lo.size], ab[lo.size:]
+    shape = _out_shape(lay, q, keepdims)
+    if median:
+        mid = a if lay.size % 2 else (a + b) / 2
+        return xp.reshape(mid, shape)
+    g = from_host(g.reshape((-1,) + (1,) * len(lay.outer)), s, "like")
+    diff = b - a
+    return xp.reshape(xp.where(g >= 0.5, b - diff * (1 - g), a + diff * g), shape)
+
+
 def _quantile_impl(x, q, axis, keepdims):
-    return np.quantile(x, q, axis=axis, keepdims=keepdims)
+    if is_host(x):
+        return np.quantile(x, q, axis=axis, keepdims=keepdims)
+    lay = Layout(tuple(x.shape), normalize_axes(axis, x.ndim))
+    s = namespace(x).sort(lay.to_xp(x, namespace(x)), axis=-1)
+    return _order_stats_xp(s, q, lay, keepdims, median=False)
 
 
 def _median_impl(x, q, axis, keepdims):
-    return np.median(x, axis=axis, keepdims=keepdims)
+    if is_host(x):
+        return np.median(x, axis=axis, keepdims=keepdims)
+    lay = Layout(tuple(x.shape), normalize_axes(axis, x.ndim))
+    s = namespace(x).sort(lay.to_xp(x, namespace(x)), axis=-1)
+    return _order_stats_xp(s, q, lay, keepdims, median=True)
+
+
+def _quantile_xp(x, dx, q, axis, keepdims, median: bool):
+    """The rule on another library's arrays: rows sorted on the device (`_sort_xp`), the
+    interpolated order statistics gathered there by two `Take` maps."""
+    xp = namespace(x)
+    lay = Layout(tuple(x.shape), normalize_axes(axis, x.ndim))
+    s, order = _sort_xp(x, lay, dx)
+    ans = _order_stats_xp(s, q, lay, keepdims, median)
+    at = _flat_at(x, lay, order)
+    lo, hi, g = _weights(q, lay.size)
+    maps = [Take(xp.reshape(xp.moveaxis(xp.take(at, from_host(pos.ravel(), at), axis=-1),
+                                        -1, 0), (-1,)), lay.shape, tuple(ans.shape))
+            for pos in (lo, hi)]
+    g = np.broadcast_to(g.reshape(g.shape + (1,) * len(lay.outer)), g.shape + lay.outer)
+    return ans, Lerp(maps[0], maps[1], from_host(g.reshape(tuple(ans.shape)), x, "like"))
 
 
 def _quantile_rule(impl):
     def quantile_rule(xs, dxs, q, axis, keepdims):
         (x,) = xs
+        if not is_host(x):
+            return _quantile_xp(x, dxs[0], q, axis, keepdims, impl is _median_impl)
         x = np.asarray(x)
         ans = np.asarray(impl(x, q, axis, keepdims))
         lay = Layout(x.shape, normalize_axes(axis, x.ndim))
         order = lex_order(lay.to(x), Ray(lay, x, dxs[0]))
-        n = lay.size
         qs = np.asarray(q, dtype=float)
-        virtual = qs * (n - 1)
-        lo = np.floor(virtual).astype(int)
-        hi = np.minimum(lo + 1, n - 1)
-        g = (virtual - lo).reshape(qs.shape + (1,) * len(lay.outer))
+        lo, hi, g = _weights(q, lay.size)
+        g = g.reshape(qs.shape + (1,) * len(lay.outer))
         maps = []
         for pos in (lo, hi):
             pos = np.broadcast_to(pos.reshape(qs.shape + (1,) * len(lay.outer)),
@@ -519,8 +639,9 @@ def _quantile_rule(impl):
     return quantile_rule
 
 
-quantile_p = Primitive("quantile", _quantile_impl, _quantile_rule(_quantile_impl))
-median_p = Primitive("median", _median_impl, _quantile_rule(_median_impl))
+quantile_p = Primitive("quantile", _quantile_impl, _quantile_rule(_quantile_impl),
+                       array_api=True)
+median_p = Primitive("median", _median_impl, _quantile_rule(_median_impl), array_api=True)
 
 
 def _check_quantile(q):
@@ -997,8 +1118,17 @@ def cummax(x, axis: int = -1):
 
 argmax_p = Primitive("argmax", lambda x, axis=None: np.argmax(x, axis=axis), discontinuous=True)
 argmin_p = Primitive("argmin", lambda x, axis=None: np.argmin(x, axis=axis), discontinuous=True)
-argsort_p = Primitive("argsort", lambda x, axis=-1: np.argsort(x, axis=axis, kind="stable"),
-                      discontinuous=True)
+
+
+def _argsort_impl(x, axis=-1):
+    if is_host(x):
+        return np.argsort(x, axis=axis, kind="stable")
+    xp = namespace(x)
+    return xp.argsort(xp.reshape(x, (-1,)) if axis is None else x,
+                      axis=-1 if axis is None else axis, stable=True)
+
+
+argsort_p = Primitive("argsort", _argsort_impl, discontinuous=True, array_api=True)
 
 
 def argmax(x, axis=None, out=None, *, keepdims=False):

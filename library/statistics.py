@@ -21,7 +21,19 @@ from __future__ import annotations
 import numpy as np
 
 from asd.errors import NotLipschitzError, ShapeError
-from asd.extend import Closure, Primitive, is_traced, read_value, register_numpy, unsupported
+from asd.extend import (
+    Closure,
+    Primitive,
+    from_host,
+    is_host,
+    is_traced,
+    namespace,
+    numpy_dtype,
+    read_value,
+    register_numpy,
+    to_host,
+    unsupported,
+)
 
 from . import smooth
 from .norms import pnorm
@@ -29,8 +41,8 @@ from .order import amax, amin, normalize_axes
 
 
 def _value(x) -> np.ndarray:
-    """The numbers behind ``x``, traced or not (for checks that do not branch the result)."""
-    return np.asarray(x.value if is_traced(x) else x)
+    """The numbers behind ``x``, traced or not, on the host (for error messages)."""
+    return to_host(x.value if is_traced(x) else x)
 
 
 def _count(shape: tuple, axes: tuple) -> int:
@@ -62,11 +74,12 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     axes = normalize_axes(axis, np.ndim(x))
     d = _centered(x, axes)
     total = smooth.sum(smooth.multiply(d, d), axis=axes, keepdims=bool(keepdims))
-    return smooth.multiply(total, _inverse(_count(np.shape(x), axes) - ddof, np.result_type(x)))
+    return smooth.multiply(total, _inverse(_count(np.shape(x), axes) - ddof, numpy_dtype(x)))
 
 
 def _inverse(n, dtype) -> np.ndarray:
-    """``1 / n`` in the result's float type; ``n <= 0`` (ddof too large) gives inf as numpy."""
+    """``1 / n`` in the result's float type (``dtype``: numpy's name of the argument's dtype,
+    `asd.extend.numpy_dtype`); ``n <= 0`` (ddof too large) gives inf as numpy."""
     return np.asarray(1.0 / n if n > 0 else np.inf, dtype=np.result_type(dtype, np.float16))
 
 
@@ -85,7 +98,7 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     x = a if dtype is None else smooth.astype(a, dtype)
     axes = normalize_axes(axis, np.ndim(x))
     n = _count(np.shape(x), axes) - ddof
-    scale = np.sqrt(_inverse(n, np.result_type(x)))
+    scale = np.sqrt(_inverse(n, numpy_dtype(x)))
     return smooth.multiply(pnorm(_centered(x, axes), 2.0, axes, bool(keepdims)), scale)
 
 
@@ -104,8 +117,12 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     axes = normalize_axes(axis, nd)
     if weights is None:
         avg = smooth.mean(a, axis=axes, keepdims=bool(keepdims))
-        scl = np.asarray(_count(np.shape(a), axes), dtype=np.result_type(_value(a), np.float16))
-        return (avg, np.broadcast_to(scl, np.shape(avg))) if returned else avg
+        if not returned:
+            return avg
+        scl = np.asarray(_count(np.shape(a), axes), np.result_type(numpy_dtype(a), np.float16))
+        raw = a.value if is_traced(a) else a
+        scl = np.broadcast_to(scl, np.shape(avg))
+        return avg, (scl if is_host(raw) else from_host(scl, raw))
     w = weights
     if np.shape(w) != np.shape(a):
         if axis is None:
@@ -117,7 +134,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         w = smooth.reshape(w, tuple(-1 if i == axes[0] else 1 for i in range(nd)))
         w = smooth.broadcast_to(w, np.shape(a))
     scl = smooth.sum(w, axis=axes, keepdims=bool(keepdims))
-    if read_value(scl, lambda v: bool(np.any(np.asarray(v) == 0))):
+    if read_value(scl, lambda v: bool(np.any(to_host(v) == 0))):
         raise ZeroDivisionError("average: the weights sum to zero along the axis, so the "
                                 "average is not defined; give weights with a nonzero sum")
     avg = smooth.divide(smooth.sum(smooth.multiply(a, w), axis=axes, keepdims=bool(keepdims)),
@@ -129,7 +146,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 def _counts(v) -> bool:
     """Whether frequency weights are nonnegative integers (numpy.cov's requirement)."""
-    fw = np.asarray(v)
+    fw = to_host(v)
     return bool(np.all(fw == np.around(fw)) and not np.any(fw < 0))
 
 
@@ -170,7 +187,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
             raise ValueError("cov: fweights must be nonnegative integers")
         w = fweights
     if aweights is not None:
-        if read_value(aweights, lambda v: bool(np.any(np.asarray(v) < 0))):
+        if read_value(aweights, lambda v: bool(np.any(to_host(v) < 0))):
             raise ValueError("cov: aweights must be nonnegative")
         w = aweights if w is None else smooth.multiply(w, aweights)
     n = np.shape(X)[1]
@@ -182,7 +199,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
             raise ShapeError(f"cov: weights need shape ({n},) (one per observation), got "
                              f"{np.shape(w)}")
         w_sum = smooth.sum(w)
-        if read_value(w_sum, lambda v: bool(v == 0)):
+        if read_value(w_sum, lambda v: bool(to_host(v) == 0)):
             raise ZeroDivisionError("cov: the weights sum to zero; give weights with a "
                                     "nonzero sum")
         avg = smooth.divide(smooth.sum(smooth.multiply(X, w), axis=1, keepdims=True), w_sum)
@@ -193,7 +210,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         else:
             fact = smooth.subtract(w_sum, smooth.divide(
                 smooth.multiply(ddof, smooth.sum(smooth.multiply(w, aweights))), w_sum))
-    if read_value(fact, lambda v: bool(np.any(np.asarray(v) <= 0))):
+    if read_value(fact, lambda v: bool(np.any(to_host(v) <= 0))):
         raise ValueError(f"cov: the degrees of freedom are {float(_value(fact))} <= 0 (ddof "
                          f"{ddof} for {n} observations); lower ddof or add observations")
     Xc = smooth.subtract(X, avg)
@@ -202,49 +219,53 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     return smooth.squeeze(c)
 
 
+def _float(C):
+    """``C`` as floats (numpy's at least float16), in its own library."""
+    return np.asarray(C, dtype=np.result_type(C, np.float16)) if is_host(C) else C
+
+
 def _correlation_impl(C):
-    C = np.asarray(C)
-    s = np.sqrt(np.diagonal(C, axis1=-2, axis2=-1))
+    C = _float(C)
+    s = namespace(C).sqrt(namespace(C).linalg.diagonal(C))
     return C / s[..., :, None] / s[..., None, :]
 
 
-correlation_p = Primitive("correlation", _correlation_impl)
+correlation_p = Primitive("correlation", _correlation_impl, array_api=True)
 
 
 @correlation_p.defrule
 def correlation_rule(xs, dxs):
     """``R = C / (s s.T)``, ``s = sqrt(diag C)``; ``dR = dC / (s s.T) - R (g_i + g_j) / 2`` with
     ``g = diag(dC) / diag(C)``."""
-    C = np.asarray(xs[0], dtype=np.result_type(xs[0], np.float16))
-    d = np.diagonal(C, axis1=-2, axis2=-1)
-    bad = ~(d > 0)
+    C = _float(xs[0])
+    xp = namespace(C)
+    d = xp.linalg.diagonal(C)
+    d_host = to_host(d)
+    bad = ~(d_host > 0)
     if bad.any():
         idx = np.flatnonzero(bad).tolist()
         raise NotLipschitzError(
-            f"corrcoef: variable(s) {idx} have variance {d[bad].tolist()}; the correlation "
+            f"corrcoef: variable(s) {idx} have variance {d_host[bad].tolist()}; the correlation "
             "C_ij / sqrt(C_ii C_jj) is undefined there and jumps between -1 and 1 nearby "
             "(not Lipschitz). Drop constant variables, add noise, or differentiate np.cov "
             "instead."
         )
-    s = np.sqrt(d)
+    s = xp.sqrt(d)
     outer = s[:, None] * s[None, :]
     R = C / outer
+    eye = xp.eye(d.shape[0], dtype=C.dtype, device=C.device)
 
     def push(t):
-        g = np.diagonal(t, axis1=-2, axis2=-1) / d
+        g = namespace(t).linalg.diagonal(t) / d
         return t / outer - 0.5 * R * (g[..., :, None] + g[..., None, :])
 
     def pull(ct):
-        ct = np.asarray(ct)
-        back = ct / outer
+        xq = namespace(ct)
         cr = ct * R
-        diag = -0.5 * (np.sum(cr, axis=-1) + np.sum(cr, axis=-2)) / d
-        n = len(d)
-        back = back.copy()
-        back[..., np.arange(n), np.arange(n)] += diag
-        return back
+        diag = -0.5 * (xq.sum(cr, axis=-1) + xq.sum(cr, axis=-2)) / d
+        return ct / outer + diag[..., :, None] * eye
 
-    return R, Closure(push, pull, C.shape, C.shape)
+    return R, Closure(push, pull, tuple(C.shape), tuple(C.shape))
 
 
 def corrcoef(x, y=None, rowvar=True, *, dtype=None):

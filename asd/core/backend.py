@@ -15,8 +15,9 @@ their namespace is the ``numpy`` module itself (numpy 2 implements the standard'
 
 What runs on the host is small or rare: the exact series along the ray (degenerate ties),
 for which `to_host` copies the tied cone's values and tangents; the tied entries of a
-tangent that is 0 or rounding-sized; and the positions a max or min selects (one per output
-entry), from which its index map is built.
+tangent that is 0 or rounding-sized; the positions a max or min selects (one per output
+entry), from which its index map is built; and the input of a sort, top-k sum, median or
+quantile whose rows hold equal entries (a tie, decided there as numpy decides it).
 """
 
 from __future__ import annotations

@@ -541,6 +541,17 @@ class Take(LinearMap):
         return xp.moveaxis(out, -1, 0) if nb else out
 
 
+def promoted(t, other):
+    """``t`` and ``other`` in their common dtype, as numpy's matmul computes them: torch's
+    refuses mixed dtypes, and a float32 value can meet a float64 cotangent (a program
+    promoting to float64 after the product)."""
+    if backend.is_host(t) or backend.is_host(other) or t.dtype == other.dtype:
+        return t, other
+    xp = namespace(t)
+    dtype = xp.result_type(t.dtype, other.dtype)
+    return xp.astype(t, dtype), xp.astype(other, dtype)
+
+
 class MatMul(LinearMap):
     """Tangent of one operand of ``a @ b`` with the other held fixed (numpy matmul rules)."""
 
@@ -575,13 +586,14 @@ class MatMul(LinearMap):
                       self.b_shape, self.out_shape)
 
     def push(self, t):
+        t, other = promoted(t, self.other)
         if self.plain and np.ndim(t) == 2:
-            return t @ self.other if self.side == "a" else self.other @ t
+            return t @ other if self.side == "a" else other @ t
         nb = batch_ndim(t, self.in_shape)
         if self.side == "a":
-            r = self._as2d(t, self.a_shape, nb, "a") @ self._as2d(self.other, self.b_shape, 0, "b")
+            r = self._as2d(t, self.a_shape, nb, "a") @ self._as2d(other, self.b_shape, 0, "b")
         else:
-            r = self._as2d(self.other, self.a_shape, 0, "a") @ self._as2d(t, self.b_shape, nb, "b")
+            r = self._as2d(other, self.a_shape, 0, "a") @ self._as2d(t, self.b_shape, nb, "b")
         return self._squeeze(r)
 
     def push_at(self, mask, t_at):
@@ -620,8 +632,9 @@ class MatMul(LinearMap):
 
     def pull(self, ct):
         xp = namespace(ct, self.other)
+        ct, other = promoted(ct, self.other)
         if self.plain and np.ndim(ct) == 2:
-            other_t = self.other.T if xp is np else xp.matrix_transpose(self.other)
+            other_t = other.T if xp is np else xp.matrix_transpose(other)
             return ct @ other_t if self.side == "a" else other_t @ ct
         nb = batch_ndim(ct, self.out_shape)
         if len(self.b_shape) == 1:
@@ -632,10 +645,10 @@ class MatMul(LinearMap):
         if nb and pad > 0:
             ct = ct.reshape(ct.shape[:1] + (1,) * pad + ct.shape[1:])
         if self.side == "a":
-            g = ct @ xp.matrix_transpose(self._as2d(self.other, self.b_shape, 0, "b"))
+            g = ct @ xp.matrix_transpose(self._as2d(other, self.b_shape, 0, "b"))
             target = self.a_shape if len(self.a_shape) > 1 else (1,) + self.a_shape
         else:
-            g = xp.matrix_transpose(self._as2d(self.other, self.a_shape, 0, "a")) @ ct
+            g = xp.matrix_transpose(self._as2d(other, self.a_shape, 0, "a")) @ ct
             target = self.b_shape if len(self.b_shape) > 1 else self.b_shape + (1,)
         g = unbroadcast(g, target, nb)
         return xp.reshape(g, tuple(g.shape[:nb]) + self.in_shape)

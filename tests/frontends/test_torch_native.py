@@ -271,14 +271,18 @@ def test_unported_primitive_falls_back_once_and_says_why(monkeypatch, numpy_path
     assert_close(g, g_np, torch.float64)
 
 
-def test_sort_falls_back_or_runs_natively_with_the_same_answer(numpy_path):
-    """torch.sort's rule (library/order.py) is not ported yet: the program says so. Once it
-    is, the native path must still agree with numpy."""
-    f = lambda x: torch.sort(x, dim=1).values[:, :2].sum()  # noqa: E731
-    x = torch.tensor([[1.0, 1.0, 0.0], [2.0, -1.0, -1.0]], dtype=torch.float64)
+@pytest.mark.parametrize("f", [
+    lambda x: torch.sort(x, dim=1).values[:, :2].sum(),
+    lambda x: (torch.sort(x, dim=0, descending=True).values * torch.arange(3.0)[:, None]).sum(),
+    lambda x: torch.topk(x, 2).values.sum() + x.median() + torch.quantile(x, 0.3),
+], ids=["sort", "sort descending", "topk, median, quantile"])
+def test_sort_runs_natively_with_numpy_s_answer_at_ties(f, numpy_path):
+    """torch.sort (its indices unused), topk, median and quantile sweep on torch; the tied
+    rows are decided as the numpy path decides them."""
+    x = torch.tensor([[1.0, 1.0, 0.0], [2.0, -1.0, -1.0], [0.5, 0.5, 0.5]],
+                     dtype=torch.float64)
     g = asd.torch.subgrad(f, x, seed=1)
-    backend = asd.torch.import_program(f, x).backend
-    assert backend == "torch" or backend.startswith("numpy (because: sort has no array-API")
+    assert asd.torch.import_program(f, x).backend == "torch"
     g_np = numpy_path(lambda: asd.torch.subgrad(f, x, seed=1))
     assert_close(g, g_np, torch.float64)
     same_kind(g, x)
