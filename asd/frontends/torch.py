@@ -1590,15 +1590,16 @@ class _ASDFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, prog, seed, n_inputs, *flat):
         inputs, params = flat[:n_inputs], flat[n_inputs:]
-        wants = [i for i, t in enumerate(inputs)
-                 if ctx.needs_input_grad[3 + i] and t.is_floating_point()]
+        tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+        wants = [i for i, t in enumerate(inputs) if ctx.needs_input_grad[3 + i]
+                 and isinstance(t, torch.Tensor) and t.is_floating_point()]
         want_params = any(ctx.needs_input_grad[3 + n_inputs:])
         nums = tuple(wants) + ((n_inputs,) if want_params else ())
         ctx.n_inputs, ctx.nums, ctx.pullback = n_inputs, nums, None
-        ctx.kinds = [(t.dtype, t.device) for t in flat]
+        ctx.kinds = [(t.dtype, t.device) if isinstance(t, torch.Tensor) else None for t in flat]
         # the linearizations read these tensors' storage: saved, so that one changed in place
         # before the backward raises torch's usual error instead of bending the gradient
-        ctx.save_for_backward(*flat)
+        ctx.save_for_backward(*tensors)
         if not nums:                 # nothing to differentiate: torch's own forward
             with torch.no_grad():
                 return _detached(prog.fn(*inputs), flat)
@@ -1613,7 +1614,7 @@ class _ASDFunction(torch.autograd.Function):
         (value, ctx.pullback), ctx.native = _sweep(
             prog, inputs, dict(zip(names, params, strict=True)), run)
         outs = value if isinstance(value, tuple) else (value,)
-        device = flat[0].device
+        device = tensors[0].device
         typed = tuple(_detached(_as_torch_result(o).to(device=device, dtype=d), flat)
                       for o, d in zip(outs, prog.output_dtypes, strict=True))
         return typed if isinstance(value, tuple) else typed[0]
@@ -1664,9 +1665,9 @@ def _like_kind(g: torch.Tensor, kind) -> torch.Tensor:
 
 
 def _check_reach(prog: TorchProgram, inputs: tuple) -> None:
-    """Run ``fn`` once, watched, when its program is first used for a backward: a tensor that
-    requires grad but that the importer cannot reach (export bakes it in as a constant)
-    raises here instead of silently getting no gradient."""
+    """Run ``fn`` once, watched, the first time its program is called with gradients on: a
+    tensor that requires grad but that the importer cannot reach (export bakes it in as a
+    constant) raises here instead of silently getting no gradient."""
     flat = [*inputs, *prog.tensors().values()]
     label = f"`{getattr(prog.fn, '__qualname__', type(prog.fn).__qualname__)}`"
     with torch.no_grad(), _Unseen(flat, label):

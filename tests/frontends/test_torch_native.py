@@ -397,6 +397,17 @@ def test_function_refuses_a_parameter_changed_between_forward_and_backward():
         out.backward()
 
 
+def test_function_takes_python_numbers_among_its_arguments():
+    model = make("relu", torch.float64)
+    fn = asd.torch.function(lambda x, scale: model(x).sum() * scale, seed=0)
+    x = kink_input(torch.float64).requires_grad_(True)
+    fn(x, 3.0).backward()
+    gx = x.grad.clone()
+    x.grad = None
+    asd.torch.function(lambda x: model(x).sum(), seed=0)(x).backward()
+    torch.testing.assert_close(gx, 3.0 * x.grad)
+
+
 def test_function_without_gradients_runs_torchs_forward():
     model = Counted(torch.float64)
     fn = asd.torch.function(model, seed=0)
