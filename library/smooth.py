@@ -21,8 +21,8 @@ Array libraries: the rules a network needs (arithmetic, the elementwise function
 array API name, reductions, structure, matmul, the softmax family) are written against the
 array API (``xp = namespace(x)``; numpy values keep numpy's own calls) and declared
 ``array_api=True``, so they run on torch and JAX arrays as given (prod, cumsum and constant
-padding too). The others (cbrt, exp2, reciprocal, real and traced powers, einsum, astype) run
-on numpy only so far.
+padding too; exp2 and reciprocal through the library's own function). The others (cbrt,
+real and traced powers, einsum, astype) run on numpy only so far.
 """
 
 from __future__ import annotations
@@ -583,7 +583,26 @@ def _host_or_self(x):
 
 
 exp_p = _smooth("exp", np.exp, "exp", lambda x, ans: ans)
-exp2_p = defsmooth("exp2", np.exp2, lambda x, ans: ans * _LN2, numpy=np.exp2)
+def _exp2(x):
+    """``2 ** x``: numpy's, or the library's own ``exp2`` (torch and JAX have one; it is not
+    in the array API standard, so elsewhere ``pow``)."""
+    if is_host(x):
+        return np.exp2(x)
+    xp = namespace(x)
+    return xp.exp2(x) if hasattr(xp, "exp2") else xp.pow(2.0, x)
+
+
+def _reciprocal(x):
+    """``1 / x`` with integers promoted, by the library's own ``reciprocal`` where it has
+    one."""
+    x = _inexact(x)
+    if is_host(x):
+        return np.reciprocal(x)
+    xp = namespace(x)
+    return xp.reciprocal(x) if hasattr(xp, "reciprocal") else 1.0 / x
+
+
+exp2_p = defsmooth("exp2", _exp2, lambda x, ans: ans * _LN2, numpy=np.exp2, array_api=True)
 expm1_p = _smooth("expm1", np.expm1, "expm1", lambda x, ans: ans + 1.0)
 log_p = _smooth("log", np.log, "log", lambda x, ans: 1.0 / _host_or_self(x))
 log2_p = _smooth("log2", np.log2, "log2", lambda x, ans: 1.0 / (_host_or_self(x) * _LN2))
@@ -591,8 +610,8 @@ log10_p = _smooth("log10", np.log10, "log10", lambda x, ans: 1.0 / (_host_or_sel
 log1p_p = _smooth("log1p", np.log1p, "log1p", lambda x, ans: 1.0 / (1.0 + _host_or_self(x)))
 cbrt_p = defsmooth("cbrt", np.cbrt, _cbrt_slope, numpy=np.cbrt)
 square_p = _smooth("square", np.square, "square", lambda x, ans: 2.0 * _host_or_self(x))
-reciprocal_p = defsmooth("reciprocal", lambda x: np.reciprocal(_inexact(x)),
-                         lambda x, ans: -ans * ans, numpy=np.reciprocal)
+reciprocal_p = defsmooth("reciprocal", _reciprocal, lambda x, ans: -ans * ans,
+                         numpy=np.reciprocal, array_api=True)
 sin_p = _smooth("sin", np.sin, "sin", lambda x, ans: _xp(x).cos(x))
 cos_p = _smooth("cos", np.cos, "cos", lambda x, ans: -_xp(x).sin(x))
 tan_p = _smooth("tan", np.tan, "tan", lambda x, ans: 1.0 + ans * ans)

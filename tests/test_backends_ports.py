@@ -1,4 +1,5 @@
-"""Rules ported to torch and JAX after the first batch: erf/erfc (gelu's exact form), cumsum,
+"""Rules ported to torch and JAX after the first batch: erf/erfc (gelu's exact form), exp2 and
+reciprocal (each library's own function), cumsum,
 prod (exact at zeros), constant padding (per-axis constants, corners included), item
 assignment (``y[i] = v``: repeated positions resolved as numpy does, last write wins) and the
 p-norms (var/std/norm/cdist in imported torch programs), whose zero rows are ties decided
@@ -59,6 +60,9 @@ PROGRAMS = {
         * np.arange(28.0).reshape(4, 7)) + asd.numpy.sum(asd.numpy.pad(x, 2) * 0.5),
     "item assignment (repeated positions, broadcast scalars)": lambda x: asd.numpy.sum(
         assigned(x) ** 2 * np.arange(12.0).reshape(3, 4)),
+    "exp2, reciprocal": lambda x: asd.numpy.sum(
+        asd.numpy.exp2(x) * np.arange(12.0).reshape(3, 4)
+        + asd.numpy.reciprocal(2.0 + x * x) ** 2),
 }
 
 
@@ -103,6 +107,8 @@ def test_ported_rules_agree_with_torch_autograd_off_the_kinks():
                                              + torch.erfc(t * t)).sum(),
         "cumsum both axes": lambda t: (torch.cumsum(t, 1) ** 2).sum()
         + (torch.cumsum(t, 0) * torch.arange(12.0, dtype=t.dtype).reshape(3, 4)).sum(),
+        "exp2, reciprocal": lambda t: (torch.exp2(t) * torch.arange(12.0, dtype=t.dtype)
+                                       .reshape(3, 4) + torch.reciprocal(2.0 + t * t) ** 2).sum(),
     }
     for name, op in torch_ops.items():
         t = torch.tensor(x, requires_grad=True)
