@@ -383,9 +383,9 @@ class _Pullback:
                              f"has structure {self.tree} ({e})") from e
         seeds: dict[int, Any] = {}
         for i, (o, c) in enumerate(zip(self.outs, cts, strict=True)):
-            shape = tuple(np.shape(o.value if isinstance(o, Tracer) else o))
             if c is None or not isinstance(o, Tracer):
                 continue             # a constant output (or no cotangent): no contribution
+            shape = tuple(np.shape(o.value))
             if not backend.is_foreign(c):
                 c = np.asarray(c, dtype=o.dtype)
             elif c.dtype != o.value.dtype:   # a half-precision cotangent of a float32 sweep

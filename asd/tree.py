@@ -124,9 +124,8 @@ def flatten_as(treedef: TreeDef, tree: Any) -> list:
             for k, c in zip(td.keys, td.children, strict=True):
                 walk(c, x[k])
             return
-        kind = tuple if td.kind in ("tuple", "namedtuple") else list if td.kind == "list" \
-            else type(None)
-        if not isinstance(x, kind) or len(x) != len(td.children):
+        kind = list if td.kind == "list" else tuple     # "none": x is not None here
+        if td.kind == "none" or not isinstance(x, kind) or len(x) != len(td.children):
             raise ValueError(f"expected {td!r}")
         for c, xc in zip(td.children, x, strict=True):
             walk(c, xc)

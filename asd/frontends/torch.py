@@ -1596,9 +1596,10 @@ class _ASDFunction(torch.autograd.Function):
         want_params = any(ctx.needs_input_grad[3 + n_inputs:])
         nums = tuple(wants) + ((n_inputs,) if want_params else ())
         ctx.n_inputs, ctx.nums, ctx.pullback = n_inputs, nums, None
-        ctx.kinds = [(t.dtype, t.device) if isinstance(t, torch.Tensor) else None for t in flat]
+        ctx.is_tensor = [isinstance(t, torch.Tensor) for t in flat]
         # the linearizations read these tensors' storage: saved, so that one changed in place
-        # before the backward raises torch's usual error instead of bending the gradient
+        # before the backward raises torch's usual error instead of bending the gradient (and
+        # each gradient comes back in its tensor's dtype and device)
         ctx.save_for_backward(*tensors)
         if not nums:                 # nothing to differentiate: torch's own forward
             with torch.no_grad():
@@ -1643,25 +1644,21 @@ def _backward(ctx, *cts):
     """The incoming gradient pulled back through the forward's sweep (a graph break under
     torch.compile: it runs eagerly)."""
     n, nums = ctx.n_inputs, ctx.nums
-    grads: list = [None] * len(ctx.kinds)
+    grads: list = [None] * len(ctx.is_tensor)
     if ctx.pullback is None:
         return (None, None, None, *grads)
-    _ = ctx.saved_tensors    # torch's check: nothing saved was changed in place since
+    saved = iter(ctx.saved_tensors)   # torch checks that none was changed in place since
+    flat = [next(saved) if is_tensor else None for is_tensor in ctx.is_tensor]
     conv = _native if ctx.native else _to_numpy
     cts_ = tuple(conv(c) if c is not None else None for c in cts)
     g = ctx.pullback(cts_ if len(cts_) > 1 else cts_[0])   # freed with the graph
     for i, gi in zip(nums, g, strict=True):
         if i == n:
             for j, v in enumerate(gi.values()):
-                grads[n + j] = _like_kind(_as_torch_result(v), ctx.kinds[n + j])
+                grads[n + j] = _like(_as_torch_result(v), flat[n + j])
         else:
-            grads[i] = _like_kind(_as_torch_result(gi), ctx.kinds[i])
+            grads[i] = _like(_as_torch_result(gi), flat[i])
     return (None, None, None, *grads)
-
-
-def _like_kind(g: torch.Tensor, kind) -> torch.Tensor:
-    dtype, device = kind
-    return g.to(device=device, dtype=dtype)
 
 
 def _check_reach(prog: TorchProgram, inputs: tuple) -> None:
