@@ -200,6 +200,20 @@ def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
     arguments.check_finite(trace, out_id, arrays)
 
 
+def _finite(arrays: list) -> bool:
+    """Whether every array is finite. A derivative that is not is redone with ``0 * inf = 0``
+    (``absorbing=True``) before it is refused: an infinite slope on a branch the output does
+    not read (``where(x > 0, 0.0, x * inf)``) contributes nothing, as it does to the value."""
+    return backend.first_nonfinite_of(arrays) is None
+
+
+def _gradients(ct: list, ids: list[int], leaves: list) -> list:
+    """The inputs' cotangents from a pull (zero for an input the output does not read, or
+    one after the output node, when f returned an earlier input)."""
+    return [ct[i] if i < len(ct) and ct[i] is not None else _zeros_like(x)
+            for i, x in zip(ids, leaves, strict=True)]
+
+
 # ----- the public functions -----
 
 def transform(wrapped: Callable, factory: Callable, f: Callable, **options) -> Callable:
@@ -314,10 +328,9 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
     v = traced.value
     one = (np.ones((), dtype=traced.dtype) if backend.is_host(v)
            else backend.namespace(v).ones_like(v))
-    ct = trace.pull(k, one)
-    # inputs after the output node (f returned an earlier input) are outside ct: zero
-    grads = [ct[i] if i < len(ct) and ct[i] is not None else _zeros_like(x)
-             for i, x in zip(ids, inputs.leaves, strict=True)]
+    grads = _gradients(trace.pull(k, one), ids, inputs.leaves)
+    if not _finite(grads):  # infinite slopes on a branch the output does not read?
+        grads = _gradients(trace.pull(k, one, absorbing=True), ids, inputs.leaves)
     _check_finite(trace, k, grads)
     value = _scalar(v)
     if not full:
@@ -395,9 +408,9 @@ class _Pullback:
                                  f"leaf {i} has shape {shape}")
             seeds[o._id] = c if o._id not in seeds else seeds[o._id] + c
         leaves = self.inputs.leaves
-        ct_in = self.trace.pull_seeds(seeds) if seeds else []
-        grads = [ct_in[i] if i < len(ct_in) and ct_in[i] is not None else _zeros_like(x)
-                 for i, x in zip(self.ids, leaves, strict=True)]
+        grads = _gradients(self.trace.pull_seeds(seeds) if seeds else [], self.ids, leaves)
+        if seeds and not _finite(grads):
+            grads = _gradients(self.trace.pull_seeds(seeds, absorbing=True), self.ids, leaves)
         if seeds:
             arguments.check_finite(self.trace, max(seeds), grads, "the vector-Jacobian product")
         return self.inputs.restore(grads)
@@ -460,7 +473,10 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
             if isinstance(leaf, Tracer):
                 trace.check_lipschitz(leaf._id)
                 values.append(_scalar(leaf.value))
-                dots.append(_scalar(trace.tangent(leaf._id)))
+                dot = trace.tangent(leaf._id)
+                if not _finite([dot]):
+                    dot = trace.tangent_absorbing(leaf._id)
+                dots.append(_scalar(dot))
             elif backend.is_host(leaf):
                 values.append(np.asarray(leaf)[()])
                 dots.append(np.zeros_like(np.asarray(leaf, dtype=float))[()])
@@ -504,8 +520,10 @@ def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
         n_out = sum(backend.size(o.value if isinstance(o, Tracer) else np.asarray(o))
                     for o in outs)
         chosen = mode or ("forward" if n_in <= n_out else "reverse")
-        blocks = (_forward_jacobian if chosen == "forward" else _reverse_jacobian)(
-            trace, inputs, ids, outs)
+        build = _forward_jacobian if chosen == "forward" else _reverse_jacobian
+        blocks = build(trace, inputs, ids, outs)
+        if not _finite([b for row in blocks for b in row]):
+            blocks = build(trace, inputs, ids, outs, absorbing=True)
         per_out = [
             unflatten(inputs.tree, [_block(b, x, o) for b, x in zip(row, inputs.leaves,
                                                                      strict=True)])
@@ -536,7 +554,8 @@ def _out_shape(o) -> tuple:
     return tuple(np.shape(o.value if isinstance(o, Tracer) else o))
 
 
-def _forward_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list) -> list:
+def _forward_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list,
+                      absorbing: bool = False) -> list:
     n = sum(backend.size(x) for x in inputs.leaves)
     eye = np.eye(n)
     seeds, start = {}, 0
@@ -546,7 +565,7 @@ def _forward_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list)
         seeds[i] = (block.astype(x.dtype) if backend.is_host(x)
                     else backend.from_host(block, x, "like"))
         start += size
-    ts = trace.push_batch(seeds)
+    ts = trace.push_batch(seeds, absorbing)
     like = trace.like
     xp = np if like is None else backend.namespace(like)
     rows = []
@@ -567,7 +586,8 @@ def _forward_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list)
     return rows
 
 
-def _reverse_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list) -> list:
+def _reverse_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list,
+                      absorbing: bool = False) -> list:
     rows = []
     like = trace.like
     xp = np if like is None else backend.namespace(like)
@@ -585,7 +605,7 @@ def _reverse_jacobian(trace: Trace, inputs: _Inputs, ids: list[int], outs: list)
             seed = np.eye(m, dtype=o.dtype).reshape((m,) + shape)
         else:
             seed = backend.from_host(np.eye(m).reshape((m,) + shape), o.value, "like")
-        ct = trace.pull(o._id, seed)
+        ct = trace.pull(o._id, seed, absorbing)
         rows.append([
             zeros(shape + tuple(x.shape)) if i >= len(ct) or ct[i] is None
             else xp.reshape(xp.broadcast_to(ct[i], (m,) + tuple(x.shape)),

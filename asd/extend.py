@@ -45,6 +45,7 @@ from asd.core.linear import (
     LinearMap,
     Mask,
     MatMul,
+    Reroute,
     Reshape,
     Sum,
     Take,
@@ -80,6 +81,7 @@ from asd.core.ties import (
     input_series,
     line,
     record_asked,
+    root_limit,
     tie_sign,
 )
 from asd.core.tracing import Tracer
@@ -339,6 +341,7 @@ __all__ = [
     "Mask",
     "MatMul",
     "Primitive",
+    "Reroute",
     "Reshape",
     "Series",
     "SeriesUnavailable",
@@ -378,6 +381,7 @@ __all__ = [
     "register_numpy",
     "register_reduce",
     "register_ufunc_at",
+    "root_limit",
     "set_at",
     "tangent_at",
     "tie_sign",

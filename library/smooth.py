@@ -30,6 +30,7 @@ from __future__ import annotations
 import math
 import operator
 import string
+from fractions import Fraction
 
 import numpy as np
 
@@ -41,6 +42,7 @@ from asd.extend import (
     LinearMap,
     MatMul,
     Primitive,
+    Reroute,
     Reshape,
     Sum,
     Transpose,
@@ -56,6 +58,7 @@ from asd.extend import (
     register_method,
     register_numpy,
     register_reduce,
+    root_limit,
     set_at,
     to_host,
     unsupported,
@@ -423,15 +426,16 @@ real_pow_p = Primitive("real_pow", lambda x, p: np.power(x, p))
 def real_pow_rule(xs, dxs, p):
     (x,) = xs
     x = _inexact(x)
-    if p == 0.5:
-        _refuse_root("x ** 0.5", x, dxs[0], "x = 0", _ROOT_FIX)
-    elif p < 1:
-        _refuse(f"x ** {p}", x == 0, x, "x = 0",
-                "For a norm write asd.norm(v) instead of sqrt(sum(v**2)); otherwise keep the "
-                "input away from 0 (e.g. (x + eps) ** p).")
     ans = np.power(x, p)
-    slope = p * np.power(x, p - 1) if p != 1 else np.ones(x.shape, x.dtype)
-    return ans, Diagonal(slope, x.shape)
+    if p < 0:
+        _refuse(f"x ** {p}", x == 0, x, "x = 0", "Keep the input away from 0.")
+    if p >= 1 or p <= 0:
+        slope = p * np.power(x, p - 1) if p != 1 else np.ones(x.shape, x.dtype)
+        return ans, Diagonal(slope, x.shape)
+    with np.errstate(divide="ignore"):
+        slope = p * np.power(x, p - 1)
+    return ans, _root_map(f"x ** {p}", x, dxs[0], slope, Fraction(p), _ROOT_FIX,
+                          where="x = 0")
 
 
 pow_p = Primitive("power", np.power)
@@ -468,57 +472,106 @@ positive_p = deflinear("positive", _unary(np.positive, "positive"),
                        lambda i, o: identity(i), array_api=True)
 
 
-# ----- square roots of squares: Lipschitz composites through a non-Lipschitz node -----
-# sqrt(x**2) and sqrt(sum(x**2)) are Lipschitz (|x|, ||x||) although sqrt is not at 0. Their
-# limiting gradient along a ray is not a function of the linearizations a sweep composes (the
-# sqrt's slope is infinite where its input's is 0), so the rule refuses there and names the
-# library function with the same value, recognised from the node that feeds the sqrt.
+# ----- roots of sums of even powers: Lipschitz composites through a non-Lipschitz node -----
+# sqrt(x**2), sqrt(sum(x**2)), a standard deviation at zero variance are Lipschitz (|x|, ||x||)
+# although sqrt is not at 0: its slope there is infinite while its input's tangent is 0. Where
+# the input is a nonnegative combination of even powers of traced values (read off the
+# program, so the composite is provably Lipschitz), the limiting gradient is read off the exact
+# series along the ray (`root_limit`) and the root's map is rerouted to the inputs; any other
+# root at 0 is refused.
 
-def _squared(trace, ref) -> bool:
-    """Whether the traced operand ``ref`` is an elementwise square ``u * u`` of one node."""
-    if type(ref) is not int:
+_LINEAR_VIEWS = frozenset({"getitem", "reshape", "transpose", "broadcast_to", "sum", "squeeze",
+                           "expand_dims", "take", "moveaxis", "ravel"})
+
+
+def _positive_constant(ref) -> bool:
+    """Whether ``ref`` is a constant operand whose entries are all > 0."""
+    if type(ref) is int:
         return False
-    node = trace.nodes[ref]
-    if node.name == "square" or (node.name == "integer_pow" and node.params.get("n") == 2):
-        return True
-    return node.name == "multiply" and type(node.args[0]) is int and node.args[0] == node.args[1]
+    value = to_host(ref.value)
+    return bool(np.all(np.asarray(value) > 0))
 
 
-def _sum_of_squares(trace, ref) -> str | None:
-    """The library call equal to ``sqrt`` of node ``ref``, if ``ref`` is a (sum of) squares."""
+def _same_value(trace, a, b, depth: int = 8) -> bool:
+    """Whether operands ``a`` and ``b`` are the same computation: the same node, or nodes of
+    the same primitive and parameters over the same operands (``(x - c) * (x - c)`` writes
+    ``x - c`` twice), compared a few levels deep."""
+    if type(a) is int and type(b) is int:
+        if a == b:
+            return True
+        na, nb = trace.nodes[a], trace.nodes[b]
+        return (depth > 0 and na.prim is not None and na.prim is nb.prim
+                and len(na.args) == len(nb.args) and na.params == nb.params
+                and all(_same_value(trace, x, y, depth - 1)
+                        for x, y in zip(na.args, nb.args)))
+    if type(a) is int or type(b) is int:
+        return False
+    va, vb = to_host(a.value), to_host(b.value)
+    return np.shape(va) == np.shape(vb) and bool(np.array_equal(va, vb))
+
+
+def even_order(trace, ref) -> int | None:
+    """The least power ``2m`` of the terms when node ``ref`` is a nonnegative combination
+    ``sum c_j |g_j| ** (2 m_j)`` of even powers of traced values (``c_j > 0``): squares,
+    ``u * u``, even integer powers, ``u @ u``, and sums, means, positive scalings, additions
+    and views of those. Then ``h ** p`` is locally Lipschitz wherever ``p * 2m >= 1``
+    (``p (Σa)^(p-1) |∂a_j| <= |∂(a_j^p)|``, each ``a_j^p`` a power >= 1 of a Lipschitz
+    function). None where the structure is not recognised."""
     if type(ref) is not int:
         return None
     node = trace.nodes[ref]
-    if _squared(trace, ref):
-        return "asd.abs(x) (it equals sqrt(x**2))"
-    if node.name == "sum" and _squared(trace, node.args[0]):
-        axis = node.params.get("axis")
-        arg = "" if axis is None else f", axis={axis}"
-        return (f"asd.norm(x{arg}) or np.linalg.norm(x{arg}) (it equals sqrt(sum(x**2)) and "
-                "its rule is correct at 0)")
-    if (node.name in ("matmul", "dot", "inner", "vdot") and type(node.args[0]) is int
-            and node.args[0] == node.args[1] and len(node.shape) == 0):
-        return "asd.norm(x) or np.linalg.norm(x) (it equals sqrt(x @ x) and is correct at 0)"
-    if node.name == "add" and all(_squared(trace, a) for a in node.args):
-        return ("asd.norm(asd.numpy.stack([a, b])) (it equals sqrt(a**2 + b**2) and is "
-                "correct at 0)")
+    name, args = node.name, node.args
+    if name == "square" or (name == "multiply" and type(args[0]) is int
+                            and _same_value(trace, args[0], args[1])):
+        return 2
+    if name in ("integer_pow", "real_pow"):
+        n = node.params.get("n", node.params.get("p"))
+        return int(n) if float(n) == int(n) and int(n) >= 2 and int(n) % 2 == 0 else None
+    if (name in ("matmul", "dot", "inner", "vdot") and type(args[0]) is int
+            and _same_value(trace, args[0], args[1]) and len(trace.nodes[args[0]].shape) == 1):
+        return 2
+    if name in _LINEAR_VIEWS:
+        return even_order(trace, args[0])
+    if name == "multiply":
+        for a, b in ((args[0], args[1]), (args[1], args[0])):
+            if _positive_constant(b):
+                return even_order(trace, a)
+        return None
+    if name == "divide" and _positive_constant(args[1]):
+        return even_order(trace, args[0])
+    if name == "add":
+        orders = [even_order(trace, a) if type(a) is int else (
+            None if not _positive_constant(a) else 10**9) for a in args]
+        return None if None in orders else min(orders)
     return None
 
 
-def _refuse_root(name: str, x, dx, where: str, fallback: str) -> None:
-    """Refuse a root at ``x == 0``, naming the library function when the input is squares."""
-    bad = (np.asarray(x) if is_host(x) else x) == 0
-    if not bad.any():
-        return
+def _root_map(name: str, x, dx, slope, p: Fraction, fallback: str, odd: bool = False,
+              where: str = "0"):
+    """The linearization of the root ``x ** p`` (``0 < p < 1``) with slope ``slope`` where
+    ``x != 0``. Where ``x == 0`` the slope in ``x`` is infinite; if ``x`` is a nonnegative
+    combination of even powers of order ``2m`` with ``p * 2m >= 1`` (`even_order`), the
+    composite is Lipschitz and its limiting gradient in the inputs is read off the exact
+    series (`root_limit`), the map rerouted there; any other root at 0 is refused."""
+    shape = shape_of(x)
+    zero = x == 0
+    if not zero.any():
+        return Diagonal(slope, shape)
     trace = getattr(dx, "trace", None)
-    same = _sum_of_squares(trace, dx.k) if trace is not None else None
-    fix = (f"The input is a square or a sum of squares, so the composite is Lipschitz: write "
-           f"{same} instead." if same else fallback)
-    _refuse(name, bad, x, where, fix)
+    order = even_order(trace, dx.k) if trace is not None and hasattr(trace, "nodes") else None
+    limit = None if order is None or p * order < 1 else root_limit(dx, zero, p, odd)
+    if limit is None:
+        _refuse(name, zero, x, where, fallback)
+    refs, maps = limit
+    xp = namespace(slope)
+    slope = xp.where(zero, xp.zeros_like(slope), slope)
+    return Reroute(FanIn(Diagonal(slope, shape), *maps), refs)
 
 
-_ROOT_FIX = ("For a Euclidean norm use asd.norm(v), whose rule is correct at 0; for "
-             "sqrt(x**2) use asd.abs(x); otherwise keep the input away from 0.")
+_ROOT_FIX = ("The composite is Lipschitz at a zero of its input only where the input is a sum "
+             "of even powers (sqrt(sum(x**2)), sqrt((x - a)**2)), which asd differentiates "
+             "exactly; for a Euclidean norm asd.norm(v) is the direct spelling. Otherwise keep "
+             "the input away from 0.")
 
 _sqrt = _unary(np.sqrt, "sqrt")
 sqrt_p = Primitive("sqrt", _sqrt, array_api=True)
@@ -527,9 +580,11 @@ sqrt_p = Primitive("sqrt", _sqrt, array_api=True)
 @sqrt_p.defrule
 def sqrt_rule(xs, dxs):
     (x,) = xs
-    _refuse_root("sqrt", x, dxs[0], "0", _ROOT_FIX)
+    x = np.asarray(x) if is_host(x) else x
     ans = _sqrt(x)
-    return ans, Diagonal(0.5 / ans, shape_of(x))
+    with np.errstate(divide="ignore"):
+        slope = 0.5 / ans
+    return ans, _root_map("sqrt", x, dxs[0], slope, Fraction(1, 2), _ROOT_FIX)
 
 
 register_numpy(np.sqrt, sqrt_p)
@@ -805,7 +860,11 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
 def _others_product(x, axes):
     """For each entry, the product of the *other* entries of its reduced slice.
 
-    Prefix and suffix products, so exact zeros are handled (no division by ``x``).
+    Prefix and suffix products (no division by ``x``) of the slice with its zeros read as 1,
+    then the zeros put back by counting them: an entry's product is 0 where another entry of
+    its slice is 0, so a large partial product that overflows never meets a zero (``inf * 0``
+    would be NaN where the exact answer is 0). Narrow floats accumulate in float64, so a
+    product the result's dtype can hold is not lost to an overflowing prefix.
     """
     xp = namespace(x)
     keep = [a for a in range(x.ndim) if a not in axes]
@@ -814,10 +873,26 @@ def _others_product(x, axes):
     xt = xp.permute_dims(x, tuple(perm))
     lead = tuple(xt.shape[:len(keep)])
     flat = xp.reshape(xt, lead + (-1,))
-    one = xp.ones_like(flat[..., :1])
-    left = _cumprod(xp.concat([one, flat[..., :-1]], axis=-1))
-    right = _flip(_cumprod(xp.concat([one, _flip(flat, -1)[..., :-1]], axis=-1)), -1)
-    return xp.permute_dims(xp.reshape(left * right, tuple(xt.shape)), back)
+    wide = _wide_float(flat, xp)
+    zero = flat == 0
+    nonzero = xp.where(zero, xp.ones_like(wide), wide)
+    one = xp.ones_like(nonzero[..., :1])
+    left = _cumprod(xp.concat([one, nonzero[..., :-1]], axis=-1))
+    right = _flip(_cumprod(xp.concat([one, _flip(nonzero, -1)[..., :-1]], axis=-1)), -1)
+    zeros = xp.sum(xp.astype(zero, xp.int64), axis=-1, keepdims=True)
+    # the product of the others is nonzero only in a slice without zeros, or at its one zero
+    alive = (zeros == 0) | ((zeros == 1) & zero)
+    others = xp.where(alive, left * right, xp.zeros_like(left))
+    others = xp.astype(others, x.dtype) if others.dtype != x.dtype else others
+    return xp.permute_dims(xp.reshape(others, tuple(xt.shape)), back)
+
+
+def _wide_float(x, xp):
+    """``x`` in float64 where it is a narrower float (the exact products of float32 entries
+    need float64's range), else as it is."""
+    if xp.isdtype(x.dtype, "real floating") and x.dtype != xp.float64:
+        return xp.astype(x, xp.float64)
+    return x
 
 
 def _cumprod(x):

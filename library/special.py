@@ -564,14 +564,24 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     if isinstance(axis, list):
         axis = tuple(axis)
 
-    def shift(v):
+    def shift(v, weighted=None):
         v = np.asarray(v)
+        if weighted is not None:  # terms with b == 0 are 0 whatever a is: they set no scale
+            v = np.where(weighted, v, -np.inf)
         m = np.max(v, axis=axis, keepdims=True) if v.size else np.zeros((1,) * v.ndim)
         return np.where(np.isfinite(m), m, 0.0)
 
-    m = read_value(a, shift)  # a constant of the program (a replay at another max retraces)
+    # a constant of the program (a replay at another max, or other zero weights, retraces)
+    weighted = None if b is None else read_value(b, lambda bv: np.broadcast_to(
+        np.asarray(bv) != 0, np.shape(_value(a))))
+    m = read_value(a, lambda v: shift(v, weighted))
     av = _value(a)
-    terms = smooth.exp(smooth.subtract(a, m))
+    if weighted is not None and not is_traced(b) and not weighted.all():
+        # a constant b's zero weights drop their terms exactly, as scipy's -inf does: exp of
+        # an entry far above the kept ones must not overflow into 0 * inf
+        terms = smooth.exp(smooth.add(a, np.where(weighted, -m, -np.inf).astype(av.dtype)))
+    else:
+        terms = smooth.exp(smooth.subtract(a, m))
     if b is not None:
         terms = smooth.multiply(terms, b)
     s = smooth.sum(terms, axis=axis, keepdims=True)

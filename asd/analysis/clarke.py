@@ -547,7 +547,7 @@ class _Resweep:
                 lins = list({id(g.lins[k]): g.lins[k] for g in groups}.values())
             else:
                 lins = [trace.lins[k]]
-            reach[k] = _reach(nodes, k, lins, reach)
+            reach[k] = _reach(nodes, trace.dargs.get(k, node.args), k, lins, reach)
         return groups
 
     def _lin(self, group: _Group, j: int):
@@ -562,7 +562,7 @@ class _Resweep:
         for j in missing_cone(nodes, k, memo):
             lin = self._lin(group, j)
             ins = [memo.get(r) if type(r) is int and nodes[r].active else None
-                   for r in nodes[j].args]
+                   for r in self.trace.dargs.get(j, nodes[j].args)]
             if lin is None:
                 memo[j] = None
             elif type(lin) is FanIn:
@@ -635,7 +635,7 @@ class _Resweep:
                                 for i, g in enumerate(groups)])
             else:
                 parts = _pull_one(lins[k], c, wants[k])
-            for r, p in zip(nodes[k].args, parts, strict=True):
+            for r, p in zip(trace.dargs.get(k, nodes[k].args), parts, strict=True):
                 if p is not None:
                     ct[r] = p if ct[r] is None else ct[r] + p
         rows = [np.zeros((ng, int(np.prod(nodes[i].shape, dtype=int)))) if ct[i] is None
@@ -644,15 +644,15 @@ class _Resweep:
         return np.concatenate(rows, axis=1)
 
 
-def _reach(nodes: list, k: int, lins: list, reach: list) -> np.ndarray:
-    """``max over lins |lin| reach(parents)``: how far node ``k`` can move on the ball, to
-    first order (inf where a map cannot bound itself)."""
+def _reach(nodes: list, args: tuple, k: int, lins: list, reach: list) -> np.ndarray:
+    """``max over lins |lin| reach(args)``: how far node ``k`` can move on the ball, to
+    first order (inf where a map cannot bound itself); ``args`` are the nodes the maps read."""
     node = nodes[k]
     best = np.zeros(node.shape)
     for lin in lins:
         maps = lin.maps if type(lin) is FanIn else (lin,)
         total = np.zeros(node.shape)
-        for m, r in zip(maps, node.args, strict=False):
+        for m, r in zip(maps, args, strict=False):
             if m is None or type(r) is not int or not nodes[r].active:
                 continue
             mag = m.magnitude()

@@ -85,6 +85,18 @@ class LinearMap:
     def __call__(self, t: np.ndarray) -> np.ndarray:
         return self.push(t)
 
+    def push_absorbing(self, t: np.ndarray) -> np.ndarray:
+        """`push` with ``0 * inf = 0``: a zero coefficient (an unselected branch) kills an
+        infinite tangent instead of making it NaN. The engine uses it only to redo a sweep
+        whose result came out non-finite (`asd.core.sweep.Trace.pull_seeds`); maps whose
+        products mix entries keep IEEE arithmetic, so a NaN there is still reported."""
+        return self.push(t)
+
+    def pull_absorbing(self, ct: np.ndarray) -> np.ndarray:
+        """`pull` with ``0 * inf = 0`` (see `push_absorbing`): a zero cotangent, from a
+        branch the output does not read, kills an infinite slope."""
+        return self.pull(ct)
+
     def push_at(self, mask: np.ndarray, t_at: Callable):
         """The entries ``mask`` of the pushed tangent; ``NotImplemented``: push it all."""
         return NotImplemented
@@ -184,6 +196,18 @@ class Diagonal(LinearMap):
             r = namespace(r).broadcast_to(r, tuple(np.shape(ct)))
         return unbroadcast(r, self.in_shape, nb)
 
+    def push_absorbing(self, t):
+        if self.d is None:
+            return self.push(t)
+        t, d = _absorb(t, self.d)
+        return Diagonal(d, self.in_shape, self.out_shape).push(t)
+
+    def pull_absorbing(self, ct):
+        if self.d is None:
+            return self.pull(ct)
+        ct, d = _absorb(ct, self.d)
+        return Diagonal(d, self.in_shape, self.out_shape).pull(ct)
+
     def push_at(self, mask, t_at):
         """Only entries with a nonzero scale are asked for: a relu's tied entries on the off
         side, or an unselected max operand, cost nothing upstream."""
@@ -261,6 +285,28 @@ class Mask(Diagonal):
         """Where the mask is 0; a cast to bool, which torch does far faster than ``d == 0``."""
         xp = namespace(self.d)
         return xp.logical_not(xp.astype(self.d, xp.bool))
+
+
+def _absorb(t, d):
+    """``(t, d)`` with both set to 0 where their product would be ``0 * inf`` (one factor
+    zero, the other not finite), broadcast together there: multiplying them then gives the
+    measure-theoretic ``0 * inf = 0`` where IEEE gives NaN."""
+    if backend.is_host(t) and backend.is_host(d):
+        t, d = np.asarray(t), np.asarray(d)
+        if d.dtype == bool:  # a selection: t * False is 0 unless t is not finite
+            return np.where(d, t, 0), d
+        kill = ((d == 0) & ~np.isfinite(t)) | ((t == 0) & ~np.isfinite(d))
+        if not kill.any():
+            return t, d
+        return np.where(kill, 0, t), np.where(kill, 0, d)
+    xp = namespace(t)
+    if not backend.is_host(d) and xp.isdtype(d.dtype, "bool"):
+        return xp.where(d, t, xp.zeros_like(t)), d
+    if backend.is_host(d):
+        d = backend.from_host(np.asarray(d), t, "like")
+    kill = ((d == 0) & xp.logical_not(xp.isfinite(t))) | (
+        (t == 0) & xp.logical_not(xp.isfinite(d)))
+    return xp.where(kill, xp.zeros_like(t), t), xp.where(kill, xp.zeros_like(d), d)
 
 
 def identity(shape: Shape) -> Diagonal:
@@ -696,9 +742,45 @@ class FanIn:
         return [m.pull(ct) if (w and m is not None) else None
                 for m, w in zip(self.maps, wants, strict=True)]
 
+    def push_absorbing(self, *ts):
+        total = None
+        for m, t in zip(self.maps, ts, strict=True):
+            if m is None or t is None:
+                continue
+            r = m.push_absorbing(t)
+            total = r if total is None else total + r
+        return total
+
+    def pull_absorbing(self, ct, wants: Sequence[bool] | None = None) -> list:
+        wants = wants or [True] * len(self.maps)
+        return [m.pull_absorbing(ct) if (w and m is not None) else None
+                for m, w in zip(self.maps, wants, strict=True)]
+
     @property
     def T(self):
         return self.pull
 
     def __repr__(self) -> str:
         return f"FanIn{self.maps!r}"
+
+
+class Reroute:
+    """A linearization that reads other nodes besides the rule's arguments: ``lin`` is a
+    `FanIn` with one map per argument and then one per node of ``refs`` (earlier nodes that
+    move with the direction), and the output's tangent is their sum.
+
+    For a limit the arguments' tangents cannot express: ``sqrt(h)`` where ``h`` vanishes to
+    second order along the ray has an infinite slope in ``h`` but a finite limiting gradient
+    in the inputs ``h`` is computed from (``refs``), read off the exact series
+    (`asd.core.ties.root_limit`). The engine records the extra nodes (`Trace.reroute`) and
+    every sweep reads them like arguments.
+    """
+
+    __slots__ = ("lin", "refs")
+
+    def __init__(self, lin: FanIn, refs: Sequence[int]):
+        self.lin, self.refs = lin, tuple(refs)
+
+    def __repr__(self) -> str:
+        return f"Reroute({self.lin!r}, via {self.refs})"
+

@@ -9,6 +9,7 @@ first-order tangent leaves open (``h == 0`` and ``ḣ == 0``, see ``ties``); the
 
 from __future__ import annotations
 
+import math
 import numbers
 import operator
 from collections.abc import Callable, Sequence
@@ -51,6 +52,24 @@ def to_fraction(a: Scalar) -> Fraction:
     if isinstance(a, numbers.Real):
         return Fraction(float(a))
     raise TypeError(f"expected an int, float or Fraction, got {type(a).__name__}: {a!r}")
+
+
+def is_infinite(a: Any) -> bool:
+    """Whether ``a`` is an infinite (or NaN) float: a constant series cannot hold it as a
+    Fraction, so series arithmetic keeps it as the float itself (`Series` mixes with it as
+    IEEE arithmetic does, and raises `NonFiniteSeries` where that would give NaN)."""
+    return isinstance(a, float) and not math.isfinite(a)
+
+
+class NonFiniteSeries(ArithmeticError):
+    """Series arithmetic with an infinite constant that has no limit (``inf - inf``,
+    ``0 * inf``): the value along the ray is NaN, so no sign can be read from it."""
+
+
+def _infinite_result(value: float, what: str) -> float:
+    if math.isnan(value):
+        raise NonFiniteSeries(f"{what} is NaN along the ray")
+    return value
 
 
 def object_array(items: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray:
@@ -134,6 +153,13 @@ class Series:
         series._set(coeffs, order, var, exact)
         return series
 
+    def with_constant(self, c: Any) -> Series:
+        """This series with its constant term (at every nesting level) replaced by ``c``."""
+        coeffs = list(self.coeffs) or [Fraction(0)]
+        head = coeffs[0]
+        coeffs[0] = head.with_constant(c) if isinstance(head, Series) else to_fraction(c)
+        return type(self)._new(coeffs, self.order, self.var, self.exact)
+
     def coefficient(self, k: int) -> Any:
         """The coefficient of ``delta**k`` (zero past the stored ones)."""
         return self.coeffs[k] if k < len(self.coeffs) else Fraction(0)
@@ -209,6 +235,8 @@ class Series:
         return None
 
     def __add__(self, other: Any) -> Series:
+        if is_infinite(other):  # a finite series plus an infinite constant
+            return _infinite_result(other, f"{self!r} + {other}")
         coerced = self._coerce(other)
         if coerced is None:  # a series in a later variable takes this one as a coefficient
             return other + self if isinstance(other, Series) else NotImplemented
@@ -237,6 +265,9 @@ class Series:
         return -self + other
 
     def __mul__(self, other: Any) -> Series:
+        if is_infinite(other):  # the sign of the series along the ray times the infinity
+            sign = self._sign_of(self) if self else 0
+            return _infinite_result(other * sign if sign else math.nan, f"{self!r} * {other}")
         coerced = self._coerce(other)
         if coerced is None:
             return other * self if isinstance(other, Series) else NotImplemented
@@ -271,12 +302,19 @@ class Series:
         return type(self)._new(b, self.order, self.var, exact)
 
     def __truediv__(self, other: Any) -> Series:
+        if is_infinite(other):
+            if math.isnan(other):
+                raise NonFiniteSeries(f"{self!r} / nan is NaN along the ray")
+            return type(self)._new([], self.order, self.var, True)
         if isinstance(other, Series):
             return self * other.reciprocal()
         coerced = self._coerce(other)
         return NotImplemented if coerced is None else self * coerced.reciprocal()
 
     def __rtruediv__(self, other: Any) -> Series:
+        if is_infinite(other):
+            return self.__mul__(other) if self else _infinite_result(
+                math.nan, f"{other} / {self!r}")
         if not isinstance(other, Series | Interval | numbers.Real):
             return NotImplemented
         return self.reciprocal() * other
@@ -297,6 +335,9 @@ class Series:
     # ----- order -----
 
     def _compare(self, other: Any) -> int:
+        if is_infinite(other):  # every finite series lies between -inf and inf
+            return _infinite_result(-1 if other > 0 else 1 if other < 0 else other,
+                                    f"{self!r} compared with nan")
         if not isinstance(other, Series | Interval | numbers.Real):
             return NotImplemented
         return self._sign_of(self - other)
@@ -646,7 +687,7 @@ class RaySeries(Series):
     cbrt = _elementary("cbrt")
 
 
-def _leading(e: Any, top: int) -> tuple[tuple[int, ...], Any] | None:
+def leading_term(e: Any, top: int) -> tuple[tuple[int, ...], Any] | None:
     """Exponents (variables ``top`` down to 0) and coefficient of ``e``'s leading term."""
     exps: list[int] = []
     while isinstance(e, Series):
@@ -678,7 +719,7 @@ def leading_vector(entries: Sequence[Any]) -> list[Fraction] | None:
     along a later direction. None when every entry is zero.
     """
     top = max((e.var for e in entries if isinstance(e, Series)), default=0)
-    leads = [lead for e in entries if (lead := _leading(e, top)) is not None]
+    leads = [lead for e in entries if (lead := leading_term(e, top)) is not None]
     if not leads:
         return None
     exps = min(lead[0] for lead in leads)

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from asd.core import backend
-from asd.core.linear import FanIn
+from asd.core.linear import FanIn, Reroute
 from asd.core.primitive import (
     ConstantTangent,
     Primitive,
@@ -208,10 +208,11 @@ def missing_cone(nodes: list, k: int, known) -> list[int]:
 
 
 def push_direction(nodes: list, lin_of, seed_of, k: int, memo: dict,
-                   like=None) -> np.ndarray:
+                   like=None, dargs: dict | None = None) -> np.ndarray:
     """Node ``k``'s derivative along a direction given at the inputs (``seed_of(j)``), pushed
     through the linearizations ``lin_of(j)`` of its ancestors; ``memo`` keeps every node's
-    (``like``: an array of the sweep's library, when it is not numpy)."""
+    (``like``: an array of the sweep's library, when it is not numpy; ``dargs``: the nodes
+    whose linearization reads other nodes than their arguments, `Trace.dargs`)."""
     if k in memo:
         return memo[k]
     for j in missing_cone(nodes, k, memo):
@@ -219,7 +220,8 @@ def push_direction(nodes: list, lin_of, seed_of, k: int, memo: dict,
         if node.prim is None:
             memo[j] = seed_of(j)
             continue
-        ins = [memo[r] if type(r) is int and nodes[r].active else None for r in node.args]
+        args = node.args if not dargs or j not in dargs else dargs[j]
+        ins = [memo[r] if type(r) is int and nodes[r].active else None for r in args]
         lin = lin_of(j)
         t = None
         if type(lin) is FanIn:
@@ -246,7 +248,7 @@ class Trace:
 
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
-                 "series_memo", "magnitudes", "like", "guards")
+                 "series_memo", "magnitudes", "like", "guards", "dargs")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
@@ -268,6 +270,8 @@ class Trace:
         self.jumps: dict = {}  # node -> Jump its rule met (None: a discontinuity without rule)
         self.like = None  # a torch/JAX input value, when the sweep runs in that library
         self.guards: dict = {}  # node -> [(read, result)]: values the trace itself depends on
+        # node -> the nodes its linearization reads, where a rule rerouted it (`Reroute`)
+        self.dargs: dict[int, tuple] = {}
 
     # ----- recording (the forward sweep) -----
 
@@ -363,7 +367,9 @@ class Trace:
                     for r, x, w in zip(refs, xs, wants)
                 ]
                 ans, lin = prim.rule(xs, dxs, **params)
-                if len(refs) > 1 and type(lin) is not FanIn and not prim.discontinuous:
+                if type(lin) is Reroute:
+                    lin = self.reroute(k, refs, wants, lin)
+                elif len(refs) > 1 and type(lin) is not FanIn and not prim.discontinuous:
                     raise ASDError(f"the rule of {prim.name} takes {len(refs)} inputs and "
                                    "must return a FanIn of one map per input")
             else:
@@ -389,6 +395,22 @@ class Trace:
                 active, lin = False, None
                 self.forget_ties(k)
         return ans, lin, active, taint
+
+    def reroute(self, k: int, refs: tuple, wants: list, rerouted: Reroute) -> FanIn:
+        """Record that node ``k``'s linearization reads the nodes ``rerouted.refs`` besides
+        its arguments (each an active node before ``k``); ``wants`` grows to match. Returns
+        the map, a `FanIn` over the arguments and then those nodes."""
+        extra = tuple(rerouted.refs)
+        if any(type(r) is not int or r >= k or not self.nodes[r].active for r in extra):
+            raise ASDError(f"a rule rerouted node %{k}'s linearization to {extra}: each must "
+                           "be an earlier node that moves with the direction")
+        if len(rerouted.lin.maps) != len(refs) + len(extra):
+            raise ASDError(f"a rerouted linearization of node %{k} needs one map per argument "
+                           f"and per node it reads ({len(refs) + len(extra)}), got "
+                           f"{len(rerouted.lin.maps)}")
+        self.dargs[k] = tuple(refs) + extra
+        wants.extend([True] * len(extra))
+        return rerouted.lin
 
     # ----- compiled replay (`asd.core.jit`): the recorded nodes, new input values -----
 
@@ -495,7 +517,8 @@ class Trace:
                 self.draw_seed(j)
                 continue
             node = nodes[j]
-            ins = [tangents[r] if type(r) is int and nodes[r].active else None for r in node.args]
+            args = node.args if j not in self.dargs else self.dargs[j]
+            ins = [tangents[r] if type(r) is int and nodes[r].active else None for r in args]
             lin = self.lins[j]
             if lin is None:
                 t = None
@@ -522,7 +545,7 @@ class Trace:
         """
         return push_direction(self.nodes, self.lins.__getitem__,
                               lambda j: self.lex_leaf(j, level),
-                              k, self.lex_tangents.setdefault(level, {}), self.like)
+                              k, self.lex_tangents.setdefault(level, {}), self.like, self.dargs)
 
     def lex_leaf(self, j: int, level: int) -> np.ndarray:
         """Input node ``j``'s part of ``w_level`` (zero for inputs not differentiated)."""
@@ -569,7 +592,7 @@ class Trace:
             maps = lin.maps if type(lin) is FanIn else (lin,)
             total = np.zeros(node.shape) if like is None else backend.zeros(
                 node.shape, like, backend.floating(backend.zeros((), like)).dtype)
-            for m, r in zip(maps, node.args, strict=False):
+            for m, r in zip(maps, self.dargs.get(j, node.args), strict=False):
                 if m is None or type(r) is not int or not nodes[r].active:
                     continue
                 mag = None if memo[r] is None else m.magnitude()
@@ -610,7 +633,7 @@ class Trace:
             if not missing.any():
                 return vals[mask]
         lin = self.lins[k]
-        if lin is None or depth > MAX_REQUEST_DEPTH or missing.all():
+        if lin is None or depth > MAX_REQUEST_DEPTH or missing.all() or k in self.dargs:
             return np.reshape(self.tangent(k), -1) if mask.all() else self.tangent(k)[mask]
         nodes = self.nodes
         asks = [self._asker(r, depth + 1) if type(r) is int and nodes[r].active else None
@@ -641,8 +664,12 @@ class Trace:
 
     # ----- batched sweeps over the stored linearizations -----
 
-    def push_batch(self, seeds: dict[int, np.ndarray]) -> list:
-        """Forward mode: push batched input tangents through every active node."""
+    def push_batch(self, seeds: dict[int, np.ndarray], absorbing: bool = False) -> list:
+        """Forward mode: push batched input tangents through every active node.
+
+        ``absorbing=True`` pushes with ``0 * inf = 0`` (`LinearMap.push_absorbing`): for
+        redoing a push whose result came out non-finite because an infinite tangent met a
+        zero coefficient, i.e. a branch the output does not read."""
         ts: list = [None] * len(self.nodes)
         for k, s in seeds.items():
             ts[k] = s
@@ -650,21 +677,40 @@ class Trace:
             lin = self.lins[k]
             if lin is None or not node.active:
                 continue
-            ins = [ts[r] if type(r) is int else None for r in node.args]
+            args = node.args if k not in self.dargs else self.dargs[k]
+            ins = [ts[r] if type(r) is int else None for r in args]
             if type(lin) is FanIn:
-                ts[k] = lin.push(*ins)
+                ts[k] = lin.push_absorbing(*ins) if absorbing else lin.push(*ins)
             elif ins[0] is not None:
-                ts[k] = lin.push(ins[0])
+                ts[k] = lin.push_absorbing(ins[0]) if absorbing else lin.push(ins[0])
         return ts
 
-    def pull(self, out: int, seed: np.ndarray) -> list:
-        """Reverse mode from node ``out``; only the inputs' cotangents survive the sweep."""
-        return self.pull_seeds({out: seed})
+    def tangent_absorbing(self, k: int):
+        """Node ``k``'s tangent along the sweep direction pushed with ``0 * inf = 0`` (see
+        `push_batch`); the memoized tangents are left as they are."""
+        seeds = {j: self.tangent(j) for j in self.leaf_index}
+        with np.errstate(all="ignore"):
+            return self.push_batch(seeds, absorbing=True)[k]
 
-    def pull_seeds(self, seeds: dict[int, Any]) -> list:
+    def pull(self, out: int, seed: np.ndarray, absorbing: bool = False) -> list:
+        """Reverse mode from node ``out``; only the inputs' cotangents survive the sweep."""
+        return self.pull_seeds({out: seed}, absorbing)
+
+    def pull_seeds(self, seeds: dict[int, Any], absorbing: bool = False) -> list:
         """Reverse mode from several nodes at once (a vector-Jacobian product of several
-        outputs), one pass over the stored linearizations."""
-        nodes, lins, wants = self.nodes, self.lins, self.wants
+        outputs), one pass over the stored linearizations.
+
+        ``absorbing=True`` pulls with ``0 * inf = 0`` (`LinearMap.pull_absorbing`): a
+        cotangent that is zero because the output does not read a branch (``where``'s other
+        side) then kills that branch's infinite slopes instead of turning them into NaN; the
+        callers redo a pull that way only when its result is not finite."""
+        if absorbing:  # a redo after a non-finite result: its warnings were given once
+            with np.errstate(all="ignore"):
+                return self._pull_seeds(seeds, True)
+        return self._pull_seeds(seeds, False)
+
+    def _pull_seeds(self, seeds: dict[int, Any], absorbing: bool) -> list:
+        nodes, lins, wants, dargs = self.nodes, self.lins, self.wants, self.dargs
         out = max(seeds)
         ct: list = [None] * (out + 1)
         for k, seed in seeds.items():
@@ -678,13 +724,14 @@ class Trace:
                 continue
             ct[k] = None  # a value's cotangent is dead once pulled: free it early
             if type(lin) is FanIn:
-                for r, p in zip(nodes[k].args, lin.pull(c, wants[k])):
+                pulled = lin.pull_absorbing(c, wants[k]) if absorbing else lin.pull(c, wants[k])
+                for r, p in zip(nodes[k].args if k not in dargs else dargs[k], pulled):
                     if p is not None:
                         prev = ct[r]
                         ct[r] = p if prev is None else prev + p
             elif wants[k][0]:
                 r = nodes[k].args[0]
-                p = lin.pull(c)
+                p = lin.pull_absorbing(c) if absorbing else lin.pull(c)
                 prev = ct[r]
                 ct[r] = p if prev is None else prev + p
         return ct

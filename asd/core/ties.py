@@ -35,10 +35,12 @@ series the tied quantity's ancestor cone, to the host (`asd.core.backend.to_host
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
 from asd.core import backend
+from asd.core.linear import Dense
 from asd.core.primitive import (
     FixedTangent,
     record_degenerate_tie,
@@ -50,11 +52,13 @@ from asd.core.series import (
     Series,
     TranscendentalConstant,
     UnprovenSign,
+    is_infinite,
+    leading_term,
     object_array,
     to_fraction,
 )
 from asd.core.sweep import LazyTangent, Trace, missing_cone, tangent_at
-from asd.errors import UndecidedTieError
+from asd.errors import NotLipschitzError, UndecidedTieError
 
 BUDGET = 20_000
 """Most entries one tie may newly evaluate on series along ``v`` (memoized entries are free;
@@ -80,9 +84,10 @@ def as_series(a, order: int = ORDERS[-1]) -> np.ndarray:
     """``a`` as an object array of series; plain numbers become exact constant series."""
     a = backend.to_host(a)
     if a.dtype == object:
-        return object_array([e if isinstance(e, Series) else RaySeries([e], order)
-                             for e in a.flat], a.shape)
-    return object_array([RaySeries([float(e)], order) for e in a.ravel()], a.shape)
+        return object_array([e if isinstance(e, Series) or is_infinite(e)
+                             else RaySeries([e], order) for e in a.flat], a.shape)
+    return object_array([float(e) if is_infinite(float(e)) else RaySeries([float(e)], order)
+                         for e in a.ravel()], a.shape)
 
 
 def line(x, tangents: list, order: int = ORDERS[-1]) -> np.ndarray:
@@ -115,11 +120,25 @@ def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -
     budget = BUDGET >> 2 * (depth - 1)
     if _cone_size(nodes, cone) > budget:
         raise SeriesUnavailable(f"the ancestors of %{k} exceed {budget} entries")
-    for j in cone:
+    return _evaluate_cone(trace, k, memo, lambda j: line(trace.values[j], [trace.tangent(j)] + [
+        trace.lex_tangent(j, level) for level in range(1, depth)], order), order)
+
+
+def _evaluate_cone(trace: Trace, k: int, memo: dict, input_line, order: int,
+                   snap: bool = False) -> np.ndarray:
+    """Node ``k`` on series: its missing ancestors re-run on object arrays of series, the
+    inputs given by ``input_line(j)`` (the engine's own numpy implementations, so every tie
+    inside the cone decides itself exactly as the ray does).
+
+    ``snap=True`` sets every node's constant term to its floating-point value at the point:
+    exact arithmetic on rounded constants (``sum(x) * 0.3333333333333333``) leaves a residue
+    of order 1e-17 where the program's own value is 0, which would otherwise read as the
+    leading term of a quantity that vanishes at the point."""
+    nodes = trace.nodes
+    for j in missing_cone(nodes, k, memo):
         node = nodes[j]
         if node.prim is None:
-            memo[j] = line(trace.values[j], [trace.tangent(j)] + [
-                trace.lex_tangent(j, level) for level in range(1, depth)], order)
+            memo[j] = input_line(j)
             continue
         args = [memo[r] if type(r) is int and r in memo
                 else backend.to_host(trace.values[r]) if type(r) is int
@@ -134,7 +153,16 @@ def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -
         except Exception as exc:  # any other failure: not an exactly computable operation
             raise SeriesUnavailable(f"{node.name} cannot run on exact series: {exc}") from exc
         memo[j] = as_series(out, order)
+        if snap:
+            memo[j] = _snapped(memo[j], trace.values[j])
     return memo[k]
+
+
+def _snapped(series: np.ndarray, value) -> np.ndarray:
+    """``series`` with each entry's constant term set to the entry of ``value``."""
+    value = np.broadcast_to(np.asarray(backend.to_host(value), dtype=float), series.shape)
+    return object_array([e.with_constant(v) if isinstance(e, Series) else e
+                         for e, v in zip(series.flat, value.flat)], series.shape)
 
 
 def input_series(x, dx, shape: tuple, depth: int | None = 1, order: int = 24,
@@ -471,3 +499,140 @@ def _decide_by_series(left: _Side, right: _Side, shape: tuple, where: np.ndarray
     flat[todo] = True
     record_tie_decision("series" if depth == 1 else "lexicographic",
                         before - int(np.count_nonzero(open_)))
+
+
+# ----- roots at zero: limits the linearizations cannot express -----
+
+def root_limit(dx, mask, p: Fraction, odd: bool = False) -> tuple[tuple, list] | None:
+    """The limiting gradient of ``h ** p`` (``0 < p < 1``) at the entries ``mask`` where
+    ``h == 0``, in the inputs ``h`` is computed from, read off the exact series.
+
+    ``h ** p`` has an infinite slope in ``h`` there, yet the composite can be Lipschitz:
+    ``sqrt(sum(x**2))`` at 0, ``sqrt((x - 1)**2)``, a standard deviation at zero variance.
+    Along the (lexicographic) ray ``h = c ε^E + …``; for each input entry ``x_i``,
+    ``∂h/∂x_i = a ε^A + …`` on the ray is the coefficient of a probe direction ``e_i`` one
+    level deeper. The limit of ``p |h|^(p-1) ∂h/∂x_i`` is then ``p |c|^(p-1) a`` where
+    ``(p-1)E + A`` vanishes, 0 where it is positive (in the order of the infinitesimals) and
+    infinite where it is negative: then the composite is not Lipschitz and `NotLipschitzError`
+    names it. ``h`` negative along the ray is refused too (``odd``: an odd root, which takes
+    ``|h|``). Entries where ``h`` vanishes along every direction have slope 0.
+
+    Returns ``(refs, maps)``: the input nodes read and, for each, its `Dense` map into the
+    root's output (rows outside ``mask`` zero), in the sweep's array library, ready for a
+    `Reroute`. Costs one series evaluation of ``h``'s cone per input entry of that cone
+    (rare: only where a root meets 0 with a flat tangent). None where ``dx`` is not a lazy
+    tangent of a sweep (a fixed direction's tangent has no cone to re-run).
+    """
+    if type(dx) is not LazyTangent or type(dx.trace) is not Trace:
+        return None
+    trace, k = dx.trace, dx.k
+    mask = backend.to_host(mask)
+    nodes = trace.nodes
+    where = np.flatnonzero(np.broadcast_to(mask, nodes[k].shape))
+    leaves = [j for j in missing_cone(nodes, k, {}) if nodes[j].prim is None
+              and j in trace.leaf_index]
+    levels = trace.lex.levels
+    leads: dict[int, tuple] = {}  # entry -> (depth, exponents, coefficient) of h's series
+    for depth in range(1, levels + 2):
+        todo = [e for e in where if e not in leads]
+        if not todo:
+            break
+        series = np.asarray(_root_series(
+            lambda depth=depth: _ray_series(trace, k, depth), k)).reshape(-1)
+        for e in todo:
+            lead = leading_term(series[e], depth - 1)
+            if lead is not None:
+                leads[e] = (depth, *lead)
+            elif isinstance(series[e], Series) and not series[e].exact:
+                raise _unproven_root(nodes, k)
+    record_asked(dx, len(where))  # the map depends on the direction: a tie of this node
+    rows = {e: i for i, e in enumerate(where)}
+    blocks = [np.zeros((len(where), math.prod(nodes[j].shape))) for j in leaves]
+    for e, (depth, exps, c) in leads.items():
+        c = float(c)
+        if depth == 1 and p * exps[-1] < 1:  # the root itself grows like ε^(p E) < ε
+            raise NotLipschitzError(
+                f"%{k} = {nodes[k].name} is 0 at the point and of order {exps[-1]} along the "
+                f"ray, so its root (power {p}) grows like δ^{p * exps[-1]} there: an infinite "
+                "slope, so the program is not Lipschitz at this point. Keep the root's input "
+                "away from 0, or use a root that matches the order (sqrt of a sum of squares, "
+                "asd.norm).")
+        if c < 0 and not odd:
+            raise NotLipschitzError(
+                f"%{k} = {nodes[k].name} is 0 at the point but negative along the direction "
+                f"(leading term {c:g}·ε^{exps[::-1]}), so its root is undefined (NaN) on one "
+                "side: the program leaves its domain there. Keep the root's input "
+                "nonnegative near the point.")
+        for b, j in enumerate(leaves):
+            for i in range(blocks[b].shape[1]):
+                probe = _root_series(
+                    lambda j=j, i=i, d=depth: _probe_series(trace, k, d, j, i), k)
+                a = np.asarray(probe).reshape(-1)[e]
+                coeff = a.coefficient(1) if isinstance(a, Series) and a.var == depth else 0
+                lead = leading_term(coeff, depth - 1)
+                if lead is None:
+                    continue
+                a_exps, alpha = lead
+                total = [(p - 1) * Fraction(h) + Fraction(g) for h, g in zip(exps, a_exps)]
+                first = next((t for t in total if t), 0)
+                if first < 0:
+                    raise NotLipschitzError(
+                        f"%{k} = {nodes[k].name} vanishes at the point to order "
+                        f"{exps[::-1]} along the ray, and its root (power {p}) then has an "
+                        "infinite slope in the inputs: the composite is not Lipschitz there. "
+                        "Keep the root's input away from 0, or use a root that matches the "
+                        "order (sqrt of a sum of squares, asd.norm).")
+                if first == 0:
+                    blocks[b][rows[e], i] = float(p) * abs(c) ** float(p - 1) * float(alpha)
+    out_shape = nodes[k].shape
+    maps = []
+    for j, block in zip(leaves, blocks, strict=True):
+        full = np.zeros((math.prod(out_shape), block.shape[1]))
+        full[where] = block
+        if trace.like is not None:
+            full = backend.from_host(full, trace.like, trace.nodes[j].dtype)
+        maps.append(Dense(full, nodes[j].shape, out_shape))
+    return tuple(leaves), maps
+
+
+def _root_series(evaluate, k: int):
+    """``evaluate()``, with the series it could not compute refused as undecided."""
+    try:
+        return evaluate()
+    except SeriesUnavailable as exc:
+        raise UndecidedTieError(
+            f"a root of %{k} meets 0 with a flat tangent, and the exact series that would "
+            f"decide its limit could not be computed ({exc}). Keep the root's input away from "
+            "0, or use asd.norm / asd.abs where the input is a sum of squares.") from exc
+
+
+def _ray_series(trace: Trace, k: int, depth: int) -> np.ndarray:
+    """Node ``k`` along the (lexicographic) ray to ``depth`` levels, with every node's
+    constant term its floating-point value (see `_evaluate_cone`)."""
+    def input_line(j):
+        return line(trace.values[j], [trace.tangent(j)] + [
+            trace.lex_tangent(j, level) for level in range(1, depth)], ORDERS[-1])
+
+    return _evaluate_cone(trace, k, {}, input_line, ORDERS[-1], snap=True)
+
+
+def _probe_series(trace: Trace, k: int, depth: int, leaf: int, i: int) -> np.ndarray:
+    """Node ``k`` along ``x + ε₁v + … + ε_depth w + ε_(depth+1) e_i``, with ``e_i`` the
+    ``i``-th entry of input ``leaf``: the coefficient of the last infinitesimal is ``∂k/∂x_i``
+    along the (lexicographic) ray."""
+    def input_line(j):
+        tangents = [trace.tangent(j)] + [trace.lex_tangent(j, level)
+                                          for level in range(1, depth)]
+        probe = np.zeros(trace.nodes[j].shape)
+        if j == leaf:
+            probe.reshape(-1)[i] = 1.0
+        return line(trace.values[j], [*tangents, probe], ORDERS[-1])
+
+    return _evaluate_cone(trace, k, {}, input_line, ORDERS[-1], snap=True)
+
+
+def _unproven_root(nodes: list, k: int) -> UndecidedTieError:
+    return UndecidedTieError(
+        f"%{k} = {nodes[k].name} is 0 at the point and stays 0 along the ray to the highest "
+        "order asd computes, but that is not proven exact, so the limit of its root is not "
+        "known. Keep the root's input away from 0.")

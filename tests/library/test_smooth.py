@@ -485,37 +485,76 @@ def test_arcsin_at_one_and_traced_exponent_at_zero_raise():
         asd.subgrad(lambda y: 0.0**y)(-1.0)
 
 
-def test_sqrt_message_teaches_the_fix():
-    with pytest.raises(asd.NotLipschitzError, match=r"asd\.norm"):
-        asd.subgrad(lambda x: np.sqrt(np.sum(x * x)))(np.zeros(2))
-
-
-# sqrt of squares is Lipschitz; the refusal names the library function with the same value,
-# recognised from the node feeding the sqrt (and that function is then correct at 0)
-SQUARE_ROOTS = [
-    (lambda x: np.sum(np.sqrt(x**2)), r"asd\.abs\(x\)", lambda x: np.sum(asd.abs(x))),
-    (lambda x: np.sum(np.sqrt(x * x)), r"asd\.abs\(x\)", lambda x: np.sum(asd.abs(x))),
-    (lambda x: np.sqrt(np.sum(x**2)), r"asd\.norm\(x\) or np\.linalg\.norm\(x\)", asd.norm),
-    (lambda x: np.sum(np.square(x)) ** 0.5, r"asd\.norm\(x\)", asd.norm),
-    (lambda x: np.sqrt(x @ x), r"asd\.norm\(x\)", np.linalg.norm),
-    (lambda x: np.sqrt(np.dot(x, x)), r"asd\.norm\(x\)", np.linalg.norm),
-    (lambda x: np.sqrt(x[0] ** 2 + np.square(x[1])), r"asd\.norm\(asd\.numpy\.stack",
+# Roots of sums of even powers are Lipschitz at a zero of their input although the root is
+# not: the limiting gradient is read off the exact series along the ray, so each must equal
+# the library function with the same value (whose rule is exact at 0) along every direction.
+Z, H = np.zeros(2), np.full(2, 0.5)
+SQUARE_ROOTS = [  # (point, root of even powers, the library function with its value)
+    (Z, lambda x: np.sum(np.sqrt(x**2)), lambda x: np.sum(asd.abs(x))),
+    (Z, lambda x: np.sum(np.sqrt(x * x)), lambda x: np.sum(asd.abs(x))),
+    (Z, lambda x: np.sqrt(np.sum(x**2)), asd.norm),
+    (Z, lambda x: np.sum(np.square(x)) ** 0.5, asd.norm),
+    (Z, lambda x: np.sqrt(x @ x), np.linalg.norm),
+    (Z, lambda x: np.sqrt(np.dot(x, x)), np.linalg.norm),
+    (Z, lambda x: np.sqrt(x[0] ** 2 + np.square(x[1])),
      lambda x: asd.norm(asd.numpy.stack([x[0], x[1]]))),
-    (lambda x: np.sum(np.sqrt(np.sum(x.reshape(1, 2) ** 2, axis=0))),
-     r"asd\.norm\(x, axis=0\) or np\.linalg\.norm\(x, axis=0\)",
+    (Z, lambda x: np.sum(np.sqrt(np.sum(x.reshape(1, 2) ** 2, axis=0))),
      lambda x: np.sum(asd.norm(x.reshape(1, 2), axis=0))),
+    (H, lambda x: np.sqrt(np.sum((x - 0.5) * (x - 0.5))), lambda x: asd.norm(x - 0.5)),
+    (Z, lambda x: np.sqrt(3.0 * np.mean(x ** 2) / 1.5), lambda x: asd.norm(x)),
+    (Z, lambda x: (x[0] ** 4 + x[1] ** 4) ** 0.25, lambda x: asd.norm(x, ord=4)),
 ]
+ROOT_DIRECTIONS = [np.array([3.0, -4.0]), np.array([0.0, 2.0]), np.array([-1.0, 0.0]),
+                   np.array([1e-3, 7.0])]
 
 
-@pytest.mark.parametrize("fn,named,same", SQUARE_ROOTS)
-def test_root_of_squares_names_the_function_with_the_same_value(fn, named, same):
-    x = np.zeros(2)
-    with pytest.raises(asd.NotLipschitzError, match=named):
-        asd.subgrad(fn)(x)
-    v = np.array([3.0, -4.0])
-    assert float(fn(v)) == pytest.approx(float(same(v)))  # the named function has fn's value
-    value, dini = asd.directional(same)(x, v)
-    assert float(value) == 0.0 and float(dini) == pytest.approx(float(fn(v)))
+@pytest.mark.parametrize("x,fn,same", SQUARE_ROOTS)
+@pytest.mark.parametrize("v", ROOT_DIRECTIONS)
+def test_root_of_even_powers_equals_the_function_with_the_same_value(x, fn, same, v):
+    assert float(fn(x + v)) == pytest.approx(float(same(x + v)))  # the same function
+    got = asd.subgrad(fn, direction=v)(x)
+    want = asd.subgrad(same, direction=v)(x)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15)
+    value, dini = asd.directional(fn)(x, v)
+    assert float(value) == 0.0
+    assert float(dini) == pytest.approx(float(asd.directional(same)(x, v)[1]))
+
+
+def test_root_of_squares_persisting_along_the_ray_is_decided_lexicographically():
+    # sqrt(x0**2) stays 0 along v = e1: the next direction decides which side of x0 = 0
+    def f(x):
+        return np.sqrt(x[0] ** 2) + 2.0 * x[1]
+    for w, sign in ((np.array([-1.0, 5.0]), -1.0), (np.array([2.0, 0.0]), 1.0)):
+        g = asd.subgrad(f, directions=[np.array([0.0, 1.0]), w])(np.zeros(2))
+        np.testing.assert_array_equal(g, [sign, 2.0])
+
+
+def test_standard_deviation_at_zero_variance_is_the_limiting_gradient():
+    # std(x) = |P x| / sqrt(n) with P centering: along v the limit is P v / (sqrt(n) |P v|),
+    # and the one-sided derivative |P v| / sqrt(n) (mpmath quotients on the ray agree)
+    import mpmath
+
+    x, v = np.full(4, 2.0), np.array([1.0, -2.0, 0.5, 3.0])
+    pv = v - v.mean()
+    g = asd.subgrad(np.std, direction=v)(x)
+    np.testing.assert_allclose(g, pv / (2.0 * np.linalg.norm(pv)), rtol=1e-12, atol=1e-15)
+    mpmath.mp.dps = 50
+    d = mpmath.mpf(10) ** -30
+    pts = [mpmath.mpf(2) + d * mpmath.mpf(float(c)) for c in v]
+    mean = sum(pts) / 4
+    quotient = mpmath.sqrt(sum((p - mean) ** 2 for p in pts) / 4) / d
+    assert float(asd.directional(np.std)(x, v)[1]) == pytest.approx(float(quotient), rel=1e-14)
+
+
+@pytest.mark.parametrize("x,fn", [
+    (Z, lambda x: np.sqrt(2.0 * x[0] * x[1])),              # not a sum of squares
+    (Z, lambda x: (x[0] ** 2) ** 0.25),                     # |x0| ** 0.5
+    (Z, lambda x: np.sqrt(-(x[0] ** 2))),                   # negative along the ray: NaN
+    (np.array([0.1, 0.2]), lambda x: np.sqrt(np.sum((x - 0.1) * (x - 0.2)))),  # two factors
+])
+def test_roots_that_are_not_lipschitz_stay_refused(x, fn):
+    with pytest.raises(asd.NotLipschitzError):
+        asd.subgrad(fn, direction=np.array([1.0, 1.0]))(x)
 
 
 @pytest.mark.parametrize("fn", [
