@@ -14,7 +14,6 @@ by `defpiecewise` runs on numpy only so far.
 
 from __future__ import annotations
 
-import math
 import operator
 from fractions import Fraction
 
@@ -31,8 +30,9 @@ from asd.extend import (
     from_host,
     is_host,
     is_traced,
-    kernel,
     namespace,
+    ray_compare,
+    ray_nonnegative,
     register_kernel,
     register_method,
     register_numpy,
@@ -57,15 +57,9 @@ def _relu_impl(x):
 relu_p = Primitive("relu", _relu_impl, array_api=True)
 
 
-def _positive(x):
-    """``x > 0`` as 0/1 in ``x``'s dtype (a `Mask`)."""
-    xp = namespace(x)
-    return xp.astype(x > 0, x.dtype)
-
-
 def _torch_positive(x):
-    """`_positive` in one pass: torch writes a comparison into a float tensor ~5x faster than
-    it makes a bool one and converts it."""
+    """``x > 0`` as 0/1 in ``x``'s dtype in one pass: torch writes a comparison into a float
+    tensor ~5x faster than it makes a bool one and converts it."""
     import torch
 
     return torch.gt(x, 0, out=torch.empty_like(x))
@@ -74,23 +68,12 @@ def _torch_positive(x):
 register_kernel("positive", "torch", _torch_positive)
 
 
-def _untied(x, xp) -> bool:
-    """True when no entry of another library's floating ``x`` is 0 or NaN, so a relu has no
-    tie to decide: one reduction (``min |x| > 0``) instead of a bool mask and its ``any``."""
-    return (xp.isdtype(x.dtype, "real floating") and math.prod(tuple(x.shape)) > 0
-            and bool(xp.min(xp.abs(x)) > 0))
-
-
 @relu_p.defrule
 def relu_rule(xs, dxs):
     xp, x = _array(xs[0])
-    if xp is not np and _untied(x, xp):
-        return _relu_impl(x), Mask(kernel("positive", xp, _positive)(x), tuple(x.shape))
-    slope = xp.asarray(x > 0)
-    tie = x == 0
-    if tie.any():
-        slope = set_at(slope, tie, tie_sign(x, dxs[0], 0.0, None, tie) >= 0)
-    return _relu_impl(x), Diagonal(slope, tuple(x.shape))
+    if xp is np:
+        return _relu_impl(x), Diagonal(ray_nonnegative(x, dxs[0]), x.shape)
+    return _relu_impl(x), Mask(ray_nonnegative(x, dxs[0], mask_dtype=True), tuple(x.shape))
 
 
 abs_p = Primitive("abs", lambda x: np.abs(x) if is_host(x) else namespace(x).abs(x),
@@ -100,10 +83,7 @@ abs_p = Primitive("abs", lambda x: np.abs(x) if is_host(x) else namespace(x).abs
 @abs_p.defrule
 def abs_rule(xs, dxs):
     xp, x = _array(xs[0])
-    positive = xp.asarray(x >= 0)
-    tie = x == 0
-    if tie.any():
-        positive = set_at(positive, tie, tie_sign(x, dxs[0], 0.0, None, tie) >= 0)
+    positive = ray_nonnegative(x, dxs[0])
     if xp is np:
         return np.abs(x), Diagonal(np.where(positive, 1.0, -1.0).astype(x.dtype), x.shape)
     return xp.abs(x), Diagonal(xp.astype(positive, x.dtype) * 2.0 - 1.0, tuple(x.shape))
@@ -135,17 +115,13 @@ def _binary_impl(np_op, xp_name):
     return impl
 
 
-def _select_rule(op, first_wins, sign_of_first):
+def _select_rule(op, sign_of_first):
     def rule(xs, dxs):
         a, b = xs
         ans = op(a, b)
         out = tuple(np.shape(ans))
-        xp, (a_, b_) = _operands(a, b)
-        pick_a = xp.asarray(xp.broadcast_to(first_wins(a_, b_), out))
-        tie = xp.asarray(xp.broadcast_to(a_ == b_, out))
-        if tie.any():
-            pick_a = xp.asarray(pick_a, copy=True)
-            pick_a = set_at(pick_a, tie, sign_of_first * tie_sign(a, dxs[0], b, dxs[1], tie) >= 0)
+        xp = namespace(a, b)
+        pick_a = xp.asarray(sign_of_first * ray_compare(a, dxs[0], b, dxs[1]) >= 0)
         return ans, FanIn(Diagonal(pick_a, tuple(np.shape(a)), out),
                           Diagonal(~pick_a, tuple(np.shape(b)), out))
 
@@ -154,10 +130,8 @@ def _select_rule(op, first_wins, sign_of_first):
 
 _maximum = _binary_impl(np.maximum, "maximum")
 _minimum = _binary_impl(np.minimum, "minimum")
-maximum_p = Primitive("maximum", _maximum, _select_rule(_maximum, operator.gt, 1),
-                      array_api=True)
-minimum_p = Primitive("minimum", _minimum, _select_rule(_minimum, operator.lt, -1),
-                      array_api=True)
+maximum_p = Primitive("maximum", _maximum, _select_rule(_maximum, 1), array_api=True)
+minimum_p = Primitive("minimum", _minimum, _select_rule(_minimum, -1), array_api=True)
 
 
 # ----- snaps: near-ties within a ball's reach, for asd.clarke(radius=...) -----

@@ -17,12 +17,11 @@ float64):
 from __future__ import annotations
 
 import asd.library.order as order
-import asd.library.piecewise as piecewise
 import numpy as np
 import pytest
 
 import asd
-from asd.core import backend
+from asd.core import backend, ties
 from asd.core.linear import Index, Take
 
 torch = pytest.importorskip("torch")
@@ -244,12 +243,12 @@ def test_torch_fast_paths_decide_as_the_general_rules(lib, kind, values, pool, m
     x, w = planted(shape, 1, values), np.array(1.0)
     v, vw = direction(shape, kind, 5), np.array(0.5)
     untied = []
-    real = piecewise._untied
-    monkeypatch.setattr(piecewise, "_untied", lambda x, xp: untied.append(real(x, xp))
+    real = ties.untied
+    monkeypatch.setattr(ties, "untied", lambda x, xp: untied.append(real(x, xp))
                         or untied[-1])
     fast = report(sweep(lib, x, w, v, vw, pool))
     assert untied == [values == "normal"]  # the Mask where no entry is on the kink
-    monkeypatch.setattr(piecewise, "_untied", lambda x, xp: False)
+    monkeypatch.setattr(ties, "untied", lambda x, xp: False)
     monkeypatch.setitem(backend.KERNELS["max_pool_first"], "torch", order._pool_first_max)
     general = report(sweep(lib, x, w, v, vw, pool))
     for a, b in zip(fast[:4], general[:4], strict=True):

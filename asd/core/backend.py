@@ -251,6 +251,19 @@ def kernel(name: str, xp, default: Callable | None = None) -> Callable:
     return fn
 
 
+def operands(*xs) -> tuple:
+    """The operands of one operation as arrays of one library, on one device: Python numbers
+    and numpy constants beside another library's arrays become arrays of the first floating
+    one's dtype (bool constants stay bool)."""
+    arrays = [x for x in xs if not is_host(x)]
+    if not arrays:
+        return tuple(np.asarray(x) for x in xs)
+    xp = namespace(*arrays)
+    like = next((x for x in arrays if xp.isdtype(x.dtype, "real floating")), arrays[0])
+    return tuple(x if not is_host(x) else from_host(
+        np.asarray(x), like, None if np.asarray(x).dtype == bool else "like") for x in xs)
+
+
 def set_at(x, index, values):
     """``x[index] = values``, in place where the library allows it (JAX: a new array)."""
     if type(x) is np.ndarray:

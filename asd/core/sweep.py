@@ -248,7 +248,7 @@ class Trace:
 
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
-                 "series_memo", "magnitudes", "like", "guards", "dargs")
+                 "series_memo", "magnitudes", "like", "guards", "dargs", "staged", "undecided")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
@@ -272,6 +272,10 @@ class Trace:
         self.guards: dict = {}  # node -> [(read, result)]: values the trace itself depends on
         # node -> the nodes its linearization reads, where a rule rerouted it (`Reroute`)
         self.dargs: dict[int, tuple] = {}
+        # a staged sweep decides ties as array operations only (`asd.core.ties.ray_compare`)
+        # and counts here, per node, the tied entries first order left open (device scalars)
+        self.staged = False
+        self.undecided: dict[int, Any] = {}
 
     # ----- recording (the forward sweep) -----
 
@@ -567,6 +571,25 @@ class Trace:
                     xp = backend.namespace(t)
                     scales[j] = float(xp.max(xp.abs(t))) if backend.size(t) else 0.0
         return max(scales.values(), default=0.0)
+
+    def staged_scale(self):
+        """The direction's largest entry as an array (no host copy): the scale a staged
+        sweep compares first-order tangents with. Memoized."""
+        scale = self.magnitudes.get("staged scale")
+        if scale is None:
+            xp = np if self.like is None else backend.namespace(self.like)
+            parts = [xp.max(xp.abs(self.tangent(j))) for j in self.leaf_index
+                     if backend.size(self.tangent(j))]
+            scale = parts[0] if len(parts) == 1 else xp.max(xp.stack(parts)) if parts else 0.0
+            self.magnitudes["staged scale"] = scale
+        return scale
+
+    def count_undecided(self, k: int, mask) -> None:
+        """Add the entries of ``mask`` (tied entries first order left open) to node ``k``'s
+        count of undecided ties, as an array on the sweep's device."""
+        xp = backend.namespace(mask)
+        count = xp.sum(xp.astype(mask, xp.int32))
+        self.undecided[k] = count if k not in self.undecided else self.undecided[k] + count
 
     def magnitude(self, k: int) -> np.ndarray | None:
         """``|u_k| ... |u_1| |v|``: bounds every partial sum of node ``k``'s tangent.

@@ -337,6 +337,105 @@ def entries(t, shape: tuple, mask: np.ndarray) -> np.ndarray:
     return backend.to_host(xp.broadcast_to(t, tuple(shape))[backend.from_host(mask, t)])
 
 
+# ----- the declarative service: rules state the switching quantity, the engine decides -----
+
+def ray_compare(a, da, b, db=None, *, record: bool = False, strict: bool = False):
+    """The sign of ``a - b`` at ``x + δv`` (δ ↓ 0, then the lexicographic directions), for
+    every entry of their broadcast shape, as int8 in their array library.
+
+    This is how a rule states a switching quantity: it never asks whether ``a == b`` holds
+    somewhere; the engine compares the values, and where they tie decides by the contract of
+    this module (`tie_sign`: tangent, series, further directions; 0 only where ``a`` and
+    ``b`` are equal near ``x``). ``da``/``db`` are the operands' lazy tangents (``db=None``:
+    ``b`` is a constant). In a staged sweep (`Trace.staged`, inside ``jax.jit``) no value
+    leaves the device: ties are decided by the first-order signs along ``v, w1, …`` as array
+    operations, and the entries they leave open are counted in the sweep's ``undecided``
+    flag (`staged_sign`). NaN compares as 0 (neither side).
+    """
+    xp = backend.namespace(a, b)
+    a_, b_ = backend.operands(a, b) if xp is not np else (np.asarray(a), np.asarray(b))
+    shape = tuple(np.broadcast_shapes(tuple(np.shape(a_)), tuple(np.shape(b_))))
+    gt, lt = xp.broadcast_to(a_ > b_, shape), xp.broadcast_to(a_ < b_, shape)
+    sign = xp.astype(gt, xp.int8) - xp.astype(lt, xp.int8)
+    tie = xp.broadcast_to(a_ == b_, shape)
+    trace = _trace_of(da, db)
+    if trace is not None and getattr(trace, "staged", False):
+        return xp.where(tie, staged_sign(trace, a, da, b, db, tie), sign)
+    if not bool(xp.any(tie)):
+        return sign
+    return backend.set_at(xp.asarray(sign, copy=True), tie, xp.astype(
+        tie_sign(a, da, b, db, tie, record=record, strict=strict), xp.int8))
+
+
+def ray_nonnegative(x, dx, *, mask_dtype: bool = False):
+    """Where ``x >= 0`` at ``x + δv`` (δ ↓ 0, then the lexicographic directions): the side
+    a kink at 0 (relu, abs, clip at 0) takes, per entry, decided by `ray_compare`.
+
+    ``mask_dtype=True`` returns it as 0/1 in ``x``'s dtype (torch multiplies by a float mask
+    far faster than by a bool one). Another library's ``x`` with no entry at 0 (or NaN) has
+    no tie: one reduction tells, and the mask is ``x > 0`` written by one kernel
+    (``positive``), with no tie masks built."""
+    xp = backend.namespace(x)
+    trace = _trace_of(dx)
+    staged = trace is not None and getattr(trace, "staged", False)
+    if xp is not np and not staged and untied(x, xp):
+        return backend.kernel("positive", xp, _positive)(x) if mask_dtype else x > 0
+    side = ray_compare(x, dx, 0.0) >= 0
+    return xp.astype(side, x.dtype) if mask_dtype else side
+
+
+def untied(x, xp) -> bool:
+    """True when no entry of another library's floating ``x`` is 0 or NaN, so a kink at 0
+    has no tie to decide: one reduction (``min |x| > 0``) instead of a bool mask and its
+    ``any``."""
+    return (xp.isdtype(x.dtype, "real floating") and backend.size(x) > 0
+            and bool(xp.min(xp.abs(x)) > 0))
+
+
+def _positive(x):
+    """``x > 0`` as 0/1 in ``x``'s dtype."""
+    xp = backend.namespace(x)
+    return xp.astype(x > 0, x.dtype)
+
+
+def _trace_of(*dxs):
+    """The sweep the lazy tangents belong to, if any."""
+    return next((dx.trace for dx in dxs if isinstance(dx, LazyTangent)), None)
+
+
+def staged_sign(trace: Trace, a, da, b, db, tie):
+    """The sign of ``a - b`` along the lexicographic ray to first order, as array operations
+    (no host copy, no Python branch on a value): the first of ``ḣ`` along ``v, w1, …, wk``
+    that is clearly nonzero (above ``SMALL`` times the direction's largest entry, far beyond
+    rounding). Tied entries (``tie``) where every level is (nearly) zero are left 0 and
+    counted in the sweep's undecided flag for the running node: the eager sweep decides
+    those exactly."""
+    xp = backend.namespace(tie)
+    shape = tuple(tie.shape)
+    left, right = _Side(a, da, shape), _Side(b, db, shape)
+    sign = xp.zeros_like(tie, dtype=xp.int8)
+    open_ = tie
+    scale = trace.staged_scale()
+    for level in range(trace.lex.levels + 1):
+        h_dot = _level_tangent(left, level) - _level_tangent(right, level)
+        clear = open_ & (xp.abs(h_dot) > SMALL * scale)
+        sign = xp.where(clear, xp.astype(xp.sign(h_dot), xp.int8), sign)
+        open_ = open_ & ~clear
+    trace.count_undecided(rule_context.node, open_)
+    return sign
+
+
+def _level_tangent(side: _Side, level: int):
+    """One side's full tangent along direction ``level`` (0: ``v``); 0.0 for a constant."""
+    if not side.moves:
+        return 0.0
+    if level == 0:
+        return side.dx()
+    if isinstance(side.dx, LazyTangent):
+        return side.dx.trace.lex_tangent(side.dx.k, level)
+    return side.dx.lex[level - 1]
+
+
 def tie_sign(a, da, b, db, tie, *, record: bool = False, strict: bool = False):
     """The side of ``a - b`` that the sweep enters, at the tied entries (``a == b`` there).
 
