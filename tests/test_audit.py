@@ -150,6 +150,7 @@ def test_battery_runs_writes_the_table_and_exits_zero(tmp_path, capsys):
     assert summary in text and summary in out
     for name in frameworks.available():
         assert frameworks.LABELS[name] in text
+    assert "version unknown" not in text        # tensorflow-cpu installs tensorflow
 
 
 @pytest.mark.parametrize("pattern", battery.CATALOG, ids=[p.name for p in battery.CATALOG])
