@@ -198,7 +198,7 @@ def _torch_grad(fn, x):
 
 
 def _torch(kind: str):
-    """(asd's subgradient, torch's gradient) thunks for one small program, built lazily."""
+    """``(fn, x)``: one small program and its point, built when its row runs."""
     import torch
     import torch.nn.functional as F
 
@@ -242,14 +242,19 @@ def _torch(kind: str):
         def nothing(x):
             x.sum()
         return nothing, z
+    if kind == "int_argnums":
+        return (lambda z, t: (z[:, 0] * t).sum()), z
     raise KeyError(kind)
 
 
 def torch_sub(kind: str):
     def run():
         import asd.torch
+        import torch
 
         fn, x = _torch(kind)
+        if kind == "int_argnums":       # the labels, an integer tensor, as the argument
+            return asd.torch.subgrad(fn, x, torch.tensor([0, 1, 2, 1]), argnums=1)
         return asd.torch.subgrad(fn, x, seed=0)
     return run
 
@@ -285,6 +290,8 @@ TORCH = [
     _torch_claim("PyTorch: Python control flow on a value is a TracerBoolError", "if",
                  TracerBoolError),
     _torch_claim("PyTorch: a function returning None is an OutputError", "none", OutputError),
+    _torch_claim("PyTorch: an integer argument in argnums is an ArgumentError", "int_argnums",
+                 ArgumentError),
 ]
 
 
@@ -329,6 +336,7 @@ def _jax(kind: str):
         "interior_pad": (lambda x: lax.pad(x, 0.0, ((0, 0, 0), (0, 0, 0), (1, 1, 1),
                                                     (0, 0, 1))).sum(), x4),
         "norm0": (lambda v: jnp.linalg.norm(v), jnp.zeros(3)),
+        "igamma": (lambda v: jax.scipy.special.gammainc(2.0, v).sum(), jnp.ones(2)),
     }
     return programs[kind]
 
@@ -354,6 +362,13 @@ def jax_ref(kind: str):
 def _jax_claim(text, kind, error=None, check=None):
     check = None if error else (check or same_as(jax_ref(kind), 1e-5))
     return Claim(text, jax_sub(kind), error, check, "jax")
+
+
+def _jax_int_argnums():
+    import asd.jax
+
+    return asd.jax.subgrad(lambda x, t: (x * t).sum(), argnums=1)(
+        np.ones(2, np.float32), np.array([1, 2], np.int32))
 
 
 def _unit(value) -> bool:
@@ -384,6 +399,10 @@ JAX = [
     _jax_claim("JAX: interior padding is refused", "interior_pad", UnsupportedError),
     _jax_claim("JAX: jnp.linalg.norm at 0 is asd.norm (JAX itself gives NaN)", "norm0",
                check=_unit),
+    _jax_claim("JAX: a primitive without a mapping (igamma) is refused at import", "igamma",
+               UnsupportedError),
+    Claim("JAX: an integer argument in argnums is an ArgumentError", lambda: _jax_int_argnums(),
+          ArgumentError, needs="jax"),
 ]
 
 
@@ -422,6 +441,7 @@ def _tf(kind: str):
         "while": (lambda x: tf.while_loop(lambda i, c: i < 3,
                                           lambda i, c: (i + 1, tf.sin(c)), (0, x))[1][0], v),
         "avg_same": (lambda x: tf.reduce_sum(tf.nn.avg_pool2d(x, 2, 2, "SAME")), x4),
+        "avg_same_sym": (lambda x: tf.reduce_sum(tf.nn.avg_pool2d(x, 3, 1, "SAME")), x4),
         "max_asym": (lambda x: tf.reduce_sum(tf.nn.max_pool2d(x, 2, 2, "SAME")), x4),
         "transposed": (lambda x: tf.reduce_sum(tf.nn.conv2d_transpose(
             x, tf.ones((3, 3, 3, 2)), (1, 10, 10, 3), 2)), x4),
@@ -491,6 +511,8 @@ TENSORFLOW = [
     _tf_claim("TensorFlow: tf.while_loop on the differentiated path is refused", "while",
               UnsupportedError, message="While"),
     _tf_claim("TensorFlow: AvgPool 'SAME' that pads is refused", "avg_same", UnsupportedError),
+    _tf_claim("TensorFlow: AvgPool 'SAME' that pads both sides alike is refused too",
+              "avg_same_sym", UnsupportedError),
     _tf_claim("TensorFlow: MaxPool with asymmetric padding is refused", "max_asym",
               UnsupportedError),
     _tf_claim("TensorFlow: transposed convolutions are refused", "transposed",
