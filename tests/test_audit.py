@@ -336,6 +336,8 @@ def test_audit_imports_a_tensorflow_file(tmp_path, capsys):
     assert "TensorFlow gradient" in captured.out and "[0.0, 0.0]" in captured.out
     assert "outside (the Clarke set is a single gradient)" in captured.out
     assert "no TensorFlow importer" not in captured.out + captured.err
+    assert audit.main([f"{path}:layer", "--at", "[0, 0]"]) == 2     # w is 3 x 2
+    assert "`layer` raised InvalidArgumentError" in capsys.readouterr().err
 
 
 def test_audit_tensorflow_float32_variables(tmp_path):
