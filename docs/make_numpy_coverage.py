@@ -71,6 +71,13 @@ REASONS: dict[str, tuple[str, set[str]]] = {
                  "y = x.copy() and assign items of y instead", {
         "copyto", "place", "put", "putmask", "fill_diagonal",
     }),
+    "converts": ("converts to a plain numpy array, which would drop the value from the "
+                 "program (numpy does not dispatch it to asd): raises `TracerBoolError` naming "
+                 "the spelling that works, `asd.numpy.array` (or the traced array itself, "
+                 "`x.copy()`)", {
+        "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray",
+        "asarray_chkfinite", "require",
+    }),
     "complex": ("complex values: asd differentiates real programs", {
         "sort_complex", "angle", "real_if_close", "fft", "ifft", "fft2", "ifft2", "fftn",
         "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn", "hfft", "ihfft",
@@ -146,9 +153,10 @@ def render() -> str:
              "`asd.subgrad` and friends. **supported**: a rule (correct at its kinks); "
              "**discontinuous**: its value is computed and it is locally constant away from "
              "its jumps, and a jump that reaches the output raises `NotLipschitzError`; "
-             "**refused**: raises `asd.UnsupportedError` (or, for a constant, never sees a "
-             "traced value), for the reason given; **not yet**: refused because no rule has "
-             "been written yet, with the registration snippet in the error message.", "",
+             "**refused**: raises `asd.UnsupportedError` (`TracerBoolError` for the "
+             "conversions to plain arrays; a constant never sees a traced value), for the "
+             "reason given; **not yet**: refused because no rule has been written yet, with "
+             "the registration snippet in the error message.", "",
              "The statuses hold for traced *arrays* as arguments. A Python list of traced "
              "values (`np.mean([x, y])`, `np.linalg.norm([x, y])`) is a call form numpy never "
              "hands to asd: `__array_function__` dispatch looks only at the arguments "

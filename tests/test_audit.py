@@ -150,6 +150,7 @@ def test_battery_runs_writes_the_table_and_exits_zero(tmp_path, capsys):
     assert summary in text and summary in out
     for name in frameworks.available():
         assert frameworks.LABELS[name] in text
+    assert "version unknown" not in text        # tensorflow-cpu installs tensorflow
 
 
 @pytest.mark.parametrize("pattern", battery.CATALOG, ids=[p.name for p in battery.CATALOG])
@@ -193,3 +194,175 @@ def test_unknown_framework_and_program_are_errors():
         frameworks.derivative("caffe", "f1", 0.0)
     with pytest.raises(ValueError, match="unknown program"):
         frameworks.derivative(frameworks.available()[0], "f9", 0.0)
+
+
+# ----- messages that name the real cause (issue 23) -----
+
+
+TWO_ARGS = """
+    import torch
+
+
+    def f(x, y):
+        return (torch.relu(x) * y).sum()
+
+
+    def f_x(x):
+        return f(x, torch.ones(2, dtype=torch.float64))
+"""
+
+
+def test_audit_two_argument_function_names_the_signature_and_the_wrapper(tmp_path, capsys):
+    pytest.importorskip("torch")
+    path = write(tmp_path, "two.py", TWO_ARGS)
+    assert audit.main([f"{path}:f", "--at", "[0, 0]", "--samples", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "`f` takes 2 required arguments (x, y)" in err and "def f_x(x):" in err
+    assert "torch.export" not in err and "tensor operations" not in err
+    # the advice works: the one-argument wrapper is audited
+    assert audit.main([f"{path}:f_x", "--at", "[0, 0]", "--samples", "8"]) == 0
+    assert "inside" in capsys.readouterr().out
+
+
+def test_audit_two_argument_numpy_function(tmp_path, capsys):
+    path = write(tmp_path, "np2.py", """
+        import numpy as np
+
+
+        def f(x, y):
+            return np.maximum(x, y).sum()
+    """)
+    assert audit.main([f"{path}:f", "--at", "[0, 0]"]) == 2
+    err = capsys.readouterr().err
+    assert "takes 2 required arguments (x, y)" in err and "Operands" not in err
+
+
+def test_audit_wrong_point_shape_torch(tmp_path, capsys):
+    pytest.importorskip("torch")
+    path = write(tmp_path, "model5.py", TORCH_MLP)
+    assert audit.main([f"{path}:f", "--at", "[0, 0]", "--samples", "8"]) == 2
+    err = capsys.readouterr().err
+    assert "when called on the --at point, an array of shape (2,)" in err
+    assert "give --at a point of the shape `f` takes" in err
+    assert "torch.export" not in err and "data-dependent" not in err
+
+
+def test_audit_wrong_point_shape_jax_is_exit_2_not_a_traceback(tmp_path, capsys):
+    pytest.importorskip("jax")
+    path = write(tmp_path, "jmlp.py", """
+        import jax.numpy as jnp
+
+        W = jnp.ones((3, 2))
+
+
+        def f(x):
+            return jnp.maximum(W.T @ x, 0.0).sum()
+    """)
+    assert audit.main([f"{path}:f", "--at", "[0, 0]", "--samples", "8"]) == 2
+    assert "an array of shape (2,)" in capsys.readouterr().err
+    assert audit.main([f"{path}:f", "--at", "[0, 0, 0]", "--samples", "8"]) in (0, 1)
+
+
+def test_audit_wrong_point_shape_numpy(tmp_path, capsys):
+    path = write(tmp_path, "npv.py", """
+        import numpy as np
+
+        W = np.ones((3, 2))
+
+
+        def f(x):
+            return np.maximum(W.T @ x, 0.0).sum()
+
+
+        def g(x):
+            return x[0] * x[1]
+
+
+        def vec(x):
+            return np.maximum(x, 0.0)
+
+
+        def vec_sum(x):
+            return vec(x).sum()
+
+
+        def nothing(x):
+            np.sum(x)
+    """)
+    assert audit.main([f"{path}:f", "--at", "[0, 0]"]) == 2
+    err = capsys.readouterr().err
+    assert "`f` raised ValueError when called on the --at point, an array of shape (2,)" in err
+    assert "reshape or expand_dims" not in err
+    assert audit.main([f"{path}:g", "--at", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "raised IndexError" in err and "shape ()" in err
+    assert audit.main([f"{path}:vec", "--at", "[0, 0]"]) == 2
+    err = capsys.readouterr().err
+    assert "`vec` returns an array of shape (2,)" in err and "def vec_sum(x):" in err
+    assert "asd.jacobian" not in err
+    assert audit.main([f"{path}:vec_sum", "--at", "[0, 0]", "--samples", "8"]) == 0
+    capsys.readouterr()
+    assert audit.main([f"{path}:nothing", "--at", "[0, 0]"]) == 2
+    assert "returns a NoneType" in capsys.readouterr().err
+
+
+def test_audit_rejects_a_ragged_point_by_name(capsys):
+    with pytest.raises(ValueError, match="JSON array of numbers"):
+        audit.parse_point("[[0], [0, 1]]")
+    with pytest.raises(ValueError, match="JSON array of numbers"):
+        audit.parse_point('[1, "a"]')
+
+
+TF_MODEL = """
+    import tensorflow as tf
+
+    w = tf.Variable(tf.ones((3, 2)))                 # float32
+
+
+    def f(x):
+        return tf.reduce_sum(tf.nn.relu(x) - tf.nn.relu(-x))
+
+
+    def layer(x):
+        return tf.reduce_sum(tf.nn.relu(tf.linalg.matvec(w, x, transpose_a=True)))
+"""
+
+
+def test_audit_imports_a_tensorflow_file(tmp_path, capsys):
+    pytest.importorskip("tensorflow")
+    path = write(tmp_path, "tfmodel.py", TF_MODEL)
+    assert audit.main([f"{path}:f", "--at", "[0, 0]", "--samples", "8"]) == 1
+    captured = capsys.readouterr()
+    assert "TensorFlow gradient" in captured.out and "[0.0, 0.0]" in captured.out
+    assert "outside (the Clarke set is a single gradient)" in captured.out
+    assert "no TensorFlow importer" not in captured.out + captured.err
+    assert audit.main([f"{path}:layer", "--at", "[0, 0]"]) == 2     # w is 3 x 2
+    assert "`layer` raised InvalidArgumentError" in capsys.readouterr().err
+
+
+def test_audit_tensorflow_float32_variables(tmp_path):
+    pytest.importorskip("tensorflow")
+    fn = load_target(f"{write(tmp_path, 'tfmodel2.py', TF_MODEL)}:layer")
+    report = audit.audit(fn, np.zeros(3), samples=16)
+    assert report["framework"] == "tensorflow"
+    # relu(x . w_j) summed over two equal columns: the limiting gradients are 0 and 2 * ones
+    got = sorted(tuple(np.round(np.asarray(g, dtype=float), 6)) for g in report["clarke"])
+    assert got == [(0.0, 0.0, 0.0), (2.0, 2.0, 2.0)]
+    assert report["verdict"] == "inside"             # TensorFlow's relu'(0) = 0 is a vertex
+
+
+def test_detect_keras_only_file_as_tensorflow(tmp_path):
+    pytest.importorskip("tensorflow")
+    keras = pytest.importorskip("keras")
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("Keras runs on another backend here")
+    path = write(tmp_path, "kmodel.py", """
+        import keras
+
+        layer = keras.layers.Dense(1)
+
+
+        def f(x):
+            return keras.ops.sum(layer(x[None]))
+    """)
+    assert audit.detect(load_target(f"{path}:f")) == "tensorflow"

@@ -324,8 +324,14 @@ def summary(rows: list[Row], frameworks: list[str]) -> list[str]:
 
 
 def _version(module: str) -> str:
+    """The installed version: the module's own (tensorflow-cpu installs ``tensorflow`` under
+    another distribution name), else its distribution's."""
+    import sys
     from importlib import metadata
 
+    own = getattr(sys.modules.get(module), "__version__", None)
+    if isinstance(own, str):
+        return own
     try:
         return metadata.version(module)
     except metadata.PackageNotFoundError:

@@ -198,8 +198,12 @@ def _torch_grad(f, x):
 
 def _jax_grad(f, x):
     import jax
+    import jax.numpy as jnp
 
-    return np.asarray(jax.grad(f)(np.asarray(x, dtype=np.float32)), dtype=np.float64)
+    def scalar(a):                  # jax.grad takes shape () only; a one-entry array is a loss too
+        return jnp.reshape(f(a), ())
+
+    return np.asarray(jax.grad(scalar)(np.asarray(x, dtype=np.float32)), dtype=np.float64)
 
 
 def _tensorflow_grad(f, x):
@@ -233,7 +237,7 @@ def gradient(framework: str, f: str | Callable, x) -> np.ndarray:
     array([0., 2.])
     """
     name = canonical(framework)
-    if name not in available():
+    if not _importable(name):       # this framework only: available() would import them all
         raise ModuleNotFoundError(f"{LABELS[name]} is not installed in this Python")
     if isinstance(f, str):
         if f not in PROGRAMS:

@@ -287,7 +287,7 @@ def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value
         raise NotLipschitzError(
             "gather at positions computed from the differentiated input (e.g. x[argmax(x)]): "
             "the positions jump where values tie, so the result does too. Use a reduction "
-            "such as jnp.max, or jax.lax.stop_gradient on the positions' source.")
+            "such as jnp.max instead.")
     where = np.asarray(jax.lax.gather(
         _positions(np.shape(x)), np.asarray(indices), dimension_numbers, tuple(slice_sizes),
         mode=mode, fill_value=-1, **{k: v for k, v in params.items()

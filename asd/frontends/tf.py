@@ -578,6 +578,19 @@ CALLS = {"PartitionedCall", "StatefulPartitionedCall"}
 """Calls of other graphs (a ``tf.function`` inside the traced one): interpreted recursively."""
 SKIPPED = {"NoOp", "Placeholder", "Const", "AssertGuard", "Assert"}
 
+STATE_UPDATES = {"AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp"}
+"""Writes to variables: a layer in training mode (batch normalization's moving statistics,
+dropout's seed). asd's program is a function of its inputs, so it would drop the update, and
+replay a draw the forward did not make: refused at import."""
+
+
+def _random(op_type: str) -> bool:
+    """Stateful random draws (``tf.random.*``, ``tf.nn.dropout``): evaluated apart from the
+    forward, they would give asd another sample than the one the forward used."""
+    return (op_type.startswith(("Random", "Stateful", "Rng", "TruncatedNormal",
+                                "Multinomial"))
+            and op_type not in CALLS)
+
 
 # ----- the importer -----
 
@@ -669,6 +682,15 @@ class _Body:
         for op in self.operations:
             ins = [t.name for t in op.inputs]
             outs = [t.name for t in op.outputs]
+            if op.type in STATE_UPDATES or _random(op.type):
+                raise UnsupportedError(
+                    f"TensorFlow operation {op.type} ({_describe(op)}) "
+                    + ("writes a variable as the function runs" if op.type in STATE_UPDATES
+                       else "draws random numbers as the function runs")
+                    + " (a layer in training mode: batch normalization updating its statistics, "
+                    "dropout drawing its mask). asd's program is a function of its inputs: it "
+                    "would differentiate another draw than the forward's. Call the model with "
+                    "training=False, or pass the random values in as an input.")
             if op.type == "Placeholder" or not outs:
                 continue
             if op.type in CALLS:
