@@ -30,7 +30,13 @@ from asd.core.primitive import (
 )
 from asd.core.program import Literal, Node, Program, format_node
 from asd.core.tracing import Tracer
-from asd.errors import ASDError, NonFiniteError, NotLipschitzError, ShapeError
+from asd.errors import (
+    ASDError,
+    NonFiniteError,
+    NotLipschitzError,
+    ShapeError,
+    UnsupportedError,
+)
 
 
 def tangent_at(dx, index, shape: tuple) -> np.ndarray:
@@ -234,6 +240,11 @@ def push_direction(nodes: list, lin_of, seed_of, k: int, memo: dict,
     return memo[k]
 
 
+_CONCRETIZATION = frozenset({"TracerBoolConversionError", "ConcretizationTypeError",
+                             "TracerArrayConversionError", "TracerIntegerConversionError"})
+"""JAX's errors for a Python value read off a traced array: in a staged sweep they mean a rule
+that decides on the host, refused by name (`Trace.run_rule`)."""
+
 # A narrowed request recurses once per node; deeper than this, the iterative full sweep
 # is used instead (it never nears Python's recursion limit).
 MAX_REQUEST_DEPTH = 150
@@ -248,7 +259,8 @@ class Trace:
 
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
-                 "series_memo", "magnitudes", "like", "guards", "dargs", "staged", "undecided")
+                 "series_memo", "magnitudes", "like", "guards", "dargs", "staged", "undecided",
+                 "tied")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
@@ -272,10 +284,13 @@ class Trace:
         self.guards: dict = {}  # node -> [(read, result)]: values the trace itself depends on
         # node -> the nodes its linearization reads, where a rule rerouted it (`Reroute`)
         self.dargs: dict[int, tuple] = {}
-        # a staged sweep decides ties as array operations only (`asd.core.ties.ray_compare`)
-        # and counts here, per node, the tied entries first order left open (device scalars)
-        self.staged = False
+        # a staged sweep decides ties as array operations only (`asd.core.ties.ray_compare`):
+        # "full" by first-order signs along v, w1, ..., counting here, per node, the tied
+        # entries they leave open (device scalars); "values" by the values alone, flagging
+        # in ``tied`` the nodes that meet a tie (a probe: is any tangent work needed at all?)
+        self.staged: str | bool = False
         self.undecided: dict[int, Any] = {}
+        self.tied: dict[int, Any] = {}
 
     # ----- recording (the forward sweep) -----
 
@@ -380,7 +395,17 @@ class Trace:
                 ans = prim.impl(*xs, **params)
         except ASDError as e:
             raise e.at(self.describe(prim, refs, params, k)) from None
-        except ValueError as e:
+        except Exception as e:
+            if self.staged and type(e).__name__ in _CONCRETIZATION:
+                raise UnsupportedError(
+                    f"{self.describe(prim, refs, params, k)}: the rule of {prim.name} needs a "
+                    "concrete value to decide (a tie on the host, a check that may refuse), "
+                    "so it cannot run inside jax.jit / jax.vmap yet. Call asd.jax outside the "
+                    "transformation for this program (the eager sweep is exact), or write the "
+                    "step with primitives that stage (relu, abs, maximum, minimum, where, "
+                    "max, clip).") from None
+            if not isinstance(e, ValueError):
+                raise
             shapes = ", ".join(str(np.shape(x)) for x in xs)
             raise ShapeError(
                 f"{self.describe(prim, refs, params, k)}: {e} (input shapes {shapes}). Make the "
@@ -583,6 +608,12 @@ class Trace:
             scale = parts[0] if len(parts) == 1 else xp.max(xp.stack(parts)) if parts else 0.0
             self.magnitudes["staged scale"] = scale
         return scale
+
+    def flag_tie(self, k: int, mask) -> None:
+        """Record (as a device bool) whether node ``k``'s rule met a tie in ``mask``."""
+        xp = backend.namespace(mask)
+        any_ = xp.any(mask)
+        self.tied[k] = any_ if k not in self.tied else self.tied[k] | any_
 
     def count_undecided(self, k: int, mask) -> None:
         """Add the entries of ``mask`` (tied entries first order left open) to node ``k``'s

@@ -76,7 +76,7 @@ from asd.errors import (
     TracerBoolError,
     UnsupportedError,
 )
-from asd.frontends import common, reach
+from asd.frontends import common, jax_staged, reach
 
 # ----- helpers -----
 
@@ -895,6 +895,14 @@ def _custom_vjp(prog: JaxProgram, seed) -> Callable:
         return wrapped(*args), args
 
     def bwd(args, ct):
+        if jax_staged.tracing(args, ct):  # under jit or vmap: staged, on the device
+            floats = tuple(i for i, a in enumerate(args)
+                           if all(_inexact(leaf) for leaf in jax.tree_util.tree_leaves(a)))
+            _, pull = jax_staged.vjp(prog, args, floats, seed=seed)
+            grads = dict(zip(floats, pull(ct) if floats else (), strict=True))
+            return tuple(grads[i] if i in grads else jax.tree_util.tree_map(
+                lambda a: np.zeros(np.shape(a), jax.dtypes.float0), a)
+                for i, a in enumerate(args))
         arg_tree = jax.tree_util.tree_structure(args)
         flat_args = jax.tree_util.tree_leaves(args)
         flat_ct = jax.tree_util.tree_leaves(ct)
@@ -918,11 +926,9 @@ def _custom_vjp(prog: JaxProgram, seed) -> Callable:
                          for gi, i in zip(g, floats, strict=True))
 
         grads = [np.zeros(np.shape(a), jax.dtypes.float0) for a in flat_args]
-        if floats:
-            shapes = tuple(_spec(flat_args[i]) for i in floats)
-            for i, gi in zip(floats, jax.pure_callback(host, shapes, *flat_args, *flat_ct),
-                             strict=True):
-                grads[i] = gi
+        if floats:   # concrete values (an eager jax.grad): the exact sweep, on the host
+            for i, gi in zip(floats, host(*flat_args, *flat_ct), strict=True):
+                grads[i] = jax.numpy.asarray(gi)
         return jax.tree_util.tree_unflatten(arg_tree, grads)
 
     wrapped.defvjp(fwd, bwd)
@@ -1042,17 +1048,25 @@ def _numbers_only(fn: Callable, args: tuple) -> tuple[Callable, tuple, list]:
     return hit[0], numbers, layout
 
 
-def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> Callable:
+def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None, key=None,
+                      report: bool = False) -> Callable:
     """``(value, subgradient)`` of a scalar JAX function, as JAX arrays. Arguments may be
     any pytree; leaves that are not numbers (functions in equinox modules) are held static
-    and get None in the gradient."""
+    and get None in the gradient.
+
+    Called inside a JAX transformation (``jax.jit``, ``jax.vmap``, ``lax.scan``) it runs
+    staged, with no host callback (`asd.frontends.jax_staged`); so does a call with ``key=``
+    (the direction drawn from that PRNG key) or ``report=True``, which returns
+    ``(value, subgradient, undecided)``: the count of tied entries that first order along
+    the directions left open (0: the result is the eager sweep's element)."""
 
     def wrapped(*args):
         user_fn, args, layout = _numbers_only(fn, args)
         if user_fn is not fn:
             vg = value_and_subgrad(user_fn, argnums, seed=seed, direction=None if direction
-                                   is None else _direction_numbers(direction, argnums, layout))
-            value, g = vg(*args)
+                                   is None else _direction_numbers(direction, argnums, layout),
+                                   key=key, report=report)
+            value, g, *undecided = vg(*args)
 
             def with_statics(i, gi):
                 tree, f = layout[i]
@@ -1063,7 +1077,7 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
             nums = _argnum_tuple(argnums)
             g = (with_statics(nums[0], g) if isinstance(argnums, int)
                  else tuple(with_statics(i, gi) for i, gi in zip(nums, g, strict=True)))
-            return value, g
+            return (value, g, *undecided)
         nums = _argnum_tuple(argnums)
         for i in nums:
             bad = [leaf for leaf in jax.tree_util.tree_leaves(args[i]) if not _inexact(leaf)]
@@ -1073,6 +1087,9 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
                     "floating-point arrays are differentiated (integer labels and indices are "
                     "constants); leave it out of argnums.")
         prog = import_program(fn, args, nums)
+        if jax_staged.tracing(args, direction) or key is not None or report:
+            return jax_staged.value_and_subgrad(prog, args, argnums, seed=seed, key=key,
+                                                direction=direction, report=report)
         # any registered JAX pytree (a flax or equinox module, a dataclass) is handed to asd
         # as the list of its leaves and rebuilt around the traced leaves inside
         trees = [jax.tree_util.tree_structure(a) for a in args]
@@ -1124,9 +1141,9 @@ def _direction_numbers(direction, argnums, layout):
         numbers(d, i) for d, i in zip(direction, nums, strict=True))
 
 
-def subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> Callable:
+def subgrad(fn: Callable, argnums=0, *, seed=None, direction=None, key=None) -> Callable:
     """A Clarke subgradient of scalar ``fn``, as JAX arrays (see ``asd.jax``)."""
-    vg = value_and_subgrad(fn, argnums, seed=seed, direction=direction)
+    vg = value_and_subgrad(fn, argnums, seed=seed, direction=direction, key=key)
     return lambda *args: vg(*args)[1]
 
 
