@@ -34,35 +34,45 @@ from .smooth import WeightedSum
 # ----- p-norms, 1 < p < inf, as one primitive -----
 
 
-def _scaled(rows):
-    """``(rows / 2**e, 2**e)`` with ``2**e`` near each row's largest magnitude: exact scaling,
-    so the sums below neither overflow nor underflow. Zero rows get scale 1."""
-    if not is_host(rows):
-        xp = namespace(rows)
-        big = xp.max(xp.abs(rows), axis=-1, keepdims=True)
-        # frexp is not in the array API; any power of two near the maximum scales exactly
-        e = xp.floor(xp.log2(xp.where(big > 0, big, xp.ones_like(big)))) + 1.0
-        scale = 2.0 ** e
-        return rows / scale, scale
-    big = np.max(np.abs(rows), axis=-1, keepdims=True)
-    _, e = np.frexp(np.where(big > 0, big, 1).astype(float))
-    scale = np.ldexp(np.ones_like(big, dtype=float), e).astype(rows.dtype)
-    return rows / scale, scale
+def _scaled(rows, p: float):
+    """``(rows / c, c)`` for a scale ``c > 0`` per row (1 for a zero row), so that the sums
+    below neither overflow nor underflow, and ``c`` itself is finite.
+
+    For ``p = 2``, ``c`` is twice the power of two ``2**(e-1) <= max |row| < 2**e``, built as
+    ``2**(e-1) * 2`` in the division (``2**1024`` is not a float): the scaling is exact and
+    every scaled entry is below 1. For other ``p``, ``c = max |row|``, so the largest term of
+    ``sum |y|**p`` is exactly 1 and ``|y|**p`` cannot underflow to a zero norm for any ``p``
+    (a power of two would leave ``0.5**p``, which is 0 beyond ``p = 1074``).
+    """
+    xp = namespace(rows)
+    big = xp.max(xp.abs(rows), axis=-1, keepdims=True)
+    big = xp.where(big > 0, big, xp.ones_like(big))
+    if p != 2:
+        return rows / big, big
+    if is_host(rows):
+        half = np.ldexp(np.ones_like(big, dtype=float), np.frexp(big.astype(float))[1] - 1)
+        half = half.astype(rows.dtype)
+    else:  # frexp is not in the array API; any power of two near the maximum scales exactly
+        half = 2.0 ** xp.floor(xp.log2(big))
+    return rows / half / 2.0, half
 
 
 def _norm_and_gradient(rows, p: float):
-    """Row norms (keepdims) and their gradients; a zero row gets norm 0 and gradient 0."""
+    """Row norms (keepdims) and their gradients; a zero row gets norm 0 and gradient 0.
+
+    The norm is ``root * c`` for the scale of `_scaled` (for ``p = 2`` as ``(root * 2) *
+    2**(e-1)``): it overflows only where the norm itself does."""
     xp = namespace(rows)
-    y, scale = _scaled(rows)
+    y, scale = _scaled(rows, p)
     if p == 2:
         s = xp.sum(y * y, axis=-1, keepdims=True)
         root = xp.sqrt(s)
         grad = y / xp.where(root > 0, root, xp.ones_like(root))
-    else:
-        a = xp.abs(y)
-        s = xp.sum(a ** p, axis=-1, keepdims=True)
-        root = s ** (1 / p)
-        grad = xp.sign(y) * a ** (p - 1) / xp.where(root > 0, root, xp.ones_like(root)) ** (p - 1)
+        return root * 2.0 * scale, grad
+    a = xp.abs(y)
+    s = xp.sum(a ** p, axis=-1, keepdims=True)
+    root = s ** (1 / p)
+    grad = xp.sign(y) * a ** (p - 1) / xp.where(root > 0, root, xp.ones_like(root)) ** (p - 1)
     return root * scale, grad
 
 
