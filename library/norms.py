@@ -249,17 +249,19 @@ def _matrix_norm(x, ord, axes: tuple[int, int], keepdims: bool):
 
 
 def _singular_value_norm(x, ord, axes: tuple[int, int], keepdims: bool):
-    """ord 2 / -2 / 'nuc': the largest, smallest or summed singular values, whose rule
+    """ord 2 / -2 / 'nuc': the largest, smallest or summed singular values of the matrices
+    over ``axes`` (the other axes a stack, as numpy takes them), whose rule
     (`linalg.svdvals`) decides repeated and zero singular values along the ray."""
-    if np.ndim(x) != 2:
-        raise UnsupportedError(f"norm(ord={ord!r}) over two axes of a {np.ndim(x)}-D array: "
-                               "asd takes singular values of one matrix at a time")
-    s = svdvals_p(smooth.transpose(x) if axes[0] > axes[1] else x)
+    nd = np.ndim(x)
+    rest = tuple(a for a in range(nd) if a not in axes)
+    s = svdvals_p(smooth.transpose(x, rest + axes) if rest + axes != tuple(range(nd)) else x)
     if ord == "nuc":
-        out = smooth.sum(s)
+        out = smooth.sum(s, axis=-1)
     else:
-        out = smooth.getitem(s, 0 if ord == 2 else -1)
-    return smooth.reshape(out, (1, 1)) if keepdims else out
+        out = smooth.getitem(s, (Ellipsis, 0 if ord == 2 else -1))
+    if keepdims:
+        out = smooth.reshape(out, tuple(1 if a in axes else n for a, n in enumerate(np.shape(x))))
+    return out
 
 
 def _vector_norm(x, ord, axis: int, keepdims: bool):
@@ -353,9 +355,9 @@ def cond(x, p=None):
     """
     if p is None or p in (2, -2):
         s = svdvals_p(x)
-        big, small = smooth.getitem(s, 0), smooth.getitem(s, -1)
+        big, small = smooth.getitem(s, (Ellipsis, 0)), smooth.getitem(s, (Ellipsis, -1))
         return smooth.divide(small, big) if p == -2 else smooth.divide(big, small)
-    return smooth.multiply(norm(x, p), norm(inv(x), p))
+    return smooth.multiply(norm(x, p, axis=(-2, -1)), norm(inv(x), p, axis=(-2, -1)))
 
 
 register_numpy(np.linalg.norm, norm)

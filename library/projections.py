@@ -56,13 +56,12 @@ from asd.extend import (
 )
 
 from .spectral import (
-    curvature_of,
+    RayMatrix,
+    clusters,
     eigh_ties,
     embed,
     gradient_map,
-    ray_scaled,
-    refine_cluster,
-    scaled_curvature,
+    limit_eigh,
     sym,
     tie_tolerance,
     vnorm,
@@ -726,72 +725,34 @@ psd_p = Primitive("proj_psd", _psd_impl)
 def psd_levels(X: np.ndarray, dx):
     """The eigen-analysis of ``psd`` along the ray: ``(lam, V, levels, tols, null)``.
 
-    Eigenvalues tied at 0 (``null``) split as ``δμ + δ²ν`` (``ν`` with the input's curvature
-    where ``μ`` ties, `refine_cluster`); ``levels`` stacks ``(λ, μ, ν)`` in the limit basis
-    ``V`` (only ``λ`` without a tie), each with its rounding tolerance in ``tols``.
+    Eigenvalues tied at 0 (``null``) enter or leave the cone as their expansion along the ray
+    says (`asd.library.spectral.limit_eigh`: first order, then the exact series of the input,
+    then the lexicographic directions); ``levels`` stacks ``λ`` and the expansion's
+    coefficients in the limit basis ``V`` (only ``λ`` without a tie), each row with its
+    rounding tolerance in ``tols``.
     """
-    n = X.shape[0]
     lam, V, tol = eigh_ties(sym(X))
     null = np.abs(lam) <= tol
     if not null.any():  # no kink: the eigenvalues alone decide
         return lam, V, lam[None], np.array([tol]), null
-    if tol > 0:
-        record_tie_decision("tolerance", int(np.count_nonzero(null)))
-    levels = np.zeros((3, n))
-    D, c = ray_scaled(sym(np.asarray(dx(), dtype=float)))
-    idx = np.flatnonzero(null)
-    V = V.copy()
-    V[:, idx], levels[1, idx], levels[2, idx] = refine_cluster(
-        lam, V, idx, D, 0.0, scaled_curvature(curvature_of(X, dx, sym), c))
-    levels[0] = np.where(null, 0.0, lam)
-    gap = np.min(np.abs(lam[~null]), initial=np.inf)
-    scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(levels[2]))))
-    return lam, V, levels, np.array([tol, tie_tolerance(n, 1.0), tie_tolerance(n, scale_2)]), null
+    labels = clusters(lam, tol)
+    refine = np.zeros(labels[-1] + 1, bool)
+    refine[labels[null]] = True
+    V, levels, tols = limit_eigh(lam, V, RayMatrix(X, dx, sym), refine, tol=tol, signs=True)
+    return lam, V, levels, tols, levels[0] == 0
 
 
 @psd_p.defrule
 def psd_rule(xs, dxs):
     """Eigenvalues tied at 0 enter the cone or leave it as their expansion along the ray says
-    (`psd_levels`); one tied at 0 to every order counts as entering (the ``>=`` side)."""
+    (`psd_levels`); one that is 0 along every direction is 0 near the point, where both
+    sides agree (counted as entering)."""
     X = _square(xs[0], "psd")
     lam, V, levels, tols, _ = psd_levels(X, dxs[0])
     ans = (V * np.maximum(lam, 0)) @ V.T
     active = _lex_sign(levels, tols) >= 0
     gamma = divided_differences(levels, levels * active, tols, active)
     return ans, _symmetric(_eigen_map(V, gamma, X.shape), X.shape)
-
-
-def eigen_expansion(lam: np.ndarray, V: np.ndarray, D: np.ndarray, tied: np.ndarray,
-                    center: np.ndarray, tol: float, curvature=None):
-    """Eigenvalues along ``Y + δD + δ²Y₂`` to second order, ``λ + δμ + δ²ν``, in the limit basis.
-
-    The ``tied`` eigenvalues (each within ``tol`` of its ``center``) are snapped to it and
-    their clusters rotated into the direction's limit basis; then ``μ = diag(VᵀDV)`` and
-    ``ν_i = (VᵀY₂V)_ii + Σ_j (VᵀDV)_ij² / (λ_i - λ_j)`` over the eigenvalues not tied to
-    ``λ_i`` (the sums over a cluster are basis-free, so untied clusters need no rotation).
-    ``D`` is scaled to unit size first (`ray_scaled`; every level keeps its signs), and the
-    curvature ``Y₂`` is asked for (`curvature_of`) only at a tie. Returns the basis, the levels
-    ``(λ, μ, ν)`` and a tolerance per level.
-    """
-    D, c = ray_scaled(D)
-    curv = None if curvature is None else scaled_curvature(curvature, c)
-    Y2 = None if curv is None else curv()
-    V = V.copy()
-    for k in np.unique(center[tied]):
-        idx = np.flatnonzero(tied & (center == k))
-        V[:, idx], _, _ = refine_cluster(lam, V, idx, D, float(k),
-                                         None if Y2 is None else lambda: Y2)
-    lam = np.where(tied, center, lam)
-    H = V.T @ D @ V
-    diff = lam[:, None] - lam[None, :]
-    far = np.abs(diff) > tol
-    nu = np.sum(np.where(far, H * H / np.where(far, diff, 1.0), 0.0), axis=1)
-    if Y2 is not None:
-        nu = nu + np.einsum("ij,ik,kj->j", V, Y2, V)
-    gap = float(np.min(np.abs(diff[far]), initial=np.inf))
-    scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(nu), initial=0.0)))
-    tols = np.array([tol, tie_tolerance(lam.size, 1.0), tie_tolerance(lam.size, scale_2)])
-    return V, np.stack([lam, np.diag(H).copy(), nu]), tols
 
 
 def _threshold_levels(rate: np.ndarray, tau: float, active: np.ndarray, tied: np.ndarray,
@@ -865,9 +826,10 @@ def nuclear_ball_rule(xs, dxs):
     signs, levels, taus, tols = np.sign(lam), lam[None], np.array([tau]), np.array([tol])
     if tied.any() or boundary:
         record_tie_decision("tolerance", int(np.count_nonzero(tied)))
-        D = embed(np.asarray(dxs[0](), dtype=float))
-        V, levels, tols = eigen_expansion(lam, V, D, tied, np.sign(lam) * tau, tol,
-                                          curvature_of(X, dxs[0], embed))
+        snapped = np.where(tied, np.sign(lam) * tau, lam)
+        V, levels, tols = limit_eigh(snapped, V, RayMatrix(X, dxs[0], embed),
+                                     np.ones(clusters(snapped, tol)[-1] + 1, bool), tol=tol,
+                                     signs=True, full=True)
         signs = _lex_sign(levels, tols)
         taus, active = _threshold_levels(signs * levels, tau, active, tied, tols, boundary)
         if taus is None:  # the ray stays in the ball
