@@ -33,6 +33,7 @@ from asd.extend import (
     is_traced,
     read_value,
     record_jump,
+    register_alternative,
     register_numpy,
     unbroadcast,
     unsupported,
@@ -981,6 +982,13 @@ for _fn, _impl in [
     (np.linalg.eig, eig), (np.linalg.eigvals, eigvals),
 ]:
     register_numpy(_fn, _impl)
+for _fn, _instead in [
+    (np.linalg.matmul, "numpy.matmul (the @ operator)"), (np.linalg.cross, "numpy.cross"),
+    (np.linalg.outer, "numpy.outer"), (np.linalg.tensordot, "numpy.tensordot"),
+    (np.linalg.matrix_transpose, "numpy.swapaxes(x, -1, -2)"),
+    (np.linalg.vecdot, "numpy.sum(x1 * x2, axis=-1)"),
+]:
+    register_alternative(_fn, _instead)
 
 __all__ = ["cholesky", "det", "diagonal", "eig", "eigh", "eigvals", "inv", "lstsq",
            "matrix_power", "multi_dot", "pinv", "qr", "slogdet", "solve", "svd", "svdvals"]
