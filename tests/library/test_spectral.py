@@ -198,6 +198,22 @@ def test_ties_opening_at_third_order_along_a_straight_ray(c, hidden):
         np.testing.assert_allclose(J[i], np.outer(Q[:, i], Q[:, i]), atol=1e-9)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_a_tie_persisting_along_the_ray_is_decided_by_the_next_direction(seed):
+    """lambda_max at I along I: the pair stays tied to every order, so the next direction w
+    of ``directions=[v, w]`` decides (the tie contract), not eigh's basis: q qᵀ with q the top
+    eigenvector of sym(w); the result reports a lexicographic element."""
+    W = np.random.default_rng(seed).standard_normal((3, 3))
+    X = np.diag([1.0, 1.0, 0.0])
+    D = np.diag([1.0, 1.0, 0.0])
+    _, g, report = asd.value_and_subgrad(S.lambda_max, directions=[D, W],
+                                         diagnostics=True)(X)
+    _, U = np.linalg.eigh(((W + W.T) / 2)[:2, :2])
+    q = np.concatenate([U[:, -1], [0.0]])
+    np.testing.assert_allclose(g, np.outer(q, q), atol=1e-12)
+    assert report.element.startswith("lexicographic")
+
+
 def test_eigenvalue_order_decided_by_the_input_curvature():
     """eigvalsh(diag(x1 - x0², x1)) along (±1, 0) at 0: first order ties both eigenvalues at
     0; the series of the input (-δ² on the first) orders them. Exact oracle."""
