@@ -8,11 +8,15 @@ singular matrices too. Where a function is undefined or jumps (a singular ``solv
 a matrix that is not positive definite for ``cholesky``, a rank change for ``pinv``) the rule
 refuses with `NotLipschitzError`, naming the values and what to use instead.
 
-Eigenvalues and singular values are Lipschitz everywhere but kink where they repeat (and,
-for singular values, at 0): they reuse the spectral machinery of `library/spectral.py`, whose
-rules rotate each tied cluster into the limit basis along the ray. Eigenvectors and singular
-vectors exist as smooth functions only where their value is simple (and nonzero): elsewhere
-they are not even continuous, so their rules refuse, naming the repeated value.
+Eigenvalues and singular values of symmetric (and of rectangular) matrices are Lipschitz
+everywhere but kink where they repeat (and, for singular values, at 0): they reuse the
+spectral machinery of `library/spectral.py`, whose rules rotate each tied cluster into the
+limit basis along the ray; stacks of matrices (leading axes) are taken as numpy takes them.
+An eigenvector or singular vector is smooth where its own value is simple (and nonzero),
+whatever the other values do; the vectors of a repeated (or zero) value are not even
+continuous, so a selector primitive reports that jump (`asd.extend.record_jump`) and the
+engine refuses exactly the outputs that read them. ``eig`` of a general real matrix is smooth
+where its spectrum is real and simple, and refused elsewhere.
 """
 
 from __future__ import annotations
@@ -21,13 +25,14 @@ from collections import namedtuple
 
 import numpy as np
 
-from asd.errors import NonFiniteError, NotLipschitzError, ShapeError
+from asd.errors import NonFiniteError, NotLipschitzError, ShapeError, UnsupportedError
 from asd.extend import (
     Closure,
     FanIn,
     Primitive,
     is_traced,
     read_value,
+    record_jump,
     register_alternative,
     register_numpy,
     unbroadcast,
@@ -36,13 +41,11 @@ from asd.extend import (
 
 from . import smooth, spectral
 from .spectral import (
-    clusters,
-    curvature_of,
+    RayMatrix,
     eigh_ties,
     embed,
-    limit_eigh,
-    matrix,
-    square,
+    limit_bases,
+    squares,
     sym,
     tie_tolerance,
 )
@@ -539,50 +542,102 @@ def lstsq(a, b, rcond=None):
 
 def eigvalsh(a, UPLO="L"):
     """``numpy.linalg.eigvalsh``: eigenvalues of the symmetric matrix numpy reads from the
-    ``UPLO`` triangle, by the spectral rule (limit basis at repeated eigenvalues).
+    ``UPLO`` triangle (of each matrix of a stack), by the spectral rule (limit basis at
+    repeated eigenvalues).
 
     >>> import numpy as np, asd
     >>> asd.jacobian(np.linalg.eigvalsh, direction=np.diag([1.0, -1.0]))(np.eye(2))[0]
     array([[0., 0.],
            [0., 1.]])
     """
-    return spectral.eigvalsh(_triangle(a, UPLO))
+    return spectral.eigvalsh(_triangle(a, _uplo(UPLO)))
 
 
-def _repeated(lam: np.ndarray, tol: float, name: str, what: str, fix: str) -> None:
-    labels = clusters(lam, tol)
-    sizes = np.bincount(labels)
-    tied = np.flatnonzero(sizes > 1)
-    if tied.size:
-        vals = [float(np.mean(lam[labels == c])) for c in tied]
-        counts = sizes[tied].tolist()
-        raise NotLipschitzError(
-            f"{name}: {what} {vals} repeated {counts} times (within {tol:.2g}); the vectors "
-            "of a repeated value are any orthonormal basis of its space and jump under "
-            f"arbitrarily small perturbations, so they have no derivative. {fix}"
-        )
+def _uplo(UPLO) -> str:
+    if not isinstance(UPLO, str) or UPLO.upper() not in ("L", "U"):
+        raise ValueError(f"UPLO argument must be 'L' or 'U', got {UPLO!r}")
+    return UPLO.upper()
 
 
-def _eigh_vectors_impl(S):
-    return np.linalg.eigh(S)[1]
+def _labels(values: np.ndarray, tol) -> np.ndarray:
+    """`clusters` of each row of sorted ``values`` (a stack), at one tolerance per row."""
+    gaps = np.diff(values, axis=-1) > np.asarray(tol)[..., None]
+    start = np.zeros(values.shape[:-1] + (1,), int)
+    return np.concatenate([start, np.cumsum(gaps, axis=-1)], axis=-1)
+
+
+def _repeated(values: np.ndarray, tol) -> np.ndarray:
+    """Which of the sorted ``values`` (a stack) share their cluster with another one."""
+    gaps = np.diff(values, axis=-1) <= np.asarray(tol)[..., None]
+    pad = np.zeros(values.shape[:-1] + (1,), bool)
+    return np.concatenate([pad, gaps], axis=-1) | np.concatenate([gaps, pad], axis=-1)
+
+
+def _tolerance(S: np.ndarray, lam: np.ndarray):
+    """`eigh_ties`' tolerance for the eigenvalues ``lam`` of ``S`` (0 for a diagonal one)."""
+    n = S.shape[-1]
+    diagonal = ~np.any(S - S * np.eye(n, dtype=S.dtype), axis=(-2, -1))
+    return np.where(diagonal, 0.0, tie_tolerance(n, np.max(np.abs(lam), axis=-1, initial=0.0)))
+
+
+def _probed(V: np.ndarray, pick: np.ndarray) -> np.ndarray:
+    """``V`` with the columns where ``pick`` is nonzero made NaN: the other side of a basis
+    selector (`eigh_basis_p`, `svd_basis_p`), which stands for the other bases those vectors
+    take at nearby matrices. No value at the point can stand for them all (a basis keeps an
+    entry of ``diag(1, 1, 4)``'s first vector at 0 that its neighbours move, and ``U diag(s)
+    Vh`` at a zero singular value reads its vectors only times 0, though their rotation along
+    the ray matters to its Jacobian), so the probe makes every use of them show: an output
+    that reads any of them, even times 0, changes and is refused; one that reads none does
+    not."""
+    pick = np.asarray(pick) != 0
+    return np.where(pick[..., None, :], np.nan, V).astype(V.dtype) if pick.any() else V
+
+
+def _eigh_basis_impl(w, S):
+    return np.zeros(np.shape(w))
+
+
+eigh_basis_p = Primitive("eigh_basis_of_repeated_eigenvalues", _eigh_basis_impl,
+                         discontinuous=True)
+
+
+@eigh_basis_p.defrule
+def eigh_basis_rule(xs, dxs):
+    """The choice of eigenvectors for a repeated eigenvalue: any orthonormal basis of its
+    eigenspace, and the ones at nearby matrices approach different bases along different
+    rays. A selector, 0 at the point, that jumps at the repeated eigenvalues: the engine
+    refuses an output it reaches unless the output is the same on the selector's other side
+    (`_probed`), i.e. reads only the vectors of simple eigenvalues (or none)."""
+    w, S = np.asarray(xs[0]), squares(xs[1], "eigh")
+    tied = _repeated(w, _tolerance(S, w))
+    ans = np.zeros(w.shape)
+    if tied.any():
+        record_jump(ans, tied, (np.ones(w.shape),))
+    return ans, None
+
+
+def _eigh_vectors_impl(S, basis, UPLO="L"):
+    S = np.asarray(S)
+    return _probed(np.linalg.eigh(S, UPLO=UPLO)[1], basis)
 
 
 eigh_vectors_p = Primitive("eigh_vectors", _eigh_vectors_impl)
 
 
 @eigh_vectors_p.defrule
-def eigh_vectors_rule(xs, dxs):
-    """Simple eigenvalues: ``dV = V (F ∘ Vᵀ dS V)``, ``F_ij = 1 / (λ_j - λ_i)``."""
-    S = square(xs[0], "eigh")
-    lam, V = np.linalg.eigh(S)
-    diagonal = not np.any(S - np.diag(np.diag(S)))
-    tol = 0.0 if diagonal else tie_tolerance(len(lam), np.max(np.abs(lam), initial=0.0))
-    _repeated(lam, tol, "eigh", "eigenvalue(s)",
-              "Use np.linalg.eigvalsh (eigenvalues are differentiated at repeated values too) "
-              "or a spectral function of them (asd.spectral).")
-    gap = lam[None, :] - lam[:, None]
-    F = np.divide(1.0, gap, out=np.zeros_like(gap), where=~np.eye(len(lam), dtype=bool))
-    VT = V.T
+def eigh_vectors_rule(xs, dxs, UPLO="L"):
+    """``dV = V (F ∘ Vᵀ dS V)`` with ``F_ij = 1 / (λ_j - λ_i)`` between different eigenvalues
+    and 0 inside a cluster of repeated ones: exact for the vectors of simple eigenvalues (the
+    sum over a cluster is its spectral projector, whatever its basis); the vectors of a
+    repeated one have no derivative, and `eigh_basis_rule` keeps them from any output."""
+    S = squares(xs[0], "eigh")
+    lam = np.linalg.eigvalsh(S, UPLO=UPLO)
+    V = _eigh_vectors_impl(S, xs[1], UPLO)
+    labels = _labels(lam, _tolerance(S, lam))
+    gap = lam[..., None, :] - lam[..., :, None]
+    apart = labels[..., None, :] != labels[..., :, None]
+    F = np.divide(1.0, gap, out=np.zeros_like(gap), where=apart)
+    VT = _mT(V)
 
     def push(t):
         return V @ (F * (VT @ sym(t) @ V))
@@ -590,25 +645,147 @@ def eigh_vectors_rule(xs, dxs):
     def pull(ct):
         return sym(V @ (F * (VT @ ct)) @ VT)
 
-    return V, Closure(push, pull, S.shape, V.shape)
+    return V, FanIn(Closure(push, pull, S.shape, V.shape), None)
 
 
 def eigh(a, UPLO="L"):
-    """``numpy.linalg.eigh``: eigenvalues everywhere (the spectral rule); eigenvectors where
-    every eigenvalue is simple, refused (`NotLipschitzError`) at a repeated one. numpy fixes
-    no sign for an eigenvector: the derivative is that of the vectors continued smoothly from
-    the signs numpy returns at the point.
+    """``numpy.linalg.eigh`` (of each matrix of a stack): eigenvalues everywhere (the spectral
+    rule); the eigenvector of a simple eigenvalue everywhere too, also where other
+    eigenvalues repeat. The vectors of a repeated eigenvalue jump (any basis of its space is
+    theirs), so an output that reads them is refused (`NotLipschitzError`, naming the
+    repeated eigenvalues). numpy fixes no sign for an eigenvector: the derivative is that of
+    the vectors continued smoothly from the signs numpy returns at the point.
 
     >>> import numpy as np, asd
     >>> asd.subgrad(lambda a: np.linalg.eigh(a)[1][0, 1])(np.diag([1.0, 2.0]))
     array([[0., 0.],
            [1., 0.]])
+    >>> asd.subgrad(lambda a: np.linalg.eigh(a)[1][0, 2])(np.diag([1.0, 1.0, 4.0])).round(4) + 0
+    array([[0.    , 0.    , 0.    ],
+           [0.    , 0.    , 0.    ],
+           [0.3333, 0.    , 0.    ]])
     """
-    S = _triangle(a, UPLO)
-    return EighResult(spectral.eigvalsh(S), eigh_vectors_p(S))
+    uplo = _uplo(UPLO)
+    S = _triangle(a, uplo)
+    w = spectral.eigvalsh(S)
+    return EighResult(w, eigh_vectors_p(S, eigh_basis_p(w, S), UPLO=uplo))
+
+
+# ----- eigenvalues and eigenvectors of general matrices with a real, simple spectrum -----
+
+EigResult = namedtuple("EigResult", "eigenvalues eigenvectors")
+
+
+def _real_simple_spectrum(A: np.ndarray, name: str):
+    """``numpy.linalg.eig`` of ``A`` where its spectrum is real and simple (the only place
+    where real eigenvalues and eigenvectors are differentiable); refused elsewhere."""
+    w, V = np.linalg.eig(A)
+    if np.iscomplexobj(w) and np.any(w.imag != 0):
+        bad = w[w.imag != 0]
+        raise UnsupportedError(
+            f"{name}: the matrix of shape {A.shape} has complex eigenvalue(s) "
+            f"{bad.ravel()[:4].tolist()}; asd differentiates real arrays only. Use "
+            "np.linalg.eigh / eigvalsh for a symmetric matrix (its spectrum is real), or "
+            "differentiate a real function of the matrix (np.linalg.det, np.trace).")
+    w, V = np.real(w), np.real(V)
+    n = A.shape[-1]
+    cond = np.linalg.cond(V) if n else np.zeros(A.shape[:-2])
+    tol = tie_tolerance(n, np.max(np.abs(w), axis=-1, initial=0.0)) * cond
+    ws = np.sort(w, axis=-1)
+    if not np.all(np.isfinite(cond)) or np.any(np.diff(ws, axis=-1) <= np.asarray(tol)[..., None]):
+        tied = ws[_repeated(ws, np.where(np.isfinite(cond), tol, np.inf))]
+        raise NotLipschitzError(
+            f"{name}: the matrix of shape {A.shape} has the repeated eigenvalue(s) "
+            f"{np.unique(tied).tolist()[:4]} (within the rounding of eig, "
+            f"{float(np.max(tol)):.2g}); the eigenvalues of a general matrix split like "
+            "square roots (or into complex pairs) there, so they are not Lipschitz and have "
+            "no derivative. Use np.linalg.eigh / eigvalsh for a symmetric matrix, whose "
+            "repeated eigenvalues asd differentiates along the direction.")
+    return w, V
+
+
+def _eigvals_impl(A):
+    return np.linalg.eigvals(A)
+
+
+eigvals_p = Primitive("eigvals", _eigvals_impl)
+
+
+@eigvals_p.defrule
+def eigvals_rule(xs, dxs):
+    """Simple real eigenvalues: ``dλ_i = (V⁻¹ dA V)_ii``."""
+    A = squares(xs[0], "eig")
+    w, V = _real_simple_spectrum(A, "eig")
+    Vi = np.linalg.inv(V)
+
+    def push(t):
+        return np.einsum("...ij,...jk,...ki->...i", Vi, t, V)
+
+    def pull(ct):
+        return _mT(Vi) @ (np.asarray(ct)[..., :, None] * _mT(V))
+
+    return w, Closure(push, pull, A.shape, w.shape)
+
+
+def _eig_vectors_impl(A):
+    return np.linalg.eig(A)[1]
+
+
+eig_vectors_p = Primitive("eig_vectors", _eig_vectors_impl)
+
+
+@eig_vectors_p.defrule
+def eig_vectors_rule(xs, dxs):
+    """Simple real eigenvalues: ``dV = N(V (F ∘ V⁻¹ dA V))``, ``F_ij = 1 / (λ_j - λ_i)``, where
+    ``N(X) = X - V diag(diag(Vᵀ X))`` keeps numpy's unit columns unit."""
+    A = squares(xs[0], "eig")
+    w, V = _real_simple_spectrum(A, "eig")
+    Vi, VT = np.linalg.inv(V), _mT(V)
+    n = w.shape[-1]
+    gap = w[..., None, :] - w[..., :, None]
+    F = np.divide(1.0, gap, out=np.zeros_like(gap), where=~np.eye(n, dtype=bool))
+
+    def unit(x):  # self-adjoint
+        return x - V * np.sum(V * x, axis=-2, keepdims=True)
+
+    def push(t):
+        return unit(V @ (F * (Vi @ t @ V)))
+
+    def pull(ct):
+        return _mT(Vi) @ (F * (VT @ unit(ct))) @ VT
+
+    return V, Closure(push, pull, A.shape, V.shape)
+
+
+def eig(a):
+    """``numpy.linalg.eig`` of a real matrix (or stack) whose eigenvalues are real and
+    simple: there eigenvalues and eigenvectors (numpy's unit columns, continued smoothly from
+    numpy's signs) are smooth. A complex eigenvalue is refused (`UnsupportedError`), and so
+    is a repeated one (`NotLipschitzError`: eigenvalues of a general matrix are not Lipschitz
+    there).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda a: np.linalg.eig(a)[0][1])(np.array([[1.0, 2.0], [0.0, 3.0]]))
+    array([[0., 0.],
+           [1., 1.]])
+    """
+    return EigResult(eigvals_p(a), eig_vectors_p(a))
+
+
+def eigvals(a):
+    """``numpy.linalg.eigvals`` where the spectrum is real and simple (see `eig`)."""
+    return eigvals_p(a)
 
 
 # ----- singular values and vectors -----
+
+def _matrices(X, name: str) -> np.ndarray:
+    X = _floats(X)
+    if X.ndim < 2:
+        raise ShapeError(f"{name} needs a matrix (or a stack in the leading axes), got shape "
+                         f"{X.shape}")
+    return X
+
 
 def _svdvals_impl(X):
     return np.linalg.svd(X, compute_uv=False)
@@ -622,27 +799,54 @@ def svdvals_rule(xs, dxs):
     """Singular values, descending, as the top ``min(m, n)`` eigenvalues of the embedding
     ``[[0, X], [Xᵀ, 0]]``: one tie analysis (spectral.py) serves repeated and zero ones.
     An eigenvector ``[a; b]`` of the embedding gives ``dσ = 2 aᵀ dX b``."""
-    X = matrix(xs[0], "svd")
-    m, n = X.shape
+    X = _matrices(xs[0], "svd")
+    m, n = X.shape[-2:]
     k = min(m, n)
     lam, V, tol = eigh_ties(embed(X))
-    V, _, _, _ = limit_eigh(lam, V, lambda: embed(dxs[0]()), tol=tol,
-                            curvature=curvature_of(X, dxs[0], embed))
-    top = V[:, ::-1][:, :k]
-    a, b = 2.0 * top[:m], top[m:]
+    V = limit_bases(lam, V, tol, RayMatrix(X, dxs[0], embed))
+    top = V[..., ::-1][..., :k]
+    a, b = 2.0 * top[..., :m, :], top[..., m:, :]
 
     def push(t):
-        return np.einsum("mi,...mn,ni->...i", a, t, b)
+        return np.einsum("...mi,...mn,...ni->...i", a, t, b)
 
     def pull(ct):
-        return np.einsum("mi,...i,ni->...mn", a, ct, b)
+        return np.einsum("...mi,...i,...ni->...mn", a, ct, b)
 
-    return np.linalg.svd(X, compute_uv=False), Closure(push, pull, X.shape, (k,))
+    return np.linalg.svd(X, compute_uv=False), Closure(push, pull, X.shape, X.shape[:-2] + (k,))
 
 
-def _svd_vectors_impl(X):
+def _svd_tolerance(X: np.ndarray, s: np.ndarray):
+    m, n = X.shape[-2:]
+    return tie_tolerance(m + n, np.max(s, axis=-1, initial=0.0))
+
+
+def _svd_basis_impl(s, X):
+    return np.zeros(np.shape(s))
+
+
+svd_basis_p = Primitive("svd_basis_of_repeated_or_zero_singular_values", _svd_basis_impl,
+                        discontinuous=True)
+
+
+@svd_basis_p.defrule
+def svd_basis_rule(xs, dxs):
+    """The choice of singular vectors for a repeated singular value (a joint rotation of its
+    left and right vectors) or a zero one (their signs flip independently): a selector that
+    jumps there, as `eigh_basis_rule` does."""
+    s, X = np.asarray(xs[0]), _matrices(xs[1], "svd")
+    tol = _svd_tolerance(X, s)
+    asc = s[..., ::-1]
+    tied = _repeated(asc, tol)[..., ::-1] | (s <= np.asarray(tol)[..., None])
+    ans = np.zeros(s.shape)
+    if tied.any():
+        record_jump(ans, tied, (np.ones(s.shape),))
+    return ans, None
+
+
+def _svd_vectors_impl(X, basis):
     U, _, Vh = np.linalg.svd(X, full_matrices=False)
-    return np.concatenate([U, Vh.T], axis=-2)
+    return _probed(np.concatenate([U, _mT(Vh)], axis=-2), basis)
 
 
 svd_vectors_p = Primitive("svd_vectors", _svd_vectors_impl)
@@ -652,45 +856,48 @@ svd_vectors_p = Primitive("svd_vectors", _svd_vectors_impl)
 def svd_vectors_rule(xs, dxs):
     """Simple nonzero singular values (Townsend's formulas), output ``[U; V]``: with
     ``P = Uᵀ dX V`` and ``F_ij = 1 / (s_j² - s_i²)``, ``dU = U (F ∘ (P S + S Pᵀ)) +
-    (I - U Uᵀ) dX V S⁻¹`` and ``dV = V (F ∘ (S P + Pᵀ S)) + (I - V Vᵀ) dXᵀ U S⁻¹``."""
-    X = matrix(xs[0], "svd")
-    m, n = X.shape
-    U, s, Vh = np.linalg.svd(X, full_matrices=False)
-    V = Vh.T
-    tol = tie_tolerance(m + n, np.max(s, initial=0.0))
-    fix = ("Use np.linalg.svd(..., compute_uv=False) (singular values are differentiated at "
-           "repeated and zero values too) or a spectral function of them (asd.spectral).")
-    _repeated(s[::-1], tol, "svd", "singular value(s)", fix)
-    if np.any(s <= tol):
-        raise NotLipschitzError(
-            f"svd: singular value(s) {s[s <= tol].tolist()} are 0 (within {tol:.2g}); their "
-            "left and right vectors flip sign independently under small perturbations, so "
-            f"they have no derivative. {fix}")
-    gap = s[None, :] ** 2 - s[:, None] ** 2
-    F = np.divide(1.0, gap, out=np.zeros_like(gap), where=~np.eye(len(s), dtype=bool))
-    UT, VT = U.T, V.T
+    (I - U Uᵀ) dX V S⁻¹`` and ``dV = V (F ∘ (S P + Pᵀ S)) + (I - V Vᵀ) dXᵀ U S⁻¹``. ``F`` is 0
+    inside a cluster of repeated singular values and ``S⁻¹`` at zero ones: exact for the
+    vectors of simple nonzero values; the others have no derivative, and `svd_basis_rule`
+    keeps them from any output that reads them (even times a zero singular value)."""
+    X = _matrices(xs[0], "svd")
+    m, n = X.shape[-2:]
+    packed = _svd_vectors_impl(X, xs[1])
+    U, V = packed[..., :m, :], packed[..., m:, :]
+    s = np.linalg.svd(X, compute_uv=False)
+    tol = _svd_tolerance(X, s)
+    labels = _labels(s[..., ::-1], tol)[..., ::-1]
+    gap = s[..., None, :] ** 2 - s[..., :, None] ** 2
+    apart = labels[..., None, :] != labels[..., :, None]
+    F = np.divide(1.0, gap, out=np.zeros_like(gap), where=apart)
+    UT, VT = _mT(U), _mT(V)
     PU, PV = np.eye(m) - U @ UT, np.eye(n) - V @ VT
-    si = 1.0 / s
+    nonzero = s > np.asarray(tol)[..., None]
+    si = np.divide(1.0, s, out=np.zeros_like(s), where=nonzero)
+    sc = s[..., :, None]
 
     def push(t):
         P = UT @ t @ V
-        du = U @ (F * (P * s + s[:, None] * _mT(P))) + PU @ t @ V * si
-        dv = V @ (F * (s[:, None] * P + _mT(P) * s)) + PV @ _mT(t) @ U * si
+        du = U @ (F * (P * s[..., None, :] + sc * _mT(P))) + PU @ t @ V * si[..., None, :]
+        dv = V @ (F * (sc * P + _mT(P) * s[..., None, :])) + PV @ _mT(t) @ U * si[..., None, :]
         return np.concatenate([du, dv], axis=-2)
 
     def pull(ct):
         cu, cv = ct[..., :m, :], ct[..., m:, :]
         ju, jv = F * (UT @ cu), F * (VT @ cv)
-        core = (ju + _mT(ju)) * s + s[:, None] * (jv + _mT(jv))
-        return U @ core @ VT + PU @ cu * si @ VT + U @ (si[:, None] * _mT(cv)) @ PV
+        core = (ju + _mT(ju)) * s[..., None, :] + sc * (jv + _mT(jv))
+        return (U @ core @ VT + PU @ cu * si[..., None, :] @ VT
+                + U @ (si[..., :, None] * _mT(cv)) @ PV)
 
-    return np.concatenate([U, V], axis=-2), Closure(push, pull, X.shape, (m + n, len(s)))
+    return packed, FanIn(Closure(push, pull, X.shape, packed.shape), None)
 
 
 def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
-    """``numpy.linalg.svd`` of a matrix: singular values everywhere (repeated and zero ones by
-    the spectral rule), singular vectors where every singular value is simple and nonzero
-    (refused elsewhere), continued smoothly from the signs numpy returns at the point.
+    """``numpy.linalg.svd`` of a matrix (or a stack in the leading axes): singular values
+    everywhere (repeated and zero ones by the spectral rule), and the singular vectors of a
+    simple nonzero singular value everywhere too, continued smoothly from the signs numpy
+    returns at the point. The vectors of a repeated or zero singular value jump (any basis
+    of its spaces is theirs), so an output that reads them is refused (`NotLipschitzError`).
     ``full_matrices`` only for square matrices, where it changes nothing.
 
     >>> import numpy as np, asd
@@ -710,10 +917,11 @@ def svd(a, full_matrices=True, compute_uv=True, hermitian=False):
         raise unsupported(f"numpy.linalg.svd with full_matrices=True of a {m}x{n} matrix (the "
                           "completed basis is not unique, so it has no derivative); pass "
                           "full_matrices=False")
-    packed = svd_vectors_p(a)
-    U = smooth.getitem(packed, (slice(None, m), slice(None)))
-    Vh = smooth.transpose(smooth.getitem(packed, (slice(m, None), slice(None))))
-    return SVDResult(U, svdvals_p(a), Vh)
+    s = svdvals_p(a)
+    packed = svd_vectors_p(a, svd_basis_p(s, a))
+    U = smooth.getitem(packed, (Ellipsis, slice(None, m), slice(None)))
+    Vh = smooth.swapaxes(smooth.getitem(packed, (Ellipsis, slice(m, None), slice(None))), -1, -2)
+    return SVDResult(U, s, Vh)
 
 
 # ----- diagonals, traces and the numpy 2 linalg namespace -----
@@ -771,11 +979,16 @@ for _fn, _impl in [
     (np.linalg.slogdet, slogdet), (np.linalg.cholesky, cholesky), (np.linalg.qr, qr),
     (np.linalg.pinv, pinv), (np.linalg.lstsq, lstsq), (np.linalg.matrix_power, matrix_power),
     (np.linalg.eigvalsh, eigvalsh), (np.linalg.eigh, eigh), (np.linalg.svd, svd),
+    (np.linalg.eig, eig), (np.linalg.eigvals, eigvals),
 ]:
     register_numpy(_fn, _impl)
-register_alternative(np.linalg.eigvals, "numpy.linalg.eigvalsh (a symmetric matrix's "
-                     "eigenvalues are real, and differentiated at repeated ones too)")
-register_alternative(np.linalg.eig, "numpy.linalg.eigh (symmetric matrices)")
+for _fn, _instead in [
+    (np.linalg.matmul, "numpy.matmul (the @ operator)"), (np.linalg.cross, "numpy.cross"),
+    (np.linalg.outer, "numpy.outer"), (np.linalg.tensordot, "numpy.tensordot"),
+    (np.linalg.matrix_transpose, "numpy.swapaxes(x, -1, -2)"),
+    (np.linalg.vecdot, "numpy.sum(x1 * x2, axis=-1)"),
+]:
+    register_alternative(_fn, _instead)
 
-__all__ = ["cholesky", "det", "diagonal", "eigh", "inv", "lstsq", "matrix_power", "multi_dot",
-           "pinv", "qr", "slogdet", "solve", "svd", "svdvals"]
+__all__ = ["cholesky", "det", "diagonal", "eig", "eigh", "eigvals", "inv", "lstsq",
+           "matrix_power", "multi_dot", "pinv", "qr", "slogdet", "solve", "svd", "svdvals"]

@@ -34,35 +34,45 @@ from .smooth import WeightedSum
 # ----- p-norms, 1 < p < inf, as one primitive -----
 
 
-def _scaled(rows):
-    """``(rows / 2**e, 2**e)`` with ``2**e`` near each row's largest magnitude: exact scaling,
-    so the sums below neither overflow nor underflow. Zero rows get scale 1."""
-    if not is_host(rows):
-        xp = namespace(rows)
-        big = xp.max(xp.abs(rows), axis=-1, keepdims=True)
-        # frexp is not in the array API; any power of two near the maximum scales exactly
-        e = xp.floor(xp.log2(xp.where(big > 0, big, xp.ones_like(big)))) + 1.0
-        scale = 2.0 ** e
-        return rows / scale, scale
-    big = np.max(np.abs(rows), axis=-1, keepdims=True)
-    _, e = np.frexp(np.where(big > 0, big, 1).astype(float))
-    scale = np.ldexp(np.ones_like(big, dtype=float), e).astype(rows.dtype)
-    return rows / scale, scale
+def _scaled(rows, p: float):
+    """``(rows / c, c)`` for a scale ``c > 0`` per row (1 for a zero row), so that the sums
+    below neither overflow nor underflow, and ``c`` itself is finite.
+
+    For ``p = 2``, ``c`` is twice the power of two ``2**(e-1) <= max |row| < 2**e``, built as
+    ``2**(e-1) * 2`` in the division (``2**1024`` is not a float): the scaling is exact and
+    every scaled entry is below 1. For other ``p``, ``c = max |row|``, so the largest term of
+    ``sum |y|**p`` is exactly 1 and ``|y|**p`` cannot underflow to a zero norm for any ``p``
+    (a power of two would leave ``0.5**p``, which is 0 beyond ``p = 1074``).
+    """
+    xp = namespace(rows)
+    big = xp.max(xp.abs(rows), axis=-1, keepdims=True)
+    big = xp.where(big > 0, big, xp.ones_like(big))
+    if p != 2:
+        return rows / big, big
+    if is_host(rows):
+        half = np.ldexp(np.ones_like(big, dtype=float), np.frexp(big.astype(float))[1] - 1)
+        half = half.astype(rows.dtype)
+    else:  # frexp is not in the array API; any power of two near the maximum scales exactly
+        half = 2.0 ** xp.floor(xp.log2(big))
+    return rows / half / 2.0, half
 
 
 def _norm_and_gradient(rows, p: float):
-    """Row norms (keepdims) and their gradients; a zero row gets norm 0 and gradient 0."""
+    """Row norms (keepdims) and their gradients; a zero row gets norm 0 and gradient 0.
+
+    The norm is ``root * c`` for the scale of `_scaled` (for ``p = 2`` as ``(root * 2) *
+    2**(e-1)``): it overflows only where the norm itself does."""
     xp = namespace(rows)
-    y, scale = _scaled(rows)
+    y, scale = _scaled(rows, p)
     if p == 2:
         s = xp.sum(y * y, axis=-1, keepdims=True)
         root = xp.sqrt(s)
         grad = y / xp.where(root > 0, root, xp.ones_like(root))
-    else:
-        a = xp.abs(y)
-        s = xp.sum(a ** p, axis=-1, keepdims=True)
-        root = s ** (1 / p)
-        grad = xp.sign(y) * a ** (p - 1) / xp.where(root > 0, root, xp.ones_like(root)) ** (p - 1)
+        return root * 2.0 * scale, grad
+    a = xp.abs(y)
+    s = xp.sum(a ** p, axis=-1, keepdims=True)
+    root = s ** (1 / p)
+    grad = xp.sign(y) * a ** (p - 1) / xp.where(root > 0, root, xp.ones_like(root)) ** (p - 1)
     return root * scale, grad
 
 
@@ -239,17 +249,19 @@ def _matrix_norm(x, ord, axes: tuple[int, int], keepdims: bool):
 
 
 def _singular_value_norm(x, ord, axes: tuple[int, int], keepdims: bool):
-    """ord 2 / -2 / 'nuc': the largest, smallest or summed singular values, whose rule
+    """ord 2 / -2 / 'nuc': the largest, smallest or summed singular values of the matrices
+    over ``axes`` (the other axes a stack, as numpy takes them), whose rule
     (`linalg.svdvals`) decides repeated and zero singular values along the ray."""
-    if np.ndim(x) != 2:
-        raise UnsupportedError(f"norm(ord={ord!r}) over two axes of a {np.ndim(x)}-D array: "
-                               "asd takes singular values of one matrix at a time")
-    s = svdvals_p(smooth.transpose(x) if axes[0] > axes[1] else x)
+    nd = np.ndim(x)
+    rest = tuple(a for a in range(nd) if a not in axes)
+    s = svdvals_p(smooth.transpose(x, rest + axes) if rest + axes != tuple(range(nd)) else x)
     if ord == "nuc":
-        out = smooth.sum(s)
+        out = smooth.sum(s, axis=-1)
     else:
-        out = smooth.getitem(s, 0 if ord == 2 else -1)
-    return smooth.reshape(out, (1, 1)) if keepdims else out
+        out = smooth.getitem(s, (Ellipsis, 0 if ord == 2 else -1))
+    if keepdims:
+        out = smooth.reshape(out, tuple(1 if a in axes else n for a, n in enumerate(np.shape(x))))
+    return out
 
 
 def _vector_norm(x, ord, axis: int, keepdims: bool):
@@ -343,9 +355,9 @@ def cond(x, p=None):
     """
     if p is None or p in (2, -2):
         s = svdvals_p(x)
-        big, small = smooth.getitem(s, 0), smooth.getitem(s, -1)
+        big, small = smooth.getitem(s, (Ellipsis, 0)), smooth.getitem(s, (Ellipsis, -1))
         return smooth.divide(small, big) if p == -2 else smooth.divide(big, small)
-    return smooth.multiply(norm(x, p), norm(inv(x), p))
+    return smooth.multiply(norm(x, p, axis=(-2, -1)), norm(inv(x), p, axis=(-2, -1)))
 
 
 register_numpy(np.linalg.norm, norm)

@@ -50,19 +50,21 @@ from asd.extend import (
     ZeroTangent,
     identity,
     input_series,
+    leading_vector,
     line,
     record_tie_decision,
     tie_sign,
 )
 
 from .spectral import (
-    curvature_of,
+    ORDER,
+    RayMatrix,
+    clusters,
     eigh_ties,
     embed,
     gradient_map,
-    ray_scaled,
-    refine_cluster,
-    scaled_curvature,
+    limit_eigh,
+    pow2_scale,
     sym,
     tie_tolerance,
     vnorm,
@@ -363,7 +365,9 @@ def hyperplane_rule(xs, dxs):
 def _halfspace_impl(x, a, b):
     x = _floats(x)
     a, nrm = _normal(a, x, "halfspace")
-    return (x - max(float(np.sum(a * x) - b), 0.0) / nrm**2 * a).astype(x.dtype, copy=False)
+    h = np.sum(a * x) - b  # a series along the ray where x holds them (`distance`)
+    h = max(h, 0) if x.dtype == object else max(float(h), 0.0)
+    return (x - h / nrm**2 * a).astype(x.dtype, copy=False)
 
 
 halfspace_p = Primitive("proj_halfspace", _halfspace_impl)
@@ -726,72 +730,34 @@ psd_p = Primitive("proj_psd", _psd_impl)
 def psd_levels(X: np.ndarray, dx):
     """The eigen-analysis of ``psd`` along the ray: ``(lam, V, levels, tols, null)``.
 
-    Eigenvalues tied at 0 (``null``) split as ``δμ + δ²ν`` (``ν`` with the input's curvature
-    where ``μ`` ties, `refine_cluster`); ``levels`` stacks ``(λ, μ, ν)`` in the limit basis
-    ``V`` (only ``λ`` without a tie), each with its rounding tolerance in ``tols``.
+    Eigenvalues tied at 0 (``null``) enter or leave the cone as their expansion along the ray
+    says (`asd.library.spectral.limit_eigh`: first order, then the exact series of the input,
+    then the lexicographic directions); ``levels`` stacks ``λ`` and the expansion's
+    coefficients in the limit basis ``V`` (only ``λ`` without a tie), each row with its
+    rounding tolerance in ``tols``.
     """
-    n = X.shape[0]
     lam, V, tol = eigh_ties(sym(X))
     null = np.abs(lam) <= tol
     if not null.any():  # no kink: the eigenvalues alone decide
         return lam, V, lam[None], np.array([tol]), null
-    if tol > 0:
-        record_tie_decision("tolerance", int(np.count_nonzero(null)))
-    levels = np.zeros((3, n))
-    D, c = ray_scaled(sym(np.asarray(dx(), dtype=float)))
-    idx = np.flatnonzero(null)
-    V = V.copy()
-    V[:, idx], levels[1, idx], levels[2, idx] = refine_cluster(
-        lam, V, idx, D, 0.0, scaled_curvature(curvature_of(X, dx, sym), c))
-    levels[0] = np.where(null, 0.0, lam)
-    gap = np.min(np.abs(lam[~null]), initial=np.inf)
-    scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(levels[2]))))
-    return lam, V, levels, np.array([tol, tie_tolerance(n, 1.0), tie_tolerance(n, scale_2)]), null
+    labels = clusters(lam, tol)
+    refine = np.zeros(labels[-1] + 1, bool)
+    refine[labels[null]] = True
+    V, levels, tols = limit_eigh(lam, V, RayMatrix(X, dx, sym), refine, tol=tol, signs=True)
+    return lam, V, levels, tols, levels[0] == 0
 
 
 @psd_p.defrule
 def psd_rule(xs, dxs):
     """Eigenvalues tied at 0 enter the cone or leave it as their expansion along the ray says
-    (`psd_levels`); one tied at 0 to every order counts as entering (the ``>=`` side)."""
+    (`psd_levels`); one that is 0 along every direction is 0 near the point, where both
+    sides agree (counted as entering)."""
     X = _square(xs[0], "psd")
     lam, V, levels, tols, _ = psd_levels(X, dxs[0])
     ans = (V * np.maximum(lam, 0)) @ V.T
     active = _lex_sign(levels, tols) >= 0
     gamma = divided_differences(levels, levels * active, tols, active)
     return ans, _symmetric(_eigen_map(V, gamma, X.shape), X.shape)
-
-
-def eigen_expansion(lam: np.ndarray, V: np.ndarray, D: np.ndarray, tied: np.ndarray,
-                    center: np.ndarray, tol: float, curvature=None):
-    """Eigenvalues along ``Y + δD + δ²Y₂`` to second order, ``λ + δμ + δ²ν``, in the limit basis.
-
-    The ``tied`` eigenvalues (each within ``tol`` of its ``center``) are snapped to it and
-    their clusters rotated into the direction's limit basis; then ``μ = diag(VᵀDV)`` and
-    ``ν_i = (VᵀY₂V)_ii + Σ_j (VᵀDV)_ij² / (λ_i - λ_j)`` over the eigenvalues not tied to
-    ``λ_i`` (the sums over a cluster are basis-free, so untied clusters need no rotation).
-    ``D`` is scaled to unit size first (`ray_scaled`; every level keeps its signs), and the
-    curvature ``Y₂`` is asked for (`curvature_of`) only at a tie. Returns the basis, the levels
-    ``(λ, μ, ν)`` and a tolerance per level.
-    """
-    D, c = ray_scaled(D)
-    curv = None if curvature is None else scaled_curvature(curvature, c)
-    Y2 = None if curv is None else curv()
-    V = V.copy()
-    for k in np.unique(center[tied]):
-        idx = np.flatnonzero(tied & (center == k))
-        V[:, idx], _, _ = refine_cluster(lam, V, idx, D, float(k),
-                                         None if Y2 is None else lambda: Y2)
-    lam = np.where(tied, center, lam)
-    H = V.T @ D @ V
-    diff = lam[:, None] - lam[None, :]
-    far = np.abs(diff) > tol
-    nu = np.sum(np.where(far, H * H / np.where(far, diff, 1.0), 0.0), axis=1)
-    if Y2 is not None:
-        nu = nu + np.einsum("ij,ik,kj->j", V, Y2, V)
-    gap = float(np.min(np.abs(diff[far]), initial=np.inf))
-    scale_2 = max(1.0 / gap if np.isfinite(gap) else 0.0, float(np.max(np.abs(nu), initial=0.0)))
-    tols = np.array([tol, tie_tolerance(lam.size, 1.0), tie_tolerance(lam.size, scale_2)])
-    return V, np.stack([lam, np.diag(H).copy(), nu]), tols
 
 
 def _threshold_levels(rate: np.ndarray, tau: float, active: np.ndarray, tied: np.ndarray,
@@ -865,9 +831,10 @@ def nuclear_ball_rule(xs, dxs):
     signs, levels, taus, tols = np.sign(lam), lam[None], np.array([tau]), np.array([tol])
     if tied.any() or boundary:
         record_tie_decision("tolerance", int(np.count_nonzero(tied)))
-        D = embed(np.asarray(dxs[0](), dtype=float))
-        V, levels, tols = eigen_expansion(lam, V, D, tied, np.sign(lam) * tau, tol,
-                                          curvature_of(X, dxs[0], embed))
+        snapped = np.where(tied, np.sign(lam) * tau, lam)
+        V, levels, tols = limit_eigh(snapped, V, RayMatrix(X, dxs[0], embed),
+                                     np.ones(clusters(snapped, tol)[-1] + 1, bool), tol=tol,
+                                     signs=True, full=True)
         signs = _lex_sign(levels, tols)
         taus, active = _threshold_levels(signs * levels, tau, active, tied, tols, boundary)
         if taus is None:  # the ray stays in the ball
@@ -916,59 +883,150 @@ def _distance_impl(x, *params, set):
 distance_p = Primitive("distance", _distance_impl)
 
 
-def _second_order_escape(set: str, x: np.ndarray, params: tuple, dx) -> np.ndarray | None:
-    """The unit limit of the residual ``x(δ) - P(x(δ))`` where it is of order δ² (the ray is
-    tangent to a curved boundary), or None where the ray stays in the set to second order.
+POLYHEDRAL = frozenset({"zeros", "reals", "nonneg", "nonpos", "box", "hyperplane", "halfspace",
+                        "l1_ball", "linf_ball", "simplex", "standard_simplex"})
+"""Sets whose projection is piecewise affine, so that its impl, run on the exact series of
+the input along the ray, gives the residual's series exactly (balls of radius 0 are ``{0}``)."""
 
-    - ``l2_ball``: the residual is radial, ``x/||x||``, once the ray leaves (`l2_leaves`);
-    - ``psd``: eigenvalues ``δ²ν`` with ``μ = 0``, ``ν < 0`` leave; the residual is
-      ``δ² Σ ν q qᵀ`` over them (`psd_levels`);
-    - ``soc`` (and ``rsoc`` through its rotation): on the cone's boundary a tangent with a
-      part orthogonal to ``w = z/|z|`` leaves along the normal ``(-1, w)/√2``;
-    - ``nuclear_ball``: not derived; a ray tangent to its boundary raises.
-    Polyhedral sets have no curvature: a zero first-order residual means the ray stays in.
-    """
-    if set == "l2_ball":
-        return x / vnorm(x) if params[0] > 0 and l2_leaves(x, params[0], dx) else None
-    if set == "psd":
-        _, V, levels, tols, null = psd_levels(x, dx)
-        if not null.any():
-            return None
-        leave = null & (np.abs(levels[1]) <= tols[1]) & (levels[2] < -tols[2])
-        R = (V[:, leave] * levels[2, leave]) @ V[:, leave].T
-        return R / vnorm(R) if leave.any() else None
-    if set in ("soc", "rsoc"):
-        y = x if set == "soc" else _rotate(x)
-        d = np.asarray(dx(), dtype=float).reshape(x.shape)
-        d = d if set == "soc" else _rotate(d)
-        t, z = float(y[0]), y[1:]
-        nz = vnorm(z)
-        if nz == 0 or abs(t - nz) > tie_tolerance(y.size, max(abs(t), nz)):
-            return None
-        w = z / nz
-        record_tie_decision("tolerance", 1)
-        if vnorm(d[1:] - (w @ d[1:]) * w) <= tie_tolerance(y.size, vnorm(d)):
-            return None
-        n = np.concatenate([[-1.0], w]) * SQRT_HALF
-        return n if set == "soc" else _rotate(n)
-    if set == "nuclear_ball":
-        raise UnsupportedError(
-            "projections.distance to nuclear_ball: the ray is tangent to the ball's boundary "
-            "(its first-order residual vanishes), and asd does not derive the second-order "
-            "residual of this set. Use a direction that is not tangent to the boundary, or "
-            "write the distance as nuclear_norm(X - nuclear_ball(X, r)) away from the set.")
+
+def _unit(v) -> np.ndarray:
+    v = np.asarray(v, dtype=float)
+    return v / vnorm(v)
+
+
+def _ray_lead(x: np.ndarray, dx) -> np.ndarray | None:
+    """The leading coefficient vector of ``x(x₀ + ε₁v + ε₂w₁ + …) - x``: where the input first
+    moves along the lexicographic ray (None where it stays put along every direction)."""
+    s = input_series(x, dx, x.shape, depth=None)
+    c = leading_vector(list((s - x).ravel()))
+    return None if c is None else np.array([float(e) for e in c]).reshape(x.shape)
+
+
+def _polyhedral_residual(set: str, x: np.ndarray, params: tuple, dx) -> np.ndarray | None:
+    """The unit limit of ``x(δ) - P(x(δ))`` along the lexicographic ray, exactly: the impl of a
+    piecewise-affine projection runs on the input's exact series (ties inside decided as the
+    ray decides them); None where the residual is 0 along every direction."""
+    s = input_series(x, dx, x.shape, depth=None)
+    r = s - IMPLS[set].impl(s, *params)
+    c = leading_vector(list(np.ravel(r)))
+    return None if c is None else _unit([float(e) for e in c]).reshape(x.shape)
+
+
+def _cone_escape(x: np.ndarray, dx, rotated: bool) -> np.ndarray | None:
+    """``soc`` (``rsoc``, through its rotation ``R``) on its boundary with a zero first-order
+    residual: the residual near a boundary point ``(t, z)``, ``t = |z| > 0``, is along the
+    normal ``(-1, z/|z|)/√2`` once the ray leaves (``h = t² - |z|²`` negative along it, decided
+    exactly by `ray_signs`). At the apex the projection is positively homogeneous: what
+    decides is where the ray first moves, its leading vector ``c`` (`_ray_lead`); outside the
+    cone the residual is along ``c - P(c)``, on its boundary along the normal at ``c`` if the
+    ray leaves there."""
+    def h(s):  # t² - |z|², for rsoc 2uv - |w|² (the same quantity, without the rotation)
+        return 2 * s[0] * s[1] - np.sum(s[2:] * s[2:]) if rotated else (
+            s[0] * s[0] - np.sum(s[1:] * s[1:]))
+
+    def normal(y):
+        n = np.concatenate([[-1.0], y[1:] / vnorm(y[1:])]) * SQRT_HALF
+        return _rotate(n) if rotated else n
+
+    y = _rotate(x) if rotated else x
+    t, nz = float(y[0]), vnorm(y[1:])
+    tol = tie_tolerance(y.size, max(abs(t), nz))
+    if t - nz > tol:  # inside
+        return None
+    if nz > tol:  # on the boundary, off the apex
+        return normal(y) if ray_signs(x, dx, h, 1) < 0 else None
+    c = _ray_lead(x, dx)
+    if c is None:
+        return None
+    exact = [Fraction(float(e)) for e in c]
+    hc = h(np.array(exact, dtype=object))
+    cy = _rotate(c) if rotated else c
+    if hc > 0 and cy[0] > 0:  # the ray moves into the interior
+        return None
+    if hc == 0 and cy[0] > 0:  # along the boundary: leaves where h turns negative
+        return normal(cy) if ray_signs(x, dx, h, 1) < 0 else None
+    res = c - (rsoc_p if rotated else soc_p).impl(c)
+    return _unit(res) if np.any(res) else None
+
+
+def _skew(a: np.ndarray) -> np.ndarray:
+    return a * 0.5 - np.swapaxes(a, -1, -2) * 0.5
+
+
+def _psd_escape(x: np.ndarray, dx) -> np.ndarray | None:
+    """``psd`` with a zero first-order residual. The residual is ``skew(X) - Σ_(λ_i < 0) λ_i
+    q_i q_iᵀ`` (``psd`` projects the symmetric part, so the PSD matrices are a thin set of all
+    matrices): order by order along the ray, and then along the lexicographic directions, its
+    leading term sums the skew part of the input's series and the zero eigenvalues whose
+    expansion (`psd_levels`) first turns negative there. The expansion's rows along ``v`` are
+    in the units `limit_eigh` reparametrizes the ray to (``X(a t) / b``), so the skew rows are
+    brought to them (exact powers of two); the lexicographic rows are first-order terms in
+    the input's own units on both sides."""
+    lam, V, levels, tols, null = psd_levels(x, dx)
+    ray = RayMatrix(x, dx, _skew)
+    skew_v, skew_lex = ray.coefficients(), ray.lex()
+    rows = 1 + ORDER + len(skew_lex)
+    eig = np.zeros((rows, lam.size))
+    eig[:levels.shape[0]] = np.where(np.abs(levels) > tols[:, None], levels, 0.0)[:rows]
+    eig[0] = 0.0
+    lead = np.argmax(eig != 0, axis=0)
+    first = np.take_along_axis(eig, lead[None], axis=0)[0]
+    leave = null & (first < 0)
+    eb = int(np.frexp(pow2_scale(lam))[1]) - 1
+    ec = int(np.frexp(pow2_scale(sym(np.asarray(dx(), dtype=float))))[1]) - 1
+    for k in range(1, rows):
+        on = leave & (lead == k)
+        R = (V[:, on] * eig[k, on]) @ V[:, on].T
+        if k <= ORDER and skew_v is not None:  # X_k a^k / b, a = b / cd
+            R = R + np.ldexp(skew_v[k - 1], (k - 1) * eb - k * ec)
+        elif k > ORDER:
+            R = R + skew_lex[k - ORDER - 1]
+        if np.any(R):
+            return _unit(R)
     return None
 
 
-distance_p = Primitive("distance", _distance_impl)
+def _escape(set: str, x: np.ndarray, params: tuple, dx, proj_map) -> np.ndarray:
+    """``lim ∇dist(x(δ))`` at a point of the set: the unit limit of the residual
+    ``x(δ) - P(x(δ))`` along the ray, 0 where the ray stays in the set.
+
+    First order: the residual is ``δ (d - P'(x; d))`` (the projection's map along the ray).
+    Where that vanishes, the residual's leading term comes from the exact series of the input
+    (polyhedral sets, `_polyhedral_residual`) or from the exact sign of the constraint that
+    curves the set (`l2_leaves`, `_cone_escape`, `_psd_escape`); each reads the lexicographic
+    directions where the ray stays on the set's boundary.
+    """
+    d = np.asarray(dx(), dtype=float).reshape(x.shape)
+    w = d - proj_map(d)
+    if vnorm(w) > tie_tolerance(x.size, vnorm(d)):
+        return _unit(w)
+    radius = float(params[0]) if params and set in BALLS else None
+    if set in POLYHEDRAL or radius == 0:
+        g = _polyhedral_residual("zeros" if radius == 0 else set, x,
+                                 () if radius == 0 else params, dx)
+    elif set == "l2_ball":
+        g = x / vnorm(x) if l2_leaves(x, radius, dx) else None
+    elif set in ("soc", "rsoc"):
+        g = _cone_escape(x, dx, set == "rsoc")
+    elif set == "psd":
+        g = _psd_escape(x, dx)
+    else:  # nuclear_ball: its map is the identity where the ray stays in the ball
+        if isinstance(proj_map, Diagonal) and proj_map.d is None:
+            return np.zeros_like(x)
+        raise UnsupportedError(
+            "projections.distance to nuclear_ball: the ray is tangent to the ball's boundary "
+            "(it leaves the ball, but its first-order residual vanishes), and asd does not "
+            "derive the second-order residual of this set. Use a direction that is not "
+            "tangent to the boundary, or write the distance as "
+            "nuclear_norm(X - nuclear_ball(X, r)) away from the set.")
+    return np.zeros_like(x) if g is None else np.asarray(g, dtype=float).reshape(x.shape)
 
 
 @distance_p.defrule
 def distance_rule(xs, dxs, set):
-    """Outside the set the gradient is ``(x - P(x)) / dist``. On the set it is the unit
-    vector of ``d - P'(x; d)`` (the ray's escape direction), or, where that vanishes on a
-    curved boundary, the unit second-order residual (`_second_order_escape`), or 0 when the
-    ray stays in the set: in every case ``lim ∇dist(x + δd)``."""
+    """Outside the set the gradient is ``(x - P(x)) / dist``. On the set it is the unit limit
+    of the residual along the ray (`_escape`), or 0 where the ray stays in the set: in every
+    case ``lim ∇dist(x + δd)``, and ``dist'(x; d) = <g, d> >= 0``."""
     x = _floats(xs[0])
     _static("distance", dxs[1:], ("set parameter",) * (len(xs) - 1))
     ans, lin = RULES[set]((x, *xs[1:]), dxs)
@@ -978,14 +1036,7 @@ def distance_rule(xs, dxs, set):
     if dist > tie_tolerance(x.size, vnorm(x) + vnorm(ans)):
         g = res / dist
     else:
-        d = np.asarray(dxs[0](), dtype=float).reshape(x.shape)
-        w = d - proj_map(d)
-        nw = vnorm(w)
-        if nw > tie_tolerance(x.size, vnorm(d)):
-            g = w / nw
-        else:
-            escape = _second_order_escape(set, x, tuple(float(p) for p in xs[1:]), dxs[0])
-            g = np.zeros_like(x) if escape is None else escape.reshape(x.shape)
+        g = _escape(set, x, tuple(xs[1:]), dxs[0], proj_map)
     return np.asarray(dist), FanIn(gradient_map(g, x.shape), *([None] * (len(xs) - 1)))
 
 

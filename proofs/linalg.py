@@ -19,12 +19,14 @@ from asd.library import linalg
 
 from asd.testing.precise import to_mpf
 
-from .registry import OracleProof, SymbolicProof
+from .registry import DiscontinuousProof, OracleProof, SymbolicProof
 
 A2 = np.array([[2.0, -1.0], [0.5, 1.5]])
 SPD2 = np.array([[4.0, 1.0], [1.0, 3.0]])
 TALL = np.array([[1.0, 2.0], [-0.5, 1.0], [0.75, -1.25]])
 B2 = np.array([[1.0], [-2.0]])
+REAL2 = np.array([[2.0, 1.0], [0.5, -1.0]])  # a real, simple spectrum
+REPEATED_BELOW = np.array([[1.0, 0.0, 0.0], [5.0, 1.0, 0.0], [-3.0, 7.0, 4.0]])  # U: diag(1, 1, 4)
 
 
 # ----- references on mpmath (object arrays) and numpy (floats) -----
@@ -42,9 +44,14 @@ def lower_symmetric(A):
     return np.tril(A) + np.tril(A, -1).T
 
 
-def mp_eigsy(A):
-    """Eigenvalues (ascending) and eigenvectors of the lower-triangle reading of ``A``."""
-    E, Q = mpmath.eigsy(mp_matrix(lower_symmetric(A)))
+def triangle_symmetric(A, uplo="L"):
+    """The symmetric matrix numpy reads from the ``uplo`` triangle of ``A``."""
+    return lower_symmetric(A) if uplo.upper() == "L" else np.triu(A) + np.triu(A, 1).T
+
+
+def mp_eigsy(A, uplo="L"):
+    """Eigenvalues (ascending) and eigenvectors of the ``uplo``-triangle reading of ``A``."""
+    E, Q = mpmath.eigsy(mp_matrix(triangle_symmetric(A, uplo)))
     order = sorted(range(len(E)), key=lambda i: E[i])
     return [E[i] for i in order], as_array(Q)[:, order]
 
@@ -56,14 +63,40 @@ def ref_svals(X):
     return np.array(sorted((s[i] for i in range(len(s))), reverse=True), dtype=object)
 
 
-def ref_eigh_vectors(A0):
-    """Eigenvectors with the signs numpy gives at ``A0`` (numpy's convention, continued)."""
-    V0 = np.linalg.eigh(A0)[1]
+def ref_eigh_vectors(A0, uplo="L"):
+    """Eigenvectors of the ``uplo`` reading with the signs numpy gives at ``A0`` (numpy's
+    convention, continued); columns of repeated eigenvalues have no such sign (and no
+    derivative): read the others."""
+    V0 = np.linalg.eigh(A0, uplo)[1]
 
     def ref(A):
         if A.dtype != object:
-            return np.linalg.eigh(A)[1]
-        _, Q = mp_eigsy(A)
+            return np.linalg.eigh(A, uplo)[1]
+        _, Q = mp_eigsy(A, uplo)
+        return Q * np.sign(np.sum(Q * V0, axis=0).astype(float))
+    return ref
+
+
+def ref_eig(A0, part):
+    """``numpy.linalg.eig`` of a matrix with a real simple spectrum, on mpmath's ``eig``:
+    eigenvalues (part 0) ascending as numpy's at ``A0`` are ordered, or unit eigenvectors
+    (part 1) with numpy's signs at ``A0``."""
+    w0, V0 = np.linalg.eig(A0)
+    rank = np.argsort(np.argsort(w0))
+
+    def ref(A):
+        if A.dtype != object:
+            return np.linalg.eig(A)[part]
+        E, ER = mpmath.eig(mp_matrix(A))
+        order = sorted(range(len(E)), key=lambda i: mpmath.re(E[i]))
+        w = [mpmath.re(E[i]) for i in order]
+        Q = as_array(ER)[:, order]
+        Q = np.vectorize(mpmath.re, otypes=[object])(Q)
+        Q = Q / np.array([mpmath.sqrt(mpmath.fsum(v * v for v in Q[:, j]))
+                          for j in range(Q.shape[1])], dtype=object)
+        w, Q = np.array(w, dtype=object)[rank], Q[:, rank]
+        if part == 0:
+            return w
         return Q * np.sign(np.sum(Q * V0, axis=0).astype(float))
     return ref
 
@@ -144,6 +177,20 @@ PROOFS = [
     OracleProof((linalg.eigh_vectors_p,), lambda A: np.linalg.eigh(A)[1],
                 [((SPD2,), None)], reference=ref_eigh_vectors(SPD2),
                 note="n/a (simple eigenvalues)"),
+    OracleProof((linalg.eigh_vectors_p, linalg.eigh_basis_p),
+                lambda A: np.linalg.eigh(A, "U")[1][:, 2], [((REPEATED_BELOW,), None)],
+                reference=lambda A: ref_eigh_vectors(REPEATED_BELOW, "U")(A)[:, 2],
+                note="n/a (a simple eigenvalue beside a repeated one)"),
+    DiscontinuousProof((linalg.eigh_basis_p,),
+                       lambda x: np.linalg.eigh(np.diag(x))[1][0, 0] + x.sum(),
+                       at=(1.0, 1.0, 4.0), away=(1.0, 2.0, 4.0)),
+    DiscontinuousProof((linalg.svd_basis_p,),
+                       lambda x: np.linalg.svd(np.diag(x))[0][0, 2] + x.sum(),
+                       at=(2.0, 1.0, 0.0), away=(3.0, 2.0, 1.0)),
+    OracleProof((linalg.eigvals_p,), lambda A: np.linalg.eig(A)[0], [((REAL2,), None)],
+                reference=ref_eig(REAL2, 0), note="n/a (real simple spectrum)"),
+    OracleProof((linalg.eig_vectors_p,), lambda A: np.linalg.eig(A)[1], [((REAL2,), None)],
+                reference=ref_eig(REAL2, 1), note="n/a (real simple spectrum)"),
     OracleProof((linalg.svd_vectors_p,),
                 lambda X: np.linalg.svd(X, full_matrices=False)[0], [((TALL,), None)],
                 reference=ref_svd_vectors(TALL, 0), note="n/a (simple singular values)"),
@@ -152,5 +199,5 @@ PROOFS = [
                 reference=ref_svd_vectors(TALL.T.copy(), 2), note="n/a (simple singular values)"),
 ]
 
-__all__ = ["PROOFS", "as_array", "lower_symmetric", "mp_eigsy", "mp_matrix",
-           "ref_eigh_vectors", "ref_svals", "ref_svd_vectors"]
+__all__ = ["PROOFS", "as_array", "lower_symmetric", "mp_eigsy", "mp_matrix", "ref_eig",
+           "ref_eigh_vectors", "ref_svals", "ref_svd_vectors", "triangle_symmetric"]

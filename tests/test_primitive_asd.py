@@ -28,6 +28,7 @@ M = np.array([[2.0, 0.0], [0.0, 2.0]])  # a repeated eigenvalue
 DM = np.array([[1.0, 0.5], [0.5, -1.0]])
 P = np.array([0.3, 0.7, 1.2])
 X22 = np.array([[1.0, -1.0], [0.5, 2.0]])
+REAL22 = np.array([[2.0, 1.0], [0.5, -1.0]])  # a real, simple spectrum (eig)
 X4 = np.arange(4.0).reshape(1, 1, 4)
 IMG = np.arange(16.0).reshape(1, 1, 4, 4) % 3  # pooling windows with tied maxima
 
@@ -144,6 +145,7 @@ CASES: dict[str, tuple[tuple, dict, object]] = {
               (np.arange(6.0).reshape(3, 2), P)), "matrix_power": ((X22,), {"n": 3}, DM),
     "multi_dot": (([X22, M, X22],), {}, [DM, DM, DM]),
     "eigh": ((X22 + X22.T,), {}, DM), "svd": ((X22,), {}, DM),
+    "eig": ((REAL22,), {}, DM), "eigvals": ((REAL22,), {}, DM),
     "svdvals": ((np.zeros((2, 2)),), {}, DM), "diagonal": ((X22,), {}, DM),
 }
 

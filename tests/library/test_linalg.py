@@ -23,6 +23,7 @@ from asd.proofs.linalg import (
     lower_symmetric,
     mp_eigsy,
     mp_matrix,
+    ref_eig,
     ref_eigh_vectors,
     ref_svals,
     ref_svd_vectors,
@@ -331,11 +332,66 @@ def test_eigh_vectors_where_simple(A):
                reference=ref_eigh_vectors(A), exact=False, rtol=1e-8)
 
 
-def test_eigh_vectors_refused_at_a_repeated_eigenvalue():
+@pytest.mark.parametrize("uplo", ["U", "L", "u"])
+def test_eigh_reads_the_triangle_numpy_reads(uplo):
+    """A nonsymmetric matrix: numpy's eigh reads one triangle, and its eigenvectors' signs
+    depend on which (LAPACK reduces the two differently). Value and derivatives must be those
+    of numpy's eigh(A, UPLO) (the upper reading used to get the lower one's signs, an error
+    of about 10 against central differences)."""
+    np.testing.assert_array_equal(asd.trace(lambda A: np.linalg.eigh(A, uplo)[1])(A3)(A3),
+                                  np.linalg.eigh(A3, uplo)[1])
+    check_rule(lambda A: np.linalg.eigh(A, uplo)[1], A3, n_directions=3,
+               reference=ref_eigh_vectors(A3, uplo), exact=False, rtol=1e-8)
+    check_rule(lambda A: np.linalg.eigvalsh(A, uplo), A3, n_directions=2,
+               reference=lambda A: np.array(mp_eigsy(A, uplo)[0], dtype=object)
+               if A.dtype == object else np.linalg.eigvalsh(A, uplo), exact=False, rtol=1e-8)
+
+
+# diag(1, 1, 2, 3) hidden by an exact orthogonal matrix: a repeated eigenvalue beside two
+# simple ones
+SIMPLE_BESIDE = H4 @ np.diag([1.0, 1.0, 2.0, 3.0]) @ H4.T
+
+
+@pytest.mark.parametrize("A, cols", [(np.diag([1.0, 1.0, 4.0]), [2]), (SIMPLE_BESIDE, [2, 3])],
+                         ids=["diag(1, 1, 4)", "hidden"])
+def test_eigh_vector_of_a_simple_eigenvalue_beside_a_repeated_one(A, cols):
+    """The vector of a simple eigenvalue is smooth whatever the others do (its derivative
+    sums over the repeated eigenvalue's projector, whatever its basis)."""
+    ref = ref_eigh_vectors(A)
+    check_rule(lambda A: np.linalg.eigh(A)[1][:, cols], A, n_directions=3,
+               reference=lambda B: ref(B)[:, cols], exact=False, rtol=1e-8)
+
+
+@pytest.mark.parametrize("X", [np.diag([2.0, 0.0, 0.0]), np.diag([2.0, 1.0, 1.0])],
+                         ids=["repeated zero", "repeated"])
+def test_eigh_reconstruction_through_a_repeated_eigenvalue_is_refused(X):
+    """``V diag(relu(w)) Vᵀ`` reads the repeated eigenvalue's vectors, at a zero one only times
+    relu(w) = 0; yet their rotation along the ray is of order 1/δ there and enters the
+    Jacobian (the PSD projection's ``μ_i / (μ_i - μ_j)`` inside the null space), which the
+    chain rule at the point cannot see: refused, not a wrong Jacobian."""
+    def proj(A):
+        w, V = np.linalg.eigh(A)
+        return (V * asd.relu(w)) @ V.T
+
+    with pytest.raises(NotLipschitzError, match="eigh_basis_of_repeated_eigenvalues"):
+        asd.jacobian(proj, direction=np.ones((3, 3)))(X)
+
+
+@pytest.mark.parametrize("read", [lambda V: V[0, 0], lambda V: V[2, 0], lambda V: V[:, 1].sum(),
+                                  lambda V: np.sum(V * np.array([0.0, 1.0, 0.0]))],
+                         ids=["entry", "entry that is 0 in every basis", "column", "weighted"])
+def test_eigh_vectors_of_a_repeated_eigenvalue_are_refused(read):
+    """Any output that reads a vector of the repeated eigenvalue 1 of diag(1, 1, 4) (even an
+    entry that every basis keeps at 0, whose neighbours move it) is refused, naming it."""
     with pytest.raises(NotLipschitzError) as e:
-        asd.subgrad(lambda A: np.linalg.eigh(A)[1][0, 0])(PAIRS)
+        asd.subgrad(lambda A: read(np.linalg.eigh(A)[1]))(np.diag([1.0, 1.0, 4.0]))
     msg = str(e.value)
-    assert "eigh_vectors" in msg and "eigenvalue(s) [1.0" in msg and "eigvalsh" in msg
+    assert "eigh_basis_of_repeated_eigenvalues" in msg and "[1.0, 1.0]" in msg
+    with pytest.raises(NotLipschitzError):
+        asd.jacobian(lambda A: read(np.linalg.eigh(A)[1]))(np.diag([1.0, 1.0, 4.0]))
+    with pytest.raises(NotLipschitzError):
+        asd.directional(lambda A: read(np.linalg.eigh(A)[1]))(np.diag([1.0, 1.0, 4.0]),
+                                                             np.ones((3, 3)))
 
 
 # ----- singular values and vectors; matrix 2-norms -----
@@ -382,13 +438,50 @@ def test_svd_vectors_where_simple(X, part):
                reference=ref_svd_vectors(X, part), exact=False, rtol=1e-8)
 
 
-@pytest.mark.parametrize("X, what", [(np.diag([2.0, 2.0, 1.0]), "repeated"),
-                                     (np.diag([2.0, 1.0, 0.0]), "are 0")])
-def test_svd_vectors_refused_at_repeated_or_zero_singular_values(X, what):
+@pytest.mark.parametrize("X, col, values", [(np.diag([2.0, 2.0, 1.0]), 0, "[2.0, 2.0]"),
+                                             (np.diag([2.0, 1.0, 0.0]), 2, "[0.0]")],
+                         ids=["repeated", "zero"])
+@pytest.mark.parametrize("part", [0, 2], ids=["U", "Vh"])
+def test_svd_vectors_refused_at_repeated_or_zero_singular_values(X, col, values, part):
+    def read(X):
+        M = np.linalg.svd(X)[part]
+        return M[0, col] if part == 0 else M[col, 0]
+
     with pytest.raises(NotLipschitzError) as e:
-        asd.subgrad(lambda X: np.linalg.svd(X)[0][0, 0])(X)
+        asd.subgrad(read)(X)
     msg = str(e.value)
-    assert "svd_vectors" in msg and what in msg and "compute_uv=False" in msg
+    assert "svd_basis_of_repeated_or_zero_singular_values" in msg and values in msg
+
+
+@pytest.mark.parametrize("X, cols", [(np.diag([2.0, 2.0, 1.0]), [2]),
+                                     (np.diag([2.0, 1.0, 0.0]), [0, 1]),
+                                     (np.array([[3.0, 0.0], [0.0, 0.0], [0.0, 0.0]]), [0])],
+                         ids=["beside repeated", "beside zero", "tall beside zero"])
+@pytest.mark.parametrize("part", [0, 2], ids=["U", "Vh"])
+def test_svd_vectors_of_simple_values_beside_repeated_or_zero_ones(X, cols, part):
+    ref = ref_svd_vectors(X, part)
+
+    def pick(M):
+        return M[:, cols] if part == 0 else M[cols]
+
+    check_rule(lambda X: pick(np.linalg.svd(X, full_matrices=False)[part]), X, n_directions=3,
+               reference=lambda Y: pick(ref(Y)), exact=False, rtol=1e-8)
+
+
+@pytest.mark.parametrize("X", [np.diag([2.0, 1.0, 0.0]), np.diag([2.0, 0.0, 0.0])],
+                         ids=["zero", "repeated zero"])
+def test_svd_product_through_a_zero_singular_value_is_refused(X):
+    """``U diag(s) Vh`` reads the vectors of a zero singular value times 0: numpy's pair at the
+    point disagrees with the sign the singular value's one-sided derivative takes (it gave
+    -W[2, 2]), and inside a zero cluster their rotation enters the Jacobian: refused."""
+    W = np.arange(9.0).reshape(3, 3)
+
+    def f(X):
+        U, s, Vh = np.linalg.svd(X)
+        return np.sum((U * s) @ Vh * W)
+
+    with pytest.raises(NotLipschitzError, match="svd_basis_of_repeated_or_zero"):
+        asd.subgrad(f, direction=-np.eye(3))(X)
 
 
 def test_svd_full_matrices_of_a_rectangle_is_unsupported():
@@ -414,8 +507,6 @@ def test_matrix_norm_axes_and_keepdims():
     for order in (2, -2, "nuc"):
         got = asd.norm(X, order, axis=(1, 0), keepdims=True)
         np.testing.assert_allclose(got, np.linalg.norm(X, order, axis=(1, 0), keepdims=True))
-    with pytest.raises(UnsupportedError, match="one matrix at a time"):
-        asd.norm(np.ones((2, 2, 2)), 2, axis=(1, 2))
 
 
 @pytest.mark.parametrize("fn", [
@@ -495,6 +586,101 @@ def test_shape_errors():
         asd.subgrad(lambda A: np.linalg.det(A))(np.ones((2, 3)))
     with pytest.raises(ShapeError, match="square"):
         linalg.solve(np.ones((2, 3)), np.ones(2))
+
+
+# ----- eig of a general matrix with a real, simple spectrum -----
+
+REAL3 = np.array([[2.0, 1.0, 0.0], [0.5, -1.0, 0.25], [0.0, 1.5, 0.5]])
+
+
+@pytest.mark.parametrize("A", [REAL3, np.array([[1.0, 2.0], [0.0, 3.0]])],
+                         ids=["dense", "triangular"])
+@pytest.mark.parametrize("part", [0, 1], ids=["eigenvalues", "eigenvectors"])
+def test_eig_where_the_spectrum_is_real_and_simple(A, part):
+    assert not np.iscomplexobj(np.linalg.eig(A)[0])
+    check_rule(lambda A: np.linalg.eig(A)[part], A, n_directions=3, reference=ref_eig(A, part),
+               exact=False, rtol=1e-8)
+    if part == 0:
+        check_rule(np.linalg.eigvals, A, n_directions=2, reference=ref_eig(A, 0),
+                   exact=False, rtol=1e-8)
+
+
+@pytest.mark.parametrize("A, error, words", [
+    (np.array([[0.0, -1.0], [1.0, 0.0]]), UnsupportedError, "complex eigenvalue(s) [1j"),
+    (np.array([[1.0, 1.0], [0.0, 1.0]]), NotLipschitzError, "repeated eigenvalue(s) [1.0]"),
+    (np.eye(3), NotLipschitzError, "repeated eigenvalue(s) [1.0]")],
+    ids=["complex", "jordan", "identity"])
+@pytest.mark.parametrize("fn", [lambda A: np.linalg.eig(A)[0][0],
+                                lambda A: np.linalg.eig(A)[1][0, 0],
+                                lambda A: np.linalg.eigvals(A)[0]], ids=["w", "V", "eigvals"])
+def test_eig_refuses_complex_and_repeated_eigenvalues(A, error, words, fn):
+    with pytest.raises(error) as e:
+        asd.subgrad(fn)(A)
+    assert words in str(e.value) and "eigh" in str(e.value)
+
+
+# ----- stacks of matrices (leading axes), as numpy takes them -----
+
+STACK = np.stack([SPD, np.diag([1.0, 1.0, 4.0]), np.zeros((3, 3))])
+
+
+def _per_matrix(ref):
+    """A reference on a stack: ``ref`` on each matrix, stacked."""
+    def stacked(A):
+        out = [np.asarray(ref(a)) for a in A]
+        return np.stack(out) if A.dtype != object else np.array(
+            [list(o.ravel()) for o in out], dtype=object).reshape((len(A),) + out[0].shape)
+    return stacked
+
+
+def test_eigvalsh_of_a_stack():
+    """A stack holding a generic, a repeated and a zero matrix: each decided as alone."""
+    report = check_rule(np.linalg.eigvalsh, STACK, directions=_directions(STACK.shape, 3),
+                        reference=_per_matrix(ref_eigvalsh), exact=False, rtol=1e-8)
+    assert report.checks["jacobian"] == 3
+    check_rule(lambda A: np.linalg.eigvalsh(A, "U"), STACK, n_directions=2,
+               reference=_per_matrix(lambda a: np.linalg.eigvalsh(a, "U") if a.dtype != object
+                                     else np.array(mp_eigsy(a, "U")[0], dtype=object)),
+               exact=False, rtol=1e-8)
+
+
+def test_eigh_and_svd_of_a_stack():
+    A = np.stack([SPD, A3 + A3.T])
+    refs = [ref_eigh_vectors(a) for a in A]
+    check_rule(lambda A: np.linalg.eigh(A)[1], A, n_directions=2, exact=False, rtol=1e-8,
+               reference=lambda B: np.stack([r(b) for r, b in zip(refs, B)]))
+    X = np.stack([TALL, 2.0 * TALL[::-1]])
+    for part in (0, 2):
+        refs = [ref_svd_vectors(x, part) for x in X]
+        check_rule(lambda X, part=part: np.linalg.svd(X, full_matrices=False)[part], X,
+                   n_directions=2, exact=False, rtol=1e-8,
+                   reference=lambda Y, refs=refs: np.stack([r(y) for r, y in zip(refs, Y)]))
+    Z = np.stack([np.diag([2.0, 2.0, 1.0]), np.zeros((3, 3)), A3])
+    report = check_rule(lambda X: np.linalg.svd(X, compute_uv=False), Z,
+                        directions=_directions(Z.shape, 3), reference=_per_matrix(ref_svals),
+                        exact=False, rtol=1e-8)
+    assert report.checks["jacobian"] == 3
+
+
+@pytest.mark.parametrize("order, pick", [(2, max), (-2, min), ("nuc", sum)],
+                         ids=["2", "-2", "nuc"])
+@pytest.mark.parametrize("axis, keepdims", [((1, 2), False), ((2, 0), True), ((-1, -3), False)])
+def test_matrix_norms_over_two_axes_of_a_stack(order, pick, axis, keepdims):
+    X = np.stack([np.diag([2.0, -2.0, 1.0]), np.zeros((3, 3)), A3])[..., :2]  # (3, 3, 2)
+    nd = X.ndim
+    rest = tuple(a for a in range(nd) if a not in tuple(ax % nd for ax in axis))
+
+    def ref(X):
+        M = np.transpose(X, rest + tuple(ax % nd for ax in axis))
+        out = np.array([pick(list(ref_svals(m))) for m in M], dtype=X.dtype)
+        if keepdims:
+            out = out.reshape(tuple(1 if a not in rest else n for a, n in enumerate(X.shape)))
+        return out
+
+    np.testing.assert_allclose(asd.norm(X, order, axis=axis, keepdims=keepdims),
+                               np.linalg.norm(X, order, axis=axis, keepdims=keepdims))
+    check_rule(lambda X: np.linalg.norm(X, order, axis=axis, keepdims=keepdims), X,
+               directions=_directions(X.shape, 2), reference=ref, exact=False, rtol=1e-8)
 
 
 def test_doctests():

@@ -24,6 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asd
+import asd.numpy as anp
 from asd.errors import ASDError, ShapeError, UnsupportedError
 from asd.extend import Dense, FixedTangent
 from asd.testing import check_rule
@@ -395,6 +396,61 @@ def test_psd_second_order_decides_when_the_null_block_of_d_vanishes(a, b):
     assert J.reshape(16, 16)[10, 10] == pytest.approx(1.0 if b > a else 0.0)
 
 
+@pytest.mark.parametrize("v", [[1.0, 0.0], [-1.0, 0.0], [0.5, 1.0], [2.0, -1.0]])
+def test_psd_sign_decided_by_the_input_curvature(v):
+    """sum(psd(diag(x1 - x0², 1))) along (±1, 0) at 0: the entry is -δ² along the ray, so the
+    projection zeroes it and the gradient in x1 is 0 (a simple zero eigenvalue whose first
+    order is 0 used to count as entering). Exact oracle."""
+    def f(x):
+        X = anp.stack([anp.stack([x[1] - x[0] ** 2, 0 * x[0]]),
+                       anp.stack([0 * x[0], 0 * x[0] + 1])])
+        return anp.sum(P.psd(X))
+
+    check_rule(f, np.zeros(2), direction=np.array(v),
+               reference=lambda x: np.maximum(x[1] - x[0] ** 2, 0) + 1, exact=True)
+
+
+def mp_psd_jacobian(X, D, delta="1e-20", dps=150):
+    """The PSD projection's Jacobian at ``X + δD`` in mpmath (distinct eigenvalues there):
+    ``H -> V (Γ ∘ VᵀHV) Vᵀ`` with ``Γ_ij`` the divided differences of ``max(λ, 0)``."""
+    with mpmath.workdps(dps):
+        d = mpmath.mpf(delta)
+        A = mpmath.matrix([[to_mpf(x) + d * to_mpf(v) for x, v in zip(rx, rv)]
+                           for rx, rv in zip(X, D)])
+        E, Q = mpmath.eigsy(A)
+        n = A.rows
+        lam = [E[i] for i in range(n)]
+        G = [[(max(lam[i], 0) - max(lam[j], 0)) / (lam[i] - lam[j]) if i != j else
+              (1 if lam[i] > 0 else 0) for j in range(n)] for i in range(n)]
+        Vm = np.array([[Q[r, i] for i in range(n)] for r in range(n)], dtype=object)
+        cols = []
+        for k in range(n * n):
+            H = np.zeros((n, n), dtype=object)
+            H[k // n, k % n] = mpmath.mpf(1)
+            H = (H + H.T) / 2
+            M = Vm.T @ H @ Vm
+            cols.append((Vm @ np.array([[G[i][j] * M[i, j] for j in range(n)]
+                                        for i in range(n)], dtype=object) @ Vm.T).ravel())
+        return np.array([[float(c[j]) for c in cols] for j in range(n * n)])
+
+
+@pytest.mark.parametrize("c", [0.5, -0.5])
+def test_psd_sign_opening_at_third_order_along_a_straight_ray(c):
+    """diag(0, 1, -1) along a straight ray coupling e1 equally to e2 and e3: the zero
+    eigenvalue has first order 0 and second order a²/(0 - 1) + a²/(0 + 1) = 0; the third
+    (through D22 = c) decides whether it enters the cone."""
+    a = 0.75
+    X = np.diag([0.0, 1.0, -1.0])
+    D = np.zeros((3, 3))
+    D[0, 1] = D[1, 0] = D[0, 2] = D[2, 0] = a
+    D[1, 1] = c
+    for Q in (np.eye(3), Q3):
+        Xq, Dq = Q @ X @ Q.T, Q @ D @ Q.T
+        J = asd.jacobian(P.psd, direction=Dq)(Xq).reshape(9, 9)
+        np.testing.assert_allclose(J, mp_psd_jacobian(Xq, Dq), atol=1e-9)
+        assert_projection_jacobian(J, 9)
+
+
 @pytest.mark.parametrize("push, joins", [(0.0, False), (0.5, True), (2.0, True)])
 def test_nuclear_ball_tie_undecided_at_first_order(push, joins):
     """σ = (1.5, 1, 0.5), r = 1.5: τ = 0.5 ties σ3, and D33 = τ' = (D11 + D22)/2 leaves the tie
@@ -451,6 +507,163 @@ def test_distance_subgradient(case):
     dirs = _directions(x, 3)
     check_rule(lambda z: P.distance(z, s, *params), x, directions=dirs, reference=dist_ref,
                exact=False, rtol=1e-8)
+
+
+# ----- distance at points of the set: every set, inward, outward and tangent rays -----
+
+HS_A, BOX_LO, BOX_HI = np.array([1.0, 1.0]), np.array([0.0, 0.0]), np.array([1.0, 1.0])
+SKEW = np.array([[0.0, 1.0], [1.0, 0.0]])
+
+
+def ref_nonneg(x):
+    return _array([max(v, 0) for v in x.flat], x)
+
+
+def ref_nonpos(x):
+    return _array([min(v, 0) for v in x.flat], x)
+
+
+# (set, params, reference projection, point, {direction label: direction}); every point is
+# in the set: on faces, edges, vertices, curved boundaries, apexes, and inside.
+DISTANCE_TABLE = [
+    ("zeros", (), lambda x: 0 * x, np.zeros(2), {"any": [1.0, -2.0]}),
+    ("reals", (), lambda x: 1 * x, np.array([1.0, 2.0]), {"any": [1.0, -2.0]}),
+    ("nonneg", (), ref_nonneg, np.array([0.0, 1.0]),
+     {"in": [1.0, 0.0], "out": [-1.0, 0.0], "along": [0.0, 1.0], "mixed": [-1.0, 1.0]}),
+    ("nonneg", (), ref_nonneg, np.zeros(2),
+     {"in": [1.0, 2.0], "out": [-1.0, -1.0], "edge": [0.0, 1.0], "half": [-1.0, 1.0]}),
+    ("nonpos", (), ref_nonpos, np.array([0.0, -1.0]),
+     {"in": [-1.0, 0.0], "out": [1.0, 0.0], "along": [0.0, 1.0]}),
+    ("box", (BOX_LO, BOX_HI), ref_box(BOX_LO, BOX_HI), np.array([0.5, 1.0]),
+     {"in": [0.0, -1.0], "out": [0.0, 1.0], "along": [1.0, 0.0]}),
+    ("box", (BOX_LO, BOX_HI), ref_box(BOX_LO, BOX_HI), np.array([1.0, 1.0]),
+     {"in": [-1.0, -1.0], "out": [1.0, -1.0], "edge": [0.0, -1.0]}),
+    ("box", (BOX_LO, BOX_HI), ref_box(BOX_LO, BOX_HI), np.array([0.25, 0.5]),
+     {"any": [1.0, -3.0]}),
+    ("linf_ball", (1.0,), ref_box(-1.0, 1.0), np.array([1.0, 1.0]),
+     {"in": [-1.0, -1.0], "out": [1.0, -1.0], "edge": [-1.0, 0.0]}),
+    ("hyperplane", (HS_A, 1.0), ref_halfspace(HS_A, 1.0, equality=True), np.array([0.5, 0.5]),
+     {"out": [1.0, 0.0], "along": [1.0, -1.0]}),
+    ("halfspace", (HS_A, 1.0), ref_halfspace(HS_A, 1.0), np.array([0.5, 0.5]),
+     {"in": [-1.0, 0.0], "out": [1.0, 1.0], "along": [1.0, -1.0]}),
+    ("l1_ball", (1.0,), ref_l1, np.array([1.0, 0.0]),
+     {"in": [-1.0, 0.0], "out": [1.0, 0.0], "edge": [-1.0, 1.0], "corner out": [0.0, 1.0]}),
+    ("simplex", (1.0,), ref_simplex, np.array([1.0, 0.0, 0.0]),
+     {"edge": [-1.0, 1.0, 0.0], "out": [1.0, 0.0, 0.0], "below": [0.0, 0.0, -1.0]}),
+    ("simplex", (1.0,), ref_simplex, np.array([0.5, 0.5, 0.0]),
+     {"along": [1.0, -1.0, 0.0], "off": [0.0, 0.0, 1.0]}),
+    ("standard_simplex", (1.0,), ref_standard_simplex, np.array([0.5, 0.5, 0.0]),
+     {"in": [-1.0, -1.0, 1.0], "out": [1.0, 0.0, 0.0], "face": [-1.0, -1.0, 0.0]}),
+    ("standard_simplex", (1.0,), ref_standard_simplex, np.zeros(3),
+     {"in": [1.0, 1.0, 1.0], "out": [-1.0, 0.0, 0.0]}),
+    ("l2_ball", (1.0,), ref_l2, np.array([1.0, 0.0]),
+     {"in": [-1.0, 0.0], "out": [1.0, 0.0], "tangent": [0.0, 1.0], "in tangent": [-1.0, 1.0]}),
+    ("l2_ball", (1.0,), ref_l2, np.array([0.5, 0.0]), {"any": [1.0, 3.0]}),
+    ("soc", (), ref_soc, np.array([1.0, 1.0, 0.0]),
+     {"in (issue)": [2.0, -1.0, 2.0], "out": [-1.0, 1.0, 0.0], "generator": [1.0, 1.0, 0.0],
+      "tangent": [0.0, 0.0, 1.0], "tangent 2": [1.0, 1.0, 1.0]}),
+    ("soc", (), ref_soc, np.array([5.0, 3.0, 4.0]), {"in (issue)": [2.0, -1.0, 2.0]}),
+    ("soc", (), ref_soc, np.zeros(3),
+     {"in": [1.0, 0.0, 0.0], "polar": [-1.0, 0.0, 0.0], "boundary": [1.0, 1.0, 0.0],
+      "between": [0.0, 1.0, 0.0]}),
+    ("rsoc", (), ref_rsoc, np.array([1.0, 2.0, 2.0]),
+     {"in": [1.0, 1.0, 0.0], "out": [-1.0, 0.0, 0.0], "tangent": [0.0, 2.0, 1.0]}),
+    ("rsoc", (), ref_rsoc, np.array([0.0, 1.0, 0.0]),
+     {"in": [1.0, 0.0, 0.0], "out": [-1.0, 0.0, 0.0], "tangent": [0.0, 0.0, 1.0]}),
+    ("rsoc", (), ref_rsoc, np.zeros(3), {"in": [1.0, 1.0, 0.0], "out": [-1.0, -1.0, 0.0]}),
+    ("psd", (), ref_psd, np.diag([1.0, 0.0]),
+     {"in": np.diag([0.0, 1.0]), "out": np.diag([0.0, -1.0]), "tangent": SKEW,
+      "along": np.diag([1.0, 0.0]), "skew": np.array([[0.0, 1.0], [-1.0, 0.0]])}),
+    ("psd", (), ref_psd, np.zeros((2, 2)),
+     {"in": np.eye(2), "out": -np.eye(2), "mixed": np.diag([1.0, -1.0])}),
+    ("nuclear_ball", (1.0,), ref_nuclear(1.0), np.diag([1.0, 0.0]),
+     {"in": np.diag([-1.0, 0.0]), "out": np.diag([1.0, 0.0]), "flat": np.diag([-1.0, 1.0])}),
+    ("nuclear_ball", (1.0,), ref_nuclear(1.0), np.diag([0.5, 0.0]), {"any": SKEW}),
+]
+DISTANCE_RAYS = [(s, params, ref, x, np.array(v, dtype=float).reshape(np.shape(x)),
+                  f"{s} {np.ravel(x).tolist()} {label}")
+                 for s, params, ref, x, dirs in DISTANCE_TABLE for label, v in dirs.items()]
+
+
+def _mp_array(a) -> np.ndarray:
+    return np.array([mpmath.mpf(float(v)) for v in np.ravel(a)], dtype=object).reshape(
+        np.shape(a))
+
+
+def _mp_residual(ref, z):
+    r = np.ravel(z - ref(z))
+    return r, mpmath.sqrt(mpmath.fsum(v * v for v in r))
+
+
+def distance_oracle(ref, x, v):
+    """``(dist'(x; v), lim ∇dist(x + δv) or None)`` from the reference projection at 80
+    digits: the one-sided quotient at δ = 1e-30, and the unit residual at δ = 1e-12 where the
+    ray leaves the set (also at second order: the residual is then 1e-24, far above the
+    working precision), 0 where it enters the interior, None where it stays on the boundary
+    (any element of ``N(x) ∩ B`` is then a limit along some continuation of the ray)."""
+    with mpmath.workdps(80):
+        X, V = _mp_array(x), _mp_array(v)
+        delta = mpmath.mpf("1e-30")
+        dini = (_mp_residual(ref, X + delta * V)[1] - _mp_residual(ref, X)[1]) / delta
+        y = X + mpmath.mpf("1e-12") * V
+        r, nr = _mp_residual(ref, y)
+        if nr > mpmath.mpf("1e-50"):
+            return float(dini), np.array([float(e / nr) for e in r]).reshape(np.shape(x))
+        rho = mpmath.mpf("1e-20")
+        for i in range(x.size):
+            for sgn in (1, -1):
+                e = np.zeros(x.size, dtype=object)
+                e[i] = sgn * rho
+                if _mp_residual(ref, y + e.reshape(np.shape(x)))[1] > mpmath.mpf("1e-60"):
+                    return float(dini), None
+        return float(dini), np.zeros(np.shape(x))
+
+
+@pytest.mark.parametrize("case", DISTANCE_RAYS, ids=[c[-1] for c in DISTANCE_RAYS])
+def test_distance_at_points_of_the_set(case):
+    """dist'(x; v) is the one-sided quotient (>= 0 on the set) and the subgradient the limit
+    of ∇dist along the ray: the unit residual where the ray leaves (at first order or, for a
+    curved boundary, at second), 0 where it enters the interior; where the ray stays on the
+    boundary, an element of the Clarke set ``N(x) ∩ B`` (the next direction decides). Today
+    soc at (1, 1, 0) along (2, -1, 2) gave dist' = -2.12, and halfspace/box/hyperplane with
+    array parameters raised an internal TypeError on inward rays."""
+    s, params, ref, x, v, _ = case
+    f = lambda z: P.distance(z, s, *params)  # noqa: E731
+    value, dini = asd.directional(f)(x, v)
+    g = asd.subgrad(f, direction=v)(x)
+    want_dini, want_g = distance_oracle(ref, x, v)
+    assert float(value) <= 1e-15  # rsoc's rotation by √½ rounds
+    assert float(dini) >= -1e-12
+    assert float(dini) == pytest.approx(want_dini, abs=1e-9)
+    assert float(np.sum(g * v)) == pytest.approx(float(dini), abs=1e-9)
+    if want_g is not None:
+        np.testing.assert_allclose(g, want_g, atol=1e-8)
+        return
+    assert np.linalg.norm(g) <= 1 + 1e-9
+    rng = np.random.default_rng(0)
+    for _ in range(20):  # g is a normal: <g, y - x> <= 0 for every y in the set
+        y = np.asarray(ref(x + rng.standard_normal(np.shape(x)) * 2.0), dtype=float)
+        assert float(np.sum(g * (y - x))) <= 1e-9
+
+
+@pytest.mark.parametrize("v", [[1.0, 0.0], [-1.0, 0.0], [1.0, 1.0], [0.5, -1.0]])
+def test_distance_leaving_a_polyhedral_set_through_the_input_curvature(v):
+    """dist(x1 - x0², nonneg) at 0 along (±1, 0): the input leaves the set at second order
+    (-δ²), where the first-order residual is 0; the residual's exact series gives the
+    gradient (0, -1) (0 before). Exact oracle: the distance is max(x0² - x1, 0)."""
+    def f(x):
+        return P.distance(anp.stack([x[1] - x[0] ** 2, 0 * x[0] + 1]), "nonneg")
+
+    check_rule(f, np.zeros(2), direction=np.array(v),
+               reference=lambda x: np.maximum(x[0] ** 2 - x[1], 0), exact=True)
+
+
+def test_distance_to_the_nuclear_ball_along_a_tangent_is_refused():
+    """Leaving the nuclear ball at second order: asd does not derive that residual and says
+    so (rather than returning 0)."""
+    with pytest.raises(UnsupportedError, match="tangent to the ball's boundary"):
+        asd.subgrad(lambda X: P.distance(X, P.nuclear_ball, 1.0),
+                    direction=np.array([[0.0, 1.0], [0.0, 0.0]]))(np.diag([1.0, 0.0]))
 
 
 def test_distance_is_zero_and_flat_inside():

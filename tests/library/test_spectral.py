@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import asd
+import asd.numpy as anp
 from asd.errors import ShapeError, UnsupportedError
 from asd.testing import check_rule
 from asd.testing.precise import to_mpf
@@ -148,6 +149,84 @@ def test_second_order_tie_break():
     delta = 1e-4
     _, V = np.linalg.eigh(X + delta * D)
     np.testing.assert_allclose(abs(V[:, -1] @ q), 1.0, atol=1e-6)
+
+
+# ----- ties that first order leaves open: the exact series along the ray decides -----
+
+def mp_eigh(X, D, delta="1e-20", dps=150):
+    """Eigenvalues (ascending) and eigenvectors of ``X + δD`` in mpmath at ``dps`` digits: a
+    split of order δ³ (1e-60) is far above the working precision there."""
+    with mpmath.workdps(dps):
+        d = mpmath.mpf(delta)
+        A = mpmath.matrix([[to_mpf(x) + d * to_mpf(v) for x, v in zip(rx, rv)]
+                           for rx, rv in zip(X, D)])
+        E, Q = mpmath.eigsy(A)
+        order = sorted(range(A.rows), key=lambda i: E[i])
+        return ([float(E[i]) for i in order],
+                np.array([[float(Q[r, i]) for i in order] for r in range(A.rows)]))
+
+
+def third_order_tie(c, hidden):
+    """diag(1, 1, 0, 0) along a straight ray that couples each top eigenvector to its own
+    zero eigenvector (first order 0 on the top eigenspace, second order a² on both: tied) and
+    moves e3 by c: the top pair splits at third order, as 1 + a²δ² + a²cδ³ for e1."""
+    a = 0.75
+    X = np.diag([1.0, 1.0, 0.0, 0.0])
+    D = np.zeros((4, 4))
+    D[0, 2] = D[2, 0] = D[1, 3] = D[3, 1] = a
+    D[2, 2] = c
+    Q = H4 if hidden else np.eye(4)
+    return Q @ X @ Q.T, Q @ D @ Q.T
+
+
+@pytest.mark.parametrize("c", [0.5, -0.5])
+@pytest.mark.parametrize("hidden", [False, True], ids=["diagonal", "hidden"])
+def test_ties_opening_at_third_order_along_a_straight_ray(c, hidden):
+    """First and second order leave the top pair tied; asd used to keep eigh's basis there
+    (e2 for diag(1, 1, 0, 0), wrong for c > 0). The gradients must be the limits of the
+    eigenvectors' outer products at X + δD."""
+    X, D = third_order_tie(c, hidden)
+    _, Q = mp_eigh(X, D)
+    top, low = np.outer(Q[:, -1], Q[:, -1]), np.outer(Q[:, 0], Q[:, 0])
+    np.testing.assert_allclose(asd.subgrad(S.lambda_max, direction=D)(X), top, atol=1e-9)
+    np.testing.assert_allclose(asd.subgrad(S.spectral_norm, direction=D)(X), top, atol=1e-9)
+    np.testing.assert_allclose(asd.subgrad(lambda A: S.topk_eigsum(A, 3), direction=D)(X),
+                               np.eye(4) - low, atol=1e-9)
+    np.testing.assert_allclose(asd.subgrad(S.lambda_min, direction=-D)(-X), top, atol=1e-9)
+    J = asd.jacobian(S.eigvalsh, direction=D)(X)
+    for i in range(4):
+        np.testing.assert_allclose(J[i], np.outer(Q[:, i], Q[:, i]), atol=1e-9)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_tie_persisting_along_the_ray_is_decided_by_the_next_direction(seed):
+    """lambda_max at I along I: the pair stays tied to every order, so the next direction w
+    of ``directions=[v, w]`` decides (the tie contract), not eigh's basis: q qᵀ with q the top
+    eigenvector of sym(w); the result reports a lexicographic element."""
+    W = np.random.default_rng(seed).standard_normal((3, 3))
+    X = np.diag([1.0, 1.0, 0.0])
+    D = np.diag([1.0, 1.0, 0.0])
+    _, g, report = asd.value_and_subgrad(S.lambda_max, directions=[D, W],
+                                         diagnostics=True)(X)
+    _, U = np.linalg.eigh(((W + W.T) / 2)[:2, :2])
+    q = np.concatenate([U[:, -1], [0.0]])
+    np.testing.assert_allclose(g, np.outer(q, q), atol=1e-12)
+    assert report.element.startswith("lexicographic")
+
+
+def test_eigenvalue_order_decided_by_the_input_curvature():
+    """eigvalsh(diag(x1 - x0², x1)) along (±1, 0) at 0: first order ties both eigenvalues at
+    0; the series of the input (-δ² on the first) orders them. Exact oracle."""
+    def f(x):
+        return S.eigvalsh(anp.stack([anp.stack([x[1] - x[0] ** 2, 0 * x[0]]),
+                                     anp.stack([0 * x[0], x[1]])]))
+
+    def ref(x):
+        a, b = x[1] - x[0] ** 2, x[1]
+        return np.array([np.minimum(a, b), np.maximum(a, b)])
+
+    for v in ([1.0, 0.0], [-1.0, 0.0], [0.5, 1.0]):
+        check_rule(f, np.zeros(2), direction=np.array(v), reference=ref, exact=True)
 
 
 def test_eigvalsh_jacobian_rows_follow_the_direction():
