@@ -612,7 +612,12 @@ def eigh_basis_rule(xs, dxs):
     tied = _repeated(w, _tolerance(S, w))
     ans = np.zeros(w.shape)
     if tied.any():
-        record_jump(ans, tied, (np.ones(w.shape),))
+        record_jump(ans, tied, (np.ones(w.shape),), fix=(
+            f"The eigenvalue(s) {np.unique(np.round(w[tied], 12)).tolist()[:3]} repeat, and "
+            "their eigenvectors are any orthonormal basis of the eigenspace, jumping under "
+            "small perturbations: differentiate functions of the eigenvalues (eigvalsh, "
+            "asd.spectral), of the simple eigenvalues' vectors, or of the projector onto "
+            "the whole eigenspace."))
     return ans, None
 
 
@@ -840,7 +845,11 @@ def svd_basis_rule(xs, dxs):
     tied = _repeated(asc, tol)[..., ::-1] | (s <= np.asarray(tol)[..., None])
     ans = np.zeros(s.shape)
     if tied.any():
-        record_jump(ans, tied, (np.ones(s.shape),))
+        record_jump(ans, tied, (np.ones(s.shape),), fix=(
+            f"The singular value(s) {np.unique(np.round(s[tied], 12)).tolist()[:3]} repeat or "
+            "vanish, and their singular vectors jump under small perturbations: "
+            "differentiate functions of the singular values (svdvals, norms) or of the "
+            "simple values' vectors."))
     return ans, None
 
 

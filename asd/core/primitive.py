@@ -324,24 +324,26 @@ class Jump:
     array per side), all broadcast to the output's shape. The rule itself returns the value
     on the side the sweep enters, so its linearization is the one along the ray."""
 
-    __slots__ = ("at", "mask", "sides")
+    __slots__ = ("at", "mask", "sides", "fix")
 
-    def __init__(self, at, mask, sides):
+    def __init__(self, at, mask, sides, fix: str | None = None):
         self.at, self.mask, self.sides = np.asarray(at), np.asarray(mask, bool), tuple(
             np.asarray(s) for s in sides)
+        self.fix = fix
 
 
-def record_jump(at, mask, sides) -> None:
+def record_jump(at, mask, sides, fix: str | None = None) -> None:
     """Report that the running rule's value jumps at the entries ``mask`` (see `Jump`).
 
     The engine taints the node: a differentiated output it reaches is refused with
     `NotLipschitzError` unless re-evaluating the output with every combination of the
     jumps' sides (and with their values at the point) gives the same value, i.e. the
-    composite is continuous there (``x * sign(x)`` at 0).
+    composite is continuous there (``x * sign(x)`` at 0). ``fix`` replaces the refusal's
+    generic advice (use a continuous primitive) where the rule knows better.
     """
     trace = rule_context.trace
     if trace is not None:
-        trace.record_jump(rule_context.node, Jump(at, mask, sides))
+        trace.record_jump(rule_context.node, Jump(at, mask, sides, fix))
 
 
 DECIDED_BY = ("tangent", "series", "lexicographic", "equal", "flat", "tolerance")

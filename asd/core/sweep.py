@@ -810,12 +810,14 @@ class Trace:
             if not why.startswith("the output is"):
                 verdict = "asd cannot show that the output is locally Lipschitz there"
         node = self.nodes[origin]
+        jump = self.jumps[origin]
+        fix = jump.fix if jump is not None and jump.fix else (
+            "Use a continuous primitive (asd.abs, asd.relu, asd.maximum, asd.numpy.where, "
+            "asd.clip) or wrap the discontinuous value in asd.stop_gradient(...) if it is a "
+            "constant by intent.")
         raise NotLipschitzError(
             f"{format_node(origin, node)}: {node.name} {what} into the differentiated "
-            f"output %{k}, so {verdict}. Use a continuous "
-            "primitive (asd.abs, asd.relu, asd.maximum, asd.numpy.where, asd.clip) or "
-            "wrap the discontinuous value in asd.stop_gradient(...) if it is a constant "
-            "by intent."
+            f"output %{k}, so {verdict}. {fix}"
         )
 
     def jump_site(self, j: int) -> str:
@@ -858,7 +860,11 @@ class Trace:
             variants.append(variant)
         want = backend.to_host(self.values[k])
         for variant in variants:
-            got, moved = self.replay(variant, k)
+            try:
+                got, moved = self.replay(variant, k)
+            except SideUndefined as u:
+                return (f"%{u.node} ({self.nodes[u.node].name}) cannot be evaluated on another "
+                        f"side of the jump ({type(u.cause).__name__}: {u.cause})")
             if moved is not None:
                 return (f"another side of the jump moves %{moved} ({self.nodes[moved].name}), "
                         "itself discontinuous, so continuity cannot be checked")
@@ -873,7 +879,13 @@ class Trace:
         jumps = [j for j in self.jumps_reaching(k) if self.jumps[j] is not None]
         if not jumps:
             return self.values[k]
-        value, moved = self.replay({j: self.jumps[j].at for j in jumps}, k)
+        try:
+            value, moved = self.replay({j: self.jumps[j].at for j in jumps}, k)
+        except SideUndefined as u:
+            raise NotLipschitzError(
+                f"{format_node(u.node, self.nodes[u.node])}: undefined at the point itself "
+                f"({type(u.cause).__name__}: {u.cause}), so the value stop_gradient keeps at "
+                f"%{k} is not determined.") from None
         if moved is not None:
             raise NotLipschitzError(
                 f"{format_node(moved, self.nodes[moved])}: a jump above it moves it onto "
@@ -897,7 +909,11 @@ class Trace:
                 return None, j
             args = [vals.get(r, host(self.values[r])) if type(r) is int else host(r.value)
                     for r in node.args]
-            vals[j] = node.prim.impl(*args, **node.params)
+            try:
+                with np.errstate(all="ignore"):
+                    vals[j] = node.prim.impl(*args, **node.params)
+            except Exception as exc:  # undefined on that side (a factorization of NaN)
+                raise SideUndefined(j, exc) from exc
         if k not in vals:
             return self.values[k], None
         if self.like is not None:
@@ -929,6 +945,14 @@ class Trace:
 
     def program(self, inputs, in_tree, outputs, out_tree) -> Program:
         return Program(self.nodes, inputs, in_tree, outputs, out_tree)
+
+
+class SideUndefined(Exception):
+    """Re-evaluating node ``node`` on another side of a jump failed (``cause``)."""
+
+    def __init__(self, node: int, cause: Exception):
+        super().__init__(node, cause)
+        self.node, self.cause = node, cause
 
 
 def summarize(v) -> str:
