@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 
-FRAMEWORKS = {"torch.py": "torch", "jax.py": "jax", "tf.py": "tensorflow"}
+FRAMEWORKS = {"torch.py": "torch", "jax.py": "jax", "jax_staged.py": "jax", "tf.py": "tensorflow"}
 
 collect_ignore = [f"asd/frontends/{module}" for module, package in FRAMEWORKS.items()
                   if importlib.util.find_spec(package) is None]

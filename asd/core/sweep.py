@@ -622,12 +622,21 @@ class Trace:
         count = xp.sum(xp.astype(mask, xp.int32))
         self.undecided[k] = count if k not in self.undecided else self.undecided[k] + count
 
-    def magnitude(self, k: int) -> np.ndarray | None:
+    def reach(self, k: int):
+        """``|u_k| ... |u_1| 1``: zero exactly at the entries of node ``k`` whose selected
+        linearization sends every input tangent to 0 (no path from an input survives), so
+        they move with no direction to first order, and the side a tie there takes changes
+        nothing a first-order sweep computes. None where a map in the cone cannot give its
+        magnitude. Memoized (`magnitude` with ones for the inputs' tangents)."""
+        return self.magnitude(k, ones=True)
+
+    def magnitude(self, k: int, ones: bool = False) -> np.ndarray | None:
         """``|u_k| ... |u_1| |v|``: bounds every partial sum of node ``k``'s tangent.
 
         None where some map in the cone cannot give its magnitude. Memoized.
         """
-        memo, nodes = self.magnitudes, self.nodes
+        memo, nodes = self.magnitudes.setdefault("ones", {}) if ones else self.magnitudes, \
+            self.nodes
         if k in memo:
             return memo[k]
         for j in missing_cone(nodes, k, memo):
@@ -637,6 +646,9 @@ class Trace:
                 if j not in self.leaf_index:
                     memo[j] = (np.zeros(node.shape) if like is None
                                else backend.zeros(node.shape, like))
+                elif ones:
+                    memo[j] = (np.ones(node.shape) if like is None
+                               else backend.namespace(like).ones_like(self.values[j]))
                 elif like is None:
                     memo[j] = np.abs(np.asarray(self.tangent(j), dtype=float))
                 else:

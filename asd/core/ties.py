@@ -424,6 +424,12 @@ def staged_sign(trace: Trace, a, da, b, db, tie):
         clear = open_ & (xp.abs(h_dot) > SMALL * scale)
         sign = xp.where(clear, xp.astype(xp.sign(h_dot), xp.int8), sign)
         open_ = open_ & ~clear
+    for side in (left, right):  # entries no input moves to first order: either side will do
+        if side.moves:
+            reach = trace.reach(side.dx.k) if isinstance(side.dx, LazyTangent) else None
+            if reach is None:
+                break
+            open_ = open_ & (xp.broadcast_to(reach, shape) != 0)
     trace.count_undecided(rule_context.node, open_)
     return sign
 
