@@ -8,6 +8,7 @@ arguments' library, dtype and device.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -69,12 +70,32 @@ class _Inputs:
             self.checked_direction(w, allow_zero=True) for w in directions[1:]]
 
     def direction(self, direction, seed, *, allow_zero: bool = False) -> list[np.ndarray]:
+        """The direction as one array per leaf, as given (random and normalized if None)."""
         if direction is None:
             return self.random_direction(seed).normalized()
-        dirs, tree = flatten(direction)
-        if tree != self.tree:
-            raise ShapeError(f"direction has structure {tree}, but the differentiated "
-                             f"arguments have structure {self.tree}")
+        return self._in_libraries(self._host_direction(direction, allow_zero))
+
+    def unit_direction(self, direction, *, allow_zero: bool = False) -> tuple[list, int]:
+        """``(dirs, e)``: the given direction times ``2**-e``, its largest entry in [0.5, 1).
+
+        Branch choices do not depend on a direction's scale, but its arithmetic does: the
+        tangents of ``[1e308, 1e308]`` overflow and the series of ``[1e-320, 1e-320]``
+        underflow, each deciding ties wrongly. A power of two scales exactly, so every
+        direction sweeps at unit scale with the same decisions as any multiple of it;
+        ``f'(x; v)`` is the swept derivative times ``2**e`` (`times_power_of_two`).
+        """
+        host = self._host_direction(direction, allow_zero)
+        e = arguments.unit_exponent(host)
+        return self._in_libraries([np.ldexp(d, -e) for d in host]), e
+
+    def _host_direction(self, direction, allow_zero: bool) -> list[np.ndarray]:
+        """The direction's leaves as float64 numpy arrays shaped like the arguments."""
+        try:
+            dirs = flatten_as(self.tree, direction, array_leaves=True)
+        except ValueError as e:
+            raise ShapeError(f"direction has structure {flatten(direction)[1]}, but the "
+                             f"differentiated arguments have structure {self.tree} "
+                             f"({e})") from e
         out = []
         for d, x in zip(dirs, self.leaves, strict=True):
             # float64 whatever the argument's dtype: every tie is decided in full precision
@@ -83,16 +104,23 @@ class _Inputs:
                 raise ShapeError(f"direction entry of shape {d.shape} does not match the "
                                  f"argument of shape {x.shape}")
             if not np.all(np.isfinite(d)):
-                raise ValueError("the direction must be finite")
-            # another library's maps may not mix dtypes (torch): its direction takes x's
-            out.append(d if backend.is_host(x) else backend.from_host(d, x, "like"))
-        if not allow_zero and not any(bool(np.any(backend.to_host(d))) for d in out):
-            raise ValueError("the direction must be nonzero: it selects the branch at every tie")
+                raise ArgumentError("the direction must be finite")
+            out.append(d)
+        if not allow_zero and not any(np.any(d) for d in out):
+            raise ArgumentError("the direction must be nonzero: it selects the branch at "
+                                "every tie")
         return out
 
+    def _in_libraries(self, dirs: list[np.ndarray]) -> list:
+        """Each leaf of a host direction in its argument's library (torch's maps may not mix
+        dtypes: a torch argument's direction takes its dtype and device)."""
+        return [d if backend.is_host(x) else backend.from_host(d, x, "like")
+                for d, x in zip(dirs, self.leaves, strict=True)]
+
     def lex(self, directions, seed) -> LexDirections:
-        """The directions after ``v`` (``directions[1:]``), then draws from ``seed``."""
-        given = [self.direction(w, seed, allow_zero=True) for w in (directions or [])[1:]]
+        """The directions after ``v`` (``directions[1:]``), then draws from ``seed``; each
+        at unit scale (`unit_direction`: only their signs decide)."""
+        given = [self.unit_direction(w, allow_zero=True)[0] for w in (directions or [])[1:]]
         return LexDirections(given, _lex_seed(seed))
 
     def random_direction(self, seed) -> LazyDirection:
@@ -175,9 +203,19 @@ def _first_direction(direction, directions):
 
 
 def _sweep(f, inputs: _Inputs, direction, seed, allow_zero=False, directions=None):
-    dirs = inputs.direction(_first_direction(direction, directions), seed,
-                            allow_zero=allow_zero)
-    return sweep_along(f, inputs, dirs, inputs.lex(directions, seed))
+    """``(trace, out, input ids)`` of a sweep along the direction (see `_unit_sweep`)."""
+    return _unit_sweep(f, inputs, direction, seed, allow_zero, directions)[:3]
+
+
+def _unit_sweep(f, inputs: _Inputs, direction, seed, allow_zero=False, directions=None):
+    """``(trace, out, input ids, e)``: a sweep along the direction at unit scale, which is
+    the given one times ``2**-e`` (`_Inputs.unit_direction`; 0 for a random draw)."""
+    direction = _first_direction(direction, directions)
+    if direction is None:
+        dirs, e = inputs.direction(None, seed), 0
+    else:
+        dirs, e = inputs.unit_direction(direction, allow_zero=allow_zero)
+    return (*sweep_along(f, inputs, dirs, inputs.lex(directions, seed)), e)
 
 
 def sweep_along(f, inputs: _Inputs, dirs: list[np.ndarray], lex: LexDirections | None = None):
@@ -202,11 +240,30 @@ def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
 
 # ----- the public functions -----
 
+def own_errstate(wrapped: Callable) -> Callable:
+    """``wrapped`` run under asd's own floating-point error state, whatever the caller's.
+
+    asd computes on the caller's values outside ``f`` too (argument screens, direction
+    scaling, the reverse sweep, series, magnitudes), where an underflow or overflow is
+    expected and handled; under the caller's ``np.errstate(all="raise")`` numpy would turn
+    it into a ``FloatingPointError`` from asd's inside. ``f`` itself already runs with
+    errors ignored (its NaN and infinities are named by asd's finiteness checks).
+    """
+
+    @functools.wraps(wrapped)
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return wrapped(*args)
+
+    return quiet
+
+
 def transform(wrapped: Callable, factory: Callable, f: Callable, **options) -> Callable:
     """Mark ``wrapped`` as ``factory(f, **options)``, so `jit` can rebuild it over a
-    compiled ``f``."""
-    wrapped.__asd_transform__ = (factory, f, options)
-    return wrapped
+    compiled ``f``; it runs under asd's own error state (`own_errstate`)."""
+    quiet = own_errstate(wrapped)
+    quiet.__asd_transform__ = (factory, f, options)
+    return quiet
 
 def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
                       directions=None, full: bool = False,
@@ -289,26 +346,34 @@ def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
 
 
 def _sweep_directions(inputs: _Inputs, direction, seed, directions=None):
-    """The direction of a sweep: the given one, or a random one drawn only where a rule
-    meets a tie (or the Dini derivative is asked for)."""
+    """``(dirs, e)``: the direction of a sweep, a random one drawn only where a rule meets a
+    tie (or the Dini derivative is asked for), or the given one times ``2**-e``
+    (`_Inputs.unit_direction`)."""
     direction = _first_direction(direction, directions)
     if direction is None and any(backend.size(x) for x in inputs.leaves):
-        return inputs.random_direction(seed)
-    return inputs.direction(direction, seed, allow_zero=directions is not None)
+        return inputs.random_direction(seed), 0
+    if direction is None:
+        return inputs.direction(None, seed), 0
+    return inputs.unit_direction(direction, allow_zero=directions is not None)
 
 
 def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None) -> ASDResult:
     """The sweep behind `value_and_subgrad` and `asd`; the Dini derivative only if ``full``."""
-    dirs = _sweep_directions(inputs, direction, seed, directions)
+    dirs, e = _sweep_directions(inputs, direction, seed, directions)
     trace, out, ids = sweep_along(f, inputs, dirs, inputs.lex(directions, seed))
     traced = _scalar_output(out, trace)
+    given = _first_direction(direction, directions)
+
+    def reported():  # the direction as given (a random one normalized: drawn only here)
+        return inputs.restore(_resolved(dirs) if given is None
+                              else flatten_as(inputs.tree, given))
+
     if traced is None:
         value = _scalar(out)
         grads = [_zeros_like(x) for x in inputs.leaves]
         dini = (np.zeros_like(value, dtype=float)[()] if backend.is_host(value)
                 else backend.namespace(value).zeros_like(value))
-        return ASDResult(value, inputs.restore(grads), dini,
-                         inputs.restore(_resolved(dirs)), [], [])
+        return ASDResult(value, inputs.restore(grads), dini, reported(), [], [])
     k = traced._id
     trace.check_lipschitz(k)
     v = traced.value
@@ -325,7 +390,11 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
     dini = _scalar(trace.tangent(k))
     if isinstance(dirs, LazyDirection):  # the sweep ran along the unnormalized draw
         dini = dini * dirs.scale()
-    return ASDResult(value, inputs.restore(grads), dini, inputs.restore(_resolved(dirs)),
+    elif e:  # the sweep ran along the given direction at unit scale
+        dini = arguments.times_power_of_two(dini, e)
+        if not backend.all_finite(dini):
+            raise arguments.direction_overflow("the Dini derivative f'(x; v)", e)
+    return ASDResult(value, inputs.restore(grads), dini, reported(),
                      ties_of(trace.nodes, trace.ties), ties_of(trace.nodes, trace.degenerate),
                      decisions_of(trace.nodes, trace.decisions))
 
@@ -353,7 +422,7 @@ def vjp(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
     def wrapped(*args):
         inputs = _Inputs(args, argnums)
         direction_, directions_ = inputs.checked_sequence(direction, directions)
-        dirs = _sweep_directions(inputs, direction_, seed, directions_)
+        dirs, _ = _sweep_directions(inputs, direction_, seed, directions_)
         trace, out, ids = sweep_along(f, inputs, dirs, inputs.lex(directions_, seed))
         outs, out_tree = arguments.output_leaves(out, trace)
         arguments.check_finite_outputs(trace, outs)
@@ -376,6 +445,10 @@ class _Pullback:
         self.trace, self.inputs, self.ids, self.outs, self.tree = trace, inputs, ids, outs, tree
 
     def __call__(self, ct) -> Any:
+        with np.errstate(all="ignore"):  # see `own_errstate`
+            return self._pull(ct)
+
+    def _pull(self, ct) -> Any:
         try:
             cts = flatten_as(self.tree, ct)
         except ValueError as e:
@@ -452,7 +525,7 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
         *args, v = args_and_v
         inputs = _Inputs(tuple(args), argnums)
         v = inputs.checked_direction(v, allow_zero=True)
-        trace, out, _ = _sweep(f, inputs, v, None, allow_zero=True)
+        trace, out, _, e = _unit_sweep(f, inputs, v, None, allow_zero=True)
         leaves, tree = arguments.output_leaves(out, trace)
         arguments.check_finite_outputs(trace, leaves)
         values, dots = [], []
@@ -468,6 +541,10 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
                 values.append(leaf)
                 dots.append(_zeros_like(backend.floating(leaf)))
         arguments.check_finite_tangents(trace, leaves, dots)
+        if e:  # the sweep ran along v at unit scale: f'(x; v) = 2**e f'(x; v / 2**e)
+            dots = [arguments.times_power_of_two(d, e) for d in dots]
+            if not all(backend.all_finite(d) for d in dots):
+                raise arguments.direction_overflow("the directional derivative", e)
         return unflatten(tree, values), unflatten(tree, dots)
 
     return transform(wrapped, directional, f, argnums=argnums)
@@ -614,6 +691,7 @@ def trace(f: Callable) -> Callable[..., Any]:
     }
     """
 
+    @own_errstate
     def wrapped(*args):
         t = Trace()
         leaves, in_tree = flatten(args)

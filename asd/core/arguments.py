@@ -16,6 +16,7 @@ asd.errors.ArgumentTypeError: argument 0 is complex (complex128); ... two real a
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from asd.errors import (
     OutputError,
     ShapeError,
 )
-from asd.tree import TreeDef, flatten, unflatten
+from asd.tree import TreeDef, flatten, flatten_as, unflatten
 
 INT64_RANGE = (-(2 ** 63), 2 ** 63)
 """Python integers outside this range do not fit numpy's int64 and are refused."""
@@ -161,7 +162,7 @@ def as_float(x, where: str = "argument", check: bool = True) -> np.ndarray:
     # finite when every entry is; the entrywise test runs only to tell a NaN or infinity
     # from a sum that overflowed
     flat = a.ravel()
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):  # tiny entries underflow: harmless, whatever the caller's
         square_sum = np.dot(flat, flat)
     if not np.isfinite(square_sum) and not np.all(np.isfinite(a)):
         bad = np.argwhere(~np.isfinite(a))
@@ -213,10 +214,12 @@ def check_direction(direction, tree: TreeDef, leaves: list[np.ndarray], *,
     """
     if direction is None:
         return None
-    dirs, dtree = flatten(direction)
-    if not dtree.same_structure(tree):
-        raise ShapeError(f"the direction has structure {dtree}, but the differentiated "
-                         f"arguments have structure {tree}; give one entry per argument leaf")
+    try:  # dicts matched by key, as the arguments are; an array leaf may come as a list
+        dirs = flatten_as(tree, direction, array_leaves=True)
+    except ValueError as e:
+        raise ShapeError(f"the direction has structure {flatten(direction)[1]}, but the "
+                         f"differentiated arguments have structure {tree} ({e}); give one "
+                         "entry per argument leaf, in the arguments' containers") from e
     out = []
     for i, (d, x) in enumerate(zip(dirs, leaves, strict=True)):
         where = "the direction" if len(dirs) == 1 else f"the direction (leaf {i})"
@@ -233,6 +236,42 @@ def check_direction(direction, tree: TreeDef, leaves: list[np.ndarray], *,
         raise ArgumentError("the direction is zero; it must be nonzero because it selects the "
                             "branch at every tie (any nonzero vector works; scale is ignored)")
     return unflatten(tree, out)
+
+
+def unit_exponent(leaves: list[np.ndarray]) -> int:
+    """The ``e`` with the largest entry of a direction (float64 leaves) in ``[2**(e-1), 2**e)``:
+    dividing by ``2**e`` is exact (subnormals included) and leaves no entry above 1.
+
+    >>> unit_exponent([np.array([1e308, -3.0])]), unit_exponent([np.array([5e-324])])
+    (1024, -1073)
+    """
+    top = max((float(np.max(np.abs(d))) for d in leaves if d.size), default=0.0)
+    return math.frexp(top)[1] if top else 0
+
+
+def times_power_of_two(a, e: int):
+    """``a * 2**e`` exactly (rounded only where the result over- or underflows), in ``a``'s
+    library and dtype: undoes `unit_exponent`'s scaling on a derivative."""
+    if e == 0:
+        return a
+    if backend.is_host(a):
+        return np.ldexp(a, e) if np.result_type(a).kind == "f" else np.ldexp(
+            np.asarray(a, dtype=np.float64), e)
+    while e:  # steps of at most 2**64, which every float format holds
+        step = max(-64, min(64, e))
+        a = a * 2.0 ** step
+        e -= step
+    return a
+
+
+def direction_overflow(what: str, e: int) -> NonFiniteError:
+    """The refusal of a derivative finite at unit scale whose value along the given,
+    huge direction (``2**e`` times the unit one) is past the float range."""
+    return NonFiniteError(
+        f"{what} along the given direction is not finite: it is finite along the direction "
+        f"scaled to unit size, and the direction's largest entry is about 2**{e}, which "
+        "takes it past the float range. Pass a smaller direction: the result does not "
+        "depend on the direction's scale, and f'(x; c*v) = c * f'(x; v) for c > 0.")
 
 
 def check_seed(seed) -> None:

@@ -377,6 +377,11 @@ class CompiledFunction:
         leaves, _ = flatten(args)
         if any(isinstance(x, Traced) for x in leaves):
             return self.fn(*args)  # inside another sweep: its trace records fn's nodes
+        with np.errstate(all="ignore"):  # asd's own error state, whatever the caller's
+            return self._evaluate(args)
+
+    def _evaluate(self, args: tuple) -> Any:
+        """A plain call: the replayed program's value (traced first for a new signature)."""
         plan = self.plan(args, (), (), tuple(range(len(args))))  # every argument an input
         for variant in self.cache.get(plan.key, ()):
             try:
@@ -387,8 +392,7 @@ class CompiledFunction:
         trace = Trace()
         extra = [trace.new_input(backend_leaf(a), active=False) for a in plan.arrays]
         try:
-            with np.errstate(all="ignore"):
-                out = self.fn(*plan.substitute(args, extra))
+            out = self.fn(*plan.substitute(args, extra))
         finally:
             close_trace(trace)
         self.traces += 1
