@@ -19,7 +19,7 @@ from asd.core.arguments import as_float, check_argnums, check_leaves_finite, des
 from asd.core.jit import CompiledFunction
 from asd.core.sweep import LazyDirection, LexDirections, Trace
 from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd
-from asd.errors import ArgumentError, ASDError, ShapeError
+from asd.errors import ArgumentError, ArgumentTypeError, ASDError, ShapeError
 from asd.result import ASDResult, TieReport, decisions_of, ties_of
 from asd.tree import flatten, flatten_as, unflatten
 
@@ -34,6 +34,7 @@ class _Inputs:
     def __init__(self, args: tuple, argnums: ArgNums):
         self.single, self.argnums = check_argnums(argnums, len(args))
         self.args = args
+        arguments.refuse_masked(args, tuple(a % len(args) for a in self.argnums))
         diff = args[self.argnums[0]] if self.single else tuple(args[a] for a in self.argnums)
         raw, self.tree = flatten(diff)
         self.is_array = [isinstance(x, np.ndarray) or backend.is_foreign(x) for x in raw]
@@ -130,6 +131,9 @@ class _Inputs:
                              None if all(map(backend.is_host, self.leaves)) else self.leaves)
 
     def call(self, f: Callable, tracers: list) -> Any:
+        """``f`` at the arguments with the differentiated leaves replaced by ``tracers``;
+        its program is then checked for constants asd cannot differentiate through
+        (`arguments.check_real_program`), also where ``f`` failed because of one."""
         args = list(self.args)
         rebuilt = unflatten(self.tree, tracers)
         if self.single:
@@ -137,14 +141,22 @@ class _Inputs:
         else:
             for a, r in zip(self.argnums, rebuilt, strict=True):
                 args[a] = r
+        trace = tracers[0]._trace if tracers else None
         try:
             with np.errstate(all="ignore"):
-                return f(*args)
-        except (IndexError, ValueError, TypeError) as e:
-            raise _explained(e) from e
+                out = f(*args)
+        except Exception as e:
+            if trace is not None:
+                arguments.check_real_program(trace)
+            if isinstance(e, IndexError | ValueError | TypeError):
+                raise _explained(e) from e
+            raise
         finally:
-            if tracers:  # the call is over: values that escaped it refuse further use
-                close_trace(tracers[0]._trace)
+            if trace is not None:  # the call is over: values that escaped it refuse use
+                close_trace(trace)
+        if trace is not None:
+            arguments.check_real_program(trace)
+        return out
 
     def restore(self, arrays: list) -> Any:
         """Cast results back to each leaf's dtype; Python scalars come back as numpy scalars,
@@ -411,6 +423,9 @@ def vjp(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
     of its Clarke subdifferential, the same as ``subgrad`` of ``<ct, f>`` along the same
     direction. The sweep runs once, whatever the number of pullbacks: the shape of a
     framework's backward, whose cotangent arrives after the forward (``asd.torch.function``).
+    Cotangents are real, like the function: a complex one is refused (its imaginary part is
+    never cast away); pull ``ct.real`` and ``ct.imag`` separately and combine them as
+    ``pullback(ct.real) + 1j * pullback(ct.imag)``, exact because the Jacobian is real.
 
     >>> import asd, numpy as np
     >>> y, pullback = asd.vjp(asd.relu, direction=np.array([1.0, -1.0]))(np.zeros(2))
@@ -459,10 +474,13 @@ class _Pullback:
             if c is None or not isinstance(o, Tracer):
                 continue             # a constant output (or no cotangent): no contribution
             shape = tuple(np.shape(o.value))
+            where = "the cotangent" if len(cts) == 1 else f"cotangent {i}"
             if not backend.is_foreign(c):
-                c = np.asarray(c, dtype=o.dtype)
-            elif c.dtype != o.value.dtype:   # a half-precision cotangent of a float32 sweep
-                c = backend.namespace(c).astype(c, o.value.dtype)
+                c = np.asarray(_real_cotangent(c, where), dtype=o.dtype)
+            else:
+                c = _real_cotangent(c, where)
+                if c.dtype != o.value.dtype:  # a half-precision cotangent of a float32 sweep
+                    c = backend.namespace(c).astype(c, o.value.dtype)
             if tuple(np.shape(c)) != shape:
                 raise ShapeError(f"cotangent {i} has shape {tuple(np.shape(c))}, but output "
                                  f"leaf {i} has shape {shape}")
@@ -474,6 +492,22 @@ class _Pullback:
         if seeds:
             arguments.check_finite(self.trace, max(seeds), grads, "the vector-Jacobian product")
         return self.inputs.restore(grads)
+
+
+def _real_cotangent(c, where: str):
+    """A cotangent checked as an argument is: real and numeric. A complex one is refused,
+    not cast (which keeps only its real part): the Jacobian is real, so ``Jᵀ(a + ib)`` is
+    ``Jᵀa + i Jᵀb``, two pullbacks the caller combines (see `vjp`)."""
+    try:
+        return arguments.as_leaf(c, where)
+    except ArgumentTypeError as e:
+        if "complex" not in str(e):
+            raise
+        dtype = getattr(c, "dtype", type(c).__name__)
+        raise ArgumentTypeError(
+            f"{where} is complex ({dtype}); the pullback of a real function is a real linear "
+            "map and asd does not cast the imaginary part away. Pull the real and imaginary "
+            "parts separately: pullback(ct.real) + 1j * pullback(ct.imag).") from None
 
 
 def _scalar(v):
@@ -725,8 +759,8 @@ def jit(fn: Callable, *, dynamic_argnums: int | tuple[int, ...] = ()) -> Callabl
 
     A signature is the arguments' structure, each differentiated leaf's shape, dtype,
     library and device, and the value of every other argument: numbers, flags and strings
-    by value, arrays by their bytes, so ``fn`` sees them exactly as uncompiled and a new
-    value traces again. Arguments listed in ``dynamic_argnums`` are instead traced as
+    by type and value (floats by their bits: ``0.0`` is not ``-0.0``), arrays by their type
+    and bytes, so ``fn`` sees them exactly as uncompiled and a new value traces again. Arguments listed in ``dynamic_argnums`` are instead traced as
     constant inputs of the program (as ``jax.jit`` traces its arguments): new values replay
     without tracing (no hashing either: use it for large or changing data), but ``fn`` then
     sees traced values there, so Python cannot branch on them, and library functions that

@@ -2,6 +2,11 @@
 compiled signatures, error states, aliasing writes. Each case gives the right number or a
 clear asd error; the oracles are exact (Fractions along the ray) or numpy's own result."""
 
+import decimal
+import hashlib
+import math
+import pickle
+import struct
 from fractions import Fraction
 
 import mpmath
@@ -166,3 +171,201 @@ def test_a_raising_errstate_does_not_reach_asd_internals(name):
 def test_errstate_raise_still_names_a_non_finite_value():
     with np.errstate(all="raise"), pytest.raises(asd.NonFiniteError):
         asd.subgrad(lambda x: np.log(x).sum())(np.array([-1.0, 1.0]))
+
+
+# ----- complex values: refused, never truncated -----
+
+COMPLEX_PROGRAMS = {
+    "add": (lambda x: np.sum(np.abs(x + 1j)), "1j"),
+    "array constant": (lambda x: np.sum(np.abs(x + np.array([1j, 2j]))), "complex128"),
+    "matmul": (lambda x: np.abs(x @ np.array([1j, 2j])), "complex128"),
+    "where": (lambda x: np.sum(np.abs(np.where(x > 0, x, 1j))), "1j"),
+    "astype": (lambda x: np.sum(np.abs(x.astype(complex) + 1.0)), "cast"),
+    "maximum": (lambda x: np.real(asd.maximum(x, 1j)).sum(), "1j"),
+}
+
+
+@pytest.mark.parametrize("name", COMPLEX_PROGRAMS)
+def test_a_complex_intermediate_is_refused_naming_its_node(name):
+    f, fragment = COMPLEX_PROGRAMS[name]
+    with pytest.raises(asd.ArgumentTypeError, match="complex") as info:
+        asd.subgrad(f)(np.ones(2))
+    assert fragment in str(info.value) and "%" in str(info.value)
+    with pytest.raises(asd.ArgumentTypeError, match="complex"):
+        asd.jacobian(lambda x: f(x) * x)(np.ones(2))
+
+
+def test_the_advice_for_a_complex_modulus_gives_the_exact_gradient():
+    with pytest.raises(asd.ArgumentTypeError, match=r"np\.hypot"):
+        asd.subgrad(lambda x: np.sum(np.abs(x + 1j)))(np.ones(2))
+    x = np.array([1.0, 0.75])
+    g = asd.subgrad(lambda x: np.sum(np.hypot(x, 1.0)))(x)
+    expected = [float(mpmath.mpf(float(t)) / mpmath.sqrt(mpmath.mpf(float(t)) ** 2 + 1))
+                for t in x]
+    np.testing.assert_allclose(g, expected, rtol=2e-16, atol=0)
+
+
+@pytest.mark.parametrize("value", [1j, np.complex128(1 + 2j), np.array([1j, 0j]), [1j, 2.0]])
+def test_a_complex_value_assigned_into_a_real_traced_array_is_refused(value):
+    def f(x):
+        y = x.copy()
+        y[:2] = value
+        return y.sum()
+
+    with pytest.raises(asd.ArgumentTypeError, match="imaginary part"):
+        asd.subgrad(f)(np.ones(3))
+
+
+@pytest.mark.parametrize("ct", [np.array([1 + 1j, 2 + 2j]), 1j])
+def test_a_complex_cotangent_is_refused_and_the_advice_is_exact(ct):
+    f = lambda x: asd.relu(x) * 3.0  # noqa: E731
+    x = np.zeros(2)
+    _, pullback = asd.vjp(f, direction=np.array([1.0, -1.0]))(x)
+    with pytest.raises(asd.ArgumentTypeError, match=r"pullback\(ct.real\)"):
+        pullback(ct)
+    ct = np.broadcast_to(np.asarray(ct), (2,))
+    combined = pullback(ct.real) + 1j * pullback(ct.imag)
+    np.testing.assert_array_equal(combined, [3.0 * ct[0], 0.0])
+
+
+def test_a_string_cotangent_is_refused():
+    _, pullback = asd.vjp(lambda x: x * 2.0)(np.ones(2))
+    with pytest.raises(asd.ArgumentTypeError, match="str"):
+        pullback("1.5")
+
+
+# ----- integers that float64 cannot hold -----
+
+@pytest.mark.parametrize("arg", [
+    np.array([2 ** 60 + 1, 2 ** 60]),
+    np.array([2 ** 60 + 1, 2 ** 60], dtype=np.uint64),
+    np.array([2 ** 63 - 1, 0]),
+    [2 ** 53 + 1, 0],
+    2 ** 53 + 1,
+])
+def test_an_integer_argument_that_float_rounds_is_refused(arg):
+    f = lambda t: t[0] - t[1] if np.ndim(t) else t * 1.0  # noqa: E731
+    with pytest.raises(asd.ArgumentError, match="cannot hold exactly") as info:
+        asd.value_and_subgrad(f)(arg)
+    assert "argument 0" in str(info.value) and "offset" in str(info.value)
+
+
+def test_integers_float_holds_exactly_are_accepted():
+    value, g = asd.value_and_subgrad(lambda t: t[0] - t[1])(np.array([2 ** 53, -(2 ** 53)]))
+    assert value == 2.0 ** 54 and g.tolist() == [1.0, -1.0]
+    value, _ = asd.value_and_subgrad(lambda t: t[0] - t[1])(np.array([2 ** 60, 2 ** 59]))
+    assert value == float(2 ** 60 - 2 ** 59)   # powers of two are exact
+    # the advice: subtract a common offset; the difference is then exact
+    t = np.array([2 ** 60 + 1, 2 ** 60])
+    value, g = asd.value_and_subgrad(lambda t: t[0] - t[1])(t - 2 ** 60)
+    assert value == 1.0 and g.tolist() == [1.0, -1.0]
+
+
+def test_an_integer_direction_that_float_rounds_is_refused():
+    # rounded, [2**60 + 1, 2**60] would be a tie of max and the other side's gradient
+    with pytest.raises(asd.ArgumentError, match="cannot hold exactly"):
+        asd.subgrad(lambda x: asd.maximum(x[0], x[1]),
+                    direction=np.array([2 ** 60 + 1, 2 ** 60]))(np.zeros(2))
+
+
+def test_a_torch_integer_argument_that_float_rounds_is_refused():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(asd.ArgumentError, match="cannot hold exactly"):
+        asd.value_and_subgrad(lambda t: t[0] - t[1])(torch.tensor([2 ** 24 + 1, 2 ** 24]))
+    value, _ = asd.value_and_subgrad(lambda t: t[0] - t[1])(torch.tensor([2 ** 24, 3]))
+    assert float(value) == 2 ** 24 - 3
+
+
+# ----- masked arrays: refused, read-only arrays kept -----
+
+def test_a_masked_argument_is_refused_and_the_advice_works():
+    m = np.ma.array([1.0, 2.0], mask=[0, 1])
+    with pytest.raises(asd.ArgumentTypeError, match="masked array") as info:
+        asd.value_and_subgrad(np.sum)(m)
+    assert "argument 0" in str(info.value)
+    mask = np.ma.getmaskarray(m)
+    value, g = asd.value_and_subgrad(lambda x: np.sum(np.where(mask, 0.0, x)))(m.data)
+    assert value == np.ma.sum(m) and g.tolist() == [1.0, 0.0]
+    value, g = asd.value_and_subgrad(np.sum)(m.compressed())
+    assert value == np.ma.sum(m) and g.tolist() == [1.0]
+
+
+def test_a_masked_constant_is_refused_wherever_it_enters():
+    m = np.ma.array([1.0, 2.0], mask=[0, 1])
+    with pytest.raises(asd.ArgumentTypeError, match="masked array"):
+        asd.value_and_subgrad(lambda x, w: np.sum(x * w), argnums=0)(np.ones(2), m)
+    with pytest.raises(asd.ArgumentTypeError, match="masked array"):
+        asd.value_and_subgrad(lambda x: np.sum(x * m))(np.ones(2))
+    with pytest.raises(asd.ArgumentTypeError, match="masked array"):
+        asd.subgrad(lambda x: asd.relu(x), direction=m)(np.zeros(2))
+    with pytest.raises(asd.ArgumentTypeError, match="masked array"):
+        asd.jit(lambda x: x * 2.0)(m)
+    with pytest.raises(asd.ArgumentTypeError, match="masked array"):
+        asd.jit(asd.value_and_subgrad(lambda x, w: np.sum(x * w)))(np.ones(2), (m,))
+
+
+def test_read_only_arrays_keep_working():
+    x = np.array([1.0, -2.0])
+    w = np.array([3.0, 4.0])
+    x.flags.writeable = False
+    w.flags.writeable = False
+    f = lambda x, w: np.sum(asd.relu(x) * w)  # noqa: E731
+    assert asd.value_and_subgrad(f)(x, w)[1].tolist() == [3.0, 0.0]
+    jf = asd.jit(asd.value_and_subgrad(f))
+    for _ in range(3):
+        assert jf(x, w)[1].tolist() == [3.0, 0.0]
+    assert asd.subgrad(f, direction=w)(x, w).tolist() == [3.0, 0.0]
+
+
+# ----- compiled signatures tell apart every value Python can branch on -----
+
+def signed(x, s):
+    return asd.relu(x) * math.copysign(1.0, s)
+
+
+def test_jit_tells_signed_zeros_apart_on_every_path():
+    jf = asd.jit(asd.value_and_subgrad(signed))
+    for _ in range(3):  # the third call takes the generated fast path
+        assert jf(2.0, 0.0) == (2.0, 1.0)
+    assert jf(2.0, -0.0) == (-2.0, -1.0)
+    assert jf(2.0, 0.0) == (2.0, 1.0)
+    plain = asd.jit(lambda x, s: x * math.copysign(1.0, s))
+    assert plain(np.array(2.0), 0.0) == 2.0 and plain(np.array(2.0), -0.0) == -2.0
+
+
+def _payload_nan(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000000 | bits))[0]
+
+
+STATIC_PAIRS = {
+    "signed zero in a tuple": ((0.0,), (-0.0,)),
+    "signed zero in a dict": ({"s": 0.0}, {"s": -0.0}),
+    "signed zero in a list of tuples": ([(1.0, 0.0)], [(1.0, -0.0)]),
+    "dict keys": ({0.0: 1.0}, {-0.0: 1.0}),
+    "frozenset": (frozenset([0.0]), frozenset([-0.0])),
+    "nan payloads": (_payload_nan(1), _payload_nan(2)),
+    "int and float": (1, 1.0),
+    "bool and int": (True, 1),
+    "numpy scalar and float": (np.float64(1.0), 1.0),
+    "numpy scalar and 0-d array": (np.float64(1.0), np.array(1.0)),
+    "signed zero numpy scalar": (np.float64(0.0), np.float64(-0.0)),
+    "complex signed zero": (complex(0.0, 0.0), complex(0.0, -0.0)),
+    "decimal exponent": (decimal.Decimal("1.0"), decimal.Decimal("1.00")),
+}
+
+
+def _fingerprint(s) -> float:
+    """A number Python computes from a static argument: its pickled bytes (types, float
+    bits and NaN payloads included), so the two of a pair give different numbers."""
+    digest = hashlib.blake2b(pickle.dumps(s), digest_size=6).digest()
+    return float(int.from_bytes(digest, "little"))
+
+
+@pytest.mark.parametrize("name", STATIC_PAIRS)
+def test_jit_signatures_tell_apart_static_values(name):
+    a, b = STATIC_PAIRS[name]
+    assert _fingerprint(a) != _fingerprint(b), "the pair must differ to Python"
+    f = lambda x, s: asd.relu(x) * _fingerprint(s)  # noqa: E731
+    jf = asd.jit(asd.value_and_subgrad(f))
+    for s in (a, a, a, b, b, a):
+        assert jf(2.0, s) == asd.value_and_subgrad(f)(2.0, s)
