@@ -185,6 +185,8 @@ def _explained(e: Exception) -> Exception:
 
     The user's own exceptions (raised outside asd) are returned unchanged.
     """
+    if isinstance(e.__cause__, ASDError):  # numpy's wrapping of asd's refusal (`c[0] = t`)
+        return e.__cause__
     where = None if isinstance(e, ASDError) else raised_by_asd(e)
     return e if where is None else as_asd_error(e, f"asd's {where}()", ())
 
@@ -760,12 +762,12 @@ def jit(fn: Callable, *, dynamic_argnums: int | tuple[int, ...] = ()) -> Callabl
     A signature is the arguments' structure, each differentiated leaf's shape, dtype,
     library and device, and the value of every other argument: numbers, flags and strings
     by type and value (floats by their bits: ``0.0`` is not ``-0.0``), arrays by their type
-    and bytes, so ``fn`` sees them exactly as uncompiled and a new value traces again. Arguments listed in ``dynamic_argnums`` are instead traced as
-    constant inputs of the program (as ``jax.jit`` traces its arguments): new values replay
-    without tracing (no hashing either: use it for large or changing data), but ``fn`` then
-    sees traced values there, so Python cannot branch on them, and library functions that
-    treat constants specially (an exponent, clip bounds) may build a different, equally
-    correct program.
+    and bytes, so ``fn`` sees them exactly as uncompiled and a new value traces again.
+    Arguments listed in ``dynamic_argnums`` are instead traced as constant inputs of the
+    program (as ``jax.jit`` traces its arguments): new values replay without tracing (no
+    hashing either: use it for large or changing data), but ``fn`` then sees traced values
+    there, so Python cannot branch on them, and library functions that treat constants
+    specially (an exponent, clip bounds) may build a different, equally correct program.
 
     As with ``jax.jit``, values ``fn`` reads that are not arguments (closures, globals) are
     fixed when a signature is first traced (array constants are copied then); call

@@ -369,3 +369,68 @@ def test_jit_signatures_tell_apart_static_values(name):
     jf = asd.jit(asd.value_and_subgrad(f))
     for s in (a, a, a, b, b, a):
         assert jf(2.0, s) == asd.value_and_subgrad(f)(2.0, s)
+
+
+# ----- traced values stored into plain numpy arrays, np.vectorize -----
+
+def store_item(x):
+    c = np.zeros(3)
+    c[0] = x[0]
+    return (c * c).sum()
+
+
+def store_slice(x):
+    c = np.zeros(3)
+    c[:2] = x[:2]
+    return (c * c).sum()
+
+
+def store_augmented(x):
+    c = np.zeros(3)
+    c[1] += x[0]
+    return (c * c).sum()
+
+
+@pytest.mark.parametrize("f", [store_item, store_slice, store_augmented])
+def test_a_traced_value_stored_into_a_plain_array_names_the_fix(f):
+    with pytest.raises(asd.TracerBoolError) as info:
+        asd.subgrad(f)(np.ones(3))
+    message = str(info.value)
+    assert "plain numpy array 'c'" in message and "asd.numpy.stack" in message
+    assert "np.zeros(n) + x[:0].sum()" in message and __file__ in message
+
+
+def test_the_spellings_the_store_refusal_advises_work():
+    import asd.numpy as anp
+
+    def traced_zeros(x):
+        c = np.zeros(3) + x[:0].sum()
+        c[0] = x[0]
+        c[2] = 2.0 * x[1]
+        return (c * c).sum()
+
+    spellings = [traced_zeros,
+                 lambda x: (anp.stack([x[0], 0.0, 2.0 * x[1]]) ** 2).sum(),
+                 lambda x: (anp.array([x[0], 0.0, 2.0 * x[1]]) ** 2).sum()]
+    x = np.array([1.5, -2.0, 7.0])
+    value, exact = limiting_gradient(lambda x: x[0] * x[0] + 4 * x[1] * x[1], x,
+                                     [Fraction(1), 0, 0])
+    for f in spellings:
+        v, g = asd.value_and_subgrad(f)(x)
+        assert v == float(value) and g.tolist() == [float(e) for e in exact]
+
+
+def test_np_vectorize_is_named_with_what_to_write_instead():
+    branch = lambda t: t if t > 0 else 0.0  # noqa: E731
+    with pytest.raises(asd.TracerBoolError) as info:
+        asd.subgrad(lambda x: np.vectorize(branch)(x).sum())(np.ones(2))
+    message = str(info.value)
+    assert message.startswith("numpy.vectorize converted")
+    assert __file__ in message and "_function_base_impl" not in message
+    assert "asd.numpy.where" in message
+    import asd.numpy as anp
+
+    g = asd.subgrad(lambda x: anp.where(x > 0, x, 0.0).sum())(np.array([1.0, -1.0]))
+    assert g.tolist() == [1.0, 0.0]
+    g = asd.subgrad(lambda x: (lambda t: t * 2.0 + 1.0)(x).sum())(np.array([1.0, -1.0]))
+    assert g.tolist() == [2.0, 2.0]

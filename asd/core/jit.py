@@ -36,7 +36,7 @@ from asd.core.primitive import Traced
 from asd.core.program import Literal, Program
 from asd.core.sweep import LexDirections, Trace
 from asd.core.tracing import ClosedNodes, Tracer, close_trace
-from asd.errors import ArgumentError, TracerBoolError
+from asd.errors import ArgumentError, ASDError, TracerBoolError
 from asd.tree import TreeDef, flatten, unflatten
 
 MAX_VARIANTS = 8
@@ -436,6 +436,10 @@ class CompiledFunction:
         extra = [trace.new_input(backend_leaf(a), active=False) for a in plan.arrays]
         try:
             out = self.fn(*plan.substitute(args, extra))
+        except (ValueError, TypeError) as e:
+            if isinstance(e.__cause__, ASDError):  # numpy's wrapping of asd's refusal
+                raise e.__cause__ from None
+            raise
         finally:
             close_trace(trace)
         self.traces += 1

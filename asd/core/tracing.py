@@ -11,6 +11,7 @@ dtypes and constants from the library of the sweep's values (numpy, torch or JAX
 
 from __future__ import annotations
 
+import ast
 import linecache
 import os
 import sys
@@ -182,19 +183,79 @@ def _engine_dirs() -> list[str]:
     return _ENGINE_DIRS
 
 
-def user_source_line(frame=None) -> str:
-    """`` at file.py:12: `if x > 0:` ``: the first frame outside asd (from ``frame``, by
-    default the caller's), or '' if none."""
-    dirs = _engine_dirs()
-    frame = sys._getframe(1) if frame is None else frame
+def user_frame(frame):
+    """The first frame from ``frame`` outward that is neither asd's nor numpy's (numpy's
+    Python code, np.vectorize's loop say, is never the line the user wrote), or None."""
+    dirs = [*_engine_dirs(), os.path.dirname(os.path.abspath(np.__file__))]
     while frame is not None:
         name = os.path.abspath(frame.f_code.co_filename)
         if not any(name.startswith(d + os.sep) for d in dirs):
-            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            return (f" at {frame.f_code.co_filename}:{frame.f_lineno}"
-                    + (f": `{line}`" if line else ""))
+            return frame
         frame = frame.f_back
-    return ""
+    return None
+
+
+def user_source_line(frame=None) -> str:
+    """`` at file.py:12: `if x > 0:` ``: the first frame outside asd and numpy (from
+    ``frame``, by default the caller's), or '' if none."""
+    frame = user_frame(sys._getframe(1) if frame is None else frame)
+    if frame is None:
+        return ""
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f" at {frame.f_code.co_filename}:{frame.f_lineno}" + (f": `{line}`" if line else "")
+
+
+def assigned_array(frame) -> str | None:
+    """``c`` when the user's line at ``frame`` assigns into an item of ``c`` (``c[0] = t``,
+    ``c[1:] += t``), else None: numpy converts a traced value stored into a plain array."""
+    frame = user_frame(frame)
+    if frame is None:
+        return None
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    try:
+        tree = ast.parse(line)
+    except SyntaxError:  # a statement over several lines
+        return None
+    for stmt in tree.body:
+        targets = (stmt.targets if isinstance(stmt, ast.Assign)
+                   else [stmt.target] if isinstance(stmt, ast.AugAssign) else [])
+        for target in targets:
+            if isinstance(target, ast.Subscript):
+                return ast.unparse(target.value)
+    return None
+
+
+def store_refusal(x: Tracer, target: str) -> TracerBoolError:
+    """The refusal of ``target[...] = x`` into a plain numpy array, with spellings that work."""
+    return TracerBoolError(
+        f"traced value {describe_value(x)} is written into the plain numpy array "
+        f"{target!r}{user_source_line()}: a numpy array holds plain numbers, so the value "
+        "would drop out of the program. Build the array from traced values instead "
+        "(asd.numpy.stack([x[0], 0.0, 0.0]) or asd.numpy.array([...])), or assign into a "
+        f"traced array: start from {target} = np.zeros(n) + x[:0].sum() (traced zeros), "
+        f"then {target}[i] = ... records the assignment.")
+
+
+def _numpy_object_call(frame) -> tuple[str | None, object]:
+    """``('numpy.vectorize', caller)`` when ``frame`` runs inside the method of a numpy
+    object (np.vectorize's loop), with the frame that called it; else ``(None, frame)``."""
+    name, caller = None, frame
+    while caller is not None and caller.f_globals.get("__name__", "").startswith("numpy."):
+        owner = caller.f_locals.get("self")
+        if owner is not None and type(owner).__module__ == "numpy":
+            name = f"numpy.{type(owner).__name__}"
+        caller = caller.f_back
+    return (name, caller) if name else (None, frame)
+
+
+ARRAY_CONVERSION_ADVICE = {
+    "numpy.vectorize": (
+        "np.vectorize calls its Python function on plain numbers, one entry at a time. Call "
+        "the function on the array itself (f(x) instead of np.vectorize(f)(x)): arithmetic "
+        "and numpy functions act entrywise on traced arrays; write a branch "
+        "`a if t > 0 else b` as asd.numpy.where(t > 0, a, b)."),
+}
+"""What to write instead where a numpy object's Python code converts a traced array."""
 
 
 def dispatching_numpy_function(frame) -> tuple[str | None, object]:
@@ -387,6 +448,9 @@ class Tracer(Traced):
         )
 
     def _concrete(self, kind):
+        target = assigned_array(sys._getframe(2))
+        if target is not None:  # numpy storing the value into a plain array's item
+            raise store_refusal(self, target)
         raise TracerBoolError(
             f"{kind}() of traced value {describe_value(self)}{user_source_line()} would drop "
             "it from the program. Keep "
@@ -411,6 +475,18 @@ class Tracer(Traced):
 
     def __array__(self, dtype=None, copy=None):
         fn, caller = dispatching_numpy_function(sys._getframe(1))
+        if fn is None:
+            obj, caller = _numpy_object_call(sys._getframe(1))
+            if obj is not None:
+                raise TracerBoolError(
+                    f"{obj} converted traced value {describe_value(self)} to a plain numpy "
+                    f"array inside its own code{user_source_line(caller)}, which drops it "
+                    "from the program. " + ARRAY_CONVERSION_ADVICE.get(
+                        obj, "Compute with asd.numpy functions on the traced array instead."))
+        if fn is None:
+            target = assigned_array(sys._getframe(1))
+            if target is not None:  # `c[:] = x` into a plain array
+                raise store_refusal(self, target)
         if fn is not None:
             raise TracerBoolError(
                 f"{fn} converted traced value {describe_value(self)} to a plain numpy array "
