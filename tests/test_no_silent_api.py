@@ -434,3 +434,231 @@ def test_np_vectorize_is_named_with_what_to_write_instead():
     assert g.tolist() == [1.0, 0.0]
     g = asd.subgrad(lambda x: (lambda t: t * 2.0 + 1.0)(x).sum())(np.array([1.0, -1.0]))
     assert g.tolist() == [2.0, 2.0]
+
+
+# ----- in-place writes through numpy views: followed as numpy does -----
+# The oracle runs the same function on exact Jets (numpy object arrays), where numpy's own
+# views and in-place writes apply: the value and the limiting gradient along v, exactly.
+
+def slice_iadd(x):  # the issue's example
+    y = x.copy()
+    v = y[:2]
+    v += 1.0
+    return (y * y).sum()
+
+
+def slice_setitem(x):
+    y = x.copy()
+    v = y[1:4]
+    v[0] = x[5] * 2.0
+    return (y * y).sum()
+
+
+def basic_index_view(x):
+    y = x.reshape(2, 3).copy()
+    row = y[1]
+    row[::2] -= x[0]
+    col = y[:, 1]
+    col *= x[2]
+    return (y * y).sum()
+
+
+def base_write_seen_through_views(x):
+    y = x.copy()
+    v = y[:3]
+    w = y.reshape(2, 3)[:, ::-1]
+    y[0] = x[4] * 3.0
+    y[4:] += v[:2]
+    return (v * v).sum() + (w * w * w).sum() + y.sum()
+
+
+def reshape_view(x):
+    y = x.copy()
+    m = y.reshape(2, 3)
+    m[1, 1] = -x[0]
+    return (y * y).sum()
+
+
+def transpose_view(x):
+    y = x.reshape(2, 3).copy()
+    t = y.T
+    t[0, 1] *= 5.0
+    s = np.swapaxes(y, 0, 1)
+    s[2] += x[1]
+    return (y * y).sum() + (t * t).sum()
+
+
+def views_of_views(x):
+    y = x.copy()
+    m = y.reshape(2, 3)
+    r = m[1]
+    r[::2] -= x[0]
+    y += 1.0
+    return (y * y).sum() + (m * m).sum() + (r * r * r).sum()
+
+
+def a_second_name(x):
+    y = x.copy()
+    a = y
+    y *= x[1]
+    return (a * a).sum()
+
+
+def numpy_view_functions(x):
+    y = x.reshape(2, 3).copy()
+    f = np.flip(y)
+    f[0, 0] = 10.0 * x[1]
+    top, bottom = np.split(y, 2)
+    bottom += top
+    r = np.rot90(y)
+    r[0, 0] -= x[3]
+    d = np.diagonal(y)
+    lr = np.fliplr(y)
+    lr[1, 0] *= 0.5
+    y[0, 0] += x[5]
+    return (y * y).sum() + (d * d).sum() + (f * y.real).sum()
+
+
+def recurrence(x):
+    y = np.stack([x[:2], x[:2], x[:2]]) * 1.0
+    for i in range(1, 3):
+        y[i] = y[i - 1] * 2.0 + x[2 + i]
+    return (y * y).sum()
+
+
+def flatten_is_a_copy(x):
+    y = x.copy()
+    f = y.flatten()
+    r = y.ravel()
+    y[0] = 100.0 * x[1]
+    return (f * f).sum() + (r * r).sum()
+
+
+def library_view_seen(x):
+    import asd.numpy as anp
+
+    y = x.copy()
+    m = anp.reshape(y, (2, 3))  # a view made by a library call: still follows y
+    y[1:3] = x[4:6] * x[0]
+    return (m * m * m).sum()
+
+
+ALIASING = [slice_iadd, slice_setitem, basic_index_view, base_write_seen_through_views,
+            reshape_view, transpose_view, views_of_views, a_second_name,
+            numpy_view_functions, recurrence, flatten_is_a_copy, library_view_seen]
+
+
+@pytest.mark.parametrize("f", ALIASING, ids=lambda f: f.__name__)
+def test_writes_through_views_follow_numpy(f):
+    x = np.array([1.0, 2.0, 3.0, -1.5, 0.5, 2.5])
+    v = [Fraction(1, k + 2) * (-1) ** k for k in range(6)]
+    value, exact = limiting_gradient(f, x, v)
+    assert float(value) == f(x.copy())  # the oracle is numpy's own run
+    got_value, g = asd.value_and_subgrad(f, direction=np.array([float(e) for e in v]))(x)
+    assert got_value == float(value)
+    np.testing.assert_array_equal(g, [float(e) for e in exact])
+    jf = asd.jit(asd.value_and_subgrad(f))
+    for _ in range(3):
+        got_value, g = jf(x)
+        assert got_value == float(value)
+        np.testing.assert_array_equal(g, [float(e) for e in exact])
+
+
+def test_the_issue_example_numbers():
+    assert asd.value_and_subgrad(slice_iadd)(np.array([1.0, 2.0, 3.0]))[0] == 22.0
+    g = asd.subgrad(slice_iadd)(np.array([1.0, 2.0, 3.0]))
+    assert g.tolist() == [4.0, 6.0, 6.0]
+
+
+def write_into_argument_view(x):
+    v = x[:2]
+    v += 1.0
+    return v.sum()
+
+
+def in_place_on_argument(x):
+    x -= 1.0
+    return x.sum()
+
+
+def write_into_diagonal(x):
+    y = x.reshape(2, 3).copy()
+    d = np.diagonal(y)
+    d[0] = 1.0
+    return (y * y).sum()
+
+
+def write_into_library_view(x):
+    import asd.numpy as anp
+
+    y = x.copy()
+    m = anp.reshape(y, (2, 3))  # a library call: no record of the array it views
+    m[0, 0] = 5.0
+    return (y * y).sum()
+
+
+@pytest.mark.parametrize("f, fragment", [
+    (write_into_argument_view, "caller's array"),
+    (in_place_on_argument, "caller's array"),
+    (write_into_diagonal, "read-only"),
+    (write_into_library_view, "cannot trace this view back"),
+], ids=["argument view", "argument", "diagonal", "library view"])
+def test_writes_numpy_would_send_elsewhere_are_refused(f, fragment):
+    with pytest.raises(asd.ArgumentTypeError, match=fragment) as info:
+        asd.subgrad(f)(np.arange(1.0, 7.0))
+    assert __file__ in str(info.value)
+
+
+def test_the_advice_of_the_refusals_works():
+    x = np.arange(1.0, 7.0)
+
+    def copied_first(x):  # "copy the argument first"
+        y = x.copy()
+        v = y[:2]
+        v += 1.0
+        return v.sum()
+
+    def rebound(x):  # "write x = x - 1.0"
+        x = x - 1.0
+        return x.sum()
+
+    def into_the_base(x):  # "write into the base array itself"
+        y = x.copy()
+        y[0, ...] = 5.0
+        return (y * y).sum()
+
+    for f in (copied_first, rebound, into_the_base):
+        value, exact = limiting_gradient(f, x, [Fraction(1)] * 6)
+        got_value, g = asd.value_and_subgrad(f)(x)
+        assert got_value == float(value) and g.tolist() == [float(e) for e in exact]
+
+
+def test_a_scalar_argument_can_still_be_updated_in_place():
+    def f(x):
+        x += 1.0
+        x *= 3.0
+        return asd.relu(x)
+
+    assert asd.value_and_subgrad(f)(0.5) == (4.5, 3.0)
+
+
+def test_a_write_into_a_torch_view_is_refused_and_the_base_spelling_works():
+    torch = pytest.importorskip("torch")
+    x = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+
+    def through_a_view(x):
+        y = x * 1.0
+        v = y[:2]
+        v += 1.0
+        return (y * y).sum()
+
+    with pytest.raises(asd.ArgumentTypeError, match="views only"):
+        asd.value_and_subgrad(through_a_view)(x)
+
+    def into_the_base(x):
+        y = x * 1.0
+        y[:2] += 1.0
+        return (y * y).sum()
+
+    value, g = asd.value_and_subgrad(into_the_base)(x)
+    assert float(value) == 22.0 and g.tolist() == [4.0, 6.0, 6.0]
