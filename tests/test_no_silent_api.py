@@ -110,6 +110,23 @@ def test_tiny_directions_on_torch_float32_arguments():
     np.testing.assert_array_equal(g.numpy(), [float(e) for e in exact])
 
 
+@pytest.mark.parametrize("scale", SCALES)
+def test_clarke_and_the_asd_routine_at_any_direction_scale(scale):
+    v = np.array([1.0, 0.5]) * scale
+    exact = [mpmath.mpf(float(d)) for d in v]
+    length = mpmath.sqrt(sum(d * d for d in exact))
+    unit = np.array([float(d / length) for d in exact])
+    sample = asd.clarke(asd.norm, directions=np.array([v, -v]))(np.zeros(2))
+    np.testing.assert_allclose(sample.gradients, [unit, -unit], rtol=4e-16, atol=0)
+    if length > mpmath.mpf(np.finfo(float).max):
+        with pytest.raises(asd.NonFiniteError, match="smaller direction"):
+            asd.norm.asd(np.zeros(2), direction=v)
+        return
+    _, dini, grad = asd.norm.asd(np.zeros(2), direction=v)
+    np.testing.assert_allclose(grad, unit, rtol=4e-16, atol=0)
+    assert dini == pytest.approx(float(length), rel=4e-16, abs=0)
+
+
 # ----- dict directions are matched by key -----
 
 def test_a_dict_direction_in_another_key_order():

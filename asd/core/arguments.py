@@ -325,8 +325,9 @@ def times_power_of_two(a, e: int):
     if e == 0:
         return a
     if backend.is_host(a):
-        return np.ldexp(a, e) if np.result_type(a).kind == "f" else np.ldexp(
-            np.asarray(a, dtype=np.float64), e)
+        with np.errstate(all="ignore"):  # an overflow is the caller's to report
+            return np.ldexp(a, e) if np.result_type(a).kind == "f" else np.ldexp(
+                np.asarray(a, dtype=np.float64), e)
     while e:  # steps of at most 2**64, which every float format holds
         step = max(-64, min(64, e))
         a = a * 2.0 ** step
