@@ -18,7 +18,7 @@ from asd.core import arguments, backend
 from asd.core.arguments import as_float, check_argnums, check_leaves_finite, describe_leaf
 from asd.core.jit import CompiledFunction
 from asd.core.sweep import LazyDirection, LexDirections, Trace
-from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd
+from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd, stored_by_numpy
 from asd.errors import ArgumentError, ArgumentTypeError, ASDError, ShapeError
 from asd.result import ASDResult, TieReport, decisions_of, ties_of
 from asd.tree import flatten, flatten_as, unflatten
@@ -185,8 +185,8 @@ def _explained(e: Exception) -> Exception:
 
     The user's own exceptions (raised outside asd) are returned unchanged.
     """
-    if isinstance(e.__cause__, ASDError):  # numpy's wrapping of asd's refusal (`c[0] = t`)
-        return e.__cause__
+    if isinstance(e.__cause__, ASDError) and stored_by_numpy(e):
+        return e.__cause__  # numpy's wrapping of asd's refusal (`c[0] = t`)
     where = None if isinstance(e, ASDError) else raised_by_asd(e)
     return e if where is None else as_asd_error(e, f"asd's {where}()", ())
 

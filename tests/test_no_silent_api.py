@@ -679,3 +679,15 @@ def test_a_write_into_a_torch_view_is_refused_and_the_base_spelling_works():
 
     value, g = asd.value_and_subgrad(into_the_base)(x)
     assert float(value) == 22.0 and g.tolist() == [4.0, 6.0, 6.0]
+
+
+def test_the_users_own_error_chained_from_an_asd_error_passes_unchanged():
+    def f(x):
+        try:
+            float(x)
+        except asd.TracerBoolError as err:
+            raise ValueError("mine") from err
+        return x
+
+    with pytest.raises(ValueError, match="mine"):
+        asd.subgrad(f)(1.0)

@@ -35,7 +35,7 @@ from asd.core.arguments import masked_refusal
 from asd.core.primitive import Traced
 from asd.core.program import Literal, Program
 from asd.core.sweep import LexDirections, Trace
-from asd.core.tracing import ClosedNodes, Tracer, close_trace
+from asd.core.tracing import ClosedNodes, Tracer, close_trace, stored_by_numpy
 from asd.errors import ArgumentError, ASDError, TracerBoolError
 from asd.tree import TreeDef, flatten, unflatten
 
@@ -437,8 +437,8 @@ class CompiledFunction:
         try:
             out = self.fn(*plan.substitute(args, extra))
         except (ValueError, TypeError) as e:
-            if isinstance(e.__cause__, ASDError):  # numpy's wrapping of asd's refusal
-                raise e.__cause__ from None
+            if isinstance(e.__cause__, ASDError) and stored_by_numpy(e):
+                raise e.__cause__ from None  # numpy's wrapping of asd's refusal
             raise
         finally:
             close_trace(trace)

@@ -266,6 +266,16 @@ def assigned_array(frame, augmented_only: bool = False) -> str | None:
     return None
 
 
+def stored_by_numpy(e: BaseException) -> bool:
+    """Whether ``e`` is numpy's own error for the item assignment on the user's line where
+    it was raised (``c[0] = t`` into a plain array): numpy wraps asd's refusal, which the
+    transforms then raise in its place. The user's own errors pass through unchanged."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and assigned_array(tb.tb_frame) is not None
+
+
 def store_refusal(x: Tracer, target: str) -> TracerBoolError:
     """The refusal of ``target[...] = x`` into a plain numpy array, with spellings that work."""
     return TracerBoolError(
