@@ -8,6 +8,7 @@ arguments' library, dtype and device.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -17,8 +18,8 @@ from asd.core import arguments, backend
 from asd.core.arguments import as_float, check_argnums, check_leaves_finite, describe_leaf
 from asd.core.jit import CompiledFunction
 from asd.core.sweep import LazyDirection, LexDirections, Trace
-from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd
-from asd.errors import ArgumentError, ASDError, ShapeError
+from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd, stored_by_numpy
+from asd.errors import ArgumentError, ArgumentTypeError, ASDError, ShapeError
 from asd.result import ASDResult, TieReport, decisions_of, ties_of
 from asd.tree import flatten, flatten_as, unflatten
 
@@ -33,6 +34,7 @@ class _Inputs:
     def __init__(self, args: tuple, argnums: ArgNums):
         self.single, self.argnums = check_argnums(argnums, len(args))
         self.args = args
+        arguments.refuse_masked(args, tuple(a % len(args) for a in self.argnums))
         diff = args[self.argnums[0]] if self.single else tuple(args[a] for a in self.argnums)
         raw, self.tree = flatten(diff)
         self.is_array = [isinstance(x, np.ndarray) or backend.is_foreign(x) for x in raw]
@@ -69,12 +71,32 @@ class _Inputs:
             self.checked_direction(w, allow_zero=True) for w in directions[1:]]
 
     def direction(self, direction, seed, *, allow_zero: bool = False) -> list[np.ndarray]:
+        """The direction as one array per leaf, as given (random and normalized if None)."""
         if direction is None:
             return self.random_direction(seed).normalized()
-        dirs, tree = flatten(direction)
-        if tree != self.tree:
-            raise ShapeError(f"direction has structure {tree}, but the differentiated "
-                             f"arguments have structure {self.tree}")
+        return self._in_libraries(self._host_direction(direction, allow_zero))
+
+    def unit_direction(self, direction, *, allow_zero: bool = False) -> tuple[list, int]:
+        """``(dirs, e)``: the given direction times ``2**-e``, its largest entry in [0.5, 1).
+
+        Branch choices do not depend on a direction's scale, but its arithmetic does: the
+        tangents of ``[1e308, 1e308]`` overflow and the series of ``[1e-320, 1e-320]``
+        underflow, each deciding ties wrongly. A power of two scales exactly, so every
+        direction sweeps at unit scale with the same decisions as any multiple of it;
+        ``f'(x; v)`` is the swept derivative times ``2**e`` (`times_power_of_two`).
+        """
+        host = self._host_direction(direction, allow_zero)
+        e = arguments.unit_exponent(host)
+        return self._in_libraries([np.ldexp(d, -e) for d in host]), e
+
+    def _host_direction(self, direction, allow_zero: bool) -> list[np.ndarray]:
+        """The direction's leaves as float64 numpy arrays shaped like the arguments."""
+        try:
+            dirs = flatten_as(self.tree, direction, array_leaves=True)
+        except ValueError as e:
+            raise ShapeError(f"direction has structure {flatten(direction)[1]}, but the "
+                             f"differentiated arguments have structure {self.tree} "
+                             f"({e})") from e
         out = []
         for d, x in zip(dirs, self.leaves, strict=True):
             # float64 whatever the argument's dtype: every tie is decided in full precision
@@ -83,16 +105,23 @@ class _Inputs:
                 raise ShapeError(f"direction entry of shape {d.shape} does not match the "
                                  f"argument of shape {x.shape}")
             if not np.all(np.isfinite(d)):
-                raise ValueError("the direction must be finite")
-            # another library's maps may not mix dtypes (torch): its direction takes x's
-            out.append(d if backend.is_host(x) else backend.from_host(d, x, "like"))
-        if not allow_zero and not any(bool(np.any(backend.to_host(d))) for d in out):
-            raise ValueError("the direction must be nonzero: it selects the branch at every tie")
+                raise ArgumentError("the direction must be finite")
+            out.append(d)
+        if not allow_zero and not any(np.any(d) for d in out):
+            raise ArgumentError("the direction must be nonzero: it selects the branch at "
+                                "every tie")
         return out
 
+    def _in_libraries(self, dirs: list[np.ndarray]) -> list:
+        """Each leaf of a host direction in its argument's library (torch's maps may not mix
+        dtypes: a torch argument's direction takes its dtype and device)."""
+        return [d if backend.is_host(x) else backend.from_host(d, x, "like")
+                for d, x in zip(dirs, self.leaves, strict=True)]
+
     def lex(self, directions, seed) -> LexDirections:
-        """The directions after ``v`` (``directions[1:]``), then draws from ``seed``."""
-        given = [self.direction(w, seed, allow_zero=True) for w in (directions or [])[1:]]
+        """The directions after ``v`` (``directions[1:]``), then draws from ``seed``; each
+        at unit scale (`unit_direction`: only their signs decide)."""
+        given = [self.unit_direction(w, allow_zero=True)[0] for w in (directions or [])[1:]]
         return LexDirections(given, _lex_seed(seed))
 
     def random_direction(self, seed) -> LazyDirection:
@@ -102,6 +131,9 @@ class _Inputs:
                              None if all(map(backend.is_host, self.leaves)) else self.leaves)
 
     def call(self, f: Callable, tracers: list) -> Any:
+        """``f`` at the arguments with the differentiated leaves replaced by ``tracers``;
+        its program is then checked for constants asd cannot differentiate through
+        (`arguments.check_real_program`), also where ``f`` failed because of one."""
         args = list(self.args)
         rebuilt = unflatten(self.tree, tracers)
         if self.single:
@@ -109,14 +141,22 @@ class _Inputs:
         else:
             for a, r in zip(self.argnums, rebuilt, strict=True):
                 args[a] = r
+        trace = tracers[0]._trace if tracers else None
         try:
             with np.errstate(all="ignore"):
-                return f(*args)
-        except (IndexError, ValueError, TypeError) as e:
-            raise _explained(e) from e
+                out = f(*args)
+        except Exception as e:
+            if trace is not None:
+                arguments.check_real_program(trace)
+            if isinstance(e, IndexError | ValueError | TypeError):
+                raise _explained(e) from e
+            raise
         finally:
-            if tracers:  # the call is over: values that escaped it refuse further use
-                close_trace(tracers[0]._trace)
+            if trace is not None:  # the call is over: values that escaped it refuse use
+                close_trace(trace)
+        if trace is not None:
+            arguments.check_real_program(trace)
+        return out
 
     def restore(self, arrays: list) -> Any:
         """Cast results back to each leaf's dtype; Python scalars come back as numpy scalars,
@@ -145,6 +185,8 @@ def _explained(e: Exception) -> Exception:
 
     The user's own exceptions (raised outside asd) are returned unchanged.
     """
+    if isinstance(e.__cause__, ASDError) and stored_by_numpy(e):
+        return e.__cause__  # numpy's wrapping of asd's refusal (`c[0] = t`)
     where = None if isinstance(e, ASDError) else raised_by_asd(e)
     return e if where is None else as_asd_error(e, f"asd's {where}()", ())
 
@@ -175,9 +217,19 @@ def _first_direction(direction, directions):
 
 
 def _sweep(f, inputs: _Inputs, direction, seed, allow_zero=False, directions=None):
-    dirs = inputs.direction(_first_direction(direction, directions), seed,
-                            allow_zero=allow_zero)
-    return sweep_along(f, inputs, dirs, inputs.lex(directions, seed))
+    """``(trace, out, input ids)`` of a sweep along the direction (see `_unit_sweep`)."""
+    return _unit_sweep(f, inputs, direction, seed, allow_zero, directions)[:3]
+
+
+def _unit_sweep(f, inputs: _Inputs, direction, seed, allow_zero=False, directions=None):
+    """``(trace, out, input ids, e)``: a sweep along the direction at unit scale, which is
+    the given one times ``2**-e`` (`_Inputs.unit_direction`; 0 for a random draw)."""
+    direction = _first_direction(direction, directions)
+    if direction is None:
+        dirs, e = inputs.direction(None, seed), 0
+    else:
+        dirs, e = inputs.unit_direction(direction, allow_zero=allow_zero)
+    return (*sweep_along(f, inputs, dirs, inputs.lex(directions, seed)), e)
 
 
 def sweep_along(f, inputs: _Inputs, dirs: list[np.ndarray], lex: LexDirections | None = None):
@@ -216,11 +268,30 @@ def _gradients(ct: list, ids: list[int], leaves: list) -> list:
 
 # ----- the public functions -----
 
+def own_errstate(wrapped: Callable) -> Callable:
+    """``wrapped`` run under asd's own floating-point error state, whatever the caller's.
+
+    asd computes on the caller's values outside ``f`` too (argument screens, direction
+    scaling, the reverse sweep, series, magnitudes), where an underflow or overflow is
+    expected and handled; under the caller's ``np.errstate(all="raise")`` numpy would turn
+    it into a ``FloatingPointError`` from asd's inside. ``f`` itself already runs with
+    errors ignored (its NaN and infinities are named by asd's finiteness checks).
+    """
+
+    @functools.wraps(wrapped)
+    def quiet(*args):
+        with np.errstate(all="ignore"):
+            return wrapped(*args)
+
+    return quiet
+
+
 def transform(wrapped: Callable, factory: Callable, f: Callable, **options) -> Callable:
     """Mark ``wrapped`` as ``factory(f, **options)``, so `jit` can rebuild it over a
-    compiled ``f``."""
-    wrapped.__asd_transform__ = (factory, f, options)
-    return wrapped
+    compiled ``f``; it runs under asd's own error state (`own_errstate`)."""
+    quiet = own_errstate(wrapped)
+    quiet.__asd_transform__ = (factory, f, options)
+    return quiet
 
 def value_and_subgrad(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
                       directions=None, full: bool = False,
@@ -303,26 +374,34 @@ def asd(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
 
 
 def _sweep_directions(inputs: _Inputs, direction, seed, directions=None):
-    """The direction of a sweep: the given one, or a random one drawn only where a rule
-    meets a tie (or the Dini derivative is asked for)."""
+    """``(dirs, e)``: the direction of a sweep, a random one drawn only where a rule meets a
+    tie (or the Dini derivative is asked for), or the given one times ``2**-e``
+    (`_Inputs.unit_direction`)."""
     direction = _first_direction(direction, directions)
     if direction is None and any(backend.size(x) for x in inputs.leaves):
-        return inputs.random_direction(seed)
-    return inputs.direction(direction, seed, allow_zero=directions is not None)
+        return inputs.random_direction(seed), 0
+    if direction is None:
+        return inputs.direction(None, seed), 0
+    return inputs.unit_direction(direction, allow_zero=directions is not None)
 
 
 def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None) -> ASDResult:
     """The sweep behind `value_and_subgrad` and `asd`; the Dini derivative only if ``full``."""
-    dirs = _sweep_directions(inputs, direction, seed, directions)
+    dirs, e = _sweep_directions(inputs, direction, seed, directions)
     trace, out, ids = sweep_along(f, inputs, dirs, inputs.lex(directions, seed))
     traced = _scalar_output(out, trace)
+    given = _first_direction(direction, directions)
+
+    def reported():  # the direction as given (a random one normalized: drawn only here)
+        return inputs.restore(_resolved(dirs) if given is None
+                              else flatten_as(inputs.tree, given))
+
     if traced is None:
         value = _scalar(out)
         grads = [_zeros_like(x) for x in inputs.leaves]
         dini = (np.zeros_like(value, dtype=float)[()] if backend.is_host(value)
                 else backend.namespace(value).zeros_like(value))
-        return ASDResult(value, inputs.restore(grads), dini,
-                         inputs.restore(_resolved(dirs)), [], [])
+        return ASDResult(value, inputs.restore(grads), dini, reported(), [], [])
     k = traced._id
     trace.check_lipschitz(k)
     v = traced.value
@@ -338,7 +417,11 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
     dini = _scalar(trace.tangent(k))
     if isinstance(dirs, LazyDirection):  # the sweep ran along the unnormalized draw
         dini = dini * dirs.scale()
-    return ASDResult(value, inputs.restore(grads), dini, inputs.restore(_resolved(dirs)),
+    elif e:  # the sweep ran along the given direction at unit scale
+        dini = arguments.times_power_of_two(dini, e)
+        if not backend.all_finite(dini):
+            raise arguments.direction_overflow("the Dini derivative f'(x; v)", e)
+    return ASDResult(value, inputs.restore(grads), dini, reported(),
                      ties_of(trace.nodes, trace.ties), ties_of(trace.nodes, trace.degenerate),
                      decisions_of(trace.nodes, trace.decisions))
 
@@ -355,6 +438,9 @@ def vjp(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
     of its Clarke subdifferential, the same as ``subgrad`` of ``<ct, f>`` along the same
     direction. The sweep runs once, whatever the number of pullbacks: the shape of a
     framework's backward, whose cotangent arrives after the forward (``asd.torch.function``).
+    Cotangents are real, like the function: a complex one is refused (its imaginary part is
+    never cast away); pull ``ct.real`` and ``ct.imag`` separately and combine them as
+    ``pullback(ct.real) + 1j * pullback(ct.imag)``, exact because the Jacobian is real.
 
     >>> import asd, numpy as np
     >>> y, pullback = asd.vjp(asd.relu, direction=np.array([1.0, -1.0]))(np.zeros(2))
@@ -366,7 +452,7 @@ def vjp(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
     def wrapped(*args):
         inputs = _Inputs(args, argnums)
         direction_, directions_ = inputs.checked_sequence(direction, directions)
-        dirs = _sweep_directions(inputs, direction_, seed, directions_)
+        dirs, _ = _sweep_directions(inputs, direction_, seed, directions_)
         trace, out, ids = sweep_along(f, inputs, dirs, inputs.lex(directions_, seed))
         outs, out_tree = arguments.output_leaves(out, trace)
         arguments.check_finite_outputs(trace, outs)
@@ -389,6 +475,10 @@ class _Pullback:
         self.trace, self.inputs, self.ids, self.outs, self.tree = trace, inputs, ids, outs, tree
 
     def __call__(self, ct) -> Any:
+        with np.errstate(all="ignore"):  # see `own_errstate`
+            return self._pull(ct)
+
+    def _pull(self, ct) -> Any:
         try:
             cts = flatten_as(self.tree, ct)
         except ValueError as e:
@@ -399,10 +489,13 @@ class _Pullback:
             if c is None or not isinstance(o, Tracer):
                 continue             # a constant output (or no cotangent): no contribution
             shape = tuple(np.shape(o.value))
+            where = "the cotangent" if len(cts) == 1 else f"cotangent {i}"
             if not backend.is_foreign(c):
-                c = np.asarray(c, dtype=o.dtype)
-            elif c.dtype != o.value.dtype:   # a half-precision cotangent of a float32 sweep
-                c = backend.namespace(c).astype(c, o.value.dtype)
+                c = np.asarray(_real_cotangent(c, where), dtype=o.dtype)
+            else:
+                c = _real_cotangent(c, where)
+                if c.dtype != o.value.dtype:  # a half-precision cotangent of a float32 sweep
+                    c = backend.namespace(c).astype(c, o.value.dtype)
             if tuple(np.shape(c)) != shape:
                 raise ShapeError(f"cotangent {i} has shape {tuple(np.shape(c))}, but output "
                                  f"leaf {i} has shape {shape}")
@@ -414,6 +507,22 @@ class _Pullback:
         if seeds:
             arguments.check_finite(self.trace, max(seeds), grads, "the vector-Jacobian product")
         return self.inputs.restore(grads)
+
+
+def _real_cotangent(c, where: str):
+    """A cotangent checked as an argument is: real and numeric. A complex one is refused,
+    not cast (which keeps only its real part): the Jacobian is real, so ``Jᵀ(a + ib)`` is
+    ``Jᵀa + i Jᵀb``, two pullbacks the caller combines (see `vjp`)."""
+    try:
+        return arguments.as_leaf(c, where)
+    except ArgumentTypeError as e:
+        if "complex" not in str(e):
+            raise
+        dtype = getattr(c, "dtype", type(c).__name__)
+        raise ArgumentTypeError(
+            f"{where} is complex ({dtype}); the pullback of a real function is a real linear "
+            "map and asd does not cast the imaginary part away. Pull the real and imaginary "
+            "parts separately: pullback(ct.real) + 1j * pullback(ct.imag).") from None
 
 
 def _scalar(v):
@@ -465,7 +574,7 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
         *args, v = args_and_v
         inputs = _Inputs(tuple(args), argnums)
         v = inputs.checked_direction(v, allow_zero=True)
-        trace, out, _ = _sweep(f, inputs, v, None, allow_zero=True)
+        trace, out, _, e = _unit_sweep(f, inputs, v, None, allow_zero=True)
         leaves, tree = arguments.output_leaves(out, trace)
         arguments.check_finite_outputs(trace, leaves)
         values, dots = [], []
@@ -484,6 +593,10 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
                 values.append(leaf)
                 dots.append(_zeros_like(backend.floating(leaf)))
         arguments.check_finite_tangents(trace, leaves, dots)
+        if e:  # the sweep ran along v at unit scale: f'(x; v) = 2**e f'(x; v / 2**e)
+            dots = [arguments.times_power_of_two(d, e) for d in dots]
+            if not all(backend.all_finite(d) for d in dots):
+                raise arguments.direction_overflow("the directional derivative", e)
         return unflatten(tree, values), unflatten(tree, dots)
 
     return transform(wrapped, directional, f, argnums=argnums)
@@ -634,6 +747,7 @@ def trace(f: Callable) -> Callable[..., Any]:
     }
     """
 
+    @own_errstate
     def wrapped(*args):
         t = Trace()
         leaves, in_tree = flatten(args)
@@ -667,13 +781,13 @@ def jit(fn: Callable, *, dynamic_argnums: int | tuple[int, ...] = ()) -> Callabl
 
     A signature is the arguments' structure, each differentiated leaf's shape, dtype,
     library and device, and the value of every other argument: numbers, flags and strings
-    by value, arrays by their bytes, so ``fn`` sees them exactly as uncompiled and a new
-    value traces again. Arguments listed in ``dynamic_argnums`` are instead traced as
-    constant inputs of the program (as ``jax.jit`` traces its arguments): new values replay
-    without tracing (no hashing either: use it for large or changing data), but ``fn`` then
-    sees traced values there, so Python cannot branch on them, and library functions that
-    treat constants specially (an exponent, clip bounds) may build a different, equally
-    correct program.
+    by type and value (floats by their bits: ``0.0`` is not ``-0.0``), arrays by their type
+    and bytes, so ``fn`` sees them exactly as uncompiled and a new value traces again.
+    Arguments listed in ``dynamic_argnums`` are instead traced as constant inputs of the
+    program (as ``jax.jit`` traces its arguments): new values replay without tracing (no
+    hashing either: use it for large or changing data), but ``fn`` then sees traced values
+    there, so Python cannot branch on them, and library functions that treat constants
+    specially (an exponent, clip bounds) may build a different, equally correct program.
 
     As with ``jax.jit``, values ``fn`` reads that are not arguments (closures, globals) are
     fixed when a signature is first traced (array constants are copied then); call

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from asd.api import _forward_jacobian, _Inputs, _reverse_jacobian, sweep_along
+from asd.core.arguments import direction_overflow, times_power_of_two
 from asd.core.tracing import Tracer
 from asd.tree import flatten, unflatten
 
@@ -48,7 +49,7 @@ def asd_routine(fn: Callable) -> Callable[..., tuple[Any, Any, Any]]:
         inputs = _Inputs(xs, diff[0] if single else diff)
         if not single and isinstance(direction, list):
             direction = tuple(direction)  # one entry per input, as the inputs are gathered
-        dirs = inputs.direction(direction, None)
+        dirs, e = inputs.unit_direction(direction)  # swept at unit scale, exactly
         trace, out, ids = sweep_along(lambda *a: fn(*a, **params), inputs, dirs)
         outs, out_tree = flatten(out)
         values, dinis = [], []
@@ -56,7 +57,11 @@ def asd_routine(fn: Callable) -> Callable[..., tuple[Any, Any, Any]]:
             if isinstance(o, Tracer):
                 trace.check_lipschitz(o._id)
                 values.append(np.asarray(o.value))
-                dinis.append(np.broadcast_to(trace.tangent(o._id), o.shape).copy())
+                dini = np.asarray(times_power_of_two(
+                    np.broadcast_to(trace.tangent(o._id), o.shape).copy(), e))
+                if not np.all(np.isfinite(dini)):
+                    raise direction_overflow("the directional derivative", e)
+                dinis.append(dini)
             else:
                 values.append(np.asarray(o))
                 dinis.append(np.zeros(np.shape(o)))

@@ -98,14 +98,19 @@ def flatten(tree: Any) -> tuple[list, TreeDef]:
     return leaves, walk(tree)
 
 
-def flatten_as(treedef: TreeDef, tree: Any) -> list:
+def flatten_as(treedef: TreeDef, tree: Any, *, array_leaves: bool = False) -> list:
     """The leaves of ``tree`` read in the structure ``treedef``, where ``None`` may stand for a
-    whole subtree (each of its leaves ``None``: a cotangent an output did not get). Raises
-    ValueError where the two structures differ otherwise.
+    whole subtree (each of its leaves ``None``: a cotangent an output did not get). Dicts
+    are read by key, in ``treedef``'s order, whatever order ``tree`` lists them in; a plain
+    tuple may stand for a namedtuple. With ``array_leaves``, a list or tuple where
+    ``treedef`` has a leaf is that leaf (an array written as a list: ``direction=[1, 2]``).
+    Raises ValueError where the two structures differ otherwise.
 
     >>> leaves, tree = flatten(([1.0, 2.0], 3.0))
     >>> flatten_as(tree, (None, 4.0))
     [None, None, 4.0]
+    >>> flatten_as(flatten({"a": 1.0, "b": 2.0})[1], {"b": 20.0, "a": 10.0})
+    [10.0, 20.0]
     """
     out: list = []
 
@@ -114,7 +119,7 @@ def flatten_as(treedef: TreeDef, tree: Any) -> list:
             out.extend([None] * td.n_leaves)
             return
         if td.kind == "leaf":
-            if isinstance(x, tuple | list | dict):
+            if isinstance(x, dict) or (isinstance(x, tuple | list) and not array_leaves):
                 raise ValueError(f"a {type(x).__name__} where a leaf was expected")
             out.append(x)
             return

@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from asd.errors import NotLipschitzError, UnsupportedError
+from asd.errors import ArgumentTypeError, NotLipschitzError, UnsupportedError
 from asd.extend import (
     Closure,
     Diagonal,
@@ -139,8 +139,25 @@ def update_rule(xs, dxs, index):
     return ans, FanIn(keep, Closure(update_push, update_pull, new.shape, old.shape))
 
 
+def _complex(value) -> bool:
+    """Whether an assigned value holds complex numbers (a list or tuple: any entry)."""
+    if isinstance(value, list | tuple):
+        return any(_complex(v) for v in value)
+    if isinstance(value, complex):
+        return True
+    dtype = getattr(value, "dtype", None)
+    kind = getattr(dtype, "kind", None)
+    return kind == "c" if kind is not None else bool(getattr(dtype, "is_complex", False))
+
+
 def setitem(y, key, value):
     """``y[key] = value`` as a new value (see the module docstring); returns it."""
+    if _complex(value) and not _complex(y):
+        raise ArgumentTypeError(
+            f"y[...] = {value!r:.40}: a complex value written into the real traced array "
+            f"%{y._id} would lose its imaginary part (numpy drops it with a ComplexWarning "
+            "or refuses). Write the real part explicitly (y[...] = np.real(v)), or keep "
+            "real and imaginary parts as two real arrays.")
     if isinstance(key, tuple) and len(key) == 1:
         key = key[0]
     if is_traced(key):

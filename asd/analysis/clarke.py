@@ -305,7 +305,10 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         inputs = _Inputs(args, argnums)
         dirs = (_antithetic(inputs, n, seed) if directions is None
                 else _given(inputs, directions))
-        leaf_dirs = _split_leaves(dirs, inputs.leaves)
+        # each direction swept at unit scale (exact powers of two: the same branches)
+        leaf_dirs = _split_leaves(np.ldexp(dirs, -np.frexp(np.max(np.abs(dirs), axis=1,
+                                                                  keepdims=True))[1]),
+                                  inputs.leaves)
         trace, out, ids = sweep_along(f, inputs, [d[0] for d in leaf_dirs])
         traced = _scalar_output(out, trace)
         shape = inputs.leaves[0].shape if len(inputs.leaves) == 1 else None

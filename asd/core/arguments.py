@@ -16,6 +16,7 @@ asd.errors.ArgumentTypeError: argument 0 is complex (complex128); ... two real a
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,7 @@ from asd.errors import (
     OutputError,
     ShapeError,
 )
-from asd.tree import TreeDef, flatten, unflatten
+from asd.tree import TreeDef, flatten, flatten_as, unflatten
 
 INT64_RANGE = (-(2 ** 63), 2 ** 63)
 """Python integers outside this range do not fit numpy's int64 and are refused."""
@@ -103,6 +104,8 @@ def as_real_array(x, where: str) -> np.ndarray:
     if isinstance(x, str | bytes):
         raise ArgumentTypeError(f"{where} is a {type(x).__name__} ({_short(x)}), not a real "
                                 "number or array; convert it first (float(s) for a string).")
+    if isinstance(x, np.ma.MaskedArray):
+        raise masked_refusal(where)
     try:
         a = np.asarray(x)
     except (TypeError, ValueError, OverflowError) as e:
@@ -123,6 +126,60 @@ def as_real_array(x, where: str) -> np.ndarray:
         raise ArgumentError(f"{where} holds integers of 2**63 or more, outside the 64-bit range "
                             "numpy computes in; pass floats")
     return a
+
+
+def masked_refusal(where: str) -> ArgumentTypeError:
+    """A masked array met where asd reads values: asd computes on plain arrays, so the mask
+    would be dropped (numpy's masked sum of ``[1, --]`` is 1; of the data, 3)."""
+    return ArgumentTypeError(
+        f"{where} is a numpy masked array; asd computes on its data and would drop the mask "
+        "(the masked entries would count). Pass the data and apply the mask inside the "
+        "function: mask = np.ma.getmaskarray(m), then differentiate "
+        "lambda x: np.sum(np.where(mask, 0.0, x)) at m.data, or drop the masked entries "
+        "first with m.compressed().")
+
+
+def refuse_masked(args: tuple, skip: tuple[int, ...] = ()) -> None:
+    """Refuse a masked array among the leaves of the arguments not in ``skip`` (the
+    differentiated ones are checked as they are read)."""
+    for i, a in enumerate(args):
+        if i in skip:
+            continue
+        leaves, _ = flatten(a)
+        for j, leaf in enumerate(leaves):
+            if isinstance(leaf, np.ma.MaskedArray):
+                raise masked_refusal(f"argument {i}" if len(leaves) == 1
+                                     else f"argument {i} (leaf {j})")
+
+
+def exactly_float(a: np.ndarray, where: str) -> np.ndarray:
+    """An integer or bool array as float64, refused where that rounds an entry.
+
+    float64 holds every integer up to 2**53 in magnitude; past it ``2**60 + 1`` becomes
+    ``2**60``, so ``t[0] - t[1]`` would be 0 where numpy's integer arithmetic says 1.
+    """
+    f = a.astype(np.float64)
+    if a.dtype.kind not in "iu" or a.dtype.itemsize <= 4 or not a.size:
+        return f
+    with np.errstate(all="ignore"):  # 2**63 and beyond wrap when cast back: caught below
+        inexact = (f >= 2.0 ** (63 if a.dtype.kind == "i" else 64)) | (f.astype(a.dtype) != a)
+    if inexact.any():
+        at = tuple(int(i) for i in np.argwhere(inexact)[0])
+        raise inexact_integer(where, int(a[at]), int(f[at]) if np.isfinite(f[at]) else None,
+                              at if a.ndim else None)
+    return f
+
+
+def inexact_integer(where: str, n: int, rounded: int | None, at) -> ArgumentError:
+    """The refusal of an integer that the float conversion would round."""
+    becomes = f" (it would become {rounded})" if rounded is not None else ""
+    index = f" at index {at}" if at is not None else ""
+    return ArgumentError(
+        f"{where} holds the integer {n}{index}, which the floating-point type asd "
+        f"differentiates in cannot hold exactly{becomes}: integers are exact only up to "
+        "2**53 in float64 (2**24 in float32). Subtract a common offset or rescale so the "
+        "values fit, or convert it yourself (np.asarray(x, dtype=float)) to accept the "
+        "rounding.")
 
 
 def foreign_real_array(x, where: str):
@@ -151,17 +208,19 @@ def as_float(x, where: str = "argument", check: bool = True) -> np.ndarray:
     """
     if backend.is_foreign(x):
         a = backend.floating(foreign_real_array(x, where))
+        if a is not x:
+            _check_exact_conversion(x, a, where)
         if check:
             check_leaves_finite([a], [where])
         return a
     a = as_real_array(x, where)
     if a.dtype.kind != "f":
-        a = a.astype(np.float64)
+        a = exactly_float(a, where)
     # the sum of squares (one BLAS pass, no temporary: a quarter of an entrywise test) is
     # finite when every entry is; the entrywise test runs only to tell a NaN or infinity
     # from a sum that overflowed
     flat = a.ravel()
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(all="ignore"):  # tiny entries underflow: harmless, whatever the caller's
         square_sum = np.dot(flat, flat)
     if not np.isfinite(square_sum) and not np.all(np.isfinite(a)):
         bad = np.argwhere(~np.isfinite(a))
@@ -171,6 +230,16 @@ def as_float(x, where: str = "argument", check: bool = True) -> np.ndarray:
             f"({a[tuple(bad[0])] if a.ndim else a}{at}); a generalized derivative exists only "
             "at finite points. Replace NaN/inf before differentiating (np.nan_to_num).")
     return a
+
+
+def _check_exact_conversion(x, a, where: str) -> None:
+    """Refuse another library's integer array whose float conversion ``a`` rounded it."""
+    xp = backend.namespace(x)
+    changed = xp.astype(a, x.dtype) != x
+    if bool(backend.to_host(xp.any(changed))):
+        host = backend.to_host(x)
+        at = tuple(int(i) for i in np.argwhere(backend.to_host(changed))[0])
+        raise inexact_integer(where, int(host[at]), None, at if host.ndim else None)
 
 
 def check_leaves_finite(leaves: list, names: list[str]) -> None:
@@ -213,16 +282,20 @@ def check_direction(direction, tree: TreeDef, leaves: list[np.ndarray], *,
     """
     if direction is None:
         return None
-    dirs, dtree = flatten(direction)
-    if not dtree.same_structure(tree):
-        raise ShapeError(f"the direction has structure {dtree}, but the differentiated "
-                         f"arguments have structure {tree}; give one entry per argument leaf")
+    try:  # dicts matched by key, as the arguments are; an array leaf may come as a list
+        dirs = flatten_as(tree, direction, array_leaves=True)
+    except ValueError as e:
+        raise ShapeError(f"the direction has structure {flatten(direction)[1]}, but the "
+                         f"differentiated arguments have structure {tree} ({e}); give one "
+                         "entry per argument leaf, in the arguments' containers") from e
     out = []
     for i, (d, x) in enumerate(zip(dirs, leaves, strict=True)):
         where = "the direction" if len(dirs) == 1 else f"the direction (leaf {i})"
         if backend.is_foreign(d):
             d = backend.to_host(foreign_real_array(d, where))  # checked and drawn on the host
         d = as_real_array(d, where)
+        if d.dtype.kind in "iu":
+            d = exactly_float(d, where)
         if d.shape != tuple(x.shape):
             raise ShapeError(f"{where} has shape {d.shape}, but the argument it moves has shape "
                              f"{x.shape}; give the direction the argument's shape")
@@ -233,6 +306,43 @@ def check_direction(direction, tree: TreeDef, leaves: list[np.ndarray], *,
         raise ArgumentError("the direction is zero; it must be nonzero because it selects the "
                             "branch at every tie (any nonzero vector works; scale is ignored)")
     return unflatten(tree, out)
+
+
+def unit_exponent(leaves: list[np.ndarray]) -> int:
+    """The ``e`` with the largest entry of a direction (float64 leaves) in ``[2**(e-1), 2**e)``:
+    dividing by ``2**e`` is exact (subnormals included) and leaves no entry above 1.
+
+    >>> unit_exponent([np.array([1e308, -3.0])]), unit_exponent([np.array([5e-324])])
+    (1024, -1073)
+    """
+    top = max((float(np.max(np.abs(d))) for d in leaves if d.size), default=0.0)
+    return math.frexp(top)[1] if top else 0
+
+
+def times_power_of_two(a, e: int):
+    """``a * 2**e`` exactly (rounded only where the result over- or underflows), in ``a``'s
+    library and dtype: undoes `unit_exponent`'s scaling on a derivative."""
+    if e == 0:
+        return a
+    if backend.is_host(a):
+        with np.errstate(all="ignore"):  # an overflow is the caller's to report
+            return np.ldexp(a, e) if np.result_type(a).kind == "f" else np.ldexp(
+                np.asarray(a, dtype=np.float64), e)
+    while e:  # steps of at most 2**64, which every float format holds
+        step = max(-64, min(64, e))
+        a = a * 2.0 ** step
+        e -= step
+    return a
+
+
+def direction_overflow(what: str, e: int) -> NonFiniteError:
+    """The refusal of a derivative finite at unit scale whose value along the given,
+    huge direction (``2**e`` times the unit one) is past the float range."""
+    return NonFiniteError(
+        f"{what} along the given direction is not finite: it is finite along the direction "
+        f"scaled to unit size, and the direction's largest entry is about 2**{e}, which "
+        "takes it past the float range. Pass a smaller direction: the result does not "
+        "depend on the direction's scale, and f'(x; c*v) = c * f'(x; v) for c > 0.")
 
 
 def check_seed(seed) -> None:
@@ -254,6 +364,59 @@ def check_seed(seed) -> None:
     if not ok:
         raise ArgumentError(f"seed={_short(seed)} is not usable: seeds are None, a non-negative "
                             "int, a sequence of them, a numpy Generator or SeedSequence")
+
+
+# ----- constants met inside the function -----
+
+def check_real_program(trace) -> None:
+    """Refuse a masked-array constant, and the first differentiated node holding complex
+    values, in the program ``f`` recorded.
+
+    Arguments are checked at the boundary, but constants enter inside ``f``: ``x + 1j`` makes
+    complex values whose imaginary parts the real linear maps, and the final cast to the
+    argument's dtype, would drop (numpy only warns), and a masked array's mask is dropped by
+    every rule, which computes on plain arrays. One pass over the nodes after the call (the
+    dtypes as a set: a few, however long the program).
+    """
+    from asd.core.program import Literal, format_node
+
+    nodes = trace.nodes
+    masked = np.ma.MaskedArray
+    for k, node in enumerate(nodes):
+        for a in node.args:
+            if type(a) is Literal and isinstance(a.value, masked):
+                raise masked_refusal(f"the constant {_short(a.value)} of "
+                                     f"{format_node(k, node)}")
+    if not any(map(_is_complex, {node.dtype for node in nodes})):
+        return
+    for k, node in enumerate(nodes):
+        if node.prim is not None and node.active and _is_complex(node.dtype):
+            consts = [a.value for a in node.args if type(a) is Literal
+                      and _is_complex(_constant_dtype(a.value))]
+            source = (f"the complex constant {_short(consts[0])}" if consts
+                      else f"{node.name} (it returns complex values)")
+            raise ArgumentTypeError(
+                f"{format_node(k, node)} holds complex values, made by {source}; asd "
+                "differentiates real programs, and the real derivative maps would drop "
+                "the imaginary parts. Write the complex arithmetic with real numbers: "
+                "|x + 1j| is np.hypot(x, 1.0), the real and imaginary parts of "
+                "(a + bj)(c + dj) are a*c - b*d and a*d + b*c.")
+
+
+def _constant_dtype(v):
+    dtype = getattr(v, "dtype", None)
+    if dtype is not None:
+        return dtype
+    try:
+        return np.result_type(v)
+    except (TypeError, ValueError):  # a slice, a string: not a number
+        return None
+
+
+def _is_complex(dtype) -> bool:
+    """Whether a numpy, JAX or torch dtype is complex."""
+    kind = getattr(dtype, "kind", None)
+    return kind == "c" if kind is not None else bool(getattr(dtype, "is_complex", False))
 
 
 # ----- outputs -----

@@ -20,8 +20,10 @@ a *guard* (`read_value`); a replay whose guarded value reads differently traces 
 
 from __future__ import annotations
 
+import decimal
 import hashlib
 import math
+import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -29,11 +31,12 @@ from typing import Any
 import numpy as np
 
 from asd.core import backend, codegen
+from asd.core.arguments import masked_refusal
 from asd.core.primitive import Traced
 from asd.core.program import Literal, Program
 from asd.core.sweep import LexDirections, Trace
-from asd.core.tracing import ClosedNodes, Tracer, close_trace
-from asd.errors import ArgumentError, TracerBoolError
+from asd.core.tracing import ClosedNodes, Tracer, close_trace, stored_by_numpy
+from asd.errors import ArgumentError, ASDError, TracerBoolError
 from asd.tree import TreeDef, flatten, unflatten
 
 MAX_VARIANTS = 8
@@ -85,15 +88,52 @@ def _is_array(x) -> bool:
 
 
 def content_key(a) -> tuple:
-    """A constant array in a signature: its library, shape, dtype and a digest of its bytes
-    (equal bytes build the same program; a cryptographic digest keeps the key small)."""
+    """A constant array in a signature: its type, library, shape, dtype and a digest of its
+    bytes (equal bytes build the same program; a cryptographic digest keeps the key small).
+    The type tells ``np.float64(1)`` from ``np.array(1.0)``, which Python can branch on."""
     host = np.ascontiguousarray(backend.to_host(a))
     digest = hashlib.blake2b(host.view(np.uint8).reshape(-1), digest_size=16).digest()
-    return (*leaf_signature(a), digest)
+    return (type(a), *leaf_signature(a), digest)
+
+
+def static_key(x) -> tuple:
+    """A hashable value as part of a signature, equal only for values Python cannot tell
+    apart: its type, and floats by their bits.
+
+    ``==`` is not enough: ``0.0 == -0.0`` (``math.copysign`` tells them apart), NaNs differ
+    from themselves and hide their payloads, ``Decimal('1.0') == Decimal('1.00')``; and
+    ``1 == 1.0 == True``, whose types differ. Containers that `asd.tree.flatten` does not
+    open (frozensets) are keyed entry by entry; any other object by its type and ``==``.
+
+    >>> static_key(0.0) == static_key(-0.0), static_key(1) == static_key(True)
+    (False, False)
+    """
+    t = type(x)
+    if isinstance(x, float):
+        return (t, struct.pack("<d", x))
+    if isinstance(x, complex):
+        return (t, struct.pack("<dd", x.real, x.imag))
+    if isinstance(x, frozenset):
+        return (t, frozenset(static_key(e) for e in x))
+    if isinstance(x, tuple):
+        return (t, tuple(static_key(e) for e in x))
+    if isinstance(x, decimal.Decimal):
+        return (t, x.as_tuple())
+    return (t, x)
+
+
+def tree_key(tree: TreeDef) -> tuple:
+    """A tree's structure with its dict keys keyed as `static_key` keys values (a dict
+    keyed ``-0.0`` or ``True`` is not the one keyed ``0.0`` or ``1``)."""
+    if tree.kind == "leaf":
+        return ()
+    return (tree.kind, tree.cls, tuple(static_key(k) for k in tree.keys),
+            tuple(tree_key(c) for c in tree.children))
 
 
 def _static_key(x, where: str):
-    """A non-array leaf as part of the signature: by value, so it must be hashable."""
+    """A non-array leaf as part of the signature: by value (`static_key`), so it must be
+    hashable."""
     try:
         hash(x)
     except TypeError as e:
@@ -101,7 +141,7 @@ def _static_key(x, where: str):
             f"{where} ({type(x).__name__}) is neither an array nor hashable, so asd.jit "
             "cannot tell whether a later call passes the same value. Pass arrays, numbers, "
             "strings or tuples of them, or close over the object instead.") from e
-    return (type(x), x)
+    return static_key(x)
 
 
 class Plan:
@@ -121,10 +161,13 @@ class Plan:
             if i in diff:
                 continue
             leaves, tree = flatten(a)
-            parts: list = [tree]
+            parts: list = [tree, tree_key(tree)]
             for j, leaf in enumerate(leaves):
                 if isinstance(leaf, Traced):
                     raise Retrace  # called inside another sweep: trace through instead
+                if isinstance(leaf, np.ma.MaskedArray):  # its mask would be dropped
+                    raise masked_refusal(f"argument {i}" if len(leaves) == 1
+                                         else f"argument {i} (leaf {j})")
                 if not _is_array(leaf):
                     parts.append(_static_key(leaf, f"argument {i} (leaf {j})"))
                 elif i in dynamic:
@@ -377,6 +420,11 @@ class CompiledFunction:
         leaves, _ = flatten(args)
         if any(isinstance(x, Traced) for x in leaves):
             return self.fn(*args)  # inside another sweep: its trace records fn's nodes
+        with np.errstate(all="ignore"):  # asd's own error state, whatever the caller's
+            return self._evaluate(args)
+
+    def _evaluate(self, args: tuple) -> Any:
+        """A plain call: the replayed program's value (traced first for a new signature)."""
         plan = self.plan(args, (), (), tuple(range(len(args))))  # every argument an input
         for variant in self.cache.get(plan.key, ()):
             try:
@@ -387,8 +435,11 @@ class CompiledFunction:
         trace = Trace()
         extra = [trace.new_input(backend_leaf(a), active=False) for a in plan.arrays]
         try:
-            with np.errstate(all="ignore"):
-                out = self.fn(*plan.substitute(args, extra))
+            out = self.fn(*plan.substitute(args, extra))
+        except (ValueError, TypeError) as e:
+            if isinstance(e.__cause__, ASDError) and stored_by_numpy(e):
+                raise e.__cause__ from None  # numpy's wrapping of asd's refusal
+            raise
         finally:
             close_trace(trace)
         self.traces += 1
@@ -444,7 +495,9 @@ def quick_key(args: tuple, diff: tuple[int, ...], dynamic: tuple[int, ...]) -> t
                 return None
             else:
                 key.append(a.shape)
-        elif t in (float, int, bool, str) or a is None:
+        elif t is float:
+            key.append((t, struct.pack("<d", a)))  # -0.0 is not 0.0 (`static_key`)
+        elif t in (int, bool, str) or a is None:
             key.append((t, a))
         else:
             return None
@@ -513,7 +566,8 @@ class FastPath:
 
 def inputs_key(inputs) -> tuple:
     """The differentiated leaves' part of a signature."""
-    return (inputs.tree, tuple(leaf_signature(x) for x in inputs.leaves))
+    return (inputs.tree, tree_key(inputs.tree),
+            tuple(leaf_signature(x) for x in inputs.leaves))
 
 
 def backend_leaf(a):

@@ -11,9 +11,12 @@ dtypes and constants from the library of the sweep's values (numpy, torch or JAX
 
 from __future__ import annotations
 
+import ast
+import functools
 import linecache
 import os
 import sys
+import weakref
 
 import numpy as np
 
@@ -68,6 +71,42 @@ def _ufunc(uf):
             raise as_asd_error(e, f"numpy.{uf.__name__}", (other, self)) from e
 
     return op, rop
+
+
+def _in_place(symbol: str, uf):
+    """``y += b`` and its kind: numpy writes the result into ``y`` (keeping its shape and
+    dtype), so every name and view of ``y`` sees it; asd points ``y`` at the new node and
+    follows the views (`write`). An argument's tracer is rebound instead where it is a
+    number (a Python float passed in), and refused where it is an array numpy would write."""
+    op = _ufunc(uf)[0]
+
+    def in_place(self, other):
+        def compute():
+            new = op(self, other)
+            if tuple(new.shape) != tuple(self.shape):
+                raise ShapeError(f"`{symbol}` on {describe_value(self)} with an operand of "
+                                 f"shape {np.shape(other)}: the result has shape "
+                                 f"{tuple(new.shape)}, which numpy cannot store in place")
+            if new.dtype != self.dtype and getattr(self.dtype, "kind", None) == "f":
+                new = new.astype(self.dtype)  # numpy keeps the target's dtype
+            return new
+
+        if (type(self.value) is not np.ndarray and _viewed_tensor(self._trace, self._id)
+                is not None and assigned_array(sys._getframe(1), augmented_only=True)):
+            return compute()  # `y[k] += b` on torch: Python stores the result in y[k] next
+        if self._trace.nodes[self._id].prim is None:
+            if self.ndim:
+                raise ArgumentTypeError(
+                    f"`{symbol}` on the argument {describe_value(self)}{user_source_line()} "
+                    "would change the caller's array in place (numpy writes into it). "
+                    f"Copy it first (y = x.copy(); y {symbol} ...) or write x = x "
+                    f"{symbol[:-1]} ...")
+            return compute()
+        write(self, compute, f"`{symbol}`")
+        return self
+
+    in_place.__name__ = f"__i{uf.__name__}__"
+    return in_place
 
 
 def _method(name):
@@ -182,19 +221,92 @@ def _engine_dirs() -> list[str]:
     return _ENGINE_DIRS
 
 
-def user_source_line(frame=None) -> str:
-    """`` at file.py:12: `if x > 0:` ``: the first frame outside asd (from ``frame``, by
-    default the caller's), or '' if none."""
-    dirs = _engine_dirs()
-    frame = sys._getframe(1) if frame is None else frame
+def user_frame(frame):
+    """The first frame from ``frame`` outward that is neither asd's nor numpy's (numpy's
+    Python code, np.vectorize's loop say, is never the line the user wrote), or None."""
+    dirs = [*_engine_dirs(), os.path.dirname(os.path.abspath(np.__file__))]
     while frame is not None:
         name = os.path.abspath(frame.f_code.co_filename)
         if not any(name.startswith(d + os.sep) for d in dirs):
-            line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
-            return (f" at {frame.f_code.co_filename}:{frame.f_lineno}"
-                    + (f": `{line}`" if line else ""))
+            return frame
         frame = frame.f_back
-    return ""
+    return None
+
+
+def user_source_line(frame=None) -> str:
+    """`` at file.py:12: `if x > 0:` ``: the first frame outside asd and numpy (from
+    ``frame``, by default the caller's), or '' if none."""
+    frame = user_frame(sys._getframe(1) if frame is None else frame)
+    if frame is None:
+        return ""
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    return f" at {frame.f_code.co_filename}:{frame.f_lineno}" + (f": `{line}`" if line else "")
+
+
+def assigned_array(frame, augmented_only: bool = False) -> str | None:
+    """``c`` when the user's line at ``frame`` assigns into an item of ``c`` (``c[0] = t``,
+    ``c[1:] += t``; with ``augmented_only`` only the latter), else None: numpy converts a
+    traced value stored into a plain array."""
+    frame = user_frame(frame)
+    if frame is None:
+        return None
+    line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip()
+    try:
+        tree = ast.parse(line)
+    except SyntaxError:  # a statement over several lines
+        return None
+    for stmt in tree.body:
+        targets = ([] if augmented_only else stmt.targets if isinstance(stmt, ast.Assign)
+                   else [stmt.target] if isinstance(stmt, ast.AugAssign) else [])
+        if augmented_only and isinstance(stmt, ast.AugAssign):
+            targets = [stmt.target]
+        for target in targets:
+            if isinstance(target, ast.Subscript):
+                return ast.unparse(target.value)
+    return None
+
+
+def stored_by_numpy(e: BaseException) -> bool:
+    """Whether ``e`` is numpy's own error for the item assignment on the user's line where
+    it was raised (``c[0] = t`` into a plain array): numpy wraps asd's refusal, which the
+    transforms then raise in its place. The user's own errors pass through unchanged."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and assigned_array(tb.tb_frame) is not None
+
+
+def store_refusal(x: Tracer, target: str) -> TracerBoolError:
+    """The refusal of ``target[...] = x`` into a plain numpy array, with spellings that work."""
+    return TracerBoolError(
+        f"traced value {describe_value(x)} is written into the plain numpy array "
+        f"{target!r}{user_source_line()}: a numpy array holds plain numbers, so the value "
+        "would drop out of the program. Build the array from traced values instead "
+        "(asd.numpy.stack([x[0], 0.0, 0.0]) or asd.numpy.array([...])), or assign into a "
+        f"traced array: start from {target} = np.zeros(n) + x[:0].sum() (traced zeros), "
+        f"then {target}[i] = ... records the assignment.")
+
+
+def _numpy_object_call(frame) -> tuple[str | None, object]:
+    """``('numpy.vectorize', caller)`` when ``frame`` runs inside the method of a numpy
+    object (np.vectorize's loop), with the frame that called it; else ``(None, frame)``."""
+    name, caller = None, frame
+    while caller is not None and caller.f_globals.get("__name__", "").startswith("numpy."):
+        owner = caller.f_locals.get("self")
+        if owner is not None and type(owner).__module__ == "numpy":
+            name = f"numpy.{type(owner).__name__}"
+        caller = caller.f_back
+    return (name, caller) if name else (None, frame)
+
+
+ARRAY_CONVERSION_ADVICE = {
+    "numpy.vectorize": (
+        "np.vectorize calls its Python function on plain numbers, one entry at a time. Call "
+        "the function on the array itself (f(x) instead of np.vectorize(f)(x)): arithmetic "
+        "and numpy functions act entrywise on traced arrays; write a branch "
+        "`a if t > 0 else b` as asd.numpy.where(t > 0, a, b)."),
+}
+"""What to write instead where a numpy object's Python code converts a traced array."""
 
 
 def dispatching_numpy_function(frame) -> tuple[str | None, object]:
@@ -335,25 +447,385 @@ def _ufunc_at(ufunc, a, indices, b=None):
         raise ArgumentTypeError(
             f"{name} into the argument {describe_value(a)}{user_source_line()} would change "
             "the caller's array. Copy it first: y = x.copy(); np.add.at(y, ...)")
-    new = UFUNC_AT[ufunc](a, indices, b)
-    a._id, a.value = new._id, new.value
+    write(a, lambda: UFUNC_AT[ufunc](a, indices, b), name)
+
+
+# ----- aliasing: numpy views of traced arrays, and writes through them -----
+#
+# numpy's basic indexing, reshape, transpose and their kind return views: a write into a
+# view changes its base, and a write into the base shows through every view. A traced
+# write is functional (a new node the written array then points at), so asd follows the
+# views explicitly:
+# - every traced value that is a numpy view of another one (its value shares memory with an
+#   input of its node) joins the alias group of its buffer, which records the node it views
+#   (`_register_view`, run as the Tracer is made: one type test for the other nodes);
+# - a write into an array re-derives each live view of it from the written value, by
+#   re-running the view's own node on it (`_follow`), so ``v = y[:2]; y[0] = 5`` changes v;
+# - a write into a view that the function took from a known array (``v = y[:2]; v += 1``)
+#   is a write into that array at the view's positions, then re-derived as above
+#   (`_write_through`); a write into a view asd cannot trace back to its array (made by a
+#   library call, or read-only in numpy) is refused with the spelling that works.
+# Views of the arguments are not followed: writing into them or the arguments is refused.
+
+class _AliasGroup:
+    """The traced views of one buffer: ``links`` maps a view's node to the node it views
+    (``read_only`` marks those numpy would not write through), ``tracers`` holds weak
+    references to the live view tracers (a dead view needs no update), ``refs`` the weak
+    references that drop the group with its buffers."""
+
+    __slots__ = ("links", "read_only", "tracers", "refs")
+
+    def __init__(self):
+        self.links: dict[int, int] = {}
+        self.read_only: set[int] = set()
+        self.tracers: dict[int, weakref.ref] = {}
+        self.refs: list[weakref.ref] = []
+
+
+_GROUPS: dict[int, _AliasGroup] = {}
+"""id(buffer) -> its alias group, dropped when the buffer (a traced value's memory) dies."""
+
+
+def _owner(a: np.ndarray) -> np.ndarray:
+    """The array that owns ``a``'s memory."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a
+
+
+def _group(buffer: np.ndarray, create: bool = True) -> _AliasGroup | None:
+    key = id(buffer)
+    group = _GROUPS.get(key)
+    if group is None and create:
+        group = _GROUPS[key] = _AliasGroup()
+        group.refs.append(weakref.ref(buffer, functools.partial(_drop, _GROUPS, key)))
+    return group
+
+
+def _drop(table: dict, key: int, _ref) -> None:
+    """A weak reference's callback: its object died, so its entry goes."""
+    table.pop(key, None)
+
+
+def _join(group: _AliasGroup, buffer: np.ndarray) -> None:
+    """Make ``buffer`` (a copy standing for a numpy view) share ``group``."""
+    key = id(buffer)
+    if _GROUPS.get(key) is not group:
+        _GROUPS[key] = group
+        group.refs.append(weakref.ref(buffer, functools.partial(_drop, _GROUPS, key)))
+
+
+def _track(group: _AliasGroup, t: Tracer) -> None:
+    key = id(t)
+    group.tracers[key] = weakref.ref(t, functools.partial(_drop, group.tracers, key))
+
+
+def _shares(a, b) -> bool:
+    """Whether ``a`` and ``b`` (``a`` a numpy array) are views of one numpy buffer."""
+    return type(b) is np.ndarray and _owner(a) is _owner(b)
+
+
+def _viewed_input(trace, k: int) -> int | None:
+    """The traced input of node ``k`` whose memory node ``k``'s value views, or None."""
+    value = trace.values[k]
+    if type(value) is not np.ndarray:
+        return None
+    owner = _owner(value)
+    for a in trace.nodes[k].args:
+        if type(a) is int:
+            b = trace.values[a]
+            if type(b) is np.ndarray and _owner(b) is owner:
+                return a
+    return None
+
+
+def _register_view(t: Tracer) -> None:
+    """``t``, whose value is a numpy view, joins its buffer's alias group where it views a
+    traced value the function computed (not an argument, whose writes are refused). Runs
+    for every view node, so written for speed: owners compared by identity."""
+    trace, k = t._trace, t._id
+    nodes, values = trace.nodes, trace.values
+    node = nodes[k]
+    if node.prim is None:
+        return
+    owner = _owner(t.value)
+    for parent in node.args:
+        if type(parent) is int:
+            b = values[parent]
+            if type(b) is np.ndarray and (b is owner or _owner(b) is owner):
+                break
+    else:
+        return
+    if nodes[parent].prim is None:
+        return
+    group = _GROUPS.get(id(owner))
+    if group is None or parent not in group.links:
+        if values[parent] is not owner and _viewed_input(trace, parent) is not None:
+            return  # the parent views something not followed (an argument)
+        if group is None:
+            group = _group(owner)
+    group.links[k] = parent
+    _track(group, t)
+
+
+def link_alias(child, parent: Tracer, copy_of_view: bool = False) -> None:
+    """Record ``child`` (or each of a tuple of them), computed from ``parent``, as a view of
+    ``parent`` where its value views ``parent``'s memory: ``_base`` names the array writes go
+    through to. With ``copy_of_view`` (a numpy function returning a read-only view, which
+    asd computes as a copy: ``np.diagonal``) the child joins ``parent``'s group as a
+    read-only view, so writes into ``parent`` still reach it."""
+    if isinstance(child, list | tuple):
+        for c in child:
+            link_alias(c, parent, copy_of_view)
+        return
+    if type(child) is not Tracer or child is parent or child._trace is not parent._trace \
+            or type(parent.value) is not np.ndarray or type(child.value) is not np.ndarray:
+        return
+    trace, k = child._trace, child._id
+    if child.value.base is not None:  # registered as it was made, if a followed view
+        group = _GROUPS.get(id(_owner(child.value)))
+        if group is not None and group.links.get(k) == parent._id:
+            child._base = parent
+            return
+    if trace.nodes[parent._id].prim is None:
+        if parent._id in trace.nodes[k].args and _shares(child.value, parent.value):
+            child._base = parent  # a view of an argument: writes into it are refused
+        return
+    if not copy_of_view:
+        return
+    inputs = [a for a in trace.nodes[k].args if type(a) is int]
+    group = _group(_owner(parent.value))
+    if parent._id not in group.links and _viewed_input(trace, parent._id) is not None:
+        return
+    # the node's input that is parent, or a view of it the library took on the way
+    via = next((a for a in inputs if _reaches(group, a, parent._id)), None)
+    if via is None:
+        return
+    _join(group, _owner(child.value))
+    group.links[k] = via
+    group.read_only.add(k)
+    _track(group, child)
+    child._base = parent
+
+
+def _reaches(group: _AliasGroup, k: int, target: int) -> bool:
+    """Whether node ``k`` is ``target`` or views it through ``group``'s links."""
+    while k != target:
+        k = group.links.get(k)
+        if k is None:
+            return False
+    return True
+
+
+def write(t: Tracer, compute, what: str) -> None:
+    """``t`` written in place: ``compute()`` is its new value (a traced array of ``t``'s
+    shape); ``t`` then points at it, a view writes through to its base, and every live view
+    of the written array follows (see the section comment)."""
+    if t._base is not None and type(t.value) is np.ndarray:
+        _write_through(t, compute(), what)
+        return
+    parent = (_viewed_input(t._trace, t._id) if type(t.value) is np.ndarray
+              else _viewed_tensor(t._trace, t._id))
+    if parent is not None:
+        raise _unfollowed_view(t, parent, what, torch=type(t.value) is not np.ndarray)
+    _replace(t, compute())
+
+
+def _viewed_tensor(trace, k: int) -> int | None:
+    """The traced input of node ``k`` whose storage node ``k``'s value (a torch tensor) is a
+    view of, or None: asd follows numpy's views only, so a write into a torch view (which
+    torch would send into its base) is refused."""
+    base = getattr(trace.values[k], "_base", None)
+    if base is None:
+        return None
+    for a in trace.nodes[k].args:
+        if type(a) is int:
+            v = trace.values[a]
+            if v is base or getattr(v, "_base", None) is base:
+                return a
+    return None
+
+
+def _replace(t: Tracer, new: Tracer) -> None:
+    """Point ``t`` at ``new`` and re-derive the live views of its old value."""
+    old_id, old_value = t._id, t.value
+    t._id, t.value = new._id, new.value
+    if type(old_value) is np.ndarray:
+        _follow(t, old_id, _group(_owner(old_value), create=False))
+
+
+def _follow(t: Tracer, old_id: int, group: _AliasGroup | None) -> None:
+    """Re-derive every live view of node ``old_id`` (now ``t``) from ``t``, by re-running
+    each view node on its re-derived base; views of views in program order."""
+    if group is None:
+        return
+    trace = t._trace
+    live = [v for r in list(group.tracers.values()) if (v := r()) is not None
+            and v is not t and v._trace is trace]
+    memo = {old_id: t}
+    for v in sorted(live, key=lambda v: v._id):
+        new = _rederive(v._id, group, memo, trace)
+        if new is not None:
+            v._id, v.value = new._id, new.value
+            new_group = _GROUPS.get(id(_owner(new.value))) if type(new.value) is \
+                np.ndarray else None
+            if new_group is not None:
+                _track(new_group, v)
+
+
+def _rederive(k: int, group: _AliasGroup, memo: dict, trace):
+    """Node ``k`` recomputed from the re-derived node it views (memoized), or None when
+    ``k`` does not view the written node."""
+    if k in memo:
+        return memo[k]
+    parent = group.links.get(k)
+    base = None if parent is None else _rederive(parent, group, memo, trace)
+    if base is None:
+        return None
+    node = trace.nodes[k]
+    args = [base if a == parent else Tracer(trace, a, trace.values[a]) if type(a) is int
+            else a.value for a in node.args]
+    new = node.prim(*args, **node.params)
+    if k in group.read_only:  # a copy standing for a numpy view: keep it in the group
+        new_group = _group(_owner(base.value))
+        _join(new_group, _owner(new.value))
+        new_group.links[new._id] = base._id
+        new_group.read_only.add(new._id)
+    memo[k] = new
+    return new
+
+
+def _write_through(v: Tracer, new_v: Tracer, what: str) -> None:
+    """A write into the view ``v``: its base array, at the positions ``v`` covers, takes
+    ``new_v`` (what ``v`` holds after the write), and every view of the base follows."""
+    chain = [v]
+    while chain[-1]._base._base is not None:
+        chain.append(chain[-1]._base)
+    root = chain[-1]._base
+    trace = v._trace
+    if trace.nodes[root._id].prim is None:
+        raise ArgumentTypeError(
+            f"{what} into {describe_value(v)}, a view of the argument "
+            f"{describe_value(root)}{user_source_line()}, would change the caller's array. "
+            "Copy the argument first: y = x.copy(), then take the view of y.")
+    group = _group(_owner(root.value), create=False) if type(root.value) is np.ndarray \
+        else None
+    pos = np.arange(backend.size(root.value)).reshape(np.shape(root.value))
+    for link in reversed(chain):
+        node = trace.nodes[link._id]
+        if (group is None or group.links.get(link._id) != link._base._id
+                or link._id in group.read_only or not link.value.flags.writeable):
+            raise _unfollowed_view(v, link._base._id, what, read_only=True)
+        pos = node.prim.impl(*(pos if a == link._base._id else trace.values[a]
+                               if type(a) is int else a.value for a in node.args),
+                             **node.params)
+    flat = np.asarray(root.value).reshape(-1)
+    if np.shape(pos) != np.shape(v.value) or not np.array_equal(flat[pos], v.value,
+                                                                 equal_nan=True):
+        raise _unfollowed_view(v, v._base._id, what)
+    index = np.unravel_index(pos, np.shape(root.value))
+    _replace(root, root._update(index, new_v))
+
+
+def _unfollowed_view(v: Tracer, parent: int, what: str, read_only: bool = False,
+                     torch: bool = False):
+    why = ("numpy makes this view read-only" if read_only else
+           "asd follows numpy's views only" if torch else
+           "asd cannot trace this view back to the array it was taken from (a library call "
+           "made it)")
+    return ArgumentTypeError(
+        f"{what} into {describe_value(v)}{user_source_line()}: it is a view of %"
+        f"{parent}, which a write would change too, and {why}. Write into the base array "
+        "itself (for v = y[:2]; v += 1.0 write y[:2] += 1.0), or copy the view first "
+        "(v = v.copy()) if the base must stay as it is.")
+
+
+def _noting_views(method_name: str, fn):
+    """A Tracer method or property that returns views of ``self`` (reshape, transpose,
+    basic indexing), marked so that writes into them reach ``self`` (`link_alias`)."""
+
+    def viewing(self, *args, **kwargs):
+        out = fn(self, *args, **kwargs)
+        link_alias(out, self)
+        return out
+
+    viewing.__name__ = method_name
+    return viewing
+
+
+def _fliplr(m):
+    if np.ndim(m) < 2:
+        raise ValueError("Input must be >= 2-d.")
+    return m[:, ::-1]
+
+
+def _flipud(m):
+    if np.ndim(m) < 1:
+        raise ValueError("Input must be >= 1-d.")
+    return m[::-1, ...]
+
+
+def _rot90(m, k=1, axes=(0, 1)):
+    """numpy's ``rot90`` (its own code converts its argument), written with its views."""
+    axes = tuple(axes)
+    ndim = np.ndim(m)
+    if len(axes) != 2:
+        raise ValueError("len(axes) must be 2.")
+    if axes[0] == axes[1] or abs(axes[0] - axes[1]) == ndim:
+        raise ValueError("Axes must be different.")
+    if not all(-ndim <= a < ndim for a in axes):
+        raise ValueError(f"Axes={axes} out of range for array of ndim={ndim}.")
+    k %= 4
+    if k == 0:
+        return m[:]
+    if k == 2:
+        return np.flip(np.flip(m, axes[0]), axes[1])
+    order = list(range(ndim))
+    order[axes[0]], order[axes[1]] = order[axes[1]], order[axes[0]]
+    if k == 1:
+        return np.transpose(np.flip(m, axes[1]), order)
+    return np.flip(np.transpose(m, order), axes[1])
+
+
+VIEW_SPELLINGS = {
+    np.flip: np.flip._implementation,     # numpy's own code: basic indexing
+    np.split: np.split._implementation,   # array_split: swapaxes and slices
+    np.array_split: np.array_split._implementation,
+    np.hsplit: np.hsplit._implementation,
+    np.vsplit: np.vsplit._implementation,
+    np.dsplit: np.dsplit._implementation,
+    np.fliplr: _fliplr,
+    np.flipud: _flipud,
+    np.rot90: _rot90,
+    np.real: lambda val: val.real,
+}
+"""numpy functions returning views, spelled with the views asd follows (basic indexing,
+swapaxes, transpose) instead of the library's copies, so writes alias as numpy's do."""
+
+READ_ONLY_VIEWS = {np.diagonal, np.diag}
+"""numpy functions returning read-only views of a matrix, which asd computes as copies:
+writes into the matrix still reach them (`link_alias`)."""
+
 
 class Tracer(Traced):
     """A value in a sweep. Behaves like a read-only numpy array; Python branching on it raises."""
 
-    __slots__ = ("_trace", "_id", "value")
+    __slots__ = ("_trace", "_id", "value", "_base", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, trace, node_id: int, value):
         self._trace, self._id, self.value = trace, node_id, value
+        self._base = None  # the traced array this one is a numpy view of (`link_alias`)
+        if type(value) is np.ndarray and value.base is not None:
+            _register_view(self)
 
     # ----- array attributes -----
     shape = property(lambda self: np.shape(self.value))
     dtype = property(lambda self: _dtype_of(self.value))
     ndim = property(lambda self: np.ndim(self.value))
     size = property(lambda self: backend.size(self.value))
-    T = property(lambda self: METHODS["transpose"](self))
-    mT = property(lambda self: METHODS["swapaxes"](self, -1, -2))
+    T = property(_noting_views("T", lambda self: METHODS["transpose"](self)))
+    mT = property(_noting_views("mT", lambda self: METHODS["swapaxes"](self, -1, -2)))
 
     def __len__(self) -> int:
         if not self.ndim:
@@ -387,6 +859,9 @@ class Tracer(Traced):
         )
 
     def _concrete(self, kind):
+        target = assigned_array(sys._getframe(2))
+        if target is not None:  # numpy storing the value into a plain array's item
+            raise store_refusal(self, target)
         raise TracerBoolError(
             f"{kind}() of traced value {describe_value(self)}{user_source_line()} would drop "
             "it from the program. Keep "
@@ -411,6 +886,18 @@ class Tracer(Traced):
 
     def __array__(self, dtype=None, copy=None):
         fn, caller = dispatching_numpy_function(sys._getframe(1))
+        if fn is None:
+            obj, caller = _numpy_object_call(sys._getframe(1))
+            if obj is not None:
+                raise TracerBoolError(
+                    f"{obj} converted traced value {describe_value(self)} to a plain numpy "
+                    f"array inside its own code{user_source_line(caller)}, which drops it "
+                    "from the program. " + ARRAY_CONVERSION_ADVICE.get(
+                        obj, "Compute with asd.numpy functions on the traced array instead."))
+        if fn is None:
+            target = assigned_array(sys._getframe(1))
+            if target is not None:  # `c[:] = x` into a plain array
+                raise store_refusal(self, target)
         if fn is not None:
             raise TracerBoolError(
                 f"{fn} converted traced value {describe_value(self)} to a plain numpy array "
@@ -452,13 +939,17 @@ class Tracer(Traced):
         if meta is not None:
             return meta(*(_value_of(a) for a in args),
                         **{k: _value_of(v) for k, v in kwargs.items()})
-        fn = FUNCTIONS.get(func)
+        fn = VIEW_SPELLINGS.get(func) or FUNCTIONS.get(func)
         if fn is None:
             raise unsupported(func)
         try:
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
         except (IndexError, ValueError, TypeError) as e:
             raise as_asd_error(e, f"numpy.{func.__name__}", args) from e
+        if args and type(args[0]) is Tracer:  # numpy's views of it alias it (`link_alias`)
+            link_alias(out, args[0], copy_of_view=func in READ_ONLY_VIEWS
+                       and np.ndim(args[0].value) >= 2)
+        return out
 
     # ----- operators -----
     __add__, __radd__ = _ufunc(np.add)
@@ -487,10 +978,10 @@ class Tracer(Traced):
     def __abs__(self):
         return UFUNCS[np.absolute](self)
 
-    __getitem__ = _method("getitem")
-    reshape = _method("reshape")
-    transpose = _method("transpose")
-    swapaxes = _method("swapaxes")
+    __getitem__ = _noting_views("__getitem__", _method("getitem"))
+    reshape = _noting_views("reshape", _method("reshape"))
+    transpose = _noting_views("transpose", _method("transpose"))
+    swapaxes = _noting_views("swapaxes", _method("swapaxes"))
     sum = _method("sum")
     mean = _method("mean")
     prod = _method("prod")
@@ -498,9 +989,13 @@ class Tracer(Traced):
     min = _method("min")
     dot = _method("dot")
     astype = _method("astype")
-    squeeze = _method("squeeze")
-    ravel = _method("ravel")
-    flatten = _method("ravel")
+    squeeze = _noting_views("squeeze", _method("squeeze"))
+    ravel = _noting_views("ravel", _method("ravel"))
+
+    def flatten(self):
+        """A copy (numpy's ``flatten`` never returns a view, unlike ``ravel``)."""
+        return METHODS["copy"](METHODS["ravel"](self))
+
     clip = _method("clip")
     cumsum = _method("cumsum")
 
@@ -511,20 +1006,30 @@ class Tracer(Traced):
     round = _method("round")
     conj = conjugate = _method("conjugate")
     copy = _method("copy")
-    real = property(lambda self: self.copy())
+    real = property(lambda self: self[...])  # a view, as numpy's .real of a real array
     imag = property(lambda self: np.zeros(self.shape, self.dtype))
 
     def __setitem__(self, key, value):
         """``y[key] = value`` records a functional update and points ``y`` at its result.
 
-        Other traced arrays holding the old node (views included) keep the old values.
+        As in numpy, views of ``y`` see the change, and a write into a view changes the
+        array it views (see `write`).
         """
         if self._trace.nodes[self._id].prim is None:
             raise ArgumentTypeError(
                 f"item assignment into the argument {describe_value(self)}"
                 f"{user_source_line()} would change the caller's array. Copy it first: "
                 "y = x.copy(); y[...] = ...")
-        new = self._update(key, value)
-        self._id, self.value = new._id, new.value
+        write(self, lambda: self._update(key, value), "item assignment")
 
     _update = _method("setitem")
+
+    # ----- in-place operators: numpy writes into the array, so views see the change -----
+    __iadd__ = _in_place("+=", np.add)
+    __isub__ = _in_place("-=", np.subtract)
+    __imul__ = _in_place("*=", np.multiply)
+    __itruediv__ = _in_place("/=", np.true_divide)
+    __ifloordiv__ = _in_place("//=", np.floor_divide)
+    __imod__ = _in_place("%=", np.remainder)
+    __ipow__ = _in_place("**=", np.power)
+    __imatmul__ = _in_place("@=", np.matmul)
