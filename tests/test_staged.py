@@ -56,7 +56,7 @@ def test_ties_flat_to_first_order_along_every_direction_are_counted():
         return asd.relu(x[0] - x[1]) + asd.relu(x[0] * x[0] + x[1] * x[1])
 
     lex = LexDirections([[np.array([2.0, 2.0])]], random=0)
-    trace, out, ids = staged.sweep(f, [np.zeros(2)], [np.array([1.0, 1.0])], lex)
+    trace, _out, _ids = staged.sweep(f, [np.zeros(2)], [np.array([1.0, 1.0])], lex)
     assert int(staged.undecided(trace, np.zeros(()))) == 1
     (node,) = [k for k, count in trace.undecided.items() if int(count)]
     # the first relu's: the map of x**2 + y**2 is 0 at 0, so its relu needs no decision
@@ -72,10 +72,10 @@ def test_a_tie_whose_linearization_is_zero_needs_no_decision():
 
 
 def test_probe_mode_flags_a_tie_and_decides_by_the_values():
-    trace, out, _ = staged.sweep(lambda x: asd.relu(x).sum(), [np.array([0.0, 1.0])],
+    trace, _, _ = staged.sweep(lambda x: asd.relu(x).sum(), [np.array([0.0, 1.0])],
                                  [np.array([1.0, 1.0])], LexDirections(), mode="values")
     assert bool(staged.tied(trace, np.zeros(())))
-    trace, out, _ = staged.sweep(lambda x: asd.relu(x).sum(), [np.array([-1.0, 1.0])],
+    trace, _out, _ = staged.sweep(lambda x: asd.relu(x).sum(), [np.array([-1.0, 1.0])],
                                  [np.array([1.0, 1.0])], LexDirections(), mode="values")
     assert not bool(staged.tied(trace, np.zeros(())))
 

@@ -359,8 +359,9 @@ def ray_compare(a, da, b, db=None, *, record: bool = False, strict: bool = False
     sign = xp.astype(gt, xp.int8) - xp.astype(lt, xp.int8)
     tie = xp.broadcast_to(a_ == b_, shape)
     trace = _trace_of(da, db)
-    if trace is not None and trace.staged:
-        if trace.staged == "values":  # a probe: the values' side, ties only flagged
+    mode = getattr(trace, "staged", False)  # a re-run's tangents (asd.clarke) read eagerly
+    if mode:
+        if mode == "values":  # a probe: the values' side, ties only flagged
             trace.flag_tie(rule_context.node, tie)
             return sign
         return xp.where(tie, staged_sign(trace, a, da, b, db, tie), sign)
@@ -380,7 +381,7 @@ def ray_nonnegative(x, dx, *, mask_dtype: bool = False):
     (``positive``), with no tie masks built."""
     xp = backend.namespace(x)
     trace = _trace_of(dx)
-    staged = trace is not None and trace.staged
+    staged = getattr(trace, "staged", False)
     if xp is not np and not staged and untied(x, xp):
         return backend.kernel("positive", xp, _positive)(x) if mask_dtype else x > 0
     side = ray_compare(x, dx, 0.0) >= 0
