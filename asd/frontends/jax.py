@@ -69,6 +69,7 @@ from jax.extend import core as jcore
 
 import asd
 from asd.core import backend
+from asd.core.arguments import check_argnums
 from asd.errors import (
     ArgumentError,
     NotLipschitzError,
@@ -457,6 +458,52 @@ def _split(x, *, sizes, axis):
     return np.split(x, np.cumsum([int(s) for s in sizes])[:-1], axis=int(axis))
 
 
+def _stack(*xs, axis):
+    return np.stack(xs, axis=int(axis))
+
+
+def _signs(mine, theirs) -> np.ndarray:
+    """Per column of the vectors ``mine`` (asd's: numpy's signs at the point), the sign that
+    makes them JAX's ``theirs``: one basis up to a sign per simple value, so the flip is a
+    constant and the derivative that of JAX's vectors."""
+    dots = np.sum(_raw(mine) * np.asarray(theirs), axis=-2)
+    return np.where(dots < 0, -1.0, 1.0).astype(_raw(mine).dtype)
+
+
+def _svd(x, *, full_matrices, compute_uv, subset_by_index=None, used=None, **_):
+    """``lax.linalg.svd`` (outputs ``s`` or ``s, u, vt``) through numpy.linalg.svd's rules:
+    singular values everywhere, vectors where the singular values are simple and nonzero,
+    each pair flipped to JAX's sign at the point. Vectors nobody reads are not computed (their
+    rule refuses repeated values, which the values alone do not). A batch of matrices goes
+    to the library as it is (which refuses it where it takes one matrix only)."""
+    if subset_by_index is not None and tuple(subset_by_index) != (0, min(np.shape(x)[-2:])):
+        raise UnsupportedError(f"svd with subset_by_index={subset_by_index}")
+    s = np.linalg.svd(x, compute_uv=False)
+    if not compute_uv:
+        return [s]
+    if used is not None and not any(used[1:]):
+        return [s, None, None]
+    u, s, vt = np.linalg.svd(x, full_matrices=bool(full_matrices))
+    theirs = jax.lax.linalg.svd(_raw(x), full_matrices=bool(full_matrices), compute_uv=True)
+    d = _signs(u, theirs[0])
+    return [s, u * d[..., None, :], vt * d[..., :, None]]
+
+
+def _eigh(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, used=None, **_):
+    """``lax.linalg.eigh`` (outputs ``v, w``) through numpy.linalg.eigh's rules, reading the
+    triangle ``lower`` names, each vector flipped to JAX's sign at the point; the vectors
+    only where they are read (``jnp.linalg.eigvalsh`` drops them)."""
+    if not sort_eigenvalues:
+        raise UnsupportedError("eigh with sort_eigenvalues=False (numpy's order is ascending)")
+    if subset_by_index is not None and tuple(subset_by_index) != (0, np.shape(x)[-1]):
+        raise UnsupportedError(f"eigh with subset_by_index={subset_by_index}")
+    if used is not None and not used[0]:
+        return [None, np.linalg.eigvalsh(x, UPLO="L" if lower else "U")]
+    w, v = np.linalg.eigh(x, UPLO="L" if lower else "U")
+    d = _signs(v, jax.lax.linalg.eigh(_raw(x), lower=bool(lower))[0])
+    return [v * d[..., None, :], w]
+
+
 def _identity(x, **_):
     return x
 
@@ -512,14 +559,20 @@ LAX: dict[str, Callable] = {
     "transpose": lambda x, *, permutation: _transpose(x, permutation),
     "convert_element_type": _convert, "slice": _slice, "dynamic_slice": _dynamic_slice,
     "gather": _gather, "scatter-add": _scatter_add, "scatter": _scatter, "split": _split,
-    "concatenate": _concatenate, "pad": _pad, "rev": _rev,
+    "concatenate": _concatenate, "stack": _stack, "pad": _pad, "rev": _rev,
     "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
     "stop_gradient": _plain(lambda x: asd.stop_gradient(x)),
+    # linear algebra
+    "svd": _svd, "eigh": _eigh,
 }
 """lax primitive name -> handler on numpy or traced arrays (params as keywords). Handlers of
 primitives with several results return a list. Extend it to teach the importer a primitive."""
 
-MULTIPLE = {"sort", "top_k", "optimization_barrier", "split"}
+MULTIPLE = {"sort", "top_k", "optimization_barrier", "split", "svd", "eigh"}
+
+USED = {"svd", "eigh"}
+"""Primitives whose handler is told which results are read (``used=``): it skips the
+others."""
 
 # Call-like primitives: the name and the parameter holding the body to interpret.
 CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
@@ -616,8 +669,11 @@ def check(jaxpr, live: list[bool], path: tuple[str, ...] = ()) -> list[bool]:
     return [is_live(v) for v in jaxpr.outvars]
 
 
-def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> list:
-    """Evaluate a jaxpr on numpy or traced arrays with asd's library."""
+def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = (),
+             used: tuple[bool, ...] | None = None) -> list:
+    """Evaluate a jaxpr on numpy or traced arrays with asd's library. ``used`` says which
+    outputs the caller reads (all by default): a `USED` handler skips results nobody reads
+    (None in their place)."""
     env: dict[Any, Any] = {}
 
     def read(v):
@@ -628,14 +684,17 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
     for v, a in zip(jaxpr.invars, args, strict=True):
         env[v] = a
     producer: dict[Any, Any] = {}
+    read_vars = {v for e in jaxpr.eqns for v in e.invars if not isinstance(v, jcore.Literal)}
+    read_vars.update(v for v, u in zip(jaxpr.outvars, used or [True] * len(jaxpr.outvars),
+                                       strict=True) if u and not isinstance(v, jcore.Literal))
     for eqn, needed in zip(jaxpr.eqns, _needed(jaxpr), strict=True):
         if not needed:
             continue
         vals = [read(v) for v in eqn.invars]
         name = eqn.primitive.name
         squares = _sum_of_squares(eqn, producer) if name == "sqrt" else None
-        if not any(common.is_traced(v) for v in vals):
-            outs = _constant(eqn, vals)
+        if not any(common.is_traced(v) for v in vals) and name not in CALLS:
+            outs = _constant(eqn, vals)     # a call's body is read (custom_jvp cannot bind)
         elif squares is not None:
             base, axes = squares
             outs = [_norm_over(env[base], axes)]
@@ -644,7 +703,8 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
         elif name in CALLS:
             body, body_consts = _body(eqn)
             label = eqn.params.get("name") or name
-            outs = evaluate(body, body_consts, vals, (*path, f"{name}[{label}]"))
+            outs = evaluate(body, body_consts, vals, (*path, f"{name}[{label}]"),
+                            tuple(v in read_vars for v in eqn.outvars))
         elif name in CONTROL:
             outs = CONTROL[name](eqn, vals, path)
         else:
@@ -654,6 +714,8 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
                                        f"({_describe(eqn, path)})")
             params = {k: v for k, v in eqn.params.items() if k not in ("sharding",
                                                                          "out_sharding")}
+            if name in USED:
+                params["used"] = tuple(v in read_vars for v in eqn.outvars)
             try:
                 out = handler(*vals, **params)
             except asd.ASDError as e:
@@ -920,13 +982,34 @@ def _custom_vjp(prog: JaxProgram, seed) -> Callable:
         grads = [np.zeros(np.shape(a), jax.dtypes.float0) for a in flat_args]
         if floats:
             shapes = tuple(_spec(flat_args[i]) for i in floats)
-            for i, gi in zip(floats, jax.pure_callback(host, shapes, *flat_args, *flat_ct),
-                             strict=True):
+            call = _first_order_only(host, shapes, prog.fn)
+            for i, gi in zip(floats, call(*flat_args, *flat_ct), strict=True):
                 grads[i] = gi
         return jax.tree_util.tree_unflatten(arg_tree, grads)
 
     wrapped.defvjp(fwd, bwd)
     return wrapped
+
+
+def _first_order_only(host: Callable, shapes: tuple, fn: Callable) -> Callable:
+    """The reverse rule's host call, refusing to be differentiated: JAX would otherwise stop
+    at the callback with its own message. asd gives first derivatives only."""
+    label = getattr(fn, "__qualname__", type(fn).__qualname__)
+
+    @jax.custom_jvp
+    def call(*flat):
+        return jax.pure_callback(host, shapes, *flat)
+
+    @call.defjvp
+    def call_jvp(primals, tangents):
+        raise UnsupportedError(
+            f"a gradient computed through asd.jax.function({label}) is being differentiated "
+            "again (jax.grad of a gradient, as a gradient penalty takes). asd gives first "
+            "derivatives only (a limiting gradient has no derivative at a kink): compute the "
+            "term that differentiates a gradient with the function itself, and the rest "
+            "through asd.jax.function.")
+
+    return call
 
 
 # ----- the cache: a program per function, argument types and reachable state -----
@@ -974,6 +1057,14 @@ def import_program(fn: Callable, args: tuple, live: tuple[int, ...] | None = Non
 
 def _to_numpy(tree):
     return jax.tree_util.tree_map(lambda a: np.asarray(a), tree)
+
+
+def _checked_argnums(argnums, n: int) -> int | tuple[int, ...]:
+    """``argnums`` as `asd.subgrad` takes it, negative indices counted from the last
+    argument as in Python; out of range or repeated: asd's `ArgumentError`."""
+    single, nums = check_argnums(argnums, n)
+    nums = tuple(a % n for a in nums)
+    return nums[0] if single else nums
 
 
 def _argnum_tuple(argnums) -> tuple[int, ...]:
@@ -1048,10 +1139,11 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
     and get None in the gradient."""
 
     def wrapped(*args):
+        which = _checked_argnums(argnums, len(args))
         user_fn, args, layout = _numbers_only(fn, args)
         if user_fn is not fn:
-            vg = value_and_subgrad(user_fn, argnums, seed=seed, direction=None if direction
-                                   is None else _direction_numbers(direction, argnums, layout))
+            vg = value_and_subgrad(user_fn, which, seed=seed, direction=None if direction
+                                   is None else _direction_numbers(direction, which, layout))
             value, g = vg(*args)
 
             def with_statics(i, gi):
@@ -1060,11 +1152,11 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
                 return jax.tree_util.tree_unflatten(tree, [next(it) if n else None
                                                            for n in f])
 
-            nums = _argnum_tuple(argnums)
-            g = (with_statics(nums[0], g) if isinstance(argnums, int)
+            nums = _argnum_tuple(which)
+            g = (with_statics(nums[0], g) if isinstance(which, int)
                  else tuple(with_statics(i, gi) for i, gi in zip(nums, g, strict=True)))
             return value, g
-        nums = _argnum_tuple(argnums)
+        nums = _argnum_tuple(which)
         for i in nums:
             bad = [leaf for leaf in jax.tree_util.tree_leaves(args[i]) if not _inexact(leaf)]
             if bad:
@@ -1087,15 +1179,15 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None) -> 
 
         d = None
         if direction is not None:
-            d = (leaves_of(direction) if isinstance(argnums, int)
+            d = (leaves_of(direction) if isinstance(which, int)
                  else tuple(leaves_of(di) for di in direction))
-        value, g = asd.value_and_subgrad(flat_fn, argnums, seed=seed, direction=d)(*flat)
+        value, g = asd.value_and_subgrad(flat_fn, which, seed=seed, direction=d)(*flat)
 
         def rebuilt(i, gi):
             return jax.tree_util.tree_unflatten(
                 trees[i], [jax.numpy.asarray(leaf) for leaf in gi])
 
-        g = (rebuilt(nums[0], g) if isinstance(argnums, int)
+        g = (rebuilt(nums[0], g) if isinstance(which, int)
              else tuple(rebuilt(i, gi) for i, gi in zip(nums, g, strict=True)))
         return jax.numpy.asarray(value), g
 
@@ -1141,9 +1233,38 @@ def function(fn: Callable, *, seed=None) -> Callable:
     arguments (labels) get zero cotangents (``float0``), as JAX expects.
     """
 
-    def wrapped(*args):
-        return import_program(fn, args).with_vjp(seed)(*args)
+    callers: dict[tuple, Callable] = {}
+
+    def wrapped(*args, **kwargs):
+        if not kwargs:
+            return import_program(fn, args).with_vjp(seed)(*args)
+        caller, inputs = _positional(fn, args, kwargs, callers)
+        return import_program(caller, inputs).with_vjp(seed)(*inputs)
 
     wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
     wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its reverse rule."
     return wrapped
+
+
+def _positional(fn: Callable, args: tuple, kwargs: dict, callers: dict
+                ) -> tuple[Callable, tuple]:
+    """``fn`` called with keyword arguments, as a function of positional ones: keywords
+    holding arrays (or tracers) follow ``args`` as inputs, in name order; the others
+    (``deterministic=True``, a rate) are fixed in the caller, as ``jit``'s static arguments
+    are. One caller per layout and static values, kept so the program cache sees it again."""
+    names = tuple(sorted(k for k, v in kwargs.items() if any(
+        isinstance(leaf, jax.Array | np.ndarray) for leaf in jax.tree_util.tree_leaves(v))))
+    static = {k: v for k, v in kwargs.items() if k not in names}
+    key = (len(args), names, repr(sorted(static.items())))
+    caller = callers.get(key)
+    if caller is None:
+        n = len(args)
+
+        def caller(*inputs):
+            return fn(*inputs[:n], **dict(zip(names, inputs[n:], strict=True)), **static)
+
+        caller.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        if len(callers) >= CACHE_SIZE:
+            callers.pop(next(iter(callers)))
+        callers[key] = caller
+    return caller, (*args, *(kwargs[k] for k in names))

@@ -840,34 +840,35 @@ def _signs(mine, theirs: torch.Tensor) -> np.ndarray:
     return np.where(dots < 0, -1.0, 1.0).astype(_raw(mine).dtype)
 
 
-def _svd(a, full_matrices=True, compute_uv=True):
+def _svd(a, full_matrices=True, compute_uv=True, used=None):
     """``torch.linalg.svd`` through numpy.linalg.svd's rules: singular values everywhere,
     vectors where the singular values are simple and nonzero (refused elsewhere), each pair
-    flipped to PyTorch's sign at the point. A batch of matrices goes to the library as it
-    is (which refuses it where it takes one matrix only)."""
-    if not compute_uv:
-        return [NotComputed("U of svdvals"), np.linalg.svd(a, compute_uv=False),
-                NotComputed("Vh of svdvals")]
+    flipped to PyTorch's sign at the point; vectors nobody reads are not computed (their rule
+    refuses repeated values, which the values alone do not). A batch of matrices goes to
+    the library as it is (which refuses it where it takes one matrix only)."""
+    if not compute_uv or (used is not None and not (used[0] or used[2])):
+        return [NotComputed("U of svd"), np.linalg.svd(a, compute_uv=False),
+                NotComputed("Vh of svd")]
     u, s, vh = np.linalg.svd(a, full_matrices=bool(full_matrices))
     ut = torch.linalg.svd(_torch_value(a), full_matrices=bool(full_matrices))[0]
     d = _signs(u, ut)
     return [u * d[..., None, :], s, vh * d[..., :, None]]
 
 
-def _svd_old(x, some=True, compute_uv=True):
+def _svd_old(x, some=True, compute_uv=True, used=None):
     """``torch.svd``: ``(U, S, V)`` with V, not its transpose."""
     if not compute_uv:
         raise UnsupportedError("torch.svd with compute_uv=False (zero-filled vectors); use "
                                "torch.linalg.svdvals")
-    u, s, vh = _svd(x, not some)
-    return [u, s, np.swapaxes(vh, -1, -2)]
+    u, s, vh = _svd(x, not some, used=used)
+    return [u, s, vh if isinstance(vh, NotComputed) else np.swapaxes(vh, -1, -2)]
 
 
-def _eigh(a, uplo="L", compute_v=True):
+def _eigh(a, uplo="L", compute_v=True, used=None):
     """``torch.linalg.eigh`` through numpy.linalg.eigh's rules (eigenvalues everywhere by the
-    spectral rule, eigenvectors where the eigenvalues are simple), reading the ``uplo``
-    triangle as both do, each vector flipped to PyTorch's sign at the point."""
-    if not compute_v:
+    spectral rule, eigenvectors where the eigenvalues are simple and read), reading the
+    ``uplo`` triangle as both do, each vector flipped to PyTorch's sign at the point."""
+    if not compute_v or (used is not None and not used[1]):
         return [np.linalg.eigvalsh(a, UPLO=uplo), NotComputed("the vectors of eigvalsh")]
     w, v = np.linalg.eigh(a, UPLO=uplo)
     d = _signs(v, torch.linalg.eigh(_torch_value(a), UPLO=uplo)[1])
@@ -1054,11 +1055,12 @@ ATEN: dict[str, Callable] = {
     "sign": np.sign, "argmax": _argmax_or_min(np.argmax), "argmin": _argmax_or_min(np.argmin),
     "_local_scalar_dense": _item,
     # torch's decompositions of linalg_svd drop full_matrices and compute_uv: kept whole
-    "linalg_svd": lambda a, full_matrices=True, driver=None: _svd(a, full_matrices),
+    "linalg_svd": lambda a, full_matrices=True, driver=None, used=None: _svd(
+        a, full_matrices, used=used),
     "linalg_svdvals": lambda a, driver=None: np.linalg.svd(a, compute_uv=False),
-    "_linalg_svd": lambda a, full_matrices=True, compute_uv=True, driver=None: _svd(
-        a, full_matrices, compute_uv),
-    "svd": _svd_old, "linalg_eigh": lambda a, UPLO="L": _eigh(a, UPLO),
+    "_linalg_svd": lambda a, full_matrices=True, compute_uv=True, driver=None, used=None: _svd(
+        a, full_matrices, compute_uv, used),
+    "svd": _svd_old, "linalg_eigh": lambda a, UPLO="L", used=None: _eigh(a, UPLO, used=used),
     "linalg_eigvalsh": lambda a, UPLO="L": np.linalg.eigvalsh(a, UPLO=UPLO),
     "_linalg_eigh": _eigh,
     "native_group_norm": _group_norm, "_native_batch_norm_legit.no_stats":
@@ -1071,6 +1073,11 @@ ATEN: dict[str, Callable] = {
 }
 """ATen operator name (the overload packet, e.g. ``relu`` for ``aten.relu.default``) ->
 handler on numpy or traced arrays. Extend it to teach the importer a new operation."""
+
+USED = {"linalg_svd", "_linalg_svd", "svd", "linalg_eigh", "_linalg_eigh"}
+"""Operations whose handler is told which results the graph reads (``used=``, by the
+``getitem`` nodes after it): it skips the others (singular and eigen vectors, whose rules
+refuse repeated values that the values alone handle)."""
 
 ATEN["sort.stable"] = _sort_stable
 ATEN["median.dim"] = _median_dim
@@ -1561,6 +1568,10 @@ class TorchProgram:
         handler = ATEN.get(f"{name}.{overload}") or ATEN[name]
         kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout",
                                                                 "memory_format")}
+        if name in USED:
+            reads = {u.args[1] if u.target is operator.getitem else None for u in node.users}
+            kwargs["used"] = None if None in reads or "val" not in node.meta else tuple(
+                i in reads for i in range(len(node.meta["val"])))
         try:
             return handler(*args, **kwargs)
         except asd.ASDError as e:

@@ -87,11 +87,11 @@ KINKS = {
                                   + torch.relu(-x.to(torch.float32)).sum().double(),
                                   torch.zeros(2, 3, dtype=D)),
     "svdvals at a repeated singular value": (lambda x: torch.linalg.svdvals(x)[0] * 2
-                                             + torch.linalg.svdvals(x).sum(),
+                                             + torch.linalg.svd(x)[1].sum(),
                                              torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]],
                                                           dtype=D)),
     "eigvalsh at a repeated eigenvalue": (lambda x: torch.linalg.eigvalsh(
-        x[:, :2] + x[:, :2].T)[-1] - torch.linalg.eigvalsh(x[:, 1:], UPLO="U")[0],
+        x[:, :2] + x[:, :2].T)[-1] - torch.linalg.eigh(x[:, 1:], UPLO="U")[0][0],
         torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=D)),
 }
 
