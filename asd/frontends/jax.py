@@ -991,6 +991,12 @@ def _custom_vjp(prog: JaxProgram, seed) -> Callable:
     return wrapped
 
 
+def _holds_arrays(value) -> bool:
+    """A keyword argument that is an input of the drop-in (arrays or tracers in it)."""
+    return any(isinstance(leaf, jax.Array | np.ndarray)
+               for leaf in jax.tree_util.tree_leaves(value))
+
+
 def _first_order_only(host: Callable, shapes: tuple, fn: Callable) -> Callable:
     """The reverse rule's host call, refusing to be differentiated: JAX would otherwise stop
     at the callback with its own message. asd gives first derivatives only."""
@@ -1230,7 +1236,9 @@ def function(fn: Callable, *, seed=None) -> Callable:
     Each call imports (or finds in the cache) the program of ``fn`` as it is now and runs it as
     a ``jax.custom_vjp`` whose forward is that program and whose backward differentiates the
     same program, on the host (``jax.pure_callback``), so it works under ``jit``. Integer
-    arguments (labels) get zero cotangents (``float0``), as JAX expects.
+    arguments (labels) get zero cotangents (``float0``), as JAX expects. Keyword arguments
+    holding arrays are inputs too; the others are fixed, like ``jit``'s static arguments. The
+    reverse rule is a first derivative: ``jax.grad`` of it raises `asd.UnsupportedError`.
     """
 
     callers: dict[tuple, Callable] = {}
@@ -1238,33 +1246,10 @@ def function(fn: Callable, *, seed=None) -> Callable:
     def wrapped(*args, **kwargs):
         if not kwargs:
             return import_program(fn, args).with_vjp(seed)(*args)
-        caller, inputs = _positional(fn, args, kwargs, callers)
+        caller, inputs = common.positional(fn, args, kwargs, callers, _holds_arrays)
         return import_program(caller, inputs).with_vjp(seed)(*inputs)
 
     wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
     wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its reverse rule."
     return wrapped
 
-
-def _positional(fn: Callable, args: tuple, kwargs: dict, callers: dict
-                ) -> tuple[Callable, tuple]:
-    """``fn`` called with keyword arguments, as a function of positional ones: keywords
-    holding arrays (or tracers) follow ``args`` as inputs, in name order; the others
-    (``deterministic=True``, a rate) are fixed in the caller, as ``jit``'s static arguments
-    are. One caller per layout and static values, kept so the program cache sees it again."""
-    names = tuple(sorted(k for k, v in kwargs.items() if any(
-        isinstance(leaf, jax.Array | np.ndarray) for leaf in jax.tree_util.tree_leaves(v))))
-    static = {k: v for k, v in kwargs.items() if k not in names}
-    key = (len(args), names, repr(sorted(static.items())))
-    caller = callers.get(key)
-    if caller is None:
-        n = len(args)
-
-        def caller(*inputs):
-            return fn(*inputs[:n], **dict(zip(names, inputs[n:], strict=True)), **static)
-
-        caller.__name__ = getattr(fn, "__name__", type(fn).__name__)
-        if len(callers) >= CACHE_SIZE:
-            callers.pop(next(iter(callers)))
-        callers[key] = caller
-    return caller, (*args, *(kwargs[k] for k in names))

@@ -96,7 +96,6 @@ from torch.utils import _pytree as pytree
 
 import asd
 from asd.core import backend
-from asd.core.arguments import check_argnums
 from asd.errors import (
     ArgumentError,
     ArgumentTypeError,
@@ -1723,33 +1722,6 @@ def _sweep(prog: TorchProgram, tensors, param_tensors: dict, run: Callable):
                {k: _to_numpy(v) for k, v in param_tensors.items()}, False)
 
 
-def _argnums(argnums, n: int) -> int | tuple:
-    """``argnums`` over ``n`` tensors as the positions of asd's sweep, whose argument ``n``
-    is the parameters' dict: an index counts as in Python (``-1`` is the last tensor, never
-    the parameters), ``'params'`` is ``n``. Out of range or repeated: asd's `ArgumentError`,
-    as `asd.subgrad` raises it."""
-    if isinstance(argnums, str):
-        if argnums != "params":
-            raise ArgumentTypeError(f"argnums={argnums!r}: the only name argnums takes is "
-                                    "'params' (the parameters the function reaches)")
-        return n
-    items = tuple(argnums) if isinstance(argnums, tuple | list) else None
-    indices = tuple(a for a in items if not isinstance(a, str)) if items is not None else argnums
-    if items is None or indices:
-        _, checked = check_argnums(indices, n)
-        checked = tuple(a % n for a in checked)
-        if items is None:
-            return checked[0]
-    else:
-        checked = ()
-    out, it = [], iter(checked)
-    for a in items:
-        out.append(_argnums(a, n) if isinstance(a, str) else next(it))
-    if out.count(n) > 1:
-        raise ArgumentError(f"argnums={argnums!r} names 'params' twice; list it once.")
-    return tuple(out)
-
-
 def _prepare(fn, tensors, argnums):
     prog = import_program(fn, *tensors)
     n = len(tensors)
@@ -1759,7 +1731,7 @@ def _prepare(fn, tensors, argnums):
             "values: asd.torch.subgrad takes tensors and Python numbers as arguments, not "
             "containers of them; pass each tensor as its own argument (asd.torch.function "
             "takes nested arguments and keyword arguments).")
-    nums = _argnums(argnums, n)
+    nums = common.argnums_with_params(argnums, n)
     if nums == n or (isinstance(nums, tuple) and n in nums):
         if not prog.param_names:
             raise ArgumentError("argnums='params' but the function reaches no parameters (no "
