@@ -1945,6 +1945,8 @@ class _FirstOrderOnly(torch.autograd.Function):
 
 
 def _first_order_only(grads: list, label: str) -> list:
+    """``grads`` (None kept) passed through `_FirstOrderOnly`, so that a backward through
+    any of them raises instead of finding no graph."""
     present = [i for i, g in enumerate(grads) if g is not None]
     if not present:
         return grads
