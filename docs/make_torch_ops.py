@@ -54,6 +54,14 @@ BATCH, EMBED = _module(nn.BatchNorm2d(4)), _module(nn.Embedding(5, 4))
 BATCH.running_mean.uniform_(-0.5, 0.5)
 
 
+def _written(x):
+    """Constants written into an activation in place."""
+    h = x * 2.0
+    h[:, 0] = 0.5
+    h[1].zero_()
+    return h
+
+
 def _img(x):
     return x.reshape(1, 4, 2, 2)
 
@@ -139,6 +147,9 @@ OPS: dict[str, tuple[Callable, str]] = {
         x, torch.sigmoid(W)), "loss"),
     "kl_div": (lambda x: F.kl_div(F.log_softmax(x[:3], 1), PROBS, reduction="batchmean"),
                "loss"),
+    "margin_ranking_loss": (lambda x: F.margin_ranking_loss(x[0], x[1], torch.sign(W[0]),
+                                                            margin=0.5), "loss"),
+    "hinge_embedding_loss": (lambda x: F.hinge_embedding_loss(x, torch.sign(W)), "loss"),
     # tensor operations
     "matmul / bmm / baddbmm": (lambda x: (torch.baddbmm(x[None], x[None], x[None]) ** 2)
                                .sum(), "tensor"),
@@ -156,6 +167,14 @@ OPS: dict[str, tuple[Callable, str]] = {
     "gather": (lambda x: torch.gather(x, 1, LABELS[:, None].expand(3, 2)).sum(), "tensor"),
     "where": (lambda x: torch.where(W > 0, x, x ** 2).sum(), "tensor"),
     "clamp": (lambda x: torch.clamp(x, -0.5, 0.5).sum(), "tensor"),
+    "roll / index_select": (lambda x: (torch.roll(x, 1, 0) * W).sum() + torch.index_select(
+        x, 1, torch.tensor([2, 0])).square().sum(), "tensor"),
+    "in-place writes (h[:, 0] = c, zero_)": (lambda x: (_written(x) * W).square().sum(),
+                                             "tensor"),
+    "dtype casts (.float(), .double(), .to)": (lambda x: (torch.relu(x.float()).double() * W)
+                                               .sum() + x.to(torch.float32).square().sum()
+                                               .double(), "tensor"),
+    "indexing by a 0-d tensor": (lambda x: x[torch.tensor(2)].square().sum(), "tensor"),
     # elementwise and reductions
     "exp / log / sqrt": (lambda x: (torch.exp(x) + torch.log(x * x + 1)
                                     + torch.sqrt(x * x + 1)).sum(), "elementwise"),
@@ -163,6 +182,7 @@ OPS: dict[str, tuple[Callable, str]] = {
     "rsqrt": (lambda x: torch.rsqrt(x * x + 1).sum(), "elementwise"),
     "erf": (lambda x: torch.erf(x).sum(), "elementwise"),
     "abs": (lambda x: x.abs().sum(), "elementwise"),
+    "sign (a constant factor)": (lambda x: (x * torch.sign(x)).sum(), "elementwise"),
     "cumsum": (lambda x: (torch.cumsum(x, 1) ** 2).sum(), "reduction"),
     "prod": (lambda x: x[:, :2].prod(), "reduction"),
     "var / std": (lambda x: x.var() + x.std(1).sum(), "reduction"),
@@ -173,9 +193,17 @@ OPS: dict[str, tuple[Callable, str]] = {
     "sort / topk": (lambda x: (torch.sort(x, 1).values * W).sum() + torch.topk(x, 2)
                     .values.sum(), "reduction"),
     "median": (lambda x: x.median(), "reduction"),
+    "median (dim)": (lambda x: torch.median(x, 1).values.square().sum(), "reduction"),
+    "argmax / argmin (as indices)": (lambda x: torch.gather(x, 1, torch.argmax(
+        x, 1, keepdim=True)).sum() + x.reshape(-1)[torch.argmin(x)], "reduction"),
     "quantile": (lambda x: torch.quantile(x, 0.3), "reduction"),
     "norm": (lambda x: torch.linalg.vector_norm(x), "reduction"),
     "cdist": (lambda x: torch.cdist(x[:2], x[2:]).sum(), "reduction"),
+    # linear algebra
+    "svd / svdvals": (lambda x: torch.linalg.svdvals(x).square().sum() + sum(
+        (p * W).sum() for p in torch.linalg.svd(x)[::2]), "linear algebra"),
+    "eigh / eigvalsh": (lambda x: torch.linalg.eigvalsh(x + x.T)[-1] + (torch.linalg.eigh(
+        x + x.T)[1] * W).sum(), "linear algebra"),
 }
 
 X = _seeded((4, 4), 1) + 0.05   # a random point: off every kink of every row

@@ -13,8 +13,9 @@ import numpy as np
 
 import asd
 from asd.core import backend
+from asd.core.arguments import check_argnums
 from asd.core.primitive import Traced
-from asd.errors import UnsupportedError
+from asd.errors import ArgumentError, ArgumentTypeError, UnsupportedError
 
 
 def library_function(name: str, needed_by: str) -> Callable:
@@ -40,3 +41,54 @@ def zeros(shape, like) -> np.ndarray:
     """Zeros of ``shape`` in ``like``'s floating dtype (read from its dtype, not copied)."""
     return np.zeros(tuple(int(s) for s in shape),
                     np.result_type(backend.numpy_dtype(like), np.float32))
+
+
+def argnums_with_params(argnums, n: int) -> int | tuple:
+    """``argnums`` over ``n`` tensors as the positions of asd's sweep, whose argument ``n``
+    is the parameters' dict (the PyTorch and TensorFlow front ends): an index counts as in
+    Python (``-1`` is the last tensor, never the parameters), ``'params'`` is ``n``. Out of
+    range or repeated: asd's `ArgumentError`, as `asd.subgrad` raises it."""
+    if isinstance(argnums, str):
+        if argnums != "params":
+            raise ArgumentTypeError(f"argnums={argnums!r}: the only name argnums takes is "
+                                    "'params' (the parameters the function reaches)")
+        return n
+    items = tuple(argnums) if isinstance(argnums, tuple | list) else None
+    indices = argnums if items is None else tuple(a for a in items if not isinstance(a, str))
+    checked: tuple = ()
+    if items is None or indices:
+        _, checked = check_argnums(indices, n)
+        checked = tuple(a % n for a in checked)
+        if items is None:
+            return checked[0]
+    out, it = [], iter(checked)
+    for a in items:
+        out.append(argnums_with_params(a, n) if isinstance(a, str) else next(it))
+    if out.count(n) > 1:
+        raise ArgumentError(f"argnums={argnums!r} names 'params' twice; list it once.")
+    return tuple(out)
+
+
+def positional(fn: Callable, args: tuple, kwargs: dict, callers: dict,
+               is_input: Callable) -> tuple[Callable, tuple]:
+    """``fn`` called with keyword arguments, as a function of positional ones (for drop-ins
+    whose framework wrapper takes positional inputs only): keywords ``is_input`` accepts
+    (arrays, tensors) follow ``args`` as inputs, in name order; the others
+    (``training=False``, a rate) are fixed in the caller, as ``jit``'s static arguments are.
+    One caller per layout and static values, kept in ``callers`` so that the program cache
+    sees the same function again."""
+    names = tuple(sorted(k for k, v in kwargs.items() if is_input(v)))
+    static = {k: v for k, v in kwargs.items() if k not in names}
+    key = (len(args), names, repr(sorted(static.items())))
+    caller = callers.get(key)
+    if caller is None:
+        n = len(args)
+
+        def caller(*inputs):
+            return fn(*inputs[:n], **dict(zip(names, inputs[n:], strict=True)), **static)
+
+        caller.__name__ = getattr(fn, "__name__", type(fn).__name__)
+        if len(callers) >= 64:
+            callers.pop(next(iter(callers)))
+        callers[key] = caller
+    return caller, (*args, *(kwargs[k] for k in names))

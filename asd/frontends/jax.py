@@ -5,14 +5,16 @@
 function to a jaxpr and interpret it with asd's library (below), so the answer
 is an element of the Clarke subdifferential.
 
-- ``subgrad(fn, argnums=0, seed=None, direction=None)(*args)``: like ``jax.grad``; args may be
-  pytrees (tuples, lists, dicts). With ``direction=v`` the result is the limiting gradient
-  ``lim ∇f(x + δv)``, δ ↓ 0. ``value_and_subgrad`` returns the value too.
+- ``subgrad(fn, argnums=0, seed=None, direction=None, key=None)(*args)``: like ``jax.grad``;
+  args may be pytrees (tuples, lists, dicts). With ``direction=v`` the result is the limiting
+  gradient ``lim ∇f(x + δv)``, δ ↓ 0. ``value_and_subgrad`` returns the value too.
 - ``function(fn, seed=None)``: ``fn`` as a ``jax.custom_vjp`` whose reverse rule is asd's
-  vector-limiting-Jacobian product (computed on the host, so it also works under ``jit``):
-  ``jax.grad`` of anything built on it gets correct subgradients. Its forward is the imported
-  jaxpr and its backward differentiates that same jaxpr; integer arguments (labels) get
-  ``float0`` cotangents.
+  vector-limiting-Jacobian product: ``jax.grad`` of anything built on it gets correct
+  subgradients. Its forward is the imported jaxpr and its backward differentiates that same
+  jaxpr; integer arguments (labels) get ``float0`` cotangents.
+- Inside ``jax.jit``, ``jax.vmap``, ``jax.grad`` or ``lax.scan`` every one of them runs as a
+  staged sweep (`asd.frontends.jax_staged`): all decisions are array operations, no host
+  callback, any device.
 - ``program(fn, *args)``: the imported ``asd.Program``.
 
 Programs are cached under a key holding everything the trace reads (`import_program`,
@@ -69,6 +71,7 @@ from jax.extend import core as jcore
 
 import asd
 from asd.core import backend
+from asd.core.arguments import check_argnums
 from asd.errors import (
     ArgumentError,
     NotLipschitzError,
@@ -457,6 +460,52 @@ def _split(x, *, sizes, axis):
     return np.split(x, np.cumsum([int(s) for s in sizes])[:-1], axis=int(axis))
 
 
+def _stack(*xs, axis):
+    return np.stack(xs, axis=int(axis))
+
+
+def _signs(mine, theirs) -> np.ndarray:
+    """Per column of the vectors ``mine`` (asd's: numpy's signs at the point), the sign that
+    makes them JAX's ``theirs``: one basis up to a sign per simple value, so the flip is a
+    constant and the derivative that of JAX's vectors."""
+    dots = np.sum(_raw(mine) * np.asarray(theirs), axis=-2)
+    return np.where(dots < 0, -1.0, 1.0).astype(_raw(mine).dtype)
+
+
+def _svd(x, *, full_matrices, compute_uv, subset_by_index=None, used=None, **_):
+    """``lax.linalg.svd`` (outputs ``s`` or ``s, u, vt``) through numpy.linalg.svd's rules:
+    singular values everywhere, vectors where the singular values are simple and nonzero,
+    each pair flipped to JAX's sign at the point. Vectors nobody reads are not computed (their
+    rule refuses repeated values, which the values alone do not). A batch of matrices goes
+    to the library as it is (which refuses it where it takes one matrix only)."""
+    if subset_by_index is not None and tuple(subset_by_index) != (0, min(np.shape(x)[-2:])):
+        raise UnsupportedError(f"svd with subset_by_index={subset_by_index}")
+    s = np.linalg.svd(x, compute_uv=False)
+    if not compute_uv:
+        return [s]
+    if used is not None and not any(used[1:]):
+        return [s, None, None]
+    u, s, vt = np.linalg.svd(x, full_matrices=bool(full_matrices))
+    theirs = jax.lax.linalg.svd(_raw(x), full_matrices=bool(full_matrices), compute_uv=True)
+    d = _signs(u, theirs[0])
+    return [s, u * d[..., None, :], vt * d[..., :, None]]
+
+
+def _eigh(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, used=None, **_):
+    """``lax.linalg.eigh`` (outputs ``v, w``) through numpy.linalg.eigh's rules, reading the
+    triangle ``lower`` names, each vector flipped to JAX's sign at the point; the vectors
+    only where they are read (``jnp.linalg.eigvalsh`` drops them)."""
+    if not sort_eigenvalues:
+        raise UnsupportedError("eigh with sort_eigenvalues=False (numpy's order is ascending)")
+    if subset_by_index is not None and tuple(subset_by_index) != (0, np.shape(x)[-1]):
+        raise UnsupportedError(f"eigh with subset_by_index={subset_by_index}")
+    if used is not None and not used[0]:
+        return [None, np.linalg.eigvalsh(x, UPLO="L" if lower else "U")]
+    w, v = np.linalg.eigh(x, UPLO="L" if lower else "U")
+    d = _signs(v, jax.lax.linalg.eigh(_raw(x), lower=bool(lower))[0])
+    return [v * d[..., None, :], w]
+
+
 def _identity(x, **_):
     return x
 
@@ -512,14 +561,20 @@ LAX: dict[str, Callable] = {
     "transpose": lambda x, *, permutation: _transpose(x, permutation),
     "convert_element_type": _convert, "slice": _slice, "dynamic_slice": _dynamic_slice,
     "gather": _gather, "scatter-add": _scatter_add, "scatter": _scatter, "split": _split,
-    "concatenate": _concatenate, "pad": _pad, "rev": _rev,
+    "concatenate": _concatenate, "stack": _stack, "pad": _pad, "rev": _rev,
     "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
     "stop_gradient": _plain(lambda x: asd.stop_gradient(x)),
+    # linear algebra
+    "svd": _svd, "eigh": _eigh,
 }
 """lax primitive name -> handler on numpy or traced arrays (params as keywords). Handlers of
 primitives with several results return a list. Extend it to teach the importer a primitive."""
 
-MULTIPLE = {"sort", "top_k", "optimization_barrier", "split"}
+MULTIPLE = {"sort", "top_k", "optimization_barrier", "split", "svd", "eigh"}
+
+USED = {"svd", "eigh"}
+"""Primitives whose handler is told which results are read (``used=``): it skips the
+others."""
 
 # Call-like primitives: the name and the parameter holding the body to interpret.
 CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
@@ -616,8 +671,11 @@ def check(jaxpr, live: list[bool], path: tuple[str, ...] = ()) -> list[bool]:
     return [is_live(v) for v in jaxpr.outvars]
 
 
-def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> list:
-    """Evaluate a jaxpr on numpy or traced arrays with asd's library."""
+def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = (),
+             used: tuple[bool, ...] | None = None) -> list:
+    """Evaluate a jaxpr on numpy or traced arrays with asd's library. ``used`` says which
+    outputs the caller reads (all by default): a `USED` handler skips results nobody reads
+    (None in their place)."""
     env: dict[Any, Any] = {}
 
     def read(v):
@@ -628,14 +686,17 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
     for v, a in zip(jaxpr.invars, args, strict=True):
         env[v] = a
     producer: dict[Any, Any] = {}
+    read_vars = {v for e in jaxpr.eqns for v in e.invars if not isinstance(v, jcore.Literal)}
+    read_vars.update(v for v, u in zip(jaxpr.outvars, used or [True] * len(jaxpr.outvars),
+                                       strict=True) if u and not isinstance(v, jcore.Literal))
     for eqn, needed in zip(jaxpr.eqns, _needed(jaxpr), strict=True):
         if not needed:
             continue
         vals = [read(v) for v in eqn.invars]
         name = eqn.primitive.name
         squares = _sum_of_squares(eqn, producer) if name == "sqrt" else None
-        if not any(common.is_traced(v) for v in vals):
-            outs = _constant(eqn, vals)
+        if not any(common.is_traced(v) for v in vals) and name not in CALLS:
+            outs = _constant(eqn, vals)     # a call's body is read (custom_jvp cannot bind)
         elif squares is not None:
             base, axes = squares
             outs = [_norm_over(env[base], axes)]
@@ -644,7 +705,8 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
         elif name in CALLS:
             body, body_consts = _body(eqn)
             label = eqn.params.get("name") or name
-            outs = evaluate(body, body_consts, vals, (*path, f"{name}[{label}]"))
+            outs = evaluate(body, body_consts, vals, (*path, f"{name}[{label}]"),
+                            tuple(v in read_vars for v in eqn.outvars))
         elif name in CONTROL:
             outs = CONTROL[name](eqn, vals, path)
         else:
@@ -654,6 +716,8 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = ()) -> lis
                                        f"({_describe(eqn, path)})")
             params = {k: v for k, v in eqn.params.items() if k not in ("sharding",
                                                                          "out_sharding")}
+            if name in USED:
+                params["used"] = tuple(v in read_vars for v in eqn.outvars)
             try:
                 out = handler(*vals, **params)
             except asd.ASDError as e:
@@ -895,14 +959,6 @@ def _custom_vjp(prog: JaxProgram, seed) -> Callable:
         return wrapped(*args), args
 
     def bwd(args, ct):
-        if jax_staged.tracing(args, ct):  # under jit or vmap: staged, on the device
-            floats = tuple(i for i, a in enumerate(args)
-                           if all(_inexact(leaf) for leaf in jax.tree_util.tree_leaves(a)))
-            _, pull = jax_staged.vjp(prog, args, floats, seed=seed)
-            grads = dict(zip(floats, pull(ct) if floats else (), strict=True))
-            return tuple(grads[i] if i in grads else jax.tree_util.tree_map(
-                lambda a: np.zeros(np.shape(a), jax.dtypes.float0), a)
-                for i, a in enumerate(args))
         arg_tree = jax.tree_util.tree_structure(args)
         flat_args = jax.tree_util.tree_leaves(args)
         flat_ct = jax.tree_util.tree_leaves(ct)
@@ -922,17 +978,55 @@ def _custom_vjp(prog: JaxProgram, seed) -> Callable:
                 return total
 
             g = asd.subgrad(scalarized, tuple(floats), seed=seed)(*leaves)
-            return tuple(np.asarray(gi, dtype=leaves[i].dtype).reshape(leaves[i].shape)
-                         for gi, i in zip(g, floats, strict=True))
+            return tuple(jax.numpy.asarray(np.asarray(gi, dtype=leaves[i].dtype).reshape(
+                leaves[i].shape)) for gi, i in zip(g, floats, strict=True))
+
+        def staged_pull(*flat):
+            rebuilt = jax.tree_util.tree_unflatten(arg_tree, list(flat[:len(flat_args)]))
+            active = [i in floats for i in range(len(flat_args))]
+            return tuple(jax_staged.vjp_leaves(prog, rebuilt, active, flat[len(flat_args):],
+                                               seed=seed))
 
         grads = [np.zeros(np.shape(a), jax.dtypes.float0) for a in flat_args]
-        if floats:   # concrete values (an eager jax.grad): the exact sweep, on the host
-            for i, gi in zip(floats, host(*flat_args, *flat_ct), strict=True):
-                grads[i] = jax.numpy.asarray(gi)
+        if floats:
+            # under jit or vmap: staged, on the device; on concrete values (an eager
+            # jax.grad): the exact sweep, run directly. Neither is a host callback.
+            pull = staged_pull if jax_staged.tracing(args, ct) else host
+            for i, gi in zip(floats, _first_order_only(pull, prog.fn)(*flat_args, *flat_ct),
+                             strict=True):
+                grads[i] = gi
         return jax.tree_util.tree_unflatten(arg_tree, grads)
 
     wrapped.defvjp(fwd, bwd)
     return wrapped
+
+
+def _holds_arrays(value) -> bool:
+    """A keyword argument that is an input of the drop-in (arrays or tracers in it)."""
+    return any(isinstance(leaf, jax.Array | np.ndarray)
+               for leaf in jax.tree_util.tree_leaves(value))
+
+
+def _first_order_only(pull: Callable, fn: Callable) -> Callable:
+    """The reverse rule's computation, refusing to be differentiated: a limiting gradient
+    has no derivative at a kink, and JAX would otherwise differentiate the linearizations
+    the sweep selected. asd gives first derivatives only."""
+    label = getattr(fn, "__qualname__", type(fn).__qualname__)
+
+    @jax.custom_jvp
+    def call(*flat):
+        return pull(*flat)
+
+    @call.defjvp
+    def call_jvp(primals, tangents):
+        raise UnsupportedError(
+            f"a gradient computed through asd.jax.function({label}) is being differentiated "
+            "again (jax.grad of a gradient, as a gradient penalty takes). asd gives first "
+            "derivatives only (a limiting gradient has no derivative at a kink): compute the "
+            "term that differentiates a gradient with the function itself, and the rest "
+            "through asd.jax.function.")
+
+    return call
 
 
 # ----- the cache: a program per function, argument types and reachable state -----
@@ -980,6 +1074,14 @@ def import_program(fn: Callable, args: tuple, live: tuple[int, ...] | None = Non
 
 def _to_numpy(tree):
     return jax.tree_util.tree_map(lambda a: np.asarray(a), tree)
+
+
+def _checked_argnums(argnums, n: int) -> int | tuple[int, ...]:
+    """``argnums`` as `asd.subgrad` takes it, negative indices counted from the last
+    argument as in Python; out of range or repeated: asd's `ArgumentError`."""
+    single, nums = check_argnums(argnums, n)
+    nums = tuple(a % n for a in nums)
+    return nums[0] if single else nums
 
 
 def _argnum_tuple(argnums) -> tuple[int, ...]:
@@ -1061,10 +1163,11 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None, key
     the directions left open (0: the result is the eager sweep's element)."""
 
     def wrapped(*args):
+        which = _checked_argnums(argnums, len(args))
         user_fn, args, layout = _numbers_only(fn, args)
         if user_fn is not fn:
-            vg = value_and_subgrad(user_fn, argnums, seed=seed, direction=None if direction
-                                   is None else _direction_numbers(direction, argnums, layout),
+            vg = value_and_subgrad(user_fn, which, seed=seed, direction=None if direction
+                                   is None else _direction_numbers(direction, which, layout),
                                    key=key, report=report)
             value, g, *undecided = vg(*args)
 
@@ -1074,11 +1177,11 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None, key
                 return jax.tree_util.tree_unflatten(tree, [next(it) if n else None
                                                            for n in f])
 
-            nums = _argnum_tuple(argnums)
-            g = (with_statics(nums[0], g) if isinstance(argnums, int)
+            nums = _argnum_tuple(which)
+            g = (with_statics(nums[0], g) if isinstance(which, int)
                  else tuple(with_statics(i, gi) for i, gi in zip(nums, g, strict=True)))
             return (value, g, *undecided)
-        nums = _argnum_tuple(argnums)
+        nums = _argnum_tuple(which)
         for i in nums:
             bad = [leaf for leaf in jax.tree_util.tree_leaves(args[i]) if not _inexact(leaf)]
             if bad:
@@ -1088,7 +1191,7 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None, key
                     "constants); leave it out of argnums.")
         prog = import_program(fn, args, nums)
         if jax_staged.tracing(args, direction) or key is not None or report:
-            return jax_staged.value_and_subgrad(prog, args, argnums, seed=seed, key=key,
+            return jax_staged.value_and_subgrad(prog, args, which, seed=seed, key=key,
                                                 direction=direction, report=report)
         # any registered JAX pytree (a flax or equinox module, a dataclass) is handed to asd
         # as the list of its leaves and rebuilt around the traced leaves inside
@@ -1104,15 +1207,15 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None, key
 
         d = None
         if direction is not None:
-            d = (leaves_of(direction) if isinstance(argnums, int)
+            d = (leaves_of(direction) if isinstance(which, int)
                  else tuple(leaves_of(di) for di in direction))
-        value, g = asd.value_and_subgrad(flat_fn, argnums, seed=seed, direction=d)(*flat)
+        value, g = asd.value_and_subgrad(flat_fn, which, seed=seed, direction=d)(*flat)
 
         def rebuilt(i, gi):
             return jax.tree_util.tree_unflatten(
                 trees[i], [jax.numpy.asarray(leaf) for leaf in gi])
 
-        g = (rebuilt(nums[0], g) if isinstance(argnums, int)
+        g = (rebuilt(nums[0], g) if isinstance(which, int)
              else tuple(rebuilt(i, gi) for i, gi in zip(nums, g, strict=True)))
         return jax.numpy.asarray(value), g
 
@@ -1154,13 +1257,22 @@ def function(fn: Callable, *, seed=None) -> Callable:
 
     Each call imports (or finds in the cache) the program of ``fn`` as it is now and runs it as
     a ``jax.custom_vjp`` whose forward is that program and whose backward differentiates the
-    same program, on the host (``jax.pure_callback``), so it works under ``jit``. Integer
-    arguments (labels) get zero cotangents (``float0``), as JAX expects.
+    same program: on concrete values by the exact eager sweep, inside ``jit``/``vmap`` by the
+    staged sweep (`asd.frontends.jax_staged`), with no host callback either way. Integer
+    arguments (labels) get zero cotangents (``float0``), as JAX expects. Keyword arguments
+    holding arrays are inputs too; the others are fixed, like ``jit``'s static arguments. The
+    reverse rule is a first derivative: ``jax.grad`` of it raises `asd.UnsupportedError`.
     """
 
-    def wrapped(*args):
-        return import_program(fn, args).with_vjp(seed)(*args)
+    callers: dict[tuple, Callable] = {}
+
+    def wrapped(*args, **kwargs):
+        if not kwargs:
+            return import_program(fn, args).with_vjp(seed)(*args)
+        caller, inputs = common.positional(fn, args, kwargs, callers, _holds_arrays)
+        return import_program(caller, inputs).with_vjp(seed)(*inputs)
 
     wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
     wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its reverse rule."
     return wrapped
+

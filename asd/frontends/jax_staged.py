@@ -181,3 +181,26 @@ def vjp(prog, args: tuple, argnums, *, seed=None, key=None, direction=None):
         return per_arg[0] if isinstance(argnums, int) else per_arg
 
     return out, pull
+
+
+def vjp_leaves(prog, args: tuple, active: Sequence[bool], cts: Sequence, *, seed=None,
+               key=None) -> list:
+    """``Jᵀ ct`` for the leaves of ``args`` marked ``active`` (flat, in leaf order): the
+    reverse rule of `asd.jax.function` inside a transformation. ``cts`` are the output
+    leaves' cotangents."""
+    trees = [jax.tree_util.tree_structure(a) for a in args]
+    flat = [jax.tree_util.tree_leaves(a) for a in args]
+    leaves = [leaf for group in flat for leaf in group]
+
+    def program(*tracers):
+        it = iter(tracers)
+        rebuilt = [jax.tree_util.tree_unflatten(t, [next(it) for _ in group])
+                   for t, group in zip(trees, flat, strict=True)]
+        return jax.tree_util.tree_leaves(prog.numpy_fn(*rebuilt),
+                                         is_leaf=lambda o: hasattr(o, "_trace"))
+
+    diff = [x for x, a in zip(leaves, active, strict=True) if a]
+    dirs = draw_direction(diff, seed, key)
+    _, pullback = value_and_pullback(program, leaves, list(active), dirs, lex_directions(seed))
+    grads, _ = pullback(list(cts))
+    return grads

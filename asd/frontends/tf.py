@@ -78,7 +78,13 @@ from tensorflow.python.eager import context as _context
 from tensorflow.python.eager import execute as _execute
 
 import asd
-from asd.errors import NotLipschitzError, TracerBoolError, UnsupportedError
+from asd.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    NotLipschitzError,
+    TracerBoolError,
+    UnsupportedError,
+)
 from asd.frontends import common
 
 # ----- helpers -----
@@ -786,6 +792,23 @@ class _Body:
         return list(out) if len(op.outputs) > 1 else [out]
 
 
+NO_GRADIENT = {"StopGradient", "ZerosLike", "OnesLike"}
+"""Operations through which TensorFlow's tape carries no gradient."""
+
+
+def _reaching(body: _Body) -> set[str]:
+    """The tensors a gradient of the outputs reaches, walking back as the tape does: through
+    floating values and variable handles, never through `NO_GRADIENT` operations (a call of
+    another graph conservatively passes to all its inputs)."""
+    need = set(body.outputs)
+    for op in reversed(body.operations):
+        if op.type in NO_GRADIENT or not any(t.name in need for t in op.outputs):
+            continue
+        need.update(t.name for t in op.inputs
+                    if t.dtype.is_floating or t.dtype.is_complex or t.dtype == tf.resource)
+    return need
+
+
 class TfProgram:
     """``fn``'s ``tf.function`` graph at example inputs, as a function of numpy (or traced)
     arrays: ``numpy_fn(*inputs, params=None)``; ``params`` maps the trainable variables' names
@@ -793,7 +816,7 @@ class TfProgram:
 
     def __init__(self, fn: Callable, example: tuple, live: tuple | None = None):
         self.fn = fn
-        specs = [tf.TensorSpec(np.shape(t), _tf_dtype(t)) for t in example]
+        specs = [tf.TensorSpec(_shape(t), _tf_dtype(t)) for t in example]
         try:   # no autograph: Python control flow stays Python, not tf.cond / tf.while_loop
             self.concrete = tf.function(_callable(fn), autograph=False).get_concrete_function(
                 *specs)
@@ -837,6 +860,13 @@ class TfProgram:
         self.body.check([i in live_args if i < len(example) else
                          (with_params and n in self.variables and self.variables[n].trainable)
                          for i, n in enumerate(self.body.inputs)])
+        reaching = _reaching(self.body)
+        self.reached_inputs = [name in reaching for name in self.inputs]
+        """Which inputs a gradient of the outputs reaches (`function` gives the others None,
+        as the tape does)."""
+        self.reached_variables = {v.name for name, v in self.variables.items()
+                                  if name in reaching}
+        """The variables read on a path a gradient takes (not only behind StopGradient)."""
 
     def params(self) -> dict[str, np.ndarray]:
         """Current values of the trainable variables ``fn`` reads, by name."""
@@ -1087,8 +1117,12 @@ def _identity(fn) -> tuple:
     return (id(fn),)
 
 
+def _shape(t) -> tuple:
+    return tuple(t.shape) if isinstance(t, tf.Tensor | tf.Variable) else np.shape(t)
+
+
 def _signature(tensors) -> tuple:
-    return tuple((tuple(np.shape(t)), _tf_dtype(t).name) for t in tensors)
+    return tuple((_shape(t), _tf_dtype(t).name) for t in tensors)
 
 
 def import_program(fn: Callable, *tensors, live: tuple | None = None) -> TfProgram:
@@ -1112,26 +1146,15 @@ def program(fn: Callable, *tensors) -> asd.Program:
     return asd.trace(lambda *xs: prog.numpy_fn(*xs[:-1], params=xs[-1]))(*arrays, prog.params())
 
 
-def _live(argnums, n: int) -> tuple:
-    if argnums == "params":
-        return ("params",)
-    if isinstance(argnums, int):
-        return (argnums % n,)
-    return tuple(a if a == "params" else a % n for a in argnums)
-
-
 def _prepare(fn, tensors, argnums):
+    """The program, the tensors as arrays, and ``argnums`` as positions of asd's sweep
+    (``len(tensors)`` for the variables; ``-1`` is the last tensor, as in Python)."""
     n = len(tensors)
-    prog = import_program(fn, *tensors, live=_live(argnums, n))
-    if (argnums == "params" or (isinstance(argnums, tuple) and "params" in argnums)) \
-            and not prog.param_names:
-        raise ValueError("argnums='params' but the function reads no trainable variables")
-    if argnums == "params":
-        nums: int | tuple = n
-    elif isinstance(argnums, int):
-        nums = argnums
-    else:
-        nums = tuple(n if a == "params" else a for a in argnums)
+    nums = common.argnums_with_params(argnums, n)
+    picked = (nums,) if isinstance(nums, int) else nums
+    prog = import_program(fn, *tensors, live=tuple("params" if a == n else a for a in picked))
+    if n in picked and not prog.param_names:
+        raise ArgumentError("argnums='params' but the function reads no trainable variables")
     return prog, [_to_numpy(t) for t in tensors], nums
 
 
@@ -1177,69 +1200,143 @@ def function(fn: Callable, *, seed=None) -> Callable:
     """``fn`` with TensorFlow's gradient replaced by asd's (see ``asd.tf.function``).
 
     The gradient runs on the host (``tf.py_function``), so it also works inside a
-    ``tf.function``-compiled training step.
+    ``tf.function``-compiled training step. Keyword arguments holding tensors are inputs
+    too; the others (``training=False``) are fixed, like ``tf.function``'s Python arguments.
+    The gradient is a first derivative: differentiating it again (an outer tape over a
+    gradient penalty) raises `asd.UnsupportedError`.
     """
+    callers: dict[tuple, Callable] = {}
 
-    def vjp(inputs, cts, var_handles):
-        prog = import_program(fn, *inputs)
-        arrays = [_to_numpy(t) for t in inputs]
-        cts_np = [None if c is None else _to_numpy(c) for c in cts]
-        wants = [i for i, a in enumerate(arrays) if np.issubdtype(a.dtype, np.floating)]
-        by_handle = {id(v.variable.handle): v.name for v in prog.variables.values()
-                     if v.trainable}
-        var_names = [by_handle.get(h) for h in var_handles]
-        nums = tuple(wants) + ((len(arrays),) if any(var_names) else ())
-
-        def scalarized(*xs):
-            out = prog.numpy_fn(*xs[:-1], params=xs[-1])
-            total = 0.0
-            for o, c in zip(tf.nest.flatten(out), cts_np, strict=True):
-                if c is not None:
-                    total = total + (o * c).sum()
-            return total
-
-        grads_in: list = [np.zeros_like(a) for a in arrays]
-        grads_vars: list = [None] * len(var_names)
-        if nums:
-            g = asd.subgrad(scalarized, nums, seed=seed)(*arrays, prog.params())
-            for i, gi in zip(nums, g, strict=True):
-                if i == len(arrays):
-                    grads_vars = [None if n is None else gi[n] for n in var_names]
-                else:
-                    grads_in[i] = np.asarray(gi, dtype=arrays[i].dtype)
-        return grads_in, grads_vars
-
-    def wrapped(*inputs):
-        inputs = [tf.convert_to_tensor(t) for t in inputs]
-
-        @tf.custom_gradient
-        def inner(*xs):
-            out = fn(*xs)
-
-            def grad(*cts, variables=None):
-                variables = list(variables or [])
-                handles = [id(_tf_variable(v).handle) for v in variables]
-                flat_in = list(xs)
-                dtypes = [x.dtype for x in flat_in] + [v.dtype for v in variables]
-
-                def host(*flat):
-                    n = len(flat_in)
-                    gi, gv = vjp(list(flat[:n]), list(flat[n:]), handles)
-                    return [np.asarray(a, dtype=d.as_numpy_dtype) for a, d in zip(
-                        gi + [np.zeros(v.shape) if g is None else g
-                              for g, v in zip(gv, variables, strict=True)],
-                        dtypes, strict=True)]
-
-                results = tf.py_function(host, flat_in + list(cts), dtypes)
-                grads_in = [None if not x.dtype.is_floating else r
-                            for x, r in zip(flat_in, results[:len(flat_in)], strict=True)]
-                grads_vars = results[len(flat_in):]
-                return (grads_in, grads_vars) if variables else grads_in
-
-            return out, grad
-
-        return inner(*inputs)
+    def wrapped(*inputs, **kwargs):
+        target = fn
+        if kwargs:
+            target, inputs = common.positional(fn, inputs, kwargs, callers, _is_tensor_input)
+        return _drop_in(target, seed, [tf.convert_to_tensor(t) for t in inputs])
 
     wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
     wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its gradient."
     return wrapped
+
+
+def _is_tensor_input(value) -> bool:
+    """A keyword argument that is an input of the drop-in: a tensor, variable or array. A
+    container holding them is refused (it would be captured as a constant, with no
+    gradient)."""
+    if isinstance(value, tf.Tensor | tf.Variable | np.ndarray):
+        return True
+    if any(isinstance(v, tf.Tensor | tf.Variable | np.ndarray) for v in tf.nest.flatten(value)):
+        raise ArgumentTypeError(
+            f"a keyword argument holding tensors in a {type(value).__name__}: asd.tf.function "
+            "takes tensors as keyword arguments one by one (each is an input with a "
+            "gradient); a tensor inside a container would be fixed at trace time.")
+    return False
+
+
+def _vjp(fn: Callable, seed, inputs, cts, var_handles):
+    """The incoming gradient pulled back through asd's sweep of ``fn``'s program, on the
+    host: the inputs' gradients and the variables' (None for those ``fn`` does not own)."""
+    prog = import_program(fn, *inputs)
+    arrays = [_to_numpy(t) for t in inputs]
+    cts_np = [None if c is None else _to_numpy(c) for c in cts]
+    wants = [i for i, a in enumerate(arrays) if np.issubdtype(a.dtype, np.floating)]
+    by_handle = {id(v.variable.handle): v.name for v in prog.variables.values()
+                 if v.trainable}
+    var_names = [by_handle.get(h) for h in var_handles]
+    nums = tuple(wants) + ((len(arrays),) if any(var_names) else ())
+
+    def scalarized(*xs):
+        out = prog.numpy_fn(*xs[:-1], params=xs[-1])
+        total = 0.0
+        for o, c in zip(tf.nest.flatten(out), cts_np, strict=True):
+            if c is not None:
+                total = total + (o * c).sum()
+        return total
+
+    grads_in: list = [np.zeros_like(a) for a in arrays]
+    grads_vars: list = [None] * len(var_names)
+    if nums:
+        g = asd.subgrad(scalarized, nums, seed=seed)(*arrays, prog.params())
+        for i, gi in zip(nums, g, strict=True):
+            if i == len(arrays):
+                grads_vars = [None if n is None else gi[n] for n in var_names]
+            else:
+                grads_in[i] = np.asarray(gi, dtype=arrays[i].dtype)
+    return grads_in, grads_vars
+
+
+def _drop_in(fn: Callable, seed, inputs: list):
+    """``fn(*inputs)`` as a ``tf.custom_gradient`` whose gradient is `_vjp` on the host."""
+
+    @tf.custom_gradient
+    def inner(*xs):
+        out = fn(*xs)
+
+        def grad(*cts, variables=None):
+            variables = list(variables or [])
+            handles = [id(_tf_variable(v).handle) for v in variables]
+            flat_in = list(xs)
+            dtypes = [x.dtype for x in flat_in] + [v.dtype for v in variables]
+
+            def host(*flat):
+                n = len(flat_in)
+                gi, gv = _vjp(fn, seed, list(flat[:n]), list(flat[n:]), handles)
+                return [np.asarray(a, dtype=d.as_numpy_dtype) for a, d in zip(
+                    gi + [np.zeros(v.shape) if g is None else g
+                          for g, v in zip(gv, variables, strict=True)],
+                    dtypes, strict=True)]
+
+            results = _first_order_only(tf.py_function(host, flat_in + list(cts), dtypes), fn,
+                                        variables)
+            in_reached, var_reached = _gradient_reaches(fn, flat_in, variables)
+            grads_in = [r if x.dtype.is_floating and reached else None for x, r, reached in
+                        zip(flat_in, results[:len(flat_in)], in_reached, strict=True)]
+            grads_vars = [r if reached else None for r, reached in
+                          zip(results[len(flat_in):], var_reached, strict=True)]
+            return (grads_in, grads_vars) if variables else grads_in
+
+        return out, grad
+
+    return inner(*inputs)
+
+
+def _gradient_reaches(fn: Callable, inputs: list, variables: list) -> tuple[list, list]:
+    """Which inputs and variables a gradient of ``fn``'s outputs reaches (the others get
+    None, as from the tape: an optimizer then leaves a variable read only behind
+    ``tf.stop_gradient`` alone). The program is imported outside any graph being built, at
+    inputs of the same shapes; with a shape unknown there, everything counts as reached."""
+    shapes = [_shape(x) for x in inputs]
+    if any(d is None for shape in shapes for d in shape):
+        return [True] * len(inputs), [True] * len(variables)
+    with tf.init_scope():
+        prog = import_program(fn, *(tf.zeros(shape, x.dtype) for shape, x in
+                                    zip(shapes, inputs, strict=True)))
+    by_handle = {id(v.variable.handle): v.name for v in prog.variables.values()}
+    return prog.reached_inputs, [by_handle.get(id(_tf_variable(v).handle)) in
+                                 prog.reached_variables for v in variables]
+
+
+def _first_order_only(results: list, fn: Callable, variables: list) -> list:
+    """The gradients, unchanged, with a gradient that refuses: asd gives first derivatives
+    only, and ``tf.py_function``'s own gradient would make a gradient penalty through the
+    drop-in silently contribute nothing. The variables' values are inputs of the mark: the
+    host reads them, so without it an outer tape would see no path from them to the
+    gradients (a gradient penalty's parameter gradient would silently miss its term)."""
+    label = getattr(fn, "__qualname__", type(fn).__qualname__)
+    n = len(results)
+
+    @tf.custom_gradient
+    def mark(*grads_and_variables):
+        grads = grads_and_variables[:n]
+
+        def refuse(*cts, variables=None):
+            raise UnsupportedError(
+                f"a gradient computed through asd.tf.function({label}) is being "
+                "differentiated again (an outer GradientTape over a gradient penalty, a "
+                "Hessian-vector product). asd gives first derivatives only (a limiting "
+                "gradient has no derivative at a kink): compute the term that differentiates "
+                "a gradient with the model itself, and the rest of the loss through "
+                "asd.tf.function.")
+
+        return [tf.identity(g) for g in grads], refuse
+
+    return list(mark(*results, *(tf.convert_to_tensor(v) for v in variables)))

@@ -92,10 +92,17 @@ from typing import Any
 import numpy as np
 import torch
 from torch.export.graph_signature import InputKind, OutputKind
+from torch.utils import _pytree as pytree
 
 import asd
 from asd.core import backend
-from asd.errors import ArgumentError, OutputError, TracerBoolError, UnsupportedError
+from asd.errors import (
+    ArgumentError,
+    ArgumentTypeError,
+    OutputError,
+    TracerBoolError,
+    UnsupportedError,
+)
 from asd.frontends import common, reach
 
 # ----- helpers -----
@@ -242,6 +249,24 @@ def _topk(x, k, dim=-1, largest=True, sorted=True):  # noqa: A002
 def _median(x):
     flat = np.sort(x.reshape(-1))
     return flat[(flat.shape[0] - 1) // 2]
+
+
+def _median_dim(x, dim, keepdim=False):
+    """``torch.median(x, dim)``: the lower middle entry of each sorted row (PyTorch's choice
+    for an even count; ties decided by sort's rule) and its position, which on torch
+    tensors is not computed (argsort has no array-API rule: a use moves to numpy)."""
+    dim = int(dim) % max(np.ndim(x), 1)
+    k = (np.shape(x)[dim] - 1) // 2
+    if _on_torch(x):
+        values = _select(np.sort(x, axis=dim), dim, k)
+        indices = NotComputed("the indices of aten.median.dim on torch tensors",
+                              numpy_only=True)
+    else:
+        values, indices = (_select(v, dim, k) for v in _sort(x, dim))
+    if keepdim:
+        values = _unsqueeze(values, dim)
+        indices = indices if isinstance(indices, NotComputed) else np.expand_dims(indices, dim)
+    return values, indices
 
 
 def _vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):  # noqa: A002
@@ -684,6 +709,11 @@ def _identity(x, *args, **kwargs):
     return x
 
 
+def _no_value(*args, **kwargs):
+    """An export-time check (``_assert_tensor_metadata`` before a cast): no value."""
+    return None
+
+
 def _pow(x, p):
     return x ** p
 
@@ -720,13 +750,128 @@ def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse
 
 
 def _full_like(fill: float | None):
-    """``full_like`` and friends: a constant of ``x``'s shape, whatever ``x``'s values."""
+    """``full_like`` and friends: a constant of ``x``'s shape, whatever ``x``'s values, in
+    ``x``'s array library (a torch tensor on its device on the native path)."""
     def like(x, *args, dtype=None, **_):
         value = args[0] if fill is None else fill
+        raw = getattr(x, "value", x)
+        if isinstance(raw, torch.Tensor):
+            target = raw.dtype if dtype is None else dtype
+            return torch.full(tuple(raw.shape), value, device=raw.device,
+                              dtype=torch.float32 if target in HALF else target)
         np_dtype = _np_dtype(dtype) if dtype is not None else _raw(x).dtype
         return np.full(np.shape(x), value, dtype=np_dtype)
 
     return like
+
+
+def _dtype_of(x):
+    """The dtype of a (traced) tensor or array: a torch dtype or a numpy dtype."""
+    raw = getattr(x, "value", x)
+    return raw.dtype if isinstance(raw, torch.Tensor) else backend.numpy_dtype(x)
+
+
+def _copy(dst, src, non_blocking=False):
+    """``dst.copy_(src)`` (how ``h[:, 0] = 0.0`` and ``zero_()`` reach the graph) as the value
+    it leaves: ``src`` broadcast to ``dst``'s shape, in ``dst``'s dtype; ``dst``'s old
+    values are overwritten, so no derivative flows to them."""
+    shape, dtype = tuple(np.shape(dst)), _dtype_of(dst)
+    if not common.is_traced(src):         # a constant written in: PyTorch builds it
+        raw = src if isinstance(src, torch.Tensor) else torch.as_tensor(np.asarray(src))
+        like = getattr(dst, "value", dst)
+        if isinstance(like, torch.Tensor):
+            return raw.to(device=like.device, dtype=dtype).expand(shape).clone()
+        return _to_numpy(raw.expand(shape).clone()).astype(dtype)
+    out = asd.broadcast_to(src, shape) if _on_torch(src) else src + common.zeros(shape, src)
+    if _dtype_of(out) != dtype:
+        out = _to_copy(out, dtype) if isinstance(dtype, torch.dtype) else out.astype(dtype)
+    return out
+
+
+def _argmax_or_min(np_fn):
+    """``argmax``/``argmin``: positions, piecewise constant in ``x``. As in asd's numpy
+    semantics they may be used as indices or behind ``detach``; used as numbers in the
+    differentiated output they raise `asd.NotLipschitzError`."""
+    def arg(x, dim=None, keepdim=False):
+        if dim is None:
+            out = np_fn(x)
+            return np.reshape(out, (1,) * np.ndim(x)) if keepdim else out
+        out = np_fn(x, axis=int(dim))
+        return np.expand_dims(out, int(dim)) if keepdim else out
+
+    return arg
+
+
+def _item(x):
+    """``.item()`` (``aten._local_scalar_dense``): a Python number. Of a constant (an index
+    tensor, an integer argument) it is that number; of an integer computed from the input
+    (``argmax(x).item()``) it stays asd's discrete value; of a floating value computed from
+    the differentiated input it would fall out of the program (PyTorch's autograd drops it
+    too), so it is refused, as asd refuses ``float()`` of a traced value."""
+    if not common.is_traced(x):
+        return _raw(x).item()
+    if np.issubdtype(np.dtype(backend.numpy_dtype(x)), np.integer):
+        return x
+    raise TracerBoolError(
+        ".item() of a value computed from the differentiated inputs: PyTorch returns a "
+        "Python number that autograd no longer sees, so its derivative would be dropped. "
+        "Keep it a tensor (x[0] instead of x[0].item()), or write x[0].detach() if it is a "
+        "constant by intent.")
+
+
+def _index_select(x, dim, index):
+    return x[(slice(None),) * (int(dim) % max(np.ndim(x), 1)) + (index,)]
+
+
+def _torch_value(a) -> torch.Tensor:
+    """The values of a (traced) array as a CPU torch tensor (for PyTorch's own factorization
+    at the point)."""
+    raw = getattr(a, "value", a)
+    return raw.detach().cpu() if isinstance(raw, torch.Tensor) else torch.from_numpy(
+        np.ascontiguousarray(_raw(a)))
+
+
+def _signs(mine, theirs: torch.Tensor) -> np.ndarray:
+    """Per column of the vectors ``mine`` (asd's: numpy's signs at the point), the sign that
+    makes them PyTorch's ``theirs``: both are one basis up to a sign per simple value, so
+    the flip is a constant and the derivative that of PyTorch's vectors."""
+    dots = np.sum(_raw(mine) * theirs.numpy(), axis=-2)
+    return np.where(dots < 0, -1.0, 1.0).astype(_raw(mine).dtype)
+
+
+def _svd(a, full_matrices=True, compute_uv=True, used=None):
+    """``torch.linalg.svd`` through numpy.linalg.svd's rules: singular values everywhere,
+    vectors where the singular values are simple and nonzero (refused elsewhere), each pair
+    flipped to PyTorch's sign at the point; vectors nobody reads are not computed (their rule
+    refuses repeated values, which the values alone do not). A batch of matrices goes to
+    the library as it is (which refuses it where it takes one matrix only)."""
+    if not compute_uv or (used is not None and not (used[0] or used[2])):
+        return [NotComputed("U of svd"), np.linalg.svd(a, compute_uv=False),
+                NotComputed("Vh of svd")]
+    u, s, vh = np.linalg.svd(a, full_matrices=bool(full_matrices))
+    ut = torch.linalg.svd(_torch_value(a), full_matrices=bool(full_matrices))[0]
+    d = _signs(u, ut)
+    return [u * d[..., None, :], s, vh * d[..., :, None]]
+
+
+def _svd_old(x, some=True, compute_uv=True, used=None):
+    """``torch.svd``: ``(U, S, V)`` with V, not its transpose."""
+    if not compute_uv:
+        raise UnsupportedError("torch.svd with compute_uv=False (zero-filled vectors); use "
+                               "torch.linalg.svdvals")
+    u, s, vh = _svd(x, not some, used=used)
+    return [u, s, vh if isinstance(vh, NotComputed) else np.swapaxes(vh, -1, -2)]
+
+
+def _eigh(a, uplo="L", compute_v=True, used=None):
+    """``torch.linalg.eigh`` through numpy.linalg.eigh's rules (eigenvalues everywhere by the
+    spectral rule, eigenvectors where the eigenvalues are simple and read), reading the
+    ``uplo`` triangle as both do, each vector flipped to PyTorch's sign at the point."""
+    if not compute_v or (used is not None and not used[1]):
+        return [np.linalg.eigvalsh(a, UPLO=uplo), NotComputed("the vectors of eigvalsh")]
+    w, v = np.linalg.eigh(a, UPLO=uplo)
+    d = _signs(v, torch.linalg.eigh(_torch_value(a), UPLO=uplo)[1])
+    return [w, v * d[..., None, :]]
 
 
 def _gelu(x, approximate="none"):
@@ -905,7 +1050,18 @@ ATEN: dict[str, Callable] = {
     "repeat": lambda x, repeats: np.tile(x, tuple(int(r) for r in repeats)),
     "gather": _gather,
     "index_put": _index_put, "slice_scatter": _slice_scatter,
-    "copy": lambda dst, src, non_blocking=False: np.broadcast_to(src, np.shape(dst)) * 1.0,
+    "copy": _copy, "index_select": _index_select, "_assert_tensor_metadata": _no_value,
+    "sign": np.sign, "argmax": _argmax_or_min(np.argmax), "argmin": _argmax_or_min(np.argmin),
+    "_local_scalar_dense": _item,
+    # torch's decompositions of linalg_svd drop full_matrices and compute_uv: kept whole
+    "linalg_svd": lambda a, full_matrices=True, driver=None, used=None: _svd(
+        a, full_matrices, used=used),
+    "linalg_svdvals": lambda a, driver=None: np.linalg.svd(a, compute_uv=False),
+    "_linalg_svd": lambda a, full_matrices=True, compute_uv=True, driver=None, used=None: _svd(
+        a, full_matrices, compute_uv, used),
+    "svd": _svd_old, "linalg_eigh": lambda a, UPLO="L", used=None: _eigh(a, UPLO, used=used),
+    "linalg_eigvalsh": lambda a, UPLO="L": np.linalg.eigvalsh(a, UPLO=UPLO),
+    "_linalg_eigh": _eigh,
     "native_group_norm": _group_norm, "_native_batch_norm_legit.no_stats":
         _batch_norm_no_stats,
     "_adaptive_avg_pool2d": _adaptive_avg_pool, "adaptive_avg_pool2d": _adaptive_avg_pool,
@@ -917,7 +1073,13 @@ ATEN: dict[str, Callable] = {
 """ATen operator name (the overload packet, e.g. ``relu`` for ``aten.relu.default``) ->
 handler on numpy or traced arrays. Extend it to teach the importer a new operation."""
 
+USED = {"linalg_svd", "_linalg_svd", "svd", "linalg_eigh", "_linalg_eigh"}
+"""Operations whose handler is told which results the graph reads (``used=``, by the
+``getitem`` nodes after it): it skips the others (singular and eigen vectors, whose rules
+refuse repeated values that the values alone handle)."""
+
 ATEN["sort.stable"] = _sort_stable
+ATEN["median.dim"] = _median_dim
 
 
 # ----- what a function reaches: its parameters, and the state its trace depends on -----
@@ -1016,8 +1178,8 @@ class _FunctionModule(torch.nn.Module):
             name += "_"
         owner.add_module(name, module)
 
-    def forward(self, *args):
-        return self.asd_fn(*args)
+    def forward(self, *args, **kwargs):
+        return self.asd_fn(*args, **kwargs)
 
 
 def _same_view(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -1084,7 +1246,7 @@ def _decompositions() -> dict:
             and op.overloadpacket.__name__ not in TRAINING_OPS}
 
 
-def _export(module: torch.nn.Module, example: tuple, label: str):
+def _export(module: torch.nn.Module, example: tuple, kwargs: dict, label: str):
     """``torch.export`` with its failures turned into asd errors that say what to change."""
     from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode
 
@@ -1099,7 +1261,7 @@ def _export(module: torch.nn.Module, example: tuple, label: str):
             warnings.filterwarnings("ignore", "A model attribute .* requires gradient")
             # RNN modules re-assign their flat weight list while export runs them
             warnings.filterwarnings("ignore", "The tensor attributes .* were assigned during")
-            exported = torch.export.export(module, example).run_decompositions(
+            exported = torch.export.export(module, example, kwargs).run_decompositions(
                 _decompositions())
         sys.stderr.write(said.getvalue())
         return exported
@@ -1142,6 +1304,38 @@ def _locally_constant(node) -> bool:
     return False
 
 
+NO_GRADIENT = {"detach", "zeros_like", "ones_like", "empty_like", "full_like", "rand_like",
+               "randn_like", "_assert_tensor_metadata", "_local_scalar_dense"}
+"""Operations whose result PyTorch's autograd never differentiates (``detach``, the
+``*_like`` factories, ``.item()``): a gradient does not pass them."""
+
+
+def _floating(node) -> bool:
+    """Whether autograd can carry a gradient through the value of ``node`` (a floating
+    tensor, or a tuple holding one); without a recorded value, assume it can."""
+    val = node.meta.get("val")
+    if val is None:
+        return True
+    if isinstance(val, list | tuple):
+        return any(isinstance(v, torch.Tensor) and v.is_floating_point() for v in val)
+    if isinstance(val, torch.Tensor):
+        return val.is_floating_point()
+    return isinstance(val, float | torch.SymFloat)
+
+
+def _reaching(graph, outputs: list[str]) -> set[str]:
+    """The nodes a gradient of the outputs reaches, walking back from them as autograd does:
+    through floating values, never through `NO_GRADIENT` operations."""
+    need = set(outputs)
+    for node in reversed(graph.nodes):
+        if node.name not in need or node.op != "call_function":
+            continue
+        if not _floating(node) or _op_key(node.target)[0] in NO_GRADIENT:
+            continue
+        need.update(a.name for a in node.all_input_nodes)
+    return need
+
+
 def _point_values(tree):
     """``tree`` with traced values replaced by their values at the point."""
     if isinstance(tree, asd.core.primitive.Traced):
@@ -1162,12 +1356,17 @@ class TorchProgram:
     `params` reads their current values; `tensors` gives the tensors themselves.
     """
 
-    def __init__(self, fn: Callable, example: tuple):
+    def __init__(self, fn: Callable, example: tuple, kwargs: dict | None = None):
         self.fn = fn
         modules, reached = _reached(fn)
         self.module = _FunctionModule(fn, modules)
         label = f"`{getattr(fn, '__qualname__', type(fn).__qualname__)}`"
-        self.exported = _export(self.module, example, label)
+        self.label = label
+        self.exported = _export(self.module, example, kwargs or {}, label)
+        self.in_spec = self.exported.call_spec.in_spec
+        """The tree of ``(args, kwargs)``: the graph's user inputs are its leaves."""
+        self.out_spec = self.exported.call_spec.out_spec
+        """The tree ``fn`` returns (a dict, list, nested tuples): its leaves are `outputs`."""
         self.graph = self.exported.graph_module.graph
         sig = self.exported.graph_signature
         strip = "self." if isinstance(fn, torch.nn.Module) else ""
@@ -1190,6 +1389,14 @@ class TorchProgram:
                 self.fixed[name] = owned[spec.target]
             elif spec.kind == InputKind.CONSTANT_TENSOR:
                 const = self.exported.constants[spec.target]
+                alias = next((q for q, t in owned.items() if t is const), None) or next(
+                    (q for q, t in owned.items() if _same_view(t, const)), None)
+                if alias is not None:     # a module's own tensor, also read from elsewhere
+                    if self.name_of(alias) in self._tensors:
+                        self.param_names[name] = self.name_of(alias)
+                    else:
+                        self.fixed[name] = owned[alias]
+                    continue
                 found = next((p for p, t in reached if t is const), None) or next(
                     (p for p, t in reached if _same_view(t, const)), None)
                 tensor = dict(reached).get(found) if found is not None else None
@@ -1225,6 +1432,28 @@ class TorchProgram:
                               "asd differentiates functions returning tensors (a missing "
                               "`return`?).")
         self._check()
+        self.reaching = _reaching(self.graph, self.outputs)
+        """The placeholders (inputs, parameters) through which PyTorch's autograd would carry
+        a gradient to an output: `function` gives the others no gradient (None), as torch
+        leaves ``.grad`` of an unused parameter None (so optimizers skip it)."""
+        targets = {t for name, t in self.param_names.items() if name in self.reaching}
+        self.reached = [name in self.reaching for name in self.user_inputs] + [
+            t in targets for t in self._tensors]
+        """Per autograd input of `function` (the user inputs, then `tensors`): `reaching`."""
+
+    def leaves(self, args: tuple, kwargs: dict) -> list:
+        """The graph's user inputs: the leaves of ``(args, kwargs)``, in export's order."""
+        return pytree.tree_leaves((args, kwargs))
+
+    def call(self, leaves) -> list:
+        """``fn`` itself on the arguments these leaves stand for: its outputs' leaves."""
+        args, kwargs = pytree.tree_unflatten(list(leaves), self.in_spec)
+        return pytree.tree_leaves(self.fn(*args, **kwargs))
+
+    def structured(self, flat):
+        """The program's outputs in the structure ``fn`` returns (a dict, a list...)."""
+        return pytree.tree_unflatten(list(flat) if isinstance(flat, tuple) else [flat],
+                                     self.out_spec)
 
     # ----- validation: every op on the differentiated path needs a mapping -----
     def _check(self) -> None:
@@ -1327,6 +1556,10 @@ class TorchProgram:
                     if isinstance(a, NotComputed):    # an output asd does not compute
                         a._refuse()
                 # nothing traced: a constant of this sweep, which PyTorch evaluates itself
+                # (on tensors: a handler, the user's own among them, may answer in numpy)
+                if any(isinstance(a, np.ndarray | np.generic) for a in flat):
+                    device = next((a.device for a in flat if isinstance(a, torch.Tensor)), None)
+                    args, kwargs = _to_torch((args, kwargs), device)
                 return node.target(*args, **kwargs)
         elif node.name in self.constant_nodes:
             return _constant(node.target, args, kwargs)
@@ -1334,6 +1567,10 @@ class TorchProgram:
         handler = ATEN.get(f"{name}.{overload}") or ATEN[name]
         kwargs = {k: v for k, v in kwargs.items() if k not in ("device", "pin_memory", "layout",
                                                                 "memory_format")}
+        if name in USED:
+            reads = {u.args[1] if u.target is operator.getitem else None for u in node.users}
+            kwargs["used"] = None if None in reads or "val" not in node.meta else tuple(
+                i in reads for i in range(len(node.meta["val"])))
         try:
             return handler(*args, **kwargs)
         except asd.ASDError as e:
@@ -1379,11 +1616,14 @@ def dtype_of(fn: Callable) -> torch.dtype | None:
     return None
 
 
-def _to_torch(a):
+def _to_torch(a, device=None):
     if isinstance(a, np.ndarray | np.generic):
-        return torch.from_numpy(np.asarray(a))
+        return torch.from_numpy(np.asarray(a)).to(device) if device is not None else \
+            torch.from_numpy(np.asarray(a))
     if isinstance(a, list | tuple):
-        return type(a)(_to_torch(b) for b in a)
+        return type(a)(_to_torch(b, device) for b in a)
+    if isinstance(a, dict):
+        return {k: _to_torch(v, device) for k, v in a.items()}
     return a
 
 
@@ -1409,23 +1649,27 @@ def _signature(tensors) -> tuple:
                  else (type(t), repr(t)) for t in tensors)
 
 
-def import_program(fn: Callable, *tensors) -> TorchProgram:
-    """Export ``fn`` (a function or ``nn.Module``) at example tensors, cached.
+def import_program(fn: Callable, *tensors, **kwargs) -> TorchProgram:
+    """Export ``fn`` (a function or ``nn.Module``) at example arguments, cached.
 
-    The key is ``fn``'s identity, the tensors' shapes and dtypes, and the fingerprint of
-    everything ``fn`` reaches (`asd.frontends.reach`): closure values, globals, object
-    attributes, Python flags, ``module.training``, and the identity, shape and dtype of every
-    parameter and buffer. Any change there imports anew, so a cached program is always the one
-    ``fn`` would export now; tensor *values* are inputs of the program, read at each call.
+    The arguments may be tensors, Python numbers, and tuples, lists and dicts of them,
+    positional or by keyword; the program's inputs are their leaves (`TorchProgram.leaves`).
+    The key is ``fn``'s identity, the arguments' tree, the tensors' shapes and dtypes, and
+    the fingerprint of everything ``fn`` reaches (`asd.frontends.reach`): closure values,
+    globals, object attributes, Python flags, ``module.training``, and the identity, shape
+    and dtype of every parameter and buffer. Any change there imports anew, so a cached
+    program is always the one ``fn`` would export now; tensor *values* are inputs of the
+    program, read at each call.
     """
     state, held = _fingerprint(fn)
-    key = (id(fn), _signature(tensors), state)
+    leaves, tree = pytree.tree_flatten((tensors, kwargs))
+    key = (id(fn), tree, _signature(leaves), state)
     hit = _CACHE.get(key)
     if hit is not None and hit[0].fn is fn:
         return hit[0]
     if len(_CACHE) >= CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
-    prog = TorchProgram(fn, tuple(tensors))
+    prog = TorchProgram(fn, tuple(tensors), kwargs)
     IMPORTS["count"] += 1
     _CACHE[key] = (prog, held)
     return prog
@@ -1481,15 +1725,17 @@ def _sweep(prog: TorchProgram, tensors, param_tensors: dict, run: Callable):
 def _prepare(fn, tensors, argnums):
     prog = import_program(fn, *tensors)
     n = len(tensors)
-    if argnums == "params":
+    if len(prog.user_inputs) != n:
+        raise ArgumentTypeError(
+            f"{prog.label} was called with {n} arguments holding {len(prog.user_inputs)} "
+            "values: asd.torch.subgrad takes tensors and Python numbers as arguments, not "
+            "containers of them; pass each tensor as its own argument (asd.torch.function "
+            "takes nested arguments and keyword arguments).")
+    nums = common.argnums_with_params(argnums, n)
+    if nums == n or (isinstance(nums, tuple) and n in nums):
         if not prog.param_names:
             raise ArgumentError("argnums='params' but the function reaches no parameters (no "
                                 "module, and no tensor that requires grad)")
-        nums: int | tuple = n
-    elif isinstance(argnums, int):
-        nums = argnums
-    else:
-        nums = tuple(n if a == "params" else a for a in argnums)
     for i in (nums,) if isinstance(nums, int) else nums:
         if i < n and not (isinstance(tensors[i], torch.Tensor)
                           and tensors[i].is_floating_point()):
@@ -1569,7 +1815,10 @@ class _Unseen(torch.overrides.TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         for t in (v for v in _flat_values((args, kwargs)) if isinstance(v, torch.Tensor)):
-            if t.requires_grad and t.is_leaf and id(t) not in self.known:
+            # a view (W.t(), W.T, W[0], W.reshape(...), tied weights) is where its base is
+            base = t._base if t._base is not None else t
+            if t.requires_grad and base.is_leaf and id(base) not in self.known \
+                    and id(t) not in self.known:
                 raise ArgumentError(
                     f"{self.label} uses a tensor of shape {tuple(t.shape)} ({t.dtype}) that "
                     f"requires grad in {getattr(func, '__name__', func)}, but asd cannot see "
@@ -1591,11 +1840,15 @@ class _ASDFunction(torch.autograd.Function):
     def forward(ctx, prog, seed, n_inputs, *flat):
         inputs, params = flat[:n_inputs], flat[n_inputs:]
         tensors = [t for t in flat if isinstance(t, torch.Tensor)]
+        # only what requires grad and what a gradient reaches (an unused parameter keeps
+        # .grad None, as in torch, so that an optimizer leaves it alone)
+        ctx.reached = prog.reached
         wants = [i for i, t in enumerate(inputs) if ctx.needs_input_grad[3 + i]
-                 and isinstance(t, torch.Tensor) and t.is_floating_point()]
-        want_params = any(ctx.needs_input_grad[3 + n_inputs:])
+                 and ctx.reached[i] and isinstance(t, torch.Tensor) and t.is_floating_point()]
+        want_params = any(need and reached for need, reached in zip(
+            ctx.needs_input_grad[3 + n_inputs:], ctx.reached[n_inputs:], strict=True))
         nums = tuple(wants) + ((n_inputs,) if want_params else ())
-        ctx.n_inputs, ctx.nums, ctx.pullback = n_inputs, nums, None
+        ctx.n_inputs, ctx.nums, ctx.pullback, ctx.label = n_inputs, nums, None, prog.label
         ctx.is_tensor = [isinstance(t, torch.Tensor) for t in flat]
         # the linearizations read these tensors' storage: saved, so that one changed in place
         # before the backward raises torch's usual error instead of bending the gradient (and
@@ -1603,7 +1856,8 @@ class _ASDFunction(torch.autograd.Function):
         ctx.save_for_backward(*tensors)
         if not nums:                 # nothing to differentiate: torch's own forward
             with torch.no_grad():
-                return _detached(prog.fn(*inputs), flat)
+                outs = prog.call(inputs)
+            return _detached(tuple(outs) if len(outs) > 1 else outs[0], flat)
 
         def run(arrays, values, native):
             def f(*xs):
@@ -1650,25 +1904,66 @@ def _backward(ctx, *cts):
     saved = iter(ctx.saved_tensors)   # torch checks that none was changed in place since
     flat = [next(saved) if is_tensor else None for is_tensor in ctx.is_tensor]
     conv = _native if ctx.native else _to_numpy
-    cts_ = tuple(conv(c) if c is not None else None for c in cts)
-    g = ctx.pullback(cts_ if len(cts_) > 1 else cts_[0])   # freed with the graph
-    for i, gi in zip(nums, g, strict=True):
-        if i == n:
-            for j, v in enumerate(gi.values()):
-                grads[n + j] = _like(_as_torch_result(v), flat[n + j])
-        else:
-            grads[i] = _like(_as_torch_result(gi), flat[i])
+    with torch.no_grad():
+        cts_ = tuple(conv(c) if c is not None else None for c in cts)
+        g = ctx.pullback(cts_ if len(cts_) > 1 else cts_[0])   # freed with the graph
+        for i, gi in zip(nums, g, strict=True):
+            if i == n:
+                for j, v in enumerate(gi.values()):
+                    if ctx.reached[n + j]:
+                        grads[n + j] = _like(_as_torch_result(v), flat[n + j])
+            else:
+                grads[i] = _like(_as_torch_result(gi), flat[i])
+    if torch.is_grad_enabled():     # create_graph=True: the gradient will be differentiated
+        grads = _first_order_only(grads, ctx.label)
     return (None, None, None, *grads)
 
 
-def _check_reach(prog: TorchProgram, inputs: tuple) -> None:
+class _FirstOrderOnly(torch.autograd.Function):
+    """The gradients `function`'s backward returns under ``create_graph=True``, unchanged,
+    with a backward that refuses: asd gives first derivatives only, and a gradient without
+    a graph would make a gradient penalty silently contribute nothing (PyTorch's
+    ``once_differentiable`` skips its error when the incoming gradient needs none, so it is
+    not used)."""
+
+    @staticmethod
+    def forward(ctx, label, *grads):
+        ctx.label = label
+        return tuple(g.clone() for g in grads)
+
+    @staticmethod
+    def backward(ctx, *cts):
+        raise UnsupportedError(
+            f"a gradient computed through asd.torch.function({ctx.label}) with "
+            "create_graph=True is being differentiated again (a gradient penalty, a "
+            "Hessian-vector product). asd gives first derivatives only (a limiting gradient "
+            "has no derivative at a kink): compute the term that differentiates a gradient "
+            "with the model itself, e.g. torch.autograd.grad(model(x).sum(), x, "
+            "create_graph=True) for a WGAN-GP penalty, and the rest of the loss through "
+            "asd.torch.function; or leave out create_graph=True where the gradient is only "
+            "read.")
+
+
+def _first_order_only(grads: list, label: str) -> list:
+    """``grads`` (None kept) passed through `_FirstOrderOnly`, so that a backward through
+    any of them raises instead of finding no graph."""
+    present = [i for i, g in enumerate(grads) if g is not None]
+    if not present:
+        return grads
+    marked = _FirstOrderOnly.apply(label, *(grads[i].detach().requires_grad_() for i in present))
+    out = list(grads)
+    for i, g in zip(present, marked, strict=True):
+        out[i] = g
+    return out
+
+
+def _check_reach(prog: TorchProgram, args: tuple, kwargs: dict) -> None:
     """Run ``fn`` once, watched, the first time its program is called with gradients on: a
     tensor that requires grad but that the importer cannot reach (export bakes it in as a
     constant) raises here instead of silently getting no gradient."""
-    flat = [*inputs, *prog.tensors().values()]
-    label = f"`{getattr(prog.fn, '__qualname__', type(prog.fn).__qualname__)}`"
-    with torch.no_grad(), _Unseen(flat, label):
-        prog.fn(*inputs)
+    flat = [*prog.leaves(args, kwargs), *prog.tensors().values()]
+    with torch.no_grad(), _Unseen(flat, prog.label):
+        prog.fn(*args, **kwargs)
     prog.reach_checked = True
 
 
@@ -1678,18 +1973,25 @@ def function(fn: Callable, *, seed=None) -> Callable:
     Each call first imports (or finds in the cache) the program for ``fn`` as it is now, so
     an operation asd refuses is refused before anything runs; the forward sweeps that very
     program and the backward pulls back through the branches it chose (only for the inputs
-    and parameters that require grad). The parameters ``fn`` reaches are inputs of the
+    and parameters that require grad and that the output depends on: an unused parameter's
+    ``.grad`` stays None, as in torch). The parameters ``fn`` reaches are inputs of the
     autograd function and get their gradients; a tensor requiring grad that ``fn`` uses but
     asd cannot reach raises, checked by running ``fn`` once when its program is new.
+    Arguments may be passed by keyword and nested in tuples, lists and dicts; the result
+    has the structure ``fn`` returns. The gradient is a first derivative: differentiating
+    it again (``create_graph=True``) raises `asd.UnsupportedError`.
     """
 
-    def wrapped(*inputs):
-        prog = import_program(fn, *inputs)
+    def wrapped(*args, **kwargs):
+        kwargs = dict(sorted(kwargs.items()))      # one program whatever the keyword order
+        prog = import_program(fn, *args, **kwargs)
         if not torch.is_grad_enabled():      # no backward can follow: torch's own forward
-            return prog.fn(*inputs)
+            return prog.fn(*args, **kwargs)
         if not prog.reach_checked:
-            _check_reach(prog, inputs)
-        return _ASDFunction.apply(prog, seed, len(inputs), *inputs, *prog.tensors().values())
+            _check_reach(prog, args, kwargs)
+        leaves = prog.leaves(args, kwargs)
+        return prog.structured(_ASDFunction.apply(prog, seed, len(leaves), *leaves,
+                                                  *prog.tensors().values()))
 
     # torch.compile around a step calling it: a graph break here, the call runs eagerly
     # (dynamo tracing into export and the sweep would take minutes and gain nothing)

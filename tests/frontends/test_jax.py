@@ -300,3 +300,103 @@ def test_program_prints():
 def test_indexing_by_computed_positions_is_refused_not_guessed(f):
     with pytest.raises(asd.NotLipschitzError, match="dynamic_slice"):
         asd.jax.subgrad(f, seed=0)(np.array([1.0, 3.0, 3.0, 0.5]))
+
+
+# ----- argnums, linear algebra, stack, the drop-in's arguments and second derivatives -----
+
+
+def test_argnums_index_the_arguments_as_python_does():
+    f = lambda a, b: (jax.nn.relu(a) * b).sum()  # noqa: E731
+    a, b = jnp.array([0.5, -1.0, 2.0]), jnp.array([3.0, -1.0, 0.25])
+    ga, gb = asd.jax.subgrad(f, argnums=(0, 1), seed=0)(a, b)
+    np.testing.assert_allclose(np.asarray(asd.jax.subgrad(f, argnums=-1, seed=0)(a, b)),
+                               np.asarray(gb))
+    np.testing.assert_allclose(np.asarray(asd.jax.subgrad(f, argnums=-2, seed=0)(a, b)),
+                               np.asarray(ga))
+    for bad in (2, 3, -3, (0, 2)):
+        with pytest.raises(asd.ArgumentError, match=r"names argument .* got 2 arguments"):
+            asd.jax.subgrad(f, argnums=bad)(a, b)
+    with pytest.raises(asd.ArgumentError, match="twice"):
+        asd.jax.subgrad(f, argnums=(1, -1))(a, b)
+
+
+M = np.array([[2.0, 1.0, 0.0], [0.5, 3.0, 1.0], [0.0, 1.0, 4.0], [1.0, -1.0, 0.5]])
+WEIGHT = np.random.default_rng(3).standard_normal((4, 4))
+
+
+def one_sided(f, x, v, t=1e-4):
+    """The one-sided quotient of ``f`` in float64 (x64 on), for the kink checks."""
+    with jax.enable_x64(True):
+        x, v = jnp.asarray(x, jnp.float64), jnp.asarray(v, jnp.float64)
+        return float((f(x + t * v) - f(x)) / t)
+
+
+@pytest.mark.parametrize("name, f, x", [
+    ("svd values", lambda m: (jnp.linalg.svd(m, compute_uv=False) ** 3).sum(), M),
+    ("svd vectors", lambda m: sum((p * (jnp.asarray(WEIGHT)[:p.shape[0], :p.shape[1]]
+                                        if p.ndim == 2 else 1.0)).sum()
+                                  for p in jnp.linalg.svd(m, full_matrices=False)), M),
+    ("eigvalsh", lambda m: (jnp.linalg.eigvalsh(m[:3] + m[:3].T) ** 3).sum(), M),
+    ("eigh vectors", lambda m: (jnp.linalg.eigh(m[:3] + m[:3].T)[1]
+                                * jnp.asarray(WEIGHT[:3, :3])).sum(), M),
+    ("stack", lambda m: (jnp.stack([m[0], m[1] * 2.0], axis=1) ** 2).sum(), M),
+])
+def test_linear_algebra_and_stack_match_jax_at_a_generic_point(name, f, x):
+    with jax.enable_x64(True):
+        x = jnp.asarray(x, jnp.float64)
+        got = asd.jax.subgrad(f, seed=0)(x)
+        np.testing.assert_allclose(np.asarray(got), np.asarray(jax.grad(f)(x)), rtol=1e-9,
+                                   atol=1e-11)
+
+
+def test_singular_and_eigen_vectors_have_jaxs_signs():
+    with jax.enable_x64(True):
+        for f in (lambda m: jnp.linalg.svd(m, full_matrices=False),
+                  lambda m: jnp.linalg.eigh(m[:3] + m[:3].T)):
+            x = jnp.asarray(M, jnp.float64)
+            got = asd.jax.function(f)(x)
+            for a, b in zip(got, f(x), strict=True):
+                np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-10,
+                                           atol=1e-12)
+
+
+@pytest.mark.parametrize("name, f", [
+    ("top singular value", lambda m: jnp.linalg.svd(m, compute_uv=False)[0]),
+    ("top eigenvalue", lambda m: jnp.linalg.eigvalsh(m[:3] + m[:3].T)[-1]),
+    ("stacked max", lambda m: jnp.stack([m[0], m[1]]).max(axis=0).sum()),
+])
+def test_linear_algebra_and_stack_at_ties_give_one_sided_derivatives(name, f):
+    x = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0], [0.0, 0.0, 0.0]])
+    with jax.enable_x64(True):
+        for seed in range(4):
+            v = unit(seed + 20, x.shape)
+            g = asd.jax.subgrad(f, direction=v)(jnp.asarray(x, jnp.float64))
+            assert float((np.asarray(g) * v).sum()) == pytest.approx(one_sided(f, x, v),
+                                                                      rel=1e-3, abs=1e-3)
+
+
+def test_the_drop_in_takes_keyword_arguments():
+    def f(x, *, w, scale=1.0, square=False):
+        y = jax.nn.relu(x * w) * scale
+        return (y ** 2 if square else y).sum()
+
+    x, w = jnp.array([0.5, -1.0, 2.0]), jnp.array([1.0, 2.0, -0.5])
+    fn = asd.jax.function(f)
+    for square in (False, True):
+        got = jax.grad(lambda x, w, sq=square: fn(x, w=w, scale=3.0, square=sq),
+                       argnums=(0, 1))(x, w)
+        want = jax.grad(lambda x, w, sq=square: f(x, w=w, scale=3.0, square=sq),
+                        argnums=(0, 1))(x, w)
+        for a, b in zip(got, want, strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-6)
+
+
+def test_differentiating_the_drop_ins_gradient_again_is_refused():
+    w = jnp.array([1.0, 2.0])
+    fn = asd.jax.function(lambda x, w: jnp.tanh(x * w).sum())
+
+    def penalty(w, x):
+        return (jax.grad(fn)(x, w) ** 2).sum()
+
+    with pytest.raises(asd.UnsupportedError, match="first derivatives only"):
+        jax.grad(penalty)(w, jnp.array([1.0, 2.0]))

@@ -639,3 +639,111 @@ def test_the_public_front_end_is_the_implementing_module():
 
     assert asd.tf is asd.frontends.tf
     assert asd.tf.__spec__.name == "asd.frontends.tf"
+
+
+# ----- argnums, keyword arguments, second derivatives, variables no gradient reaches -----
+
+
+def test_argnums_index_the_tensors_as_python_does():
+    """``-1`` is the last tensor, never the variables' dict ('params' names that); out of
+    range is asd's ArgumentError (``argnums=2`` of two tensors used to return the
+    variables' gradient)."""
+    w = tf.Variable([1.0, -2.0, 0.5])
+    f = lambda a, b: tf.reduce_sum(tf.nn.relu(a) * b * w)  # noqa: E731
+    a, b = tf.constant([0.5, 1.0, 2.0]), tf.constant([3.0, -1.0, 0.25])
+    ga, gb = asd.tf.subgrad(f, a, b, argnums=(0, 1), seed=0)
+    np.testing.assert_array_equal(asd.tf.subgrad(f, a, b, argnums=-1, seed=0).numpy(),
+                                  gb.numpy())
+    np.testing.assert_array_equal(asd.tf.subgrad(f, a, b, argnums=-2, seed=0).numpy(),
+                                  ga.numpy())
+    got = asd.tf.subgrad(f, a, b, argnums=(-1, "params"), seed=0)
+    np.testing.assert_array_equal(got[0].numpy(), gb.numpy())
+    assert set(got[1]) == {"w"}
+    for bad in (2, -3, (0, 2)):
+        with pytest.raises(asd.ArgumentError, match=r"names argument .* got 2 arguments"):
+            asd.tf.subgrad(f, a, b, argnums=bad)
+
+
+def test_function_takes_keyword_arguments():
+    model = make_mlp("float32")
+
+    def f(x, *, shift, training=False, scale=1.0):
+        return tf.reduce_sum(model(x + shift, training=training) ** 2) * scale
+
+    fn = asd.tf.function(f)
+    x = tf.constant(unit(7, (4, 3)), tf.float32)
+    shift = tf.constant(unit(8, (3,)), tf.float32)
+    with tf.GradientTape() as tape:
+        tape.watch([x, shift])
+        y = fn(x, shift=shift, training=False, scale=3.0)
+    got = tape.gradient(y, [x, shift] + model.trainable_variables)
+    with tf.GradientTape() as tape:
+        tape.watch([x, shift])
+        y_ref = f(x, shift=shift, scale=3.0)
+    want = tape.gradient(y_ref, [x, shift] + model.trainable_variables)
+    np.testing.assert_allclose(float(y), float(y_ref), **F32)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g.numpy(), w.numpy(), **F32)
+    with pytest.raises(asd.ArgumentTypeError, match="one by one"):
+        fn(x, shift={"s": shift})
+
+
+def critic_variables():
+    rng = np.random.default_rng(4)
+    return [tf.Variable(rng.standard_normal(shape), dtype=tf.float64)
+            for shape in ((2, 8), (8,), (8, 1))]
+
+
+def critic_of(v):
+    return lambda x: tf.reduce_sum(tf.nn.softplus(tf.tanh(x @ v[0] + v[1]) @ v[2]))
+
+
+def wgan_gp_grads(v, score, penalty_score):
+    rng = np.random.default_rng(5)
+    real, fake = (tf.constant(rng.standard_normal((6, 2))) for _ in range(2))
+    mixed = 0.3 * real + 0.7 * fake
+    with tf.GradientTape() as outer:
+        with tf.GradientTape() as inner:
+            inner.watch(mixed)
+            s = penalty_score(mixed)
+        g = inner.gradient(s, mixed)
+        penalty = tf.reduce_mean((tf.norm(g, axis=1) - 1.0) ** 2)
+        loss = score(fake) - score(real) + 10.0 * penalty
+    return outer.gradient(loss, v)
+
+
+def test_a_gradient_penalty_through_function_is_refused_not_dropped():
+    v = critic_variables()
+    fn = asd.tf.function(critic_of(v))
+    with pytest.raises(asd.UnsupportedError, match=r"first derivatives only.*model itself"):
+        wgan_gp_grads(v, fn, fn)
+    # the advice: the penalty through the model itself, the rest through asd
+    got = wgan_gp_grads(v, fn, critic_of(v))
+    want = wgan_gp_grads(v, critic_of(v), critic_of(v))
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), **F64)
+
+
+def test_a_variable_read_only_behind_stop_gradient_keeps_no_gradient():
+    """As on the tape: None for a variable read only behind ``tf.stop_gradient`` and for an
+    unused input, so that AdamW's weight decay leaves the variable alone."""
+    used, frozen = tf.Variable([1.0, -2.0]), tf.Variable([3.0, 4.0])
+    f = lambda x, unused: tf.reduce_sum(  # noqa: E731
+        tf.nn.relu(x * used) * tf.stop_gradient(frozen))
+    x, unused = tf.Variable([0.5, 0.25]), tf.Variable([1.0, 1.0])
+    twin_used, twin_frozen = tf.Variable(used), tf.Variable(frozen)
+    twin = lambda x, unused: tf.reduce_sum(  # noqa: E731
+        tf.nn.relu(x * twin_used) * tf.stop_gradient(twin_frozen))
+    fn = asd.tf.function(f)
+    opt, opt_twin = (keras.optimizers.AdamW(0.05, weight_decay=0.5) for _ in range(2))
+    for _ in range(5):
+        with tf.GradientTape() as tape:
+            y = fn(x, unused)
+        g = tape.gradient(y, [used, frozen, unused])
+        assert g[1] is None and g[2] is None
+        opt.apply_gradients([(g[0], used)])
+        with tf.GradientTape() as tape:
+            y = twin(x, unused)
+        opt_twin.apply_gradients([(tape.gradient(y, twin_used), twin_used)])
+    np.testing.assert_allclose(used.numpy(), twin_used.numpy(), **F32)
+    np.testing.assert_array_equal(frozen.numpy(), [3.0, 4.0])

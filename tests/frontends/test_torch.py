@@ -451,3 +451,23 @@ def test_unused_pooling_indices_are_fine_and_used_ones_are_refused():
     with pytest.raises(asd.UnsupportedError, match="indices of max_pool1d"):
         asd.torch.subgrad(lambda x: torch.nn.functional.max_pool1d(
             x, 2, return_indices=True)[1].sum() + x.sum(), x, seed=0)
+
+
+def test_argnums_index_the_tensors_as_python_does():
+    """Negative argnums count from the last tensor (never the parameters' dict, which
+    ``'params'`` names); out of range is asd's ArgumentError, as ``asd.subgrad`` raises."""
+    w = torch.tensor([1.0, -2.0, 0.5], dtype=DOUBLE, requires_grad=True)
+    f = lambda a, b: (torch.relu(a) * b * w).sum()  # noqa: E731
+    a = torch.tensor([0.5, 1.0, 2.0], dtype=DOUBLE)
+    b = torch.tensor([3.0, -1.0, 0.25], dtype=DOUBLE)
+    ga, gb = asd.torch.subgrad(f, a, b, argnums=(0, 1), seed=0)
+    torch.testing.assert_close(asd.torch.subgrad(f, a, b, argnums=-1, seed=0), gb)
+    torch.testing.assert_close(asd.torch.subgrad(f, a, b, argnums=-2, seed=0), ga)
+    got = asd.torch.subgrad(f, a, b, argnums=(-1, "params"), seed=0)
+    torch.testing.assert_close(got[0], gb)
+    assert set(got[1]) == {"w"}
+    for bad in (2, -3, (0, 5)):
+        with pytest.raises(asd.ArgumentError, match=r"names argument .* got 2 arguments"):
+            asd.torch.subgrad(f, a, b, argnums=bad)
+    with pytest.raises(asd.ArgumentError, match="twice"):
+        asd.torch.subgrad(f, a, b, argnums=(1, -1))

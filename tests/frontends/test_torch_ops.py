@@ -36,6 +36,16 @@ def test_the_committed_table_is_current_and_nothing_disagrees_with_autograd():
 
 D = torch.float64
 TARGET = torch.tensor([[0.5, -1.0, 0.0], [2.0, 0.25, -0.5]], dtype=D)
+SIGNS = torch.tensor([[1.0, -1.0, 1.0], [-1.0, -1.0, 1.0]], dtype=D)
+
+
+def _written(x):
+    """An activation with constants written into it in place (what export makes of it:
+    copies of lifted constants and zeros, selected by where)."""
+    h = x * 2.0 - 1.0
+    h[:, 0] = 0.25
+    h[1, 1:].zero_()
+    return h
 
 KINKS = {
     "l1_loss at equality": (lambda x: F.l1_loss(x, TARGET), TARGET.clone()),
@@ -57,6 +67,32 @@ KINKS = {
                              torch.tensor([[2.0, 2.0, 2.0], [1.0, -1.0, 0.5]], dtype=D)),
     "masked attention row (max over scores)": (lambda x: torch.amax(
         x @ x.T, dim=1).sum(), torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=D)),
+    "margin_ranking_loss at the margin": (lambda x: F.margin_ranking_loss(
+        x[0], x[1], SIGNS[0], margin=0.5) + F.margin_ranking_loss(
+        x[1], x[0], torch.ones_like(x[0]), margin=0.5),   # a target made from the input
+        torch.tensor([[1.0, 0.0, 2.5], [0.5, 0.5, 2.0]], dtype=D)),
+    "hinge_embedding_loss at the margin": (lambda x: F.hinge_embedding_loss(
+        x, SIGNS, margin=1.0), torch.tensor([[1.0, 0.3, 1.0], [2.0, 1.0, -1.0]], dtype=D)),
+    "median along a dim with ties": (lambda x: torch.median(x, 1).values.sum() * 2
+                                     + torch.median(x, 0, keepdim=True).values.sum(),
+                                     torch.tensor([[1.0, 1.0, 1.0], [2.0, 0.0, 2.0]], dtype=D)),
+    "roll and index_select at relu kinks": (lambda x: (torch.relu(torch.roll(x, 1, 1))
+                                                       * TARGET).sum() + torch.relu(
+        torch.index_select(x, 1, torch.tensor([2, 0, 0]))).sum(), torch.tensor(
+        [[0.0, 1.0, 0.0], [-1.0, 0.0, 0.0]], dtype=D)),
+    "constant writes into an activation (h[:, 0] = c, zero_())": (
+        lambda x: (torch.relu(_written(x)) * TARGET).sum() + torch.relu(_written(x)).sum(),
+        torch.tensor([[0.0, 0.5, 0.0], [1.0, 0.5, -0.5]], dtype=D)),
+    "dtype casts at relu kinks": (lambda x: (torch.relu(x.float()).double() * TARGET).sum()
+                                  + torch.relu(-x.to(torch.float32)).sum().double(),
+                                  torch.zeros(2, 3, dtype=D)),
+    "svdvals at a repeated singular value": (lambda x: torch.linalg.svdvals(x)[0] * 2
+                                             + torch.linalg.svd(x)[1].sum(),
+                                             torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]],
+                                                          dtype=D)),
+    "eigvalsh at a repeated eigenvalue": (lambda x: torch.linalg.eigvalsh(
+        x[:, :2] + x[:, :2].T)[-1] - torch.linalg.eigh(x[:, 1:], UPLO="U")[0][0],
+        torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], dtype=D)),
 }
 
 
@@ -117,3 +153,122 @@ def test_resampling_and_adaptive_pooling_equal_pytorch_values():
         loss(ref).backward()
         np.testing.assert_allclose(float(value), float(loss(x)), rtol=1e-12)
         np.testing.assert_allclose(g.numpy(), ref.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def _autograd(f, *xs, argnum=0):
+    ts = [x.clone().requires_grad_(x.is_floating_point()) for x in xs]
+    f(*ts).backward()
+    return ts[argnum].grad
+
+
+X = torch.randn(4, 3, dtype=D, generator=torch.Generator().manual_seed(6))
+
+
+@pytest.mark.parametrize("name, f", [
+    ("argmax as an index", lambda x: x.reshape(-1)[torch.argmax(x)] * 3
+     + torch.gather(x, 1, torch.argmin(x, 1, keepdim=True)).sum()),
+    ("sign as a factor", lambda x: (x * torch.sign(x) + torch.sign(x).detach() * x ** 2).sum()),
+    ("indexing by a 0-d integer tensor", lambda x: x[torch.tensor(2)].square().sum()),
+    ("the item of an integer tensor as an index", lambda x: x[1, int(torch.tensor(2).item())]),
+])
+def test_discrete_values_follow_asds_numpy_semantics_off_their_jumps(name, f):
+    g = asd.torch.subgrad(f, X, seed=0)
+    torch.testing.assert_close(g, _autograd(f, X), rtol=1e-12, atol=1e-12)
+
+
+def test_a_discrete_value_used_as_a_number_or_a_float_item_is_refused():
+    with pytest.raises(asd.NotLipschitzError, match="argmax"):
+        asd.torch.subgrad(lambda x: (x * torch.argmax(x, 1, keepdim=True)).sum(), X, seed=0)
+    with pytest.raises(asd.NotLipschitzError, match="sign jumps"):
+        asd.torch.subgrad(lambda x: torch.sign(x).sum(), torch.zeros(3, dtype=D), seed=0)
+    with pytest.raises(asd.TracerBoolError, match=r"\.item\(\).*x\[0\].detach\(\)"):
+        asd.torch.subgrad(lambda x: x.sum() * x[0, 0].item(), X, seed=0)
+    g = asd.torch.subgrad(lambda x: x.sum() * x[0, 0].detach(), X, seed=0)   # the advice
+    torch.testing.assert_close(g, torch.full_like(X, float(X[0, 0])))
+
+
+def test_an_integer_tensor_argument_indexes_through_its_item():
+    f = lambda x, i: x[i] * 2.0 + x[i - 1]  # noqa: E731
+    x = torch.tensor([0.5, -1.0, 2.0, 3.0], dtype=D)
+    for i in (torch.tensor(2), torch.tensor(1)):
+        g = asd.torch.subgrad(f, x, i, seed=0)
+        torch.testing.assert_close(g, _autograd(f, x, i))
+    x_ = x.clone().requires_grad_(True)
+    asd.torch.function(f, seed=0)(x_, torch.tensor(3)).backward()
+    torch.testing.assert_close(x_.grad, _autograd(f, x, torch.tensor(3)))
+
+
+def test_float64_programs_keep_float64_constants():
+    """A constant written into a float64 activation is float64 in asd's forward (PyTorch's
+    own value, not a float32 rounding of 0.1); hardsigmoid's slope is exactly 1/6 (the
+    slope of its float64 forward, ``clamp(x + 3, 0, 6) / 6``), where PyTorch's own backward
+    uses the float32 constant ``1.0f / 6.0f``."""
+    def write(x):
+        h = x * 2.0
+        h[:, 0] = 0.1
+        return h
+
+    x = X.clone().requires_grad_(True)
+    out = asd.torch.function(write, seed=0)(x)
+    assert out.dtype == D and torch.equal(out.detach(), write(X))
+    out.sum().backward()
+    torch.testing.assert_close(x.grad, _autograd(lambda x: write(x).sum(), X), rtol=0, atol=0)
+    g = asd.torch.subgrad(lambda x: F.hardsigmoid(x).sum(), X, seed=0)
+    slope = float((F.hardsigmoid(X[0, 0] + 1e-3) - F.hardsigmoid(X[0, 0])) / 1e-3)
+    assert slope == pytest.approx(1 / 6, rel=1e-12)
+    assert torch.equal(g, torch.full_like(X, 1 / 6))
+    assert float(_autograd(lambda x: F.hardsigmoid(x).sum(), X)[0, 0]) == float(
+        torch.tensor(1 / 6, dtype=torch.float32))      # PyTorch's own, for the record
+
+
+A = torch.randn(3, 3, dtype=D, generator=torch.Generator().manual_seed(7))
+RECT = torch.randn(4, 3, dtype=D, generator=torch.Generator().manual_seed(8))
+WEIGHT = torch.randn(4, 4, dtype=D, generator=torch.Generator().manual_seed(9))
+
+
+def _weighted(parts):
+    """A generic linear functional of each factor (U, S, Vh): it sees their signs."""
+    return sum((p * (WEIGHT[:p.shape[0], :p.shape[1]] if p.ndim == 2 else WEIGHT[0, :p.shape[0]])
+                ).sum() for p in parts)
+
+
+@pytest.mark.parametrize("name, f, x", [
+    ("svdvals", lambda a: torch.linalg.svdvals(a).pow(3).sum(), RECT),
+    ("svd vectors", lambda a: _weighted(torch.linalg.svd(a, full_matrices=False)), RECT),
+    ("svd of a square matrix", lambda a: _weighted(torch.linalg.svd(a)), A),
+    ("torch.svd", lambda a: (torch.svd(a)[2] * WEIGHT[:3, :3]).sum(), RECT),
+    ("eigvalsh", lambda a: torch.linalg.eigvalsh(a + a.T).pow(3).sum(), A),
+    ("eigh vectors", lambda a: (torch.linalg.eigh(a + a.T)[1] * WEIGHT[:3, :3]).sum(), A),
+])
+def test_linear_algebra_matches_autograd_at_a_generic_point(name, f, x):
+    g = asd.torch.subgrad(f, x, seed=0)
+    torch.testing.assert_close(g, _autograd(f, x), rtol=1e-9, atol=1e-11)
+
+
+def test_singular_and_eigen_vectors_have_pytorchs_signs():
+    for f, x in [(lambda a: torch.linalg.svd(a, full_matrices=False), RECT),
+                 (lambda a: torch.linalg.eigh(a + a.T), A)]:
+        got = asd.torch.function(f, seed=0)(x.clone().requires_grad_(True))
+        for a, b in zip(got, f(x), strict=True):
+            torch.testing.assert_close(a.detach(), b, rtol=1e-10, atol=1e-12)
+
+
+def test_eigh_reads_one_triangle_as_pytorch_computes_it():
+    """``eigh(a, UPLO='U')`` of a non-symmetric ``a`` reads the upper triangle only; asd's
+    gradient is the gradient of that function (zero below the diagonal: one-sided quotients
+    of the forward along each coordinate), where PyTorch's backward returns a symmetric
+    gradient."""
+    f = lambda a: (torch.linalg.eigh(a, UPLO="U")[1] * WEIGHT[:3, :3]).sum()  # noqa: E731
+    g = asd.torch.subgrad(f, A, seed=0)
+    for i in range(3):
+        for j in range(3):
+            e = torch.zeros_like(A)
+            e[i, j] = 1.0
+            assert float(g[i, j]) == pytest.approx(one_sided(f, A, e), rel=1e-5, abs=1e-6)
+    assert not torch.allclose(g, _autograd(f, A))
+
+
+def test_a_batch_of_matrices_is_refused_clearly():
+    with pytest.raises(asd.ASDError, match=r"svd.*\(2, 3, 3\).*aten\.linalg_svdvals"):
+        asd.torch.subgrad(lambda a: torch.linalg.svdvals(a).sum(), torch.randn(2, 3, 3,
+                                                                               dtype=D))

@@ -63,7 +63,32 @@ def layouts():
 
     module = WithPlainList()
 
+    class TiedAutoencoder(nn.Module):
+        """The decoder is the encoder's weight, transposed: one parameter, two views."""
+
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Linear(3, 2).double()
+
+        def forward(self, x):
+            return (torch.nn.functional.linear(torch.relu(self.enc(x)), self.enc.weight.t())
+                    - x).square().sum()
+
+    tied = TiedAutoencoder()
+    w_mat = tensor((2, 3), parameter=True)
+    w_flat = tensor((2, 3))
+    views = lin.weight
+
     return [
+        # views of a parameter: asd finds them where their base is kept
+        ("view x @ W.t()", lambda x: torch.relu(x @ w_mat.t()).sum(), [w_mat]),
+        ("view x @ W.T", lambda x: torch.tanh(x @ w_mat.T).sum(), [w_mat]),
+        ("view W[0, 0]", lambda x: (torch.relu(x * w_mat[0, 0]) + x * w_mat[1]).sum(),
+         [w_mat]),
+        ("view W.reshape", lambda x: (w_flat.reshape(6)[:3] * torch.exp(x)).sum(), [w_flat]),
+        ("view of a module's weight", lambda x: (x @ views.t()).square().sum() + lin(x).sum(),
+         list(lin.parameters())),
+        ("tied encoder/decoder weights", tied, list(tied.parameters())),
         ("module attribute", lambda x: torch.tanh(lin(x)).sum(), list(lin.parameters())),
         ("dict", lambda x: (torch.relu(w_dict["w"] * x).sum() * w_dict["b"]).sum(),
          list(w_dict.values())),
@@ -112,6 +137,34 @@ def test_function_gives_the_exact_gradient_at_a_kink(keep):
     w.grad = None
     f(x).backward()
     assert torch.equal(w.grad, torch.zeros(3, dtype=DOUBLE))   # PyTorch's own: 0
+
+
+def test_a_view_of_a_parameter_at_a_kink_gives_the_one_sided_derivative():
+    """Tied weights at a dead unit (the encoder's pre-activation exactly 0): along each
+    direction the limiting gradient's product with it is the one-sided derivative of the
+    model's own forward."""
+    enc = nn.Linear(3, 2, bias=False).double()
+    with torch.no_grad():
+        enc.weight.copy_(torch.tensor([[1.0, -1.0, 0.5], [0.5, 0.5, 0.0]], dtype=DOUBLE))
+
+    def f(x):
+        return (torch.nn.functional.linear(torch.relu(enc(x)), enc.weight.t()) * x).sum()
+
+    x = torch.tensor([1.0, 1.0, 0.0], dtype=DOUBLE)     # enc.weight[0] @ x == 0: a kink
+    for seed in range(6):
+        gen = torch.Generator().manual_seed(seed)
+        vx, vw = (torch.randn(s, generator=gen, dtype=DOUBLE) for s in ((3,), (2, 3)))
+        gx, gp = asd.torch.subgrad(f, x, argnums=(0, "params"),
+                                   direction=(vx, {"enc.weight": vw}))
+        t = 1e-7
+        with torch.no_grad():
+            base = f(x)
+            enc.weight += t * vw
+            moved = f(x + t * vx)
+            enc.weight -= t * vw
+        quotient = float((moved - base) / t)
+        slope = float((gx * vx).sum() + (gp["enc.weight"] * vw).sum())
+        assert slope == pytest.approx(quotient, rel=1e-5, abs=1e-6)
 
 
 def test_subgrad_params_reports_every_reachable_parameter_by_path():
