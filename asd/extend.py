@@ -329,6 +329,7 @@ def defpiecewise(name: str, breakpoints, pieces: Sequence | None = None) -> Prim
         return ans, Diagonal(slope.astype(dtype, copy=False), x.shape)
 
     piecewise_rule.__name__ = f"{name}_rule"
+    piecewise_rule.piecewise_table = table  # what compiled fast paths inline (asd.core.codegen)
     return Primitive(name, impl, piecewise_rule)
 
 

@@ -189,6 +189,36 @@ def scalar_chain(quick: bool) -> Benchmark:
                      (blocks,), chain_loss, chain_hand)
 
 
+def max_chain_loss(ops, params, data):
+    (y,) = params
+    for _ in range(data[0]):
+        y = ops.maximum(y * 0.9 + 0.1, y * 0.3)
+    return y
+
+
+def max_chain_hand(params, data, direction=None):
+    (y,) = params
+    y = float(y)
+    picks = []
+    for _ in range(data[0]):
+        a, b = y * 0.9 + 0.1, y * 0.3
+        picks.append(a >= b)
+        y = a if a >= b else b
+    g = 1.0
+    for first in reversed(picks):
+        g *= 0.9 if first else 0.3
+    return y, [np.asarray(g)]
+
+
+def max_chain(quick: bool) -> Benchmark:
+    """The chain issue 24 measured at 43x hand-written code: a maximum of two affine maps,
+    taken at a numpy float64 scalar (which skipped the generated path then)."""
+    steps = 60 if quick else 333
+    return Benchmark("max-chain float64", f"{4 * steps} scalar operations (y = max(0.9 y + "
+                     "0.1, 0.3 y), repeated) at a numpy float64 scalar", np.dtype(np.float64),
+                     [np.float64(0.7)], (steps,), max_chain_loss, max_chain_hand)
+
+
 # ----- a small hinge-loss SVM with an l1 term (per-call overhead of a tiny model) -----
 
 def svm_loss(ops, params, data):
@@ -321,6 +351,7 @@ def build(quick: bool = False) -> list[Benchmark]:
     return [
         mlp(np.float32, quick), mlp(np.float64, quick),
         mlp(np.float32, quick, ties=True), mlp(np.float64, quick, ties=True),
-        cnn(quick), deep_narrow(quick), scalar_chain(quick), svm(quick), projection(quick),
+        cnn(quick), deep_narrow(quick), scalar_chain(quick), max_chain(quick), svm(quick),
+        projection(quick),
         projection(quick, "box"), sort_topk(quick), series_chain(quick),
     ]

@@ -38,6 +38,8 @@ TARGETS = (
     ("SVM objective: asd jit / torch eager", "svm", "asd jit", "torch", 0.5, "time"),
     ("1000-op scalar chain: asd jit / hand-written fwd+bwd", "scalar-chain", "asd jit", "hand",
      5.0, "time"),
+    ("1332-op maximum chain at a numpy scalar: asd jit / hand-written", "max-chain", "asd jit",
+     "hand", 5.0, "time"),
     ("SVM: asd jit clarke(n=64) / one asd jit call", "svm", "asd jit clarke64", "asd jit", 5.0,
      "time"),
 )

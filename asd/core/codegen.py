@@ -64,9 +64,12 @@ def eligible(nodes: list, n_inputs: int, outs: list, guards: dict) -> bool:
 class _Writer:
     """Source lines and the constants they name."""
 
-    def __init__(self):
+    def __init__(self, scalar: bool = False):
         self.lines: list[str] = []
         self.env: dict = {"np": np, "unbroadcast": unbroadcast, "TieMet": TieMet}
+        # every value a 0-d float64: the path runs on Python floats (IEEE doubles, the same
+        # bits as numpy's float64 arithmetic, without a ufunc call per operation)
+        self.scalar = scalar
 
     def const(self, name: str, value) -> str:
         self.env[name] = value
@@ -92,13 +95,16 @@ def _diag_pull(g: str, d: str | None, in_shape: tuple, out_shape: tuple,
 
 def generate(nodes: list, n_diff: int, n_inputs: int, out: int) -> Callable:
     """``run(inputs) -> (value, [gradient or None per differentiated input]) | None``."""
-    w = _Writer()
+    w = _Writer(scalar=all(node.shape == () for node in nodes))
     w.line("def run(inputs):")
     w.line(f"    ({''.join(f'v{k}, ' for k in range(n_inputs))}) = inputs")
+    if w.scalar:
+        for k in range(n_inputs):
+            w.line(f"    v{k} = float(v{k})")
     pulls: dict[int, list[tuple[int, str]]] = {}  # node -> [(input node, expression)]
     for k in range(n_inputs, len(nodes)):
         node = nodes[k]
-        args = [f"v{a}" if type(a) is int else w.const(f"c{k}_{i}", a.value)
+        args = [f"v{a}" if type(a) is int else w.const(f"c{k}_{i}", _literal(w, a.value))
                 for i, a in enumerate(node.args)]
         shapes = [tuple(nodes[a].shape) if type(a) is int else tuple(np.shape(a.value))
                   for a in node.args]
@@ -111,10 +117,12 @@ def generate(nodes: list, n_diff: int, n_inputs: int, out: int) -> Callable:
         emit = _INLINE.get(node.prim.name)
         if emit is None and getattr(node.prim.rule, "elementwise", None) is not None:
             emit = _smooth
+        if emit is None and w.scalar and hasattr(node.prim.rule, "piecewise_table"):
+            emit = _piecewise
         if emit is None or not emit(w, k, node, args, shapes, wants, pulls):
             _generic(w, k, node, args, wants, pulls, nodes)
     w.line(f"    g{out} = ONE")
-    w.const("ONE", np.ones((), np.float64))
+    w.const("ONE", 1.0 if w.scalar else np.ones((), np.float64))
     have = {out}  # the nodes holding a cotangent: only those reach the output
     for k in range(out, n_inputs - 1, -1):
         if k not in have or k not in pulls:
@@ -132,6 +140,17 @@ def generate(nodes: list, n_diff: int, n_inputs: int, out: int) -> Callable:
     run = w.env["run"]
     run.source = source
     return run
+
+
+def _literal(w: _Writer, value):
+    """A constant operand as the path reads it: a Python float on the scalar path where
+    that is exact (a float64 or smaller float scalar), else as recorded."""
+    if w.scalar and (type(value) in (float, int) or (
+            isinstance(value, np.ndarray | np.generic) and np.ndim(value) == 0
+            and np.asarray(value).dtype.kind == "f"
+            and np.asarray(value).dtype.itemsize <= 8)):
+        return float(value)
+    return value
 
 
 def _generic(w: _Writer, k: int, node, args, wants, pulls, nodes) -> None:
@@ -252,6 +271,14 @@ def _abs(w, k, node, args, shapes, wants, pulls):
 
 
 def _relu(w, k, node, args, shapes, wants, pulls):
+    if w.scalar:  # 0 (a tie) and NaN leave to the full sweep
+        x = args[0]
+        w.line(f"    if {x} > 0.0: v{k} = {x}; d{k} = 1.0")
+        w.line(f"    elif {x} < 0.0: v{k} = 0.0; d{k} = 0.0")
+        w.line("    else: raise TieMet")
+        if wants[0]:
+            pulls[k] = [(node.args[0], f"g{k} * d{k}")]
+        return True
     _kink_at_zero(w, k, args[0])
     w.line(f"    v{k} = np.maximum(x{k}, 0)")
     if wants[0]:
@@ -261,9 +288,17 @@ def _relu(w, k, node, args, shapes, wants, pulls):
 
 def _select(first_wins: str):
     def emit(w, k, node, args, shapes, wants, pulls):
-        impl = w.const(f"impl{k}", node.prim.impl)
         out = tuple(node.shape)
         a, b = args
+        if w.scalar:  # equal operands (a tie) and NaN leave to the full sweep
+            loses = "<" if first_wins == ">" else ">"
+            w.line(f"    if {a} {first_wins} {b}: v{k} = {a}; d{k} = 1.0; e{k} = 0.0")
+            w.line(f"    elif {a} {loses} {b}: v{k} = {b}; d{k} = 0.0; e{k} = 1.0")
+            w.line("    else: raise TieMet")
+            pulls[k] = [(r, f"g{k} * {m}{k}") for r, m, want in
+                        ((node.args[0], "d", wants[0]), (node.args[1], "e", wants[1])) if want]
+            return True
+        impl = w.const(f"impl{k}", node.prim.impl)
         w.line(f"    v{k} = {impl}({a}, {b})")
         w.line(f"    if np.any({a} == {b}): raise TieMet")
         w.line(f"    d{k} = np.asarray(np.broadcast_to({a} {first_wins} {b}, {out!r}))")
@@ -301,12 +336,62 @@ def _smooth(w, k, node, args, shapes, wants, pulls):
     impl, derivative = node.prim.rule.elementwise
     f = w.const(f"impl{k}", impl)
     df = w.const(f"slope{k}", derivative)
-    w.line(f"    v{k} = {f}({args[0]})")
+    w.line(f"    v{k} = float({f}({args[0]}))" if w.scalar else f"    v{k} = {f}({args[0]})")
     if wants[0]:
         w.line(f"    d{k} = {df}({args[0]}, v{k})")
         # `Diagonal(d, shape(x))`: one multiplication when d does not widen x
         pulls[k] = [(node.args[0], f"g{k} * d{k}" if shapes[0] == tuple(node.shape)
                      else f"unbroadcast(g{k} * d{k}, {shapes[0]!r}, 0)")]
+    return True
+
+
+def _horner_source(coeffs: tuple, x: str) -> str:
+    """The expression `asd.extend`'s Horner evaluation computes, on Python floats: the same
+    multiplications and additions in the same order, so the same bits."""
+    expr = repr(float(coeffs[-1]))
+    for c in coeffs[-2::-1]:
+        expr = f"({expr}) * {x} + {float(c)!r}"
+    return expr
+
+
+def _piecewise(w, k, node, args, shapes, wants, pulls):
+    """A `defpiecewise` primitive on a scalar: the piece whose open interval holds ``x``; a
+    breakpoint (a tie) or NaN leaves to the full sweep."""
+    bps, parsed, _ = node.prim.rule.piecewise_table(dict(node.params))
+    (x,) = args
+    bounds = [-np.inf, *map(float, bps), np.inf]
+    first = True
+    for i, (value, slope, coeffs) in enumerate(parsed):
+        lo, hi = bounds[i], bounds[i + 1]
+        if lo >= hi:
+            continue  # an empty piece between repeated breakpoints: the ray skips it
+        test = " and ".join(t for t in (f"{x} > {lo!r}" if lo > -np.inf else "",
+                                         f"{x} < {hi!r}" if hi < np.inf else "") if t)
+        if coeffs is not None:
+            v = _horner_source(coeffs, x)
+            d = _horner_source(tuple(j * c for j, c in enumerate(coeffs))[1:] or (0,), x)
+        else:
+            v = f"float({w.const(f'piece{k}_{i}', value)}({x}))"
+            d = f"float({w.const(f'slope{k}_{i}', slope)}({x}))"
+        w.line(f"    {'if' if first else 'elif'} {test or 'True'}: v{k} = {v}; d{k} = {d}")
+        first = False
+    w.line("    else: raise TieMet")
+    if wants[0]:
+        pulls[k] = [(node.args[0], f"g{k} * d{k}")]
+    return True
+
+
+def _clip(w, k, node, args, shapes, wants, pulls):
+    """``clip(x, lo, hi)`` on scalars with ``lo < hi``: ``x`` strictly inside or outside;
+    ``x`` on a bound, ``lo >= hi`` and NaN leave to the full sweep."""
+    if not w.scalar:
+        return False
+    x, lo, hi = args
+    w.line(f"    if {lo} < {x} < {hi}: v{k} = {x}; d{k} = 1.0; e{k} = 0.0; f{k} = 0.0")
+    w.line(f"    elif {x} < {lo} < {hi}: v{k} = {lo}; d{k} = 0.0; e{k} = 1.0; f{k} = 0.0")
+    w.line(f"    elif {lo} < {hi} < {x}: v{k} = {hi}; d{k} = 0.0; e{k} = 0.0; f{k} = 1.0")
+    w.line("    else: raise TieMet")
+    pulls[k] = [(r, f"g{k} * {m}{k}") for r, m, want in zip(node.args, "def", wants) if want]
     return True
 
 
@@ -321,4 +406,5 @@ _INLINE = {
     "maximum": _select(">"),
     "minimum": _select("<"),
     "sum": _sum,
+    "clip": _clip,
 }

@@ -461,15 +461,21 @@ class CompiledFunction:
                        flatten(tuple(plan.arrays))[1], variant.outs, variant.out_tree)
 
 
+_SCALARS = (float, np.float64)
+"""Scalar argument types the fast path takes as they are (a numpy float64 scalar is a float
+subclass with the same bits)."""
+
+
 def _diff_layout(a) -> tuple | None:
-    """A differentiated argument's layout for the fast path: a float64 array, a Python float,
-    or a flat list/tuple of those; None for anything else (the full sweep handles it)."""
+    """A differentiated argument's layout for the fast path: a float64 array, a Python float
+    or numpy float64 scalar, or a flat list/tuple of those; None for anything else (the full
+    sweep handles it)."""
     t = type(a)
     if t is np.ndarray:
         return a.shape if a.dtype == np.float64 else None
-    if t is float:
-        return float
-    if t in (list, tuple) and a and all(type(x) in (np.ndarray, float) for x in a):
+    if t in _SCALARS:
+        return t
+    if t in (list, tuple) and a and all(type(x) in (np.ndarray, *_SCALARS) for x in a):
         inner = tuple(_diff_layout(x) for x in a)
         if None not in inner:
             return (t, inner)
@@ -528,12 +534,12 @@ class FastPath:
                 leaves.extend(args[i])
         n = len(leaves)
         for x in leaves:
-            if type(x) is float:
+            if type(x) in _SCALARS:
                 if not math.isfinite(x):
                     return None
             elif not np.isfinite(x).all():
                 return None  # the full sweep names the argument
-        ins = [np.asarray(x) if type(x) is float else x for x in leaves]
+        ins = [np.asarray(x) if type(x) in _SCALARS else x for x in leaves]
         ins += [args[i] for i in self.data]
         try:
             with np.errstate(all="ignore"):
@@ -548,7 +554,7 @@ class FastPath:
                 g = np.asarray(g, dtype=np.float64)
                 if g.shape != x.shape:
                     g = g.reshape(x.shape)
-            out.append(g[()] if type(leaf) is float else g)
+            out.append(g[()] if type(leaf) in _SCALARS else g)
         value = np.asarray(value)[()]
         if not math.isfinite(value) or not all(np.isfinite(g).all() for g in out):
             return None  # the full sweep names the node that overflowed
