@@ -162,3 +162,18 @@ def test_contenders_follow_the_installed_peers():
     svm = next(b for b in QUICK if b.name.startswith("svm"))
     names = [c.name for c in peers.contenders(svm, ops.asd_ops(), ())]
     assert names == ["primal", "hand", "asd", "asd jit", "asd jit clarke64"]
+
+
+def test_gpu_benchmark_runs_in_smoke_mode_on_the_cpu(tmp_path):
+    """benchmarks/gpu.py, the one command a CUDA machine runs: every model and dtype steps
+    through torch and through asd, and the two steps' gradients agree."""
+    pytest.importorskip("torch")
+    from asd.benchmarks import gpu
+
+    out = tmp_path / "gpu.json"
+    assert gpu.main(["--smoke", "--rounds", "1", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert {(r["model"], r["dtype"]) for r in rows} == {
+        (m, d) for m in ("resnet18", "transformer") for d in ("float32", "bfloat16")}
+    for r in rows:
+        assert r["relative_error"] <= (1e-5 if r["dtype"] == "float32" else 5e-2), r
