@@ -11,8 +11,9 @@ SGD step whose backward is PyTorch's against one whose backward is asd's
 ended by ``torch.cuda.synchronize``. The gradients of the two steps are compared (at a
 random initialisation no pre-activation is exactly 0, so they must agree to rounding), and
 one extra asd step runs under ``torch.cuda.set_sync_debug_mode("warn")`` to count the host
-synchronisations it makes. The table goes between the ``gpu-table`` markers of
-docs/frameworks.md with the device's name.
+synchronisations it makes. The gradient check runs with TF32 off (cuDNN rounds convolutions
+to 10 bits by default); the timed steps run with PyTorch's defaults. The table goes between
+the ``gpu-table`` markers of docs/frameworks.md with the device's name.
 """
 
 from __future__ import annotations
@@ -125,8 +126,14 @@ def measure(torch, name, spec, device, dtype, rounds, warmup) -> dict:
     make, batch, about = spec
     x, y = batch(device, dtype)
     torch_step, asd_step = steps(torch, make, device, dtype)
-    ref_loss, ref = torch_step(x, y)
-    got_loss, got = asd_step(x, y)
+    # the check in full float32: cuDNN's default TF32 convolutions round to 10 bits
+    tf32 = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    try:
+        ref_loss, ref = torch_step(x, y)
+        got_loss, got = asd_step(x, y)
+    finally:
+        torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = tf32
     scale = max(float(g.abs().max()) for g in ref if g is not None) or 1.0
     error = max(float((a.float() - b.float()).abs().max()) for a, b in zip(got, ref, strict=True)
                 if a is not None and b is not None) / scale

@@ -300,6 +300,67 @@ def _log_softmax(x, dim, dtype_or_half=None):
     return _lib("log_softmax")(x, axis=dim)
 
 
+def _attention(q, k, v, mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """``softmax(q kᵀ · scale + mask) v``, PyTorch's scaled dot-product attention, and the
+    row log-sum-exp its fused kernels also return; ``mask`` is a boolean keep-mask or an
+    additive bias. Dropout is random: refused, as training-mode dropout is."""
+    if dropout_p:
+        raise UnsupportedError(f"scaled dot-product attention with dropout_p={dropout_p} "
+                               "(random masks); call model.eval() or set dropout to 0")
+    d = np.shape(q)[-1]
+    scale = 1.0 / float(np.sqrt(d)) if scale is None else float(scale)
+    scores = (q @ np.swapaxes(k, -1, -2)) * scale
+    n, m = np.shape(scores)[-2:]
+    if is_causal:
+        keep = np.tril(np.ones((n, m), bool))
+        scores = np.where(keep, scores, -np.inf)
+    if mask is not None:
+        raw = common.numpy_value(mask) if not common.is_traced(mask) else None
+        if raw is not None and np.asarray(raw).dtype == bool:
+            scores = np.where(np.asarray(raw), scores, -np.inf)
+        else:
+            scores = scores + mask
+    lse = _lib("logsumexp")(scores, axis=-1)
+    return _lib("softmax")(scores, axis=-1) @ v, lse
+
+
+def _sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, *, scale=None,
+          enable_gqa=False):
+    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale)[0]
+
+
+def _sdpa_flash(q, k, v, dropout_p=0.0, is_causal=False, return_debug_mask=False, *,
+                scale=None):
+    """``_scaled_dot_product_flash_attention`` (CUDA): output, logsumexp and bookkeeping
+    (sequence offsets, maxima, RNG state, debug mask) no later node differentiates."""
+    out, lse = _attention(q, k, v, None, dropout_p, is_causal, scale)
+    n, m = np.shape(q)[-2], np.shape(k)[-2]
+    none = np.zeros((), np.int64)
+    return out, lse, none, none, n, m, none, none, np.zeros((0,), np.float32)
+
+
+def _sdpa_efficient(q, k, v, attn_bias=None, compute_log_sumexp=False, dropout_p=0.0,
+                    is_causal=False, *, scale=None):
+    """``_scaled_dot_product_efficient_attention`` (CUDA): output, logsumexp, RNG state."""
+    out, lse = _attention(q, k, v, attn_bias, dropout_p, is_causal, scale)
+    none = np.zeros((), np.int64)
+    return out, lse, none, none
+
+
+def _sdpa_cudnn(q, k, v, attn_bias=None, compute_log_sumexp=False, dropout_p=0.0,
+                is_causal=False, return_debug_mask=False, *, scale=None):
+    """``_scaled_dot_product_cudnn_attention`` (CUDA): as the flash variant's outputs."""
+    out, lse = _attention(q, k, v, attn_bias, dropout_p, is_causal, scale)
+    n, m = np.shape(q)[-2], np.shape(k)[-2]
+    none = np.zeros((), np.int64)
+    return out, lse, none, none, n, m, none, none, np.zeros((0,), np.float32)
+
+
+def _sdpa_cpu(q, k, v, dropout_p=0.0, is_causal=False, *, attn_mask=None, scale=None):
+    """``_scaled_dot_product_flash_attention_for_cpu``: output and logsumexp."""
+    return _attention(q, k, v, attn_mask, dropout_p, is_causal, scale)
+
+
 def _cross_entropy(z, target, weight=None, reduction=1, ignore_index=-100,
                    label_smoothing=0.0):
     if weight is not None:
@@ -1014,6 +1075,11 @@ ATEN: dict[str, Callable] = {
     "min": _max_or_min(np.min, np.argmin), "sort": _sort, "topk": _topk, "median": _median,
     "linalg_vector_norm": _vector_norm, "norm": _norm_p, "linalg_norm": _linalg_norm,
     # nn
+    "scaled_dot_product_attention": _sdpa,
+    "_scaled_dot_product_flash_attention": _sdpa_flash,
+    "_scaled_dot_product_efficient_attention": _sdpa_efficient,
+    "_scaled_dot_product_cudnn_attention": _sdpa_cudnn,
+    "_scaled_dot_product_flash_attention_for_cpu": _sdpa_cpu,
     "softmax": _softmax, "_softmax": _softmax, "log_softmax": _log_softmax,
     "_log_softmax": _log_softmax, "cross_entropy_loss": _cross_entropy,
     "nll_loss": _nll_loss, "nll_loss_forward": lambda *a: (_nll_loss(*a), None),
