@@ -41,6 +41,11 @@ class UnsupportedError(ASDError, NotImplementedError):
     """A numpy function or operation asd has no rule for."""
 
 
+class StagedUnsupported(UnsupportedError):
+    """A staged sweep (inside ``jax.jit`` / ``jax.vmap``) met a rule that still needs a
+    concrete value to decide."""
+
+
 class NestingError(ASDError, RuntimeError):
     """Traced values from two different sweeps met in one operation."""
 

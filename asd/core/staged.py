@@ -24,11 +24,6 @@ from typing import Any
 from asd.core import backend
 from asd.core.sweep import LexDirections, Trace
 from asd.core.tracing import Tracer, close_trace
-from asd.errors import UnsupportedError
-
-
-class StagedUnsupported(UnsupportedError):
-    """A staged sweep met a decision that needs a concrete value."""
 
 
 def sweep(f: Callable, leaves: Sequence, directions: Sequence, lex: LexDirections,

@@ -35,7 +35,7 @@ from asd.errors import (
     NonFiniteError,
     NotLipschitzError,
     ShapeError,
-    UnsupportedError,
+    StagedUnsupported,
 )
 
 
@@ -397,7 +397,7 @@ class Trace:
             raise e.at(self.describe(prim, refs, params, k)) from None
         except Exception as e:
             if self.staged and type(e).__name__ in _CONCRETIZATION:
-                raise UnsupportedError(
+                raise StagedUnsupported(
                     f"{self.describe(prim, refs, params, k)}: the rule of {prim.name} needs a "
                     "concrete value to decide (a tie on the host, a check that may refuse), "
                     "so it cannot run inside jax.jit / jax.vmap yet. Call asd.jax outside the "

@@ -990,10 +990,17 @@ def _custom_vjp(prog: JaxProgram, seed) -> Callable:
         grads = [np.zeros(np.shape(a), jax.dtypes.float0) for a in flat_args]
         if floats:
             # under jit or vmap: staged, on the device; on concrete values (an eager
-            # jax.grad): the exact sweep, run directly. Neither is a host callback.
+            # jax.grad): the exact sweep, run directly. Neither is a host callback; only a
+            # program with a rule that cannot stage yet (sort, pooling, projections) runs
+            # the exact sweep on the host through jax.pure_callback, as before.
             pull = staged_pull if jax_staged.tracing(args, ct) else host
-            for i, gi in zip(floats, _first_order_only(pull, prog.fn)(*flat_args, *flat_ct),
-                             strict=True):
+            try:
+                out = _first_order_only(pull, prog.fn)(*flat_args, *flat_ct)
+            except jax_staged.NOT_STAGED:
+                shapes = tuple(_spec(flat_args[i]) for i in floats)
+                out = _first_order_only(lambda *flat: jax.pure_callback(host, shapes, *flat),
+                                        prog.fn)(*flat_args, *flat_ct)
+            for i, gi in zip(floats, out, strict=True):
                 grads[i] = gi
         return jax.tree_util.tree_unflatten(arg_tree, grads)
 

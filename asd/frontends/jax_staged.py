@@ -30,8 +30,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from asd.core import staged
+from asd.core.staged import StagedUnsupported
 from asd.core.sweep import LazyDirection, LexDirections
 from asd.errors import ArgumentError
+
+NOT_STAGED = StagedUnsupported
+"""What a staged call raises for a rule that still decides on the host: `asd.jax.function`
+then runs its reverse rule on the host instead (the only host callback left)."""
 
 
 def tracing(*trees) -> bool:
