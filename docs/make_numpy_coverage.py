@@ -15,10 +15,11 @@ import importlib
 import sys
 from pathlib import Path
 
-import asd.library.special as _special  # the scipy.special rules (loaded lazily otherwise)
 import numpy as np
 
 import asd  # noqa: F401  (registers the library's rules in the dispatch tables)
+import asd.library.special as _special  # the scipy.special rules (loaded lazily otherwise)
+import asd.library.structure as _structure
 from asd.core.primitive import ALTERNATIVES, FUNCTIONS, UFUNCS, qualified_name
 from asd.core.tracing import METADATA
 
@@ -32,51 +33,8 @@ DISCONTINUOUS = {
     "fmod", "floor_divide", "divmod", "modf",
 }
 
-REASONS: dict[str, tuple[str, set[str]]] = {
-    "discrete": ("integer or boolean result: nothing to differentiate; compute it on plain "
-                 "arrays, outside the differentiated function", {
-        "argwhere", "nonzero", "flatnonzero", "searchsorted", "digitize", "bincount",
-        "count_nonzero", "unique", "unique_all", "unique_counts", "unique_inverse",
-        "unique_values", "histogram", "histogram2d", "histogramdd", "histogram_bin_edges",
-        "isclose", "allclose", "array_equal", "array_equiv", "isin", "intersect1d",
-        "setdiff1d", "setxor1d", "union1d", "lexsort", "argpartition", "nanargmax",
-        "nanargmin", "ravel_multi_index", "unravel_index", "packbits", "unpackbits",
-        "isreal", "iscomplex", "isrealobj", "iscomplexobj", "isfortran", "isscalar",
-        "may_share_memory", "shares_memory", "isneginf", "isposinf", "matrix_rank",
-        "iterable", "gcd", "lcm", "all", "any", "logical_and", "logical_or", "logical_not",
-        "logical_xor", "isnan", "isinf", "isfinite", "isnat", "signbit", "bitwise_count",
-        "diag_indices_from", "tril_indices_from", "triu_indices_from",
-    }),
-    "constant": ("builds a constant array from shapes or scalars: runs unchanged when its "
-                 "arguments are not traced", {
-        "zeros", "ones", "empty", "full", "arange", "eye", "identity", "tri", "logspace",
-        "geomspace", "indices", "fromfunction", "frombuffer", "fromfile", "fromiter",
-        "fromstring", "fromregex", "diag_indices", "mask_indices", "tril_indices",
-        "triu_indices", "hamming", "hanning", "bartlett", "blackman", "kaiser",
-        "fftfreq", "rfftfreq", "meshgrid", "ix_", "from_dlpack", "asmatrix", "bmat",
-    }),
-    "utility": ("no array math: I/O, printing, dtypes, configuration or iteration helpers", {
-        "load", "save", "savez", "savez_compressed", "loadtxt", "savetxt", "genfromtxt",
-        "array2string", "array_repr", "array_str", "format_float_positional",
-        "format_float_scientific", "set_printoptions", "get_printoptions", "printoptions",
-        "base_repr", "binary_repr", "seterr", "geterr", "seterrcall", "geterrcall",
-        "setbufsize", "getbufsize", "can_cast", "promote_types", "min_scalar_type",
-        "common_type", "mintypecode", "typename", "issubdtype", "isdtype", "info",
-        "show_config", "show_runtime", "get_include", "test", "busday_count",
-        "busday_offset", "is_busday", "datetime_as_string", "datetime_data", "vectorize",
-        "frompyfunc", "nested_iters", "broadcast_shapes", "einsum_path",
-        "geterrobj", "seterrobj", "errstate",
-    }),
-    "in_place": ("writes into its argument in place; asd records pure operations: write "
-                 "y = x.copy() and assign items of y instead", {
-        "copyto", "place", "put", "putmask", "fill_diagonal",
-    }),
-    "complex": ("complex values: asd differentiates real programs", {
-        "sort_complex", "angle", "real_if_close", "fft", "ifft", "fft2", "ifft2", "fftn",
-        "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn", "hfft", "ihfft",
-        "eig", "eigvals", "roots",
-    }),
-}
+# Refused by design, with the reason (the same table the refusals raise from).
+REASONS = _structure.REFUSED
 
 
 def functions(module_name: str) -> list[tuple[str, object]]:
@@ -93,6 +51,10 @@ def functions(module_name: str) -> list[tuple[str, object]]:
 def status(name: str, fn) -> tuple[str, str]:
     """(status, note) of one function on traced arrays."""
     registered = (fn in UFUNCS) if isinstance(fn, np.ufunc) else _hashable_in(fn, FUNCTIONS)
+    table = UFUNCS if isinstance(fn, np.ufunc) else FUNCTIONS
+    refused = getattr(table.get(fn), "refused", None) if registered else None
+    if refused is not None:
+        return f"refused ({refused[0]})", refused[1]
     if registered:
         return ("discontinuous", "value computed; locally constant away from its jumps") \
             if name in DISCONTINUOUS else ("supported", "")

@@ -1,0 +1,51 @@
+"""Messages of the refusals users meet most (issue 23): each names the node or function, the
+values and a fix, and the fix is tested to work where the message gives one."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import asd
+
+
+def raises(exc, f, x, *fragments, **kwargs):
+    with pytest.raises(exc) as info:
+        asd.subgrad(f, seed=0, **kwargs)(x)
+    message = str(info.value)
+    for fragment in fragments:
+        assert fragment in message, f"{fragment!r} missing from: {message}"
+    assert isinstance(info.value, asd.ASDError)
+    return info.value
+
+
+X = np.array([0.5, 1.5])
+
+
+# ----- another framework's functions on asd's traced numpy values -----
+
+def test_jax_numpy_inside_subgrad_names_asd_jax():
+    jnp = pytest.importorskip("jax.numpy")
+    for f in (lambda x: jnp.sum(jnp.sin(x)), lambda x: jnp.asarray(x).sum()):
+        raises(asd.UnsupportedError, f, X, "JAX", "asd.jax.subgrad(f)(x)", "test_errors")
+    # the fix works: the same program through asd.jax
+    g = asd.jax.subgrad(lambda x: jnp.sum(jnp.abs(x)))(jnp.array([1.0, -2.0]))
+    assert np.asarray(g).tolist() == [1.0, -1.0]
+
+
+def test_torch_inside_subgrad_names_asd_torch():
+    torch = pytest.importorskip("torch")
+    raises(asd.ArgumentTypeError, lambda x: torch.sin(x).sum(), X, "torch.sin",
+           "asd.torch.subgrad(f, x)")
+    raises(asd.ArgumentTypeError, lambda x: np.sum(x + torch.ones(2)), X, "PyTorch",
+           "asd.torch.subgrad")
+    raises(asd.ArgumentTypeError, lambda x: torch.as_tensor(x).sum(), X,
+           "asd.torch.subgrad")
+    g = asd.torch.subgrad(lambda x: torch.abs(x).sum(), torch.tensor([1.0, -2.0]))
+    assert g.tolist() == [1.0, -1.0]
+
+
+def test_tensorflow_inside_subgrad_names_asd_tf():
+    tf = pytest.importorskip("tensorflow")
+    raises(asd.ArgumentTypeError, lambda x: tf.reduce_sum(tf.sin(x)), X, "TensorFlow",
+           "asd.tf.subgrad(f, x)")
