@@ -30,7 +30,7 @@ MODULES = ("numpy", "numpy.linalg", "numpy.fft", "scipy.special")
 DISCONTINUOUS = {
     "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "sign", "floor",
     "ceil", "round", "around", "rint", "trunc", "fix", "heaviside", "remainder", "mod",
-    "fmod", "floor_divide", "divmod", "modf",
+    "fmod", "floor_divide", "divmod", "modf", "angle",
 }
 
 # Refused by design, with the reason (the same table the refusals raise from).
