@@ -30,7 +30,9 @@ MODULES = ("numpy", "numpy.linalg", "numpy.fft", "scipy.special")
 DISCONTINUOUS = {
     "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "sign", "floor",
     "ceil", "round", "around", "rint", "trunc", "fix", "heaviside", "remainder", "mod",
-    "fmod", "floor_divide", "divmod", "modf", "angle",
+    "fmod", "floor_divide", "divmod", "modf", "angle", "logical_and", "logical_or",
+    "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "invert",
+    "bitwise_not", "bitwise_invert",
 }
 
 # Refused by design, with the reason (the same table the refusals raise from).

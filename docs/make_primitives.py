@@ -72,6 +72,12 @@ KINKS: dict[str, str] = {
     "arccosh": "infinite slope at x = 1 (refused)",
     "all": "where its input jumps (boolean output)",
     "where": "lhs = rhs of the comparison (a jump a != b there raises)",
+    "where_logic": "lhs = rhs of its comparisons (a jump a != b where the combined condition "
+                   "changes raises)",
+    "logical_and": "where its comparisons jump (boolean output)",
+    "logical_or": "where its comparisons jump (boolean output)",
+    "logical_xor": "where its comparisons jump (boolean output)",
+    "logical_not": "where its comparison jumps (boolean output)",
     "select": "none inside: a fixed boolean mask picks entries",
     "reduce_max": "ties among the maximal entries",
     "sort": "ties among entries",

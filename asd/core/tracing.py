@@ -666,7 +666,13 @@ class Tracer(Traced):
     __le__, _ = _ufunc(np.less_equal)
     __eq__, _ = _ufunc(np.equal)
     __ne__, _ = _ufunc(np.not_equal)
+    __and__, __rand__ = _ufunc(np.bitwise_and)
+    __or__, __ror__ = _ufunc(np.bitwise_or)
+    __xor__, __rxor__ = _ufunc(np.bitwise_xor)
     __hash__ = object.__hash__
+
+    def __invert__(self):
+        return UFUNCS[np.invert](self)
 
     def __neg__(self):
         return UFUNCS[np.negative](self)
