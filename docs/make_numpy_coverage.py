@@ -32,7 +32,7 @@ DISCONTINUOUS = {
     "ceil", "round", "around", "rint", "trunc", "fix", "heaviside", "remainder", "mod",
     "fmod", "floor_divide", "divmod", "modf", "angle", "logical_and", "logical_or",
     "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "invert",
-    "bitwise_not", "bitwise_invert",
+    "bitwise_not", "bitwise_invert", "isclose", "allclose",
 }
 
 # Refused by design, with the reason (the same table the refusals raise from).

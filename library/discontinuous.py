@@ -338,13 +338,37 @@ def all_(x, axis=None, out=None, keepdims=False, **kwargs):
     return all_p(x, axis=axis)
 
 
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``|a - b| <= atol + rtol |b|``, numpy's test: a comparison of traced values (its ties
+    decided along the ray, a jump where it switches).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.sum(np.where(np.isclose(x, 1.0), 0.0, x)))(np.array([1.0, 2.0]))
+    array([0., 1.])
+    """
+    if any(is_traced(v) for v in (rtol, atol)):
+        raise UnsupportedError("numpy.isclose with a traced rtol or atol: pass constants")
+    diff = abs(a - b)
+    return comparison_prims["<="](diff, atol + rtol * abs(b))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``all(isclose(a, b))`` as a traced boolean, where numpy returns a Python bool: like a
+    comparison, it can be a `where` condition or a number (a jump where it switches), and
+    ``if np.allclose(x, y):`` raises `TracerBoolError`, as ``if x > y:`` does (a Python
+    branch on traced values ignores the direction); ``asd.stop_gradient(x).value`` gives
+    plain arrays to check outside the program."""
+    return all_(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
 # ----- numpy dispatch -----
 
 for _np_fn, _fn in [
     (np.sign, sign), (np.floor, floor), (np.ceil, ceil), (np.trunc, trunc), (np.fix, trunc),
     (np.rint, rint), (np.round, round_), (np.around, round_), (np.heaviside, heaviside),
     (np.floor_divide, floor_divide), (np.remainder, remainder), (np.divmod, divmod_),
-    (np.any, any_), (np.all, all_), (np.angle, angle),
+    (np.any, any_), (np.all, all_), (np.angle, angle), (np.isclose, isclose),
+    (np.allclose, allclose),
 ]:
     register_numpy(_np_fn, _fn)
 for _name, _fn in [("round", round_), ("any", any_), ("all", all_), ("argmax", argmax),
@@ -354,5 +378,5 @@ for _name, _fn in [("round", round_), ("any", any_), ("all", all_), ("argmax", a
 mod = remainder
 around = round = round_
 
-__all__ = ["angle", "around", "ceil", "floor", "floor_divide", "heaviside", "mod", "remainder",
-           "rint", "round", "sign", "trunc"]
+__all__ = ["allclose", "angle", "around", "ceil", "floor", "floor_divide", "heaviside",
+           "isclose", "mod", "remainder", "rint", "round", "sign", "trunc"]

@@ -252,3 +252,19 @@ def test_remainder_by_an_array_of_divisors(v):
                reference=lambda a: _bump((a - 2.0) / c + ((v < 0) != (c < 0))) * c, exact=True,
                name="x % c, c an array")
     assert asd.jacobian(lambda x: x % c)(1.3).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_isclose_and_allclose_are_traced_predicates():
+    """np.allclose on traced arrays was refused: it is all(|a - b| <= atol + rtol |b|), a
+    traced boolean (a where condition, a number that jumps where it switches), and a Python
+    `if` on it raises TracerBoolError like `if x > y:` (the documented choice)."""
+    x = np.array([1.0, 2.0])
+    g = asd.subgrad(lambda z: np.sum(np.where(np.isclose(z, 1.0), 0.0, z)))(x)
+    np.testing.assert_array_equal(g, [0.0, 1.0])
+    g = asd.subgrad(lambda z: np.sum(np.where(np.allclose(z, 2.0 * z - x), z, 3.0 * z)))(x)
+    np.testing.assert_array_equal(g, [1.0, 1.0])
+    g = asd.subgrad(lambda z: np.sum(np.where(np.allclose(z, 2.0 * z), z, 3.0 * z)))(x)
+    np.testing.assert_array_equal(g, [3.0, 3.0])
+    with pytest.raises(asd.TracerBoolError, match=r"bool\(\)"):
+        asd.subgrad(lambda z: np.sum(z) if np.allclose(z, 0.0) else np.sum(2 * z))(x)
+    assert asd.numpy.allclose(x, x) and not asd.numpy.allclose(x, 2 * x)
