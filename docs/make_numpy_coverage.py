@@ -31,9 +31,11 @@ DISCONTINUOUS = {
     "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "sign", "floor",
     "ceil", "round", "around", "rint", "trunc", "fix", "heaviside", "remainder", "mod",
     "fmod", "floor_divide", "divmod", "modf", "angle", "logical_and", "logical_or",
-    "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "invert",
-    "bitwise_not", "bitwise_invert", "isclose", "allclose",
+    "logical_xor", "logical_not", "isclose", "allclose",
 }
+# Registered for booleans only (numpy's & | ^ ~ on comparisons); numbers are refused.
+BOOLEAN_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert", "bitwise_not",
+                "bitwise_invert"}
 
 # Refused by design, with the reason (the same table the refusals raise from).
 REASONS = _structure.REFUSED
@@ -57,6 +59,9 @@ def status(name: str, fn) -> tuple[str, str]:
     refused = getattr(table.get(fn), "refused", None) if registered else None
     if refused is not None:
         return f"refused ({refused[0]})", refused[1]
+    if registered and name in BOOLEAN_ONLY:
+        return ("discontinuous", "on booleans (comparisons and their combinations), which "
+                "jump where the comparisons do; numbers are refused: compare first")
     if registered:
         return ("discontinuous", "value computed; locally constant away from its jumps") \
             if name in DISCONTINUOUS else ("supported", "")

@@ -46,7 +46,11 @@ def test_the_status_of_each_unary_ufunc_is_what_a_traced_array_meets(name, fn):
     status, _ = GEN.status(name, fn)
     x = np.array([0.3, 0.6])
     f = lambda x: asd.numpy.sum(fn(x) * 1.0)  # noqa: E731
-    if status == "supported":
+    if name in GEN.BOOLEAN_ONLY:
+        asd.directional(lambda x: asd.stop_gradient(fn(x > 0.45)) * x)(x, np.ones(2))
+        with pytest.raises(asd.UnsupportedError, match="Compare first"):
+            asd.trace(f)(x)
+    elif status == "supported":
         asd.trace(f)(x)
     elif status == "discontinuous":
         asd.directional(lambda x: asd.stop_gradient(fn(x)) * 1.0)(x, np.ones(2))
