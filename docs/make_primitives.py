@@ -44,9 +44,9 @@ KINKS: dict[str, str] = {
     "soft_threshold": "x = -lam, x = lam",
     "hinge": "x = 1",
     "huber": "none: C^1 (second derivative jumps at |x| = delta)",
-    "argmax": "ties of the maximum (integer output; refused as a number; an index: gather_at)",
-    "argmin": "ties of the minimum (integer output; refused as a number; an index: gather_at)",
-    "argsort": "ties among entries (integer output; refused as a number; an index: gather_at)",
+    "argmax": "ties of the maximum (integer output, constant elsewhere; an index: gather_at)",
+    "argmin": "ties of the minimum (integer output, constant elsewhere; an index: gather_at)",
+    "argsort": "ties among entries (integer output, constant elsewhere; an index: gather_at)",
     "gather_at": "tied positions (decided along the ray; a jump where they gather "
                  "different values raises)",
     "greater": "a = b (boolean output, constant elsewhere; decides where/select)",
@@ -313,7 +313,9 @@ def _versions() -> str:
 
 
 def render() -> str:
-    prims = sorted(library_primitives().values(), key=lambda mp: (mp[0], mp[1].name))
+    # one row per name: a position has two objects (constant off ties, jumping at them)
+    prims = sorted({(m, p.name): (m, p) for m, p in library_primitives().values()}.values(),
+                   key=lambda mp: (mp[0], mp[1].name))
     cases_of: dict[str, int] = {}
     for case in CASES:
         cases_of[case.primitive] = cases_of.get(case.primitive, 0) + 1

@@ -1113,11 +1113,43 @@ def cummax(x, axis: int = -1):
     return cummax_p(x, axis=int(axis) % np.ndim(x))
 
 
-# ----- positions: discrete outputs, recorded so that using them as numbers raises -----
-# Used as indices they are decided along the ray like any branch (see `gather_at`).
+# ----- positions: piecewise constant, with a jump where the values they order are tied -----
+# Away from ties a position is locally constant: its derivative is 0, and a constant array
+# indexed by it is a constant near the point. Where the values are tied it jumps; there the
+# primitive without a rule is used, which the engine treats as discontinuous everywhere (a
+# number it reaches in the output is refused, a constant indexed by it too). Which one a call
+# uses is read from the values (a guard: a compiled replay whose input ties differently
+# traces again). As indices of a traced array positions are decided along the ray by
+# `gather_at`, at ties too.
 
-argmax_p = Primitive("argmax", lambda x, axis=None: np.argmax(x, axis=axis), discontinuous=True)
-argmin_p = Primitive("argmin", lambda x, axis=None: np.argmin(x, axis=axis), discontinuous=True)
+def _has_ties(kind: str, v, axis) -> bool:
+    """Whether the entries that ``kind`` orders along ``axis`` hold a tie that changes its
+    answer (a repeated maximum or minimum; for argsort, any repeated value)."""
+    xp = namespace(v)
+    rows = xp.reshape(v, (-1,)) if axis is None else xp.moveaxis(v, axis, -1)
+    if rows.shape[-1] < 2:
+        return False
+    if kind == "argsort":
+        s = xp.sort(rows, axis=-1)
+        return bool(xp.any(s[..., 1:] == s[..., :-1]))
+    best = (xp.max if kind == "argmax" else xp.min)(rows, axis=-1, keepdims=True)
+    return bool(xp.any(xp.sum(xp.astype(rows == best, xp.int32), axis=-1) > 1))
+
+
+def _locally_constant_rule(impl):
+    def position_rule(xs, dxs, **params):
+        return impl(*xs, **params), None  # no tie at the point (`_position`): constant nearby
+
+    position_rule.__name__ = f"{impl.__name__}_rule"
+    return position_rule
+
+
+def _argmax_impl(x, axis=None):
+    return np.argmax(x, axis=axis)
+
+
+def _argmin_impl(x, axis=None):
+    return np.argmin(x, axis=axis)
 
 
 def _argsort_impl(x, axis=-1):
@@ -1128,25 +1160,45 @@ def _argsort_impl(x, axis=-1):
                       axis=-1 if axis is None else axis, stable=True)
 
 
-argsort_p = Primitive("argsort", _argsort_impl, discontinuous=True, array_api=True)
+argmax_p = Primitive("argmax", _argmax_impl, _locally_constant_rule(_argmax_impl),
+                     discontinuous=True)
+argmin_p = Primitive("argmin", _argmin_impl, _locally_constant_rule(_argmin_impl),
+                     discontinuous=True)
+argsort_p = Primitive("argsort", _argsort_impl, _locally_constant_rule(_argsort_impl),
+                      discontinuous=True, array_api=True)
+# at a tie: no rule, so the engine records a jump wherever the value is used
+argmax_tied_p = Primitive("argmax", _argmax_impl, discontinuous=True)
+argmin_tied_p = Primitive("argmin", _argmin_impl, discontinuous=True)
+argsort_tied_p = Primitive("argsort", _argsort_impl, discontinuous=True, array_api=True)
+POSITION_PRIMS = {"argmax": (argmax_p, argmax_tied_p), "argmin": (argmin_p, argmin_tied_p),
+                  "argsort": (argsort_p, argsort_tied_p)}
+
+
+def _position(kind: str, x, axis):
+    """``kind(x, axis)``: the locally constant primitive, or at a tie the jumping one."""
+    free, tied = POSITION_PRIMS[kind]
+    if is_traced(x) and read_value(x, lambda v: _has_ties(kind, v, axis)):
+        return tied(x, axis=axis)
+    return free(x, axis=axis)
 
 
 def argmax(x, axis=None, out=None, *, keepdims=False):
-    """Positions of the maxima. They jump where the maximum is tied, so using them as numbers
-    raises NotLipschitzError; as an index (``x[argmax(x)]``) the tied position is decided
-    along the ray and the gather is allowed where the tied positions gather equal values
-    (`gather_at`).
+    """Positions of the maxima: locally constant away from a tied maximum, where they jump
+    (used as numbers, the jump is refused unless the output stays continuous). As an index
+    of a traced array (``x[argmax(x)]``) the tied position is decided along the ray and the
+    gather is allowed where the tied positions gather equal values (`gather_at`); a plain
+    numpy array indexed by it (``c[argmax(x)]``) is a constant away from the ties.
     """
     if out is not None or keepdims:
         raise UnsupportedError("numpy.argmax with out= or keepdims= on traced arrays")
-    return argmax_p(x, axis=axis)
+    return _position("argmax", x, axis)
 
 
 def argmin(x, axis=None, out=None, *, keepdims=False):
     """Positions of the minima; discrete, like ``argmax``."""
     if out is not None or keepdims:
         raise UnsupportedError("numpy.argmin with out= or keepdims= on traced arrays")
-    return argmin_p(x, axis=axis)
+    return _position("argmin", x, axis)
 
 
 def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
@@ -1154,7 +1206,7 @@ def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
     (``take_along_axis(x, argsort(x))`` is ``sort(x)``, ties decided by the direction)."""
     if order is not None:
         raise UnsupportedError("numpy.argsort with order= on traced arrays")
-    return argsort_p(x, axis=axis)
+    return _position("argsort", x, axis)
 
 
 # ----- gathers at positions computed from traced values -----
@@ -1285,6 +1337,9 @@ def gather_at(x, index, mode: str = "index", axis=None):
     >>> asd.subgrad(lambda x: x[np.argmax(x)], direction=np.array([1.0, 2.0]))(np.ones(2))
     array([0., 1.])
     """
+    if not is_traced(index):  # constant positions: plain indexing
+        take_axis = None if axis is None else int(axis) % (np.ndim(x) or 1)
+        return getitem(x, _gather_index(np.shape(x), np.asarray(index), mode, take_axis))
     trace, k = index._trace, index._id
     if trace.nodes[k].name == "stop_gradient":
         pos = read_value(index, np.asarray)  # constant positions: a replay re-reads them
@@ -1343,6 +1398,6 @@ register_method("max", amax)
 register_method("min", amin)
 
 __all__ = [
-    "amax", "amin", "argmax", "argmin", "argsort", "cummax", "max", "max_pool1d", "max_pool2d",
-    "median", "min", "percentile", "quantile", "sort", "topk_sum",
+    "amax", "amin", "argmax", "argmin", "argsort", "cummax", "gather_at", "max", "max_pool1d",
+    "max_pool2d", "median", "min", "percentile", "quantile", "sort", "topk_sum",
 ]

@@ -36,6 +36,7 @@ from asd.errors import (
     ASDError,
     DeadTraceError,
     IndexingError,
+    NotLipschitzError,
     ShapeError,
     TracerBoolError,
     UnsupportedError,
@@ -571,7 +572,10 @@ class Tracer(Traced):
         self._concrete("int")
 
     def __index__(self):
-        self._concrete("operator.index")
+        value = self._locally_constant("operator.index")
+        if value is None:
+            self._concrete("operator.index")
+        return int(value)
 
     def item(self, *args):
         self._concrete("item")
@@ -594,7 +598,45 @@ class Tracer(Traced):
         what = f"torch.{getattr(func, '__name__', func)}"
         raise framework_error(x, "torch", what, sys._getframe(1))
 
+    def _locally_constant(self, kind: str):
+        """The value of a traced integer or boolean (a position such as ``argmax(x)``, a
+        comparison, anything behind ``asd.stop_gradient``) that is constant near the point:
+        no derivative flows through it and no jump reaches it, so a plain numpy array indexed
+        by it (``c[np.argmax(x)]``) is a constant there, as the program would compute. The
+        reading is a guard of the trace (a compiled replay re-reads it). Where a jump reaches
+        it (a tied maximum) the indexed constant may jump, which asd cannot see: refused with
+        the spellings it can check. None for any other traced value."""
+        trace, k = self._trace, self._id
+        if trace.nodes[k].active or np.dtype(self.dtype).kind not in "biu":
+            return None
+        jumps = trace.jumps_reaching(k)
+        if jumps:
+            j = jumps[0]
+            jump = trace.jumps[j]
+            site = "" if jump is None else f" (tied at {int(np.count_nonzero(jump.mask))} of " \
+                f"its {jump.mask.size} entries)"
+            frame = sys._getframe(1)  # the user's line, past numpy's own (np.take)
+            while frame is not None and (frame.f_code.co_filename == __file__
+                                         or frame.f_globals.get("__name__", "").startswith(
+                                             "numpy")):
+                frame = frame.f_back
+            raise NotLipschitzError(
+                f"traced value {describe_value(self)} used as a plain index or array ({kind})"
+                f"{user_source_line(frame)}: it is at a "
+                f"jump of %{j} = {trace.nodes[j].name}{site}, so a plain numpy array indexed "
+                "by it may take another value on another side of the tie, which asd cannot "
+                "see. Index with asd instead, which checks that the tied positions read equal "
+                "values: asd.gather_at(c, i) for c[i] (asd.gather_at(c, i, 'take', axis) for "
+                "np.take), or wrap the position in asd.stop_gradient(...) if it is a constant "
+                "by intent (numpy's tie order).")
+        value = backend.to_host(self.value)
+        trace.guard(k, backend.to_host, value)
+        return value
+
     def __array__(self, dtype=None, copy=None):
+        value = self._locally_constant("__array__")
+        if value is not None:
+            return np.asarray(value, dtype=dtype)
         framework, caller = _framework_of(sys._getframe(1))
         if framework is not None:
             raise framework_error(self, framework, f"a {FRAMEWORKS[framework][0]} function",
