@@ -34,6 +34,7 @@ from asd.extend import (
     Index,
     LinearMap,
     Primitive,
+    Series,
     SeriesUnavailable,
     Take,
     first_order_keys,
@@ -150,6 +151,38 @@ class Ray:
         return self.lay.to(out)
 
 
+def _decided_by(diff) -> str:
+    """How the series difference of two tied entries orders them, as `record_tie_decision`
+    names it: along ``v`` (``series``), along a later direction of the lexicographic ray
+    (``lexicographic``), not at all because they agree along every direction (``equal``), or
+    ``flat`` where truncation or an interval leaves the sign unproven."""
+    if not isinstance(diff, Series):
+        return "equal" if not diff else "series"
+    if diff.proven_sign() is None:
+        return "flat"
+    while isinstance(diff, Series):
+        k = next((i for i, c in enumerate(diff.coeffs) if c), None)
+        if k is None:
+            return "equal"
+        if k > 0 or not isinstance(diff.coeffs[0], Series):
+            return "series" if diff.var == 0 else "lexicographic"
+        diff = diff.coeffs[0]  # the leading term belongs to an earlier direction
+    return "series"
+
+
+_STRENGTH = {"equal": 0, "series": 1, "flat": 2, "lexicographic": 3}
+
+
+def _record_pairs(diffs) -> None:
+    """Report how each of the series differences ``diffs`` was decided."""
+    counts: dict[str, int] = {}
+    for d in diffs:
+        how = _decided_by(d)
+        counts[how] = counts.get(how, 0) + 1
+    for how, n in counts.items():
+        record_tie_decision(how, n)
+
+
 def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
     """Per row (last axis), the first entry with the largest (value, tangent, series) triple.
 
@@ -183,21 +216,29 @@ def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
         win = need & (key == key.max(-1, keepdims=True))
         sel = np.where(multi, np.argmax(win, -1), sel)
         many = win.sum(-1) > 1
+        record_tie_decision("tangent", int(np.count_nonzero(multi & ~many)))
         if many.any():
             keys = ray.keys((win & many[:, None]).reshape(shape))
-            if keys is not None:
+            if keys is not None:  # `first_order_keys` reported these rows as flat
                 sel = np.where(many, _lex_first_max(win & many[:, None], keys, rows.shape), sel)
                 return sel.reshape(shape[:-1])
             series = ray.series((win & many[:, None]).reshape(shape))
-            if series is not None:
+            if series is None:
+                record_tie_decision("flat", int(np.count_nonzero(many)))
+            else:
                 series = series.reshape(rows.shape)
                 for r in np.flatnonzero(many):
                     sr, cands = series[r], np.flatnonzero(win[r])
-                    best = cands[0]
+                    best, how = cands[0], "equal"
                     for c in cands[1:]:
-                        if (sr[c] - sr[best]).sign() > 0:
+                        diff = sr[c] - sr[best]
+                        decided = _decided_by(diff)
+                        if _STRENGTH[decided] > _STRENGTH[how]:
+                            how = decided
+                        if diff.sign() > 0:
                             best = c
                     sel[r] = best
+                    record_tie_decision(how, 1)
     if flat_owed:
         record_tie_decision("flat", 1)
     return sel.reshape(shape[:-1])
@@ -229,6 +270,9 @@ def lex_order(vals: np.ndarray, ray, descending: bool = False) -> np.ndarray:
     t = np.where(need, ray.tangent(need), 0.0)
     idx = np.broadcast_to(np.arange(vals.shape[-1]), vals.shape)
     order = np.lexsort((idx, sign * t, sign * vals), axis=-1)
+    sv, st = np.take_along_axis(vals, order, -1), np.take_along_axis(t, order, -1)
+    record_tie_decision("tangent", int(np.count_nonzero(
+        (sv[..., 1:] == sv[..., :-1]) & (st[..., 1:] != st[..., :-1]))))
     return refine_full_ties(order, vals, t, ray, sign)[0]
 
 
@@ -247,6 +291,7 @@ def refine_full_ties(order, vals, t, ray, sign: float = 1.0) -> tuple[np.ndarray
     np.put_along_axis(need, order, in_run, -1)
     series = ray.series(need)
     if series is None:
+        record_tie_decision("flat", int(np.count_nonzero(same)))
         return order, same
     n = vals.shape[-1]
     order, same = order.reshape(-1, n).copy(), same.reshape(-1, n).copy()
@@ -261,6 +306,7 @@ def refine_full_ties(order, vals, t, ray, sign: float = 1.0) -> tuple[np.ndarray
             run = sorted(order[r, a:b], key=cmp_to_key(
                 lambda i, j, sr=sr: int(sign * (sr[i] - sr[j]).sign())))
             order[r, a:b] = run
+            _record_pairs([sr[i] - sr[j] for i, j in zip(run[1:], run[:-1])])
             same[r, a + 1:b] = [(sr[i] - sr[j]).sign() == 0 for i, j in zip(run[1:], run[:-1])]
     return order.reshape(vals.shape), same.reshape(vals.shape)
 
@@ -1086,7 +1132,11 @@ def cummax_rule(xs, dxs, axis):
         need = (xt == yt) & rows_tied
         ray = Ray(lay, x, dxs[0])
         t = np.where(need, ray.tangent(need), 0.0)
-        order, same = refine_full_ties(np.lexsort((t, xt), axis=-1), xt, t, ray)
+        order = np.lexsort((t, xt), axis=-1)
+        sv, st = np.take_along_axis(xt, order, -1), np.take_along_axis(t, order, -1)
+        record_tie_decision("tangent", int(np.count_nonzero(
+            (sv[..., 1:] == sv[..., :-1]) & (st[..., 1:] != st[..., :-1]))))
+        order, same = refine_full_ties(order, xt, t, ray)
         rank = np.empty(xt.shape, int)
         np.put_along_axis(rank, order, np.cumsum(~same, -1), -1)
         run = np.maximum.accumulate(rank, -1)

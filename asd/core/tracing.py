@@ -587,7 +587,12 @@ class Tracer(Traced):
     def __jax_array__(self):
         """JAX looks this protocol up on every foreign argument (``getattr(x,
         '__jax_array__', None)``): the lookup itself refuses, naming asd.jax (an
-        `UnsupportedError`: JAX wraps a ``TypeError`` in its own)."""
+        `UnsupportedError`: JAX wraps a ``TypeError`` in its own). A JAX array's operator
+        (``jax_array @ x``) reads it only to defer: there it is absent, so Python calls the
+        traced value's reflected operator, which takes the JAX array as a constant."""
+        caller = sys._getframe(1)
+        if caller.f_globals.get("__name__") == "jax._src.numpy.array_methods":
+            raise AttributeError("__jax_array__")
         raise framework_error(self, "jax", "a JAX function", _framework_of(sys._getframe(1))[1],
                               UnsupportedError)  # JAX re-raises a TypeError as its own
 

@@ -462,3 +462,42 @@ def test_maximum_accumulate_is_cummax():
                                       [1.0, 2.0, 3.0, 4.0])).sum(), direction=v)(x))
     _, exact = limiting_gradient(f, x, v)
     np.testing.assert_array_equal(asd.subgrad(f, direction=v)(x), np.asarray(exact, float))
+
+
+# ----- diagnostics: the ties the order rules decide are reported like elementwise ones -----
+
+ORDER_DIAGNOSED = [
+    ("reduce_max", np.max), ("reduce_max", np.min),
+    ("sort", lambda x: np.sort(x) @ np.arange(4.0)),
+    ("topk_sum", lambda x: asd.topk_sum(x, 2)), ("median", np.median),
+    ("quantile", lambda x: np.quantile(x, 0.3)),
+    ("max_pool", lambda x: np.sum(asd.max_pool1d(x, 2))),
+    ("max_pool", lambda x: np.sum(asd.max_pool2d(x.reshape(2, 2), 2))),
+    ("cummax", lambda x: np.sum(asd.cummax(x))), ("gather_at", lambda x: x[np.argmax(x)]),
+]
+
+
+@pytest.mark.parametrize("name, f", ORDER_DIAGNOSED, ids=[f"{n}-{i}" for i, (n, _) in
+                                                          enumerate(ORDER_DIAGNOSED)])
+def test_order_ties_are_reported_in_diagnostics(name, f):
+    """diagnostics=True showed no decision for np.max, sort or pooling at ties (only the
+    elementwise rules reported), though the README says every tie is reported."""
+    def decisions(**kw):
+        report = asd.value_and_subgrad(f, diagnostics=True, **kw)(np.zeros(4))[2]
+        return {(d.primitive, d.how) for d in report.decisions}, report.element
+
+    hows, element = decisions(direction=np.array([1.0, -1.0, 2.0, 0.5]))
+    assert hows == {(name, "tangent")} and element.startswith("limiting")
+    hows, element = decisions(directions=[np.ones(4), np.array([1.0, -1.0, 2.0, 0.5])])
+    assert hows == {(name, "lexicographic")} and element.startswith("lexicographic")
+
+
+def test_order_ties_decided_by_the_series_or_equal_are_reported():
+    anp = asd.numpy
+    for f in (lambda x: np.max(anp.array([x[0] ** 2, 2 * x[1] ** 2])),
+              lambda x: np.sort(anp.array([x[0] ** 2, 2 * x[1] ** 2])) @ np.array([1.0, 2.0])):
+        report = asd.value_and_subgrad(f, diagnostics=True, direction=np.ones(2))(np.zeros(2))[2]
+        assert [d.how for d in report.decisions] == ["series"]
+    report = asd.value_and_subgrad(lambda x: np.max(anp.array([x, x])), diagnostics=True)(1.0)[2]
+    assert [(d.primitive, d.how, d.count) for d in report.decisions] == [("reduce_max", "equal",
+                                                                          1)]
