@@ -49,3 +49,30 @@ def test_tensorflow_inside_subgrad_names_asd_tf():
     tf = pytest.importorskip("tensorflow")
     raises(asd.ArgumentTypeError, lambda x: tf.reduce_sum(tf.sin(x)), X, "TensorFlow",
            "asd.tf.subgrad(f, x)")
+
+
+# ----- refusals say the reason and the fix, not "register a rule" -----
+
+def test_fft_says_complex_values_not_register_a_rule():
+    e = raises(asd.UnsupportedError, lambda x: np.sum(np.fft.fft(x).real), X,
+               "numpy.fft.fft", "complex values", "real programs")
+    assert "register" not in str(e).lower()
+    for f in (lambda x: np.nonzero(x)[0] * x, lambda x: np.unique(x) * x,
+              lambda x: np.searchsorted(x, 0.7) * x):
+        with pytest.raises(asd.UnsupportedError, match="nothing to differentiate"):
+            asd.subgrad(lambda x, f=f: np.sum(f(x)))(X)
+
+
+def test_out_buffer_says_drop_out_and_a_traced_out_works():
+    e = raises(asd.UnsupportedError, lambda x: np.sum(np.add(x, x, out=np.empty(2))), X,
+               "numpy.add", "out=", "Drop out=")
+    assert "rule" not in str(e)
+
+    def f(x):
+        y = x * 1.0
+        np.multiply(x, x, out=y)  # numpy writes into y: so does asd
+        return np.sum(y)
+
+    np.testing.assert_array_equal(asd.subgrad(f)(X), 2 * X)
+    raises(asd.ArgumentTypeError, lambda x: np.sum(np.add(x, x, out=x)), X, "argument",
+           "x.copy()")
