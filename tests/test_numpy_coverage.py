@@ -185,3 +185,17 @@ def test_every_ndarray_attribute_works_or_refuses_with_an_asd_error(name):
         assert len(str(e)) > 40, f"{name}: a terse message: {e}"
     assert name in ATTRIBUTE_CALLS or not callable(getattr(np.ndarray, name)), \
         f"ndarray.{name} is a new method: add its call to ATTRIBUTE_CALLS"
+
+
+def test_an_integer_cast_of_a_traced_float_is_a_constant_off_the_integers():
+    """np.int64(x) (autograd's cast-to-int test) was refused: truncation is constant near a
+    point with no nonzero integer entry, so the indices it makes are constants there; on an
+    integer it jumps and is refused, naming the fix."""
+    c = np.array([10.0, 20.0, 30.0])
+    g = asd.subgrad(lambda x: np.sum(c[np.int64(x * 2.0)] * x))(np.array([0.3, 1.2]))
+    np.testing.assert_array_equal(g, [10.0, 30.0])
+    with pytest.raises(asd.NotLipschitzError, match=r"truncates.*stop_gradient"):
+        asd.subgrad(lambda x: np.sum(c[np.int64(x * 2.0)] * x))(np.array([0.3, 1.0]))
+    g = asd.subgrad(lambda x: np.sum(c[np.int64(asd.stop_gradient(x) * 2.0)] * x))(
+        np.array([0.3, 1.0]))
+    np.testing.assert_array_equal(g, [10.0, 30.0])

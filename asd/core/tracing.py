@@ -638,10 +638,45 @@ class Tracer(Traced):
         trace.guard(k, backend.to_host, value)
         return value
 
+    def _truncated(self, dtype):
+        """``np.int64(x)`` / ``np.asarray(x, int)`` of a traced float: truncation toward 0,
+        constant near the point where no entry is a nonzero integer (there it jumps) and no
+        jump reaches ``x``, so the integers are constants there (derivative 0), as they are in
+        the program numpy runs; a value that does not move (behind asd.stop_gradient) casts
+        as it is. The reading, with entries on a jump marked, is a guard."""
+        trace, k = self._trace, self._id
+        dtype = np.dtype(dtype)
+
+        def read(v):
+            v = np.asarray(backend.to_host(v))
+            with np.errstate(invalid="ignore"):
+                on_jump = ~np.isfinite(v) | ((v == np.trunc(v)) & (v != 0))
+                return np.where(on_jump, np.iinfo(dtype).min, v).astype(dtype)
+
+        moves = trace.nodes[k].active  # else a constant (stop_gradient): no jump to meet
+        cast = read(self.value) if moves else np.asarray(
+            backend.to_host(self.value)).astype(dtype)
+        bad = cast == np.iinfo(dtype).min if moves else np.zeros(cast.shape, bool)
+        if trace.jumps_reaching(k) or bad.any():
+            where = (f"{int(np.count_nonzero(bad))} entries sit on one (e.g. "
+                     f"{np.asarray(backend.to_host(self.value))[bad][:3].tolist()})"
+                     if bad.any() else "a jump above it reaches the value")
+            raise NotLipschitzError(
+                f"a cast to {dtype} of traced value {describe_value(self)}"
+                f"{user_source_line()} truncates toward 0, which jumps at the nonzero "
+                f"integers, and {where}. Keep the values off the integers, or cast "
+                "asd.stop_gradient(x) if the integers are constants by intent.")
+        trace.guard(k, read if moves else (lambda v: np.asarray(backend.to_host(v)).astype(
+            dtype)), cast)
+        return cast
+
     def __array__(self, dtype=None, copy=None):
         value = self._locally_constant("__array__")
         if value is not None:
             return np.asarray(value, dtype=dtype)
+        if (dtype is not None and np.dtype(dtype).kind in "iu"
+                and np.dtype(self.dtype).kind == "f"):
+            return self._truncated(dtype)
         framework, caller = _framework_of(sys._getframe(1))
         if framework is not None:
             raise framework_error(self, framework, f"a {FRAMEWORKS[framework][0]} function",
