@@ -276,7 +276,7 @@ def test_where_with_a_constant_condition_selects():
 # sides and a != b.
 
 LOGIC = [
-    ("and", lambda z: np.where((z > 0) & (z < 2), z * z, 0.0), (0.0,)),
+    ("and", lambda z: np.where((z > 0) & (z < 2), z * (2.0 - z), 0.0), (0.0, 2.0)),
     ("or", lambda z: np.where((z < 0) | (z >= 2.0), 0.0, z * (2.0 - z)), (0.0, 2.0)),
     ("not", lambda z: np.where(~(z > 1.0), 1.0, z), (1.0,)),
     ("xor", lambda z: np.where((z > 0) ^ (z > 1.0), z * (1.0 - z), 0.0), (0.0, 1.0)),
