@@ -760,8 +760,7 @@ for _np_fn, _kind in [(np.bitwise_and, "and"), (np.bitwise_or, "or"), (np.bitwis
 
 abs = absolute
 
-__all__ = [
+__all__ = [  # logical_* are numpy's (np.logical_and, &): boolean, with no ASD routine
     "abs", "absolute", "clip", "hard_sigmoid", "hardtanh", "hinge", "huber", "leaky_relu",
-    "logical_and", "logical_not", "logical_or", "logical_xor", "maximum", "minimum",
-    "piecewise_polynomial", "relu", "relu6", "soft_threshold", "where",
+    "maximum", "minimum", "piecewise_polynomial", "relu", "relu6", "soft_threshold", "where",
 ]
