@@ -254,8 +254,9 @@ def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
 
 def _finite(arrays: list) -> bool:
     """Whether every array is finite. A derivative that is not is redone with ``0 * inf = 0``
-    (``absorbing=True``) before it is refused: an infinite slope on a branch the output does
-    not read (``where(x > 0, 0.0, x * inf)``) contributes nothing, as it does to the value."""
+    (``absorbing=True``) before it is refused, where `Trace.absorbable` says that is right:
+    an infinite slope on a branch the output does not read near the point
+    (``where(x > 0, 0.0, x * inf)``) contributes nothing, as it does to the value."""
     return backend.first_nonfinite_of(arrays) is None
 
 
@@ -408,7 +409,7 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
     one = (np.ones((), dtype=traced.dtype) if backend.is_host(v)
            else backend.namespace(v).ones_like(v))
     grads = _gradients(trace.pull(k, one), ids, inputs.leaves)
-    if not _finite(grads):  # infinite slopes on a branch the output does not read?
+    if not _finite(grads) and trace.absorbable(k):  # infinite slopes on a branch not read?
         grads = _gradients(trace.pull(k, one, absorbing=True), ids, inputs.leaves)
     _check_finite(trace, k, grads)
     value = _scalar(v)
@@ -502,7 +503,7 @@ class _Pullback:
             seeds[o._id] = c if o._id not in seeds else seeds[o._id] + c
         leaves = self.inputs.leaves
         grads = _gradients(self.trace.pull_seeds(seeds) if seeds else [], self.ids, leaves)
-        if seeds and not _finite(grads):
+        if seeds and not _finite(grads) and self.trace.absorbable(max(seeds)):
             grads = _gradients(self.trace.pull_seeds(seeds, absorbing=True), self.ids, leaves)
         if seeds:
             arguments.check_finite(self.trace, max(seeds), grads, "the vector-Jacobian product")
@@ -583,7 +584,7 @@ def directional(f: Callable, argnums: ArgNums = 0) -> Callable:
                 trace.check_lipschitz(leaf._id)
                 values.append(_scalar(leaf.value))
                 dot = trace.tangent(leaf._id)
-                if not _finite([dot]):
+                if not _finite([dot]) and trace.absorbable(leaf._id):
                     dot = trace.tangent_absorbing(leaf._id)
                 dots.append(_scalar(dot))
             elif backend.is_host(leaf):
@@ -635,7 +636,8 @@ def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
         chosen = mode or ("forward" if n_in <= n_out else "reverse")
         build = _forward_jacobian if chosen == "forward" else _reverse_jacobian
         blocks = build(trace, inputs, ids, outs)
-        if not _finite([b for row in blocks for b in row]):
+        if not _finite([b for row in blocks for b in row]) and trace.absorbable(
+                len(trace.nodes) - 1):
             blocks = build(trace, inputs, ids, outs, absorbing=True)
         per_out = [
             unflatten(inputs.tree, [_block(b, x, o) for b, x in zip(row, inputs.leaves,

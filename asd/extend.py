@@ -150,6 +150,20 @@ def comparison_of(cond) -> tuple[str, object, object] | None:
     return node.prim.comparison, lhs, rhs
 
 
+def operation_of(x) -> tuple[Primitive, list] | None:
+    """``(primitive, operands)`` of the node that made traced ``x`` (operands as traced values
+    or constants), else None (a constant, or an argument of the function): how ``where``
+    reads a condition built from comparisons with ``&``, ``|``, ``^`` and ``~``."""
+    if not isinstance(x, Tracer):
+        return None
+    trace = x._trace
+    node = trace.nodes[x._id]
+    if node.prim is None:
+        return None
+    return node.prim, [Tracer(trace, a, trace.values[a]) if isinstance(a, int) else a.value
+                       for a in node.args]
+
+
 def defsmooth(name: str, impl: Callable, derivative: Callable, numpy=None,
               array_api: bool = False) -> Primitive:
     """A smooth elementwise primitive; ``derivative(x, ans)`` may reuse the answer.
@@ -371,6 +385,7 @@ __all__ = [
     "line",
     "namespace",
     "numpy_dtype",
+    "operation_of",
     "ray_compare",
     "ray_nonnegative",
     "read_value",

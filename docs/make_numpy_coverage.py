@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import asd.library.special as _special  # the scipy.special rules (loaded lazily otherwise)
+import asd.library.structure as _structure
 import numpy as np
 
 import asd  # noqa: F401  (registers the library's rules in the dispatch tables)
@@ -29,61 +30,22 @@ MODULES = ("numpy", "numpy.linalg", "numpy.fft", "scipy.special")
 DISCONTINUOUS = {
     "equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "sign", "floor",
     "ceil", "round", "around", "rint", "trunc", "fix", "heaviside", "remainder", "mod",
-    "fmod", "floor_divide", "divmod", "modf",
+    "fmod", "floor_divide", "divmod", "modf", "angle", "logical_and", "logical_or",
+    "logical_xor", "logical_not", "isclose", "allclose",
 }
+# Registered for booleans only (numpy's & | ^ ~ on comparisons); numbers are refused.
+BOOLEAN_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert", "bitwise_not",
+                "bitwise_invert"}
 
-REASONS: dict[str, tuple[str, set[str]]] = {
-    "discrete": ("integer or boolean result: nothing to differentiate; compute it on plain "
-                 "arrays, outside the differentiated function", {
-        "argwhere", "nonzero", "flatnonzero", "searchsorted", "digitize", "bincount",
-        "count_nonzero", "unique", "unique_all", "unique_counts", "unique_inverse",
-        "unique_values", "histogram", "histogram2d", "histogramdd", "histogram_bin_edges",
-        "isclose", "allclose", "array_equal", "array_equiv", "isin", "intersect1d",
-        "setdiff1d", "setxor1d", "union1d", "lexsort", "argpartition", "nanargmax",
-        "nanargmin", "ravel_multi_index", "unravel_index", "packbits", "unpackbits",
-        "isreal", "iscomplex", "isrealobj", "iscomplexobj", "isfortran", "isscalar",
-        "may_share_memory", "shares_memory", "isneginf", "isposinf", "matrix_rank",
-        "iterable", "gcd", "lcm", "all", "any", "logical_and", "logical_or", "logical_not",
-        "logical_xor", "isnan", "isinf", "isfinite", "isnat", "signbit", "bitwise_count",
-        "diag_indices_from", "tril_indices_from", "triu_indices_from",
-    }),
-    "constant": ("builds a constant array from shapes or scalars: runs unchanged when its "
-                 "arguments are not traced", {
-        "zeros", "ones", "empty", "full", "arange", "eye", "identity", "tri", "logspace",
-        "geomspace", "indices", "fromfunction", "frombuffer", "fromfile", "fromiter",
-        "fromstring", "fromregex", "diag_indices", "mask_indices", "tril_indices",
-        "triu_indices", "hamming", "hanning", "bartlett", "blackman", "kaiser",
-        "fftfreq", "rfftfreq", "meshgrid", "ix_", "from_dlpack", "asmatrix", "bmat",
-    }),
-    "utility": ("no array math: I/O, printing, dtypes, configuration or iteration helpers", {
-        "load", "save", "savez", "savez_compressed", "loadtxt", "savetxt", "genfromtxt",
-        "array2string", "array_repr", "array_str", "format_float_positional",
-        "format_float_scientific", "set_printoptions", "get_printoptions", "printoptions",
-        "base_repr", "binary_repr", "seterr", "geterr", "seterrcall", "geterrcall",
-        "setbufsize", "getbufsize", "can_cast", "promote_types", "min_scalar_type",
-        "common_type", "mintypecode", "typename", "issubdtype", "isdtype", "info",
-        "show_config", "show_runtime", "get_include", "test", "busday_count",
-        "busday_offset", "is_busday", "datetime_as_string", "datetime_data", "vectorize",
-        "frompyfunc", "nested_iters", "broadcast_shapes", "einsum_path",
-        "geterrobj", "seterrobj", "errstate",
-    }),
-    "in_place": ("writes into its argument in place; asd records pure operations: write "
-                 "y = x.copy() and assign items of y instead", {
-        "copyto", "place", "put", "putmask", "fill_diagonal",
-    }),
-    "converts": ("converts to a plain numpy array, which would drop the value from the "
-                 "program (numpy does not dispatch it to asd): raises `TracerBoolError` naming "
-                 "the spelling that works, `asd.numpy.array` (or the traced array itself, "
-                 "`x.copy()`)", {
+# Refused by design, with the reason (the same table the refusals raise from), and the
+# conversions to plain arrays, which raise TracerBoolError (numpy does not dispatch them).
+REASONS = {**_structure.REFUSED, "converts": (
+    "converts to a plain numpy array, which would drop the value from the program (numpy does "
+    "not dispatch it to asd): raises `TracerBoolError` naming the spelling that works, "
+    "`asd.numpy.array` (or the traced array itself, `x.copy()`)", {
         "array", "asarray", "asanyarray", "ascontiguousarray", "asfortranarray",
         "asarray_chkfinite", "require",
-    }),
-    "complex": ("complex values: asd differentiates real programs", {
-        "sort_complex", "angle", "real_if_close", "fft", "ifft", "fft2", "ifft2", "fftn",
-        "ifftn", "rfft", "irfft", "rfft2", "irfft2", "rfftn", "irfftn", "hfft", "ihfft",
-        "roots",
-    }),
-}
+    })}
 
 
 def functions(module_name: str) -> list[tuple[str, object]]:
@@ -100,6 +62,13 @@ def functions(module_name: str) -> list[tuple[str, object]]:
 def status(name: str, fn) -> tuple[str, str]:
     """(status, note) of one function on traced arrays."""
     registered = (fn in UFUNCS) if isinstance(fn, np.ufunc) else _hashable_in(fn, FUNCTIONS)
+    table = UFUNCS if isinstance(fn, np.ufunc) else FUNCTIONS
+    refused = getattr(table.get(fn), "refused", None) if registered else None
+    if refused is not None:
+        return f"refused ({refused[0]})", refused[1]
+    if registered and name in BOOLEAN_ONLY:
+        return ("discontinuous", "on booleans (comparisons and their combinations), which "
+                "jump where the comparisons do; numbers are refused: compare first")
     if registered:
         return ("discontinuous", "value computed; locally constant away from its jumps") \
             if name in DISCONTINUOUS else ("supported", "")

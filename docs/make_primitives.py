@@ -44,9 +44,9 @@ KINKS: dict[str, str] = {
     "soft_threshold": "x = -lam, x = lam",
     "hinge": "x = 1",
     "huber": "none: C^1 (second derivative jumps at |x| = delta)",
-    "argmax": "ties of the maximum (integer output; refused as a number; an index: gather_at)",
-    "argmin": "ties of the minimum (integer output; refused as a number; an index: gather_at)",
-    "argsort": "ties among entries (integer output; refused as a number; an index: gather_at)",
+    "argmax": "ties of the maximum (integer output, constant elsewhere; an index: gather_at)",
+    "argmin": "ties of the minimum (integer output, constant elsewhere; an index: gather_at)",
+    "argsort": "ties among entries (integer output, constant elsewhere; an index: gather_at)",
     "gather_at": "tied positions (decided along the ray; a jump where they gather "
                  "different values raises)",
     "greater": "a = b (boolean output, constant elsewhere; decides where/select)",
@@ -64,11 +64,20 @@ KINKS: dict[str, str] = {
     "heaviside": "jump at x = 0 (constant elsewhere)",
     "floor_divide": "jumps at the multiples of c (constant elsewhere)",
     "remainder": "jumps at the multiples of c (slope 1 elsewhere)",
+    "floor_divide_xy": "jumps where the traced c divides x (constant elsewhere)",
+    "remainder_xy": "jumps where the traced c divides x (slopes 1 and -floor(x / c) elsewhere)",
+    "angle": "jump at x = 0 (constant elsewhere: 0 above, pi below)",
     "any": "where its input jumps (boolean output)",
     "arctan2": "a 2 pi jump across y = 0, x < 0; refused at (0, 0)",
     "arccosh": "infinite slope at x = 1 (refused)",
     "all": "where its input jumps (boolean output)",
     "where": "lhs = rhs of the comparison (a jump a != b there raises)",
+    "where_logic": "lhs = rhs of its comparisons (a jump a != b where the combined condition "
+                   "changes raises)",
+    "logical_and": "where its comparisons jump (boolean output)",
+    "logical_or": "where its comparisons jump (boolean output)",
+    "logical_xor": "where its comparisons jump (boolean output)",
+    "logical_not": "where its comparison jumps (boolean output)",
     "select": "none inside: a fixed boolean mask picks entries",
     "reduce_max": "ties among the maximal entries",
     "sort": "ties among entries",
@@ -308,7 +317,9 @@ def _versions() -> str:
 
 
 def render() -> str:
-    prims = sorted(library_primitives().values(), key=lambda mp: (mp[0], mp[1].name))
+    # one row per name: a position has two objects (constant off ties, jumping at them)
+    prims = sorted({(m, p.name): (m, p) for m, p in library_primitives().values()}.values(),
+                   key=lambda mp: (mp[0], mp[1].name))
     cases_of: dict[str, int] = {}
     for case in CASES:
         cases_of[case.primitive] = cases_of.get(case.primitive, 0) + 1

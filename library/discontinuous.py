@@ -1,5 +1,6 @@
-"""Discontinuous primitives: sign, floor, ceil, round, rint, trunc, heaviside, floor_divide
-and remainder (``//``, ``%``), any/all, and the rules of the comparisons.
+"""Discontinuous primitives: sign, floor, ceil, round, rint, trunc, heaviside, angle (of real
+arrays), floor_divide and remainder (``//``, ``%``), any/all, and the rules of the
+comparisons.
 
 Each is piecewise constant (remainder: slope 1) away from its jumps, so there it contributes
 a zero derivative and nothing is refused: ``np.sum(x < y) + 0.0`` at a generic point is
@@ -19,6 +20,7 @@ import numpy as np
 from asd.errors import UnsupportedError
 from asd.extend import (
     Diagonal,
+    FanIn,
     Primitive,
     from_host,
     is_host,
@@ -102,6 +104,9 @@ round_p = defjump(
     lambda x, decimals=0: _half(_scaled(x, decimals)),
     lambda x, ans, decimals=0: (_unscaled(np.floor(_scaled(x, decimals)), decimals),
                                 _unscaled(np.ceil(_scaled(x, decimals)), decimals)))
+angle_p = defjump("angle", lambda x, deg=False: np.angle(x, deg), lambda x, deg=False: x == 0,
+                  lambda x, ans, deg=False: (np.full_like(ans, 180.0 if deg else np.pi),
+                                             np.zeros_like(ans)))
 heaviside_p = defjump("heaviside", lambda x, h0: np.heaviside(x, h0), lambda x, h0: x == 0,
                       lambda x, ans, h0: (np.zeros_like(ans), np.ones_like(ans)))
 
@@ -121,6 +126,45 @@ remainder_p = defjump(
     "remainder", lambda x, c: np.remainder(x, c), _divides,
     lambda x, ans, c: (ans + np.where(np.asarray(c) > 0, c, 0), ans + np.where(
         np.asarray(c) < 0, c, 0)), discontinuous=False)
+
+
+# With a traced divisor y (or a constant x over a traced y): q = floor(x / y) jumps where
+# y divides x exactly (np.fmod is exact); there t = x / y equals the integer q exactly, so
+# the side is the sign of t - q along the ray (t is an input of the primitive: its series
+# and further directions decide a tie its tangent leaves, as for every comparison). Below
+# the jump the quotient is q - 1 and the remainder y; above, q and 0. The remainder's
+# slopes are 1 in x and -floor(t) in y on the side entered.
+
+def _divmod_xy_rule(remainder: bool):
+    def divmod_xy_rule(xs, dxs):
+        x, y, t = (np.asarray(v) for v in xs)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.floor_divide(x, y)
+            ans = np.remainder(x, y) if remainder else q
+            out = ans.shape
+            mask = np.broadcast_to(np.isfinite(q) & (np.fmod(x, y) == 0), out)
+        slope = np.array(np.broadcast_to(q, out), dtype=np.result_type(ans, float))
+        if mask.any():
+            side = tie_sign(t, dxs[2], np.broadcast_to(q, out), None, mask)
+            left = np.broadcast_to(y if remainder else q - 1, out)
+            moves = mask.copy()
+            moves[mask] = side != 0  # side 0: y divides x all along (x % x), no jump
+            record_jump(ans, moves, (left, ans))
+            ans = _on_side(ans, mask, side, left, ans)
+            slope[mask] -= side < 0
+        if not remainder:
+            return ans, None
+        return ans, FanIn(Diagonal(np.ones(out, slope.dtype), x.shape, out),
+                          Diagonal(-slope, y.shape, out), None)
+
+    divmod_xy_rule.__name__ = f"{'remainder' if remainder else 'floor_divide'}_xy_rule"
+    return divmod_xy_rule
+
+
+remainder_xy_p = Primitive("remainder_xy", lambda x, y, t: np.remainder(x, y),
+                           _divmod_xy_rule(True))
+floor_divide_xy_p = Primitive("floor_divide_xy", lambda x, y, t: np.floor_divide(x, y),
+                              _divmod_xy_rule(False), discontinuous=True)
 
 
 def _comparison_rule(op):
@@ -177,10 +221,6 @@ def _no_options(name: str, kwargs: dict) -> None:
         raise UnsupportedError(f"numpy.{name} with {', '.join(extra)} on traced arrays")
 
 
-_DIVISOR_FIX = ("Use a constant divisor, or write x - c * np.floor(x / c) (x // c: "
-                "np.floor(x / c)), whose floor is refused only at its jumps.")
-
-
 def sign(x, **kwargs):
     """-1, 0 or 1. Constant away from 0; at 0 a jump, allowed only where the output stays
     continuous (``x * sign(x)``).
@@ -230,6 +270,17 @@ def round_(x, decimals=0, out=None):
     return round_p(x, decimals=int(decimals))
 
 
+def angle(z, deg=False):
+    """``numpy.angle`` of a real array: 0 for ``x >= 0``, pi below (180 with ``deg``; numpy
+    gives pi at -0.0 too). Constant away from 0, a jump there.
+
+    >>> import numpy as np, asd
+    >>> float(asd.subgrad(lambda x: np.angle(x) + x)(-2.0))
+    1.0
+    """
+    return angle_p(z, deg=bool(deg))
+
+
 def heaviside(x, h0, **kwargs):
     """0 below 0, 1 above, ``h0`` at 0 (a constant): a jump at 0."""
     _no_options("heaviside", kwargs)
@@ -239,32 +290,33 @@ def heaviside(x, h0, **kwargs):
 
 
 def floor_divide(x, c, **kwargs):
-    """``x // c`` for a constant ``c``: jumps where ``c`` divides ``x``.
+    """``x // c``: jumps where ``c`` divides ``x`` (``c`` constant or traced: then the
+    jumps move with it, decided along the ray like any tie).
 
     >>> import asd
     >>> float(asd.subgrad(lambda x: x // 2.0 + x)(3.0))
     1.0
     """
     _no_options("floor_divide", kwargs)
-    if is_traced(c) and not is_traced(x):
-        raise UnsupportedError("a constant floor-divided by a traced value (c // x) jumps "
-                               "wherever c / x crosses an integer; asd supports x // c only")
-    return floor_divide_p(x, c=_constant("floor_divide", "divisor", c, _DIVISOR_FIX))
+    if is_traced(c):
+        return floor_divide_xy_p(x, c, x / c)
+    return floor_divide_p(x, c=c)
 
 
 def remainder(x, c, **kwargs):
-    """``x % c`` for a constant ``c``: ``x - c * floor(x / c)``, slope 1 away from the
-    multiples of ``c``, where it jumps by ``c``.
+    """``x % c``: ``x - c * floor(x / c)``, slopes 1 in ``x`` and ``-floor(x / c)`` in a
+    traced ``c`` away from the multiples of ``c``, where it jumps by ``c``.
 
     >>> import asd
     >>> float(asd.subgrad(lambda x: x % 2.0)(3.0))
     1.0
+    >>> float(asd.subgrad(lambda c: 7.0 % c)(2.0))
+    -3.0
     """
     _no_options("remainder", kwargs)
-    if is_traced(c) and not is_traced(x):
-        raise UnsupportedError("a constant modulo a traced value (c % x) is not supported "
-                               "on traced arrays; asd supports x % c with a constant c")
-    return remainder_p(x, c=_constant("remainder", "divisor", c, _DIVISOR_FIX))
+    if is_traced(c):
+        return remainder_xy_p(x, c, x / c)
+    return remainder_p(x, c=c)
 
 
 def divmod_(x, c, **kwargs):
@@ -286,13 +338,37 @@ def all_(x, axis=None, out=None, keepdims=False, **kwargs):
     return all_p(x, axis=axis)
 
 
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``|a - b| <= atol + rtol |b|``, numpy's test: a comparison of traced values (its ties
+    decided along the ray, a jump where it switches).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.sum(np.where(np.isclose(x, 1.0), 0.0, x)))(np.array([1.0, 2.0]))
+    array([0., 1.])
+    """
+    if any(is_traced(v) for v in (rtol, atol)):
+        raise UnsupportedError("numpy.isclose with a traced rtol or atol: pass constants")
+    diff = abs(a - b)
+    return comparison_prims["<="](diff, atol + rtol * abs(b))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """``all(isclose(a, b))`` as a traced boolean, where numpy returns a Python bool: like a
+    comparison, it can be a `where` condition or a number (a jump where it switches), and
+    ``if np.allclose(x, y):`` raises `TracerBoolError`, as ``if x > y:`` does (a Python
+    branch on traced values ignores the direction); ``asd.stop_gradient(x).value`` gives
+    plain arrays to check outside the program."""
+    return all_(isclose(a, b, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
 # ----- numpy dispatch -----
 
 for _np_fn, _fn in [
     (np.sign, sign), (np.floor, floor), (np.ceil, ceil), (np.trunc, trunc), (np.fix, trunc),
     (np.rint, rint), (np.round, round_), (np.around, round_), (np.heaviside, heaviside),
     (np.floor_divide, floor_divide), (np.remainder, remainder), (np.divmod, divmod_),
-    (np.any, any_), (np.all, all_),
+    (np.any, any_), (np.all, all_), (np.angle, angle), (np.isclose, isclose),
+    (np.allclose, allclose),
 ]:
     register_numpy(_np_fn, _fn)
 for _name, _fn in [("round", round_), ("any", any_), ("all", all_), ("argmax", argmax),
@@ -302,5 +378,5 @@ for _name, _fn in [("round", round_), ("any", any_), ("all", all_), ("argmax", a
 mod = remainder
 around = round = round_
 
-__all__ = ["around", "ceil", "floor", "floor_divide", "heaviside", "mod", "remainder", "rint",
-           "round", "sign", "trunc"]
+__all__ = ["allclose", "angle", "around", "ceil", "floor", "floor_divide", "heaviside",
+           "isclose", "mod", "remainder", "rint", "round", "sign", "trunc"]

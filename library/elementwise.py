@@ -1,6 +1,6 @@
 """Elementwise functions numpy users reach for beyond the smooth basics: logaddexp,
 logaddexp2, hypot, arctan2, arccosh, sinc, fmax/fmin, fabs, degree conversions, nan_to_num,
-and real/imag/conjugate of real arrays.
+and real/imag/conjugate/real_if_close/iscomplex/isreal of real arrays.
 
 Where a function is one the library already has on real, non-NaN input it reuses that rule
 (fmax is maximum, fabs is abs, hypot is the 2-norm of the pair, conjugate is the identity);
@@ -16,6 +16,7 @@ import numpy as np
 
 from asd.errors import NonFiniteError, NotLipschitzError, UnsupportedError
 from asd.extend import (
+    Closure,
     Diagonal,
     FanIn,
     Primitive,
@@ -227,15 +228,43 @@ def rad2deg(x, **kwargs):
     return multiply(x, 180.0 / np.pi)
 
 
-identity_p = deflinear("nan_to_num", lambda x: np.array(x, copy=True),
-                       lambda i, o: identity(i))
+def _nan_to_num_impl(x, nan=0.0, posinf=None, neginf=None):
+    return np.nan_to_num(x, copy=True, nan=nan, posinf=posinf, neginf=neginf)
+
+
+nan_to_num_p = Primitive("nan_to_num", _nan_to_num_impl)
+
+
+@nan_to_num_p.defrule
+def nan_to_num_rule(xs, dxs, nan, posinf, neginf):
+    """Finite entries pass through (slope 1); non-finite ones become the constants ``nan``,
+    ``posinf``, ``neginf`` (slope 0: an entry that is NaN or infinite at the point is so
+    near it too, an overflow or a constant operand such as ``x + inf``). The map selects
+    with ``where``, so an infinite tangent there (``log`` at 0) does not become ``0 * inf``."""
+    (x,) = xs
+    x = np.asarray(x)
+    keep = np.isfinite(x)
+
+    def select(t):
+        return np.where(keep, t, np.zeros((), np.result_type(t)))
+
+    return _nan_to_num_impl(x, nan, posinf, neginf), Closure(select, select, x.shape, x.shape)
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
-    """The identity on finite input (asd's values are finite); NaN or inf raise."""
-    _finite("nan_to_num", x)
-    return identity_p(x) if is_traced(x) else np.nan_to_num(x, copy=copy, nan=nan,
-                                                            posinf=posinf, neginf=neginf)
+    """``numpy.nan_to_num``: the finite entries with slope 1, the non-finite ones replaced
+    by constants (slope 0).
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.sum(np.nan_to_num(x + np.array([0.0, np.inf]))))(np.ones(2))
+    array([1., 0.])
+    """
+    if not is_traced(x):
+        return np.nan_to_num(x, copy=copy, nan=nan, posinf=posinf, neginf=neginf)
+    if any(is_traced(v) for v in (nan, posinf, neginf)):
+        raise UnsupportedError("numpy.nan_to_num with a traced nan=, posinf= or neginf=: they "
+                               "replace non-finite entries; pass constants")
+    return nan_to_num_p(x, nan=nan, posinf=posinf, neginf=neginf)
 
 
 # ----- real input: real, imag, conjugate -----
@@ -260,6 +289,31 @@ def imag(x):
     return np.zeros(np.shape(x), np.result_type(x)) if is_traced(x) else np.imag(x)
 
 
+def real_if_close(a, tol=100):
+    """``a`` itself: a real array is returned unchanged, as numpy does."""
+    return a if is_traced(a) else np.real_if_close(a, tol=tol)
+
+
+def iscomplex(x):
+    """False everywhere (a constant): asd's traced arrays are real."""
+    return np.zeros(np.shape(x), bool) if is_traced(x) else np.iscomplex(x)
+
+
+def isreal(x):
+    """True everywhere (a constant): asd's traced arrays are real."""
+    return np.ones(np.shape(x), bool) if is_traced(x) else np.isreal(x)
+
+
+def isrealobj(x):
+    """True: asd's traced arrays are real."""
+    return True if is_traced(x) else np.isrealobj(x)
+
+
+def iscomplexobj(x):
+    """False: asd's traced arrays are real."""
+    return False if is_traced(x) else np.iscomplexobj(x)
+
+
 # ----- numpy dispatch -----
 
 for _np_fn, _fn in [
@@ -268,6 +322,8 @@ for _np_fn, _fn in [
     (np.fmin, fmin), (np.fabs, fabs), (np.deg2rad, deg2rad), (np.radians, deg2rad),
     (np.rad2deg, rad2deg), (np.degrees, rad2deg), (np.nan_to_num, nan_to_num),
     (np.conjugate, conjugate), (np.real, real), (np.imag, imag),
+    (np.real_if_close, real_if_close), (np.iscomplex, iscomplex), (np.isreal, isreal),
+    (np.isrealobj, isrealobj), (np.iscomplexobj, iscomplexobj),
 ]:
     register_numpy(_np_fn, _fn)
 register_method("conjugate", lambda x: conjugate_p(x))
@@ -276,5 +332,5 @@ conj = conjugate
 degrees, radians = rad2deg, deg2rad
 
 __all__ = ["arccosh", "arctan2", "conj", "conjugate", "deg2rad", "degrees", "fabs", "fmax",
-           "fmin", "hypot", "imag", "logaddexp", "logaddexp2", "nan_to_num", "rad2deg",
-           "radians", "real", "sinc"]
+           "fmin", "hypot", "imag", "iscomplex", "iscomplexobj", "isreal", "isrealobj", "logaddexp",
+           "logaddexp2", "nan_to_num", "rad2deg", "radians", "real", "real_if_close", "sinc"]

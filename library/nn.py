@@ -21,6 +21,7 @@ one structured map (a weighted sum) rather than a graph of small steps.
 
 from __future__ import annotations
 
+import math
 import string
 
 import numpy as np
@@ -439,7 +440,9 @@ def avg_pool_rule(xs, dxs, kernel, stride, padding, divisor):
 
 
 def avg_pool(x, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
-    """Average pooling over the trailing spatial axes of ``x (N, C, L...)`` (PyTorch's).
+    """Average pooling over the trailing spatial axes of ``x (N, C, L...)`` (PyTorch's); any
+    other number of leading axes (none: ``x (L...)``, as `asd.max_pool1d` takes) is pooled
+    the same way, each leading index on its own.
 
     Padding counts as zeros in the average (``count_include_pad=True``, the default of
     ``torch.nn.AvgPool``); without padding the flag makes no difference.
@@ -447,30 +450,46 @@ def avg_pool(x, kernel_size, stride=None, padding=0, count_include_pad: bool = T
     >>> import numpy as np
     >>> avg_pool(np.arange(4.0).reshape(1, 1, 4), 2)
     array([[[0.5, 2.5]]])
+    >>> avg_pool(np.arange(4.0), (2,))
+    array([0.5, 2.5])
     """
     nd = len(kernel_size) if isinstance(kernel_size, tuple | list) else np.ndim(x) - 2
-    unbatched = np.ndim(x) == nd + 1
-    if unbatched:
-        x = x[None]
+    shape = tuple(np.shape(x))
     kernel = _tuple(kernel_size, nd, "kernel_size")
     stride = kernel if stride is None or stride == [] else _tuple(stride, nd, "stride")
     pad = _tuple(padding, nd, "padding")
+    if nd < 1 or len(shape) < nd:
+        raise ShapeError(f"avg_pool over {max(nd, 1)} spatial axes needs an array with at "
+                         f"least {max(nd, 1)} axes, got shape {shape}")
+    spatial, lead = shape[len(shape) - nd:], shape[:len(shape) - nd]
+    for n, k, s, p in zip(spatial, kernel, stride, pad, strict=True):
+        if k < 1 or s < 1 or p < 0 or 2 * p > k or n + 2 * p < k:
+            raise ShapeError(
+                f"avg_pool: kernel {kernel}, stride {stride}, padding {pad} do not fit the "
+                f"spatial shape {spatial} (need kernel >= 1, stride >= 1, 0 <= padding <= "
+                "kernel / 2, and the padded input at least as long as the kernel)")
     if any(pad) and not count_include_pad:
         raise UnsupportedError("avg_pool with padding and count_include_pad=False")
+    # the primitive pools (N, C, L...): other leading axes are one batch of channels
+    batched = len(lead) == 2
+    if not batched:
+        x = x.reshape((1, math.prod(lead)) + spatial)
     y = avg_pool_p(x, kernel=kernel, stride=stride, padding=tuple((p, p) for p in pad),
                    divisor=float(np.prod(kernel)))
-    return y[0] if unbatched else y
+    return y if batched else y.reshape(lead + tuple(y.shape[2:]))
 
 
 def avg_pool1d(x, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
-    """1-d average pooling, ``x (N, C, L)``; see `avg_pool`."""
+    """1-d average pooling over the last axis of ``x (N, C, L)`` (or ``(L,)``, ``(C, L)``,
+    any leading axes); see `avg_pool`."""
     return avg_pool(x, _tuple(kernel_size, 1, "kernel_size"),
                     None if stride is None else _tuple(stride, 1, "stride"), padding,
                     count_include_pad)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
-    """2-d average pooling, ``x (N, C, H, W)``; see `avg_pool`."""
+    """2-d average pooling over the last two axes of ``x (N, C, H, W)`` (or ``(H, W)``,
+    any leading axes); see `avg_pool`."""
     return avg_pool(x, _tuple(kernel_size, 2, "kernel_size"),
                     None if stride is None else _tuple(stride, 2, "stride"), padding,
                     count_include_pad)

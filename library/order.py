@@ -34,6 +34,7 @@ from asd.extend import (
     Index,
     LinearMap,
     Primitive,
+    Series,
     SeriesUnavailable,
     Take,
     first_order_keys,
@@ -150,6 +151,38 @@ class Ray:
         return self.lay.to(out)
 
 
+def _decided_by(diff) -> str:
+    """How the series difference of two tied entries orders them, as `record_tie_decision`
+    names it: along ``v`` (``series``), along a later direction of the lexicographic ray
+    (``lexicographic``), not at all because they agree along every direction (``equal``), or
+    ``flat`` where truncation or an interval leaves the sign unproven."""
+    if not isinstance(diff, Series):
+        return "equal" if not diff else "series"
+    if diff.proven_sign() is None:
+        return "flat"
+    while isinstance(diff, Series):
+        k = next((i for i, c in enumerate(diff.coeffs) if c), None)
+        if k is None:
+            return "equal"
+        if k > 0 or not isinstance(diff.coeffs[0], Series):
+            return "series" if diff.var == 0 else "lexicographic"
+        diff = diff.coeffs[0]  # the leading term belongs to an earlier direction
+    return "series"
+
+
+_STRENGTH = {"equal": 0, "series": 1, "flat": 2, "lexicographic": 3}
+
+
+def _record_pairs(diffs) -> None:
+    """Report how each of the series differences ``diffs`` was decided."""
+    counts: dict[str, int] = {}
+    for d in diffs:
+        how = _decided_by(d)
+        counts[how] = counts.get(how, 0) + 1
+    for how, n in counts.items():
+        record_tie_decision(how, n)
+
+
 def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
     """Per row (last axis), the first entry with the largest (value, tangent, series) triple.
 
@@ -183,21 +216,29 @@ def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
         win = need & (key == key.max(-1, keepdims=True))
         sel = np.where(multi, np.argmax(win, -1), sel)
         many = win.sum(-1) > 1
+        record_tie_decision("tangent", int(np.count_nonzero(multi & ~many)))
         if many.any():
             keys = ray.keys((win & many[:, None]).reshape(shape))
-            if keys is not None:
+            if keys is not None:  # `first_order_keys` reported these rows as flat
                 sel = np.where(many, _lex_first_max(win & many[:, None], keys, rows.shape), sel)
                 return sel.reshape(shape[:-1])
             series = ray.series((win & many[:, None]).reshape(shape))
-            if series is not None:
+            if series is None:
+                record_tie_decision("flat", int(np.count_nonzero(many)))
+            else:
                 series = series.reshape(rows.shape)
                 for r in np.flatnonzero(many):
                     sr, cands = series[r], np.flatnonzero(win[r])
-                    best = cands[0]
+                    best, how = cands[0], "equal"
                     for c in cands[1:]:
-                        if (sr[c] - sr[best]).sign() > 0:
+                        diff = sr[c] - sr[best]
+                        decided = _decided_by(diff)
+                        if _STRENGTH[decided] > _STRENGTH[how]:
+                            how = decided
+                        if diff.sign() > 0:
                             best = c
                     sel[r] = best
+                    record_tie_decision(how, 1)
     if flat_owed:
         record_tie_decision("flat", 1)
     return sel.reshape(shape[:-1])
@@ -229,6 +270,9 @@ def lex_order(vals: np.ndarray, ray, descending: bool = False) -> np.ndarray:
     t = np.where(need, ray.tangent(need), 0.0)
     idx = np.broadcast_to(np.arange(vals.shape[-1]), vals.shape)
     order = np.lexsort((idx, sign * t, sign * vals), axis=-1)
+    sv, st = np.take_along_axis(vals, order, -1), np.take_along_axis(t, order, -1)
+    record_tie_decision("tangent", int(np.count_nonzero(
+        (sv[..., 1:] == sv[..., :-1]) & (st[..., 1:] != st[..., :-1]))))
     return refine_full_ties(order, vals, t, ray, sign)[0]
 
 
@@ -247,6 +291,7 @@ def refine_full_ties(order, vals, t, ray, sign: float = 1.0) -> tuple[np.ndarray
     np.put_along_axis(need, order, in_run, -1)
     series = ray.series(need)
     if series is None:
+        record_tie_decision("flat", int(np.count_nonzero(same)))
         return order, same
     n = vals.shape[-1]
     order, same = order.reshape(-1, n).copy(), same.reshape(-1, n).copy()
@@ -261,6 +306,7 @@ def refine_full_ties(order, vals, t, ray, sign: float = 1.0) -> tuple[np.ndarray
             run = sorted(order[r, a:b], key=cmp_to_key(
                 lambda i, j, sr=sr: int(sign * (sr[i] - sr[j]).sign())))
             order[r, a:b] = run
+            _record_pairs([sr[i] - sr[j] for i, j in zip(run[1:], run[:-1])])
             same[r, a + 1:b] = [(sr[i] - sr[j]).sign() == 0 for i, j in zip(run[1:], run[:-1])]
     return order.reshape(vals.shape), same.reshape(vals.shape)
 
@@ -1086,7 +1132,11 @@ def cummax_rule(xs, dxs, axis):
         need = (xt == yt) & rows_tied
         ray = Ray(lay, x, dxs[0])
         t = np.where(need, ray.tangent(need), 0.0)
-        order, same = refine_full_ties(np.lexsort((t, xt), axis=-1), xt, t, ray)
+        order = np.lexsort((t, xt), axis=-1)
+        sv, st = np.take_along_axis(xt, order, -1), np.take_along_axis(t, order, -1)
+        record_tie_decision("tangent", int(np.count_nonzero(
+            (sv[..., 1:] == sv[..., :-1]) & (st[..., 1:] != st[..., :-1]))))
+        order, same = refine_full_ties(order, xt, t, ray)
         rank = np.empty(xt.shape, int)
         np.put_along_axis(rank, order, np.cumsum(~same, -1), -1)
         run = np.maximum.accumulate(rank, -1)
@@ -1113,11 +1163,43 @@ def cummax(x, axis: int = -1):
     return cummax_p(x, axis=int(axis) % np.ndim(x))
 
 
-# ----- positions: discrete outputs, recorded so that using them as numbers raises -----
-# Used as indices they are decided along the ray like any branch (see `gather_at`).
+# ----- positions: piecewise constant, with a jump where the values they order are tied -----
+# Away from ties a position is locally constant: its derivative is 0, and a constant array
+# indexed by it is a constant near the point. Where the values are tied it jumps; there the
+# primitive without a rule is used, which the engine treats as discontinuous everywhere (a
+# number it reaches in the output is refused, a constant indexed by it too). Which one a call
+# uses is read from the values (a guard: a compiled replay whose input ties differently
+# traces again). As indices of a traced array positions are decided along the ray by
+# `gather_at`, at ties too.
 
-argmax_p = Primitive("argmax", lambda x, axis=None: np.argmax(x, axis=axis), discontinuous=True)
-argmin_p = Primitive("argmin", lambda x, axis=None: np.argmin(x, axis=axis), discontinuous=True)
+def _has_ties(kind: str, v, axis) -> bool:
+    """Whether the entries that ``kind`` orders along ``axis`` hold a tie that changes its
+    answer (a repeated maximum or minimum; for argsort, any repeated value)."""
+    xp = namespace(v)
+    rows = xp.reshape(v, (-1,)) if axis is None else xp.moveaxis(v, axis, -1)
+    if rows.shape[-1] < 2:
+        return False
+    if kind == "argsort":
+        s = xp.sort(rows, axis=-1)
+        return bool(xp.any(s[..., 1:] == s[..., :-1]))
+    best = (xp.max if kind == "argmax" else xp.min)(rows, axis=-1, keepdims=True)
+    return bool(xp.any(xp.sum(xp.astype(rows == best, xp.int32), axis=-1) > 1))
+
+
+def _locally_constant_rule(impl):
+    def position_rule(xs, dxs, **params):
+        return impl(*xs, **params), None  # no tie at the point (`_position`): constant nearby
+
+    position_rule.__name__ = f"{impl.__name__}_rule"
+    return position_rule
+
+
+def _argmax_impl(x, axis=None):
+    return np.argmax(x, axis=axis)
+
+
+def _argmin_impl(x, axis=None):
+    return np.argmin(x, axis=axis)
 
 
 def _argsort_impl(x, axis=-1):
@@ -1128,25 +1210,45 @@ def _argsort_impl(x, axis=-1):
                       axis=-1 if axis is None else axis, stable=True)
 
 
-argsort_p = Primitive("argsort", _argsort_impl, discontinuous=True, array_api=True)
+argmax_p = Primitive("argmax", _argmax_impl, _locally_constant_rule(_argmax_impl),
+                     discontinuous=True)
+argmin_p = Primitive("argmin", _argmin_impl, _locally_constant_rule(_argmin_impl),
+                     discontinuous=True)
+argsort_p = Primitive("argsort", _argsort_impl, _locally_constant_rule(_argsort_impl),
+                      discontinuous=True, array_api=True)
+# at a tie: no rule, so the engine records a jump wherever the value is used
+argmax_tied_p = Primitive("argmax", _argmax_impl, discontinuous=True)
+argmin_tied_p = Primitive("argmin", _argmin_impl, discontinuous=True)
+argsort_tied_p = Primitive("argsort", _argsort_impl, discontinuous=True, array_api=True)
+POSITION_PRIMS = {"argmax": (argmax_p, argmax_tied_p), "argmin": (argmin_p, argmin_tied_p),
+                  "argsort": (argsort_p, argsort_tied_p)}
+
+
+def _position(kind: str, x, axis):
+    """``kind(x, axis)``: the locally constant primitive, or at a tie the jumping one."""
+    free, tied = POSITION_PRIMS[kind]
+    if is_traced(x) and read_value(x, lambda v: _has_ties(kind, v, axis)):
+        return tied(x, axis=axis)
+    return free(x, axis=axis)
 
 
 def argmax(x, axis=None, out=None, *, keepdims=False):
-    """Positions of the maxima. They jump where the maximum is tied, so using them as numbers
-    raises NotLipschitzError; as an index (``x[argmax(x)]``) the tied position is decided
-    along the ray and the gather is allowed where the tied positions gather equal values
-    (`gather_at`).
+    """Positions of the maxima: locally constant away from a tied maximum, where they jump
+    (used as numbers, the jump is refused unless the output stays continuous). As an index
+    of a traced array (``x[argmax(x)]``) the tied position is decided along the ray and the
+    gather is allowed where the tied positions gather equal values (`gather_at`); a plain
+    numpy array indexed by it (``c[argmax(x)]``) is a constant away from the ties.
     """
     if out is not None or keepdims:
         raise UnsupportedError("numpy.argmax with out= or keepdims= on traced arrays")
-    return argmax_p(x, axis=axis)
+    return _position("argmax", x, axis)
 
 
 def argmin(x, axis=None, out=None, *, keepdims=False):
     """Positions of the minima; discrete, like ``argmax``."""
     if out is not None or keepdims:
         raise UnsupportedError("numpy.argmin with out= or keepdims= on traced arrays")
-    return argmin_p(x, axis=axis)
+    return _position("argmin", x, axis)
 
 
 def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
@@ -1154,7 +1256,7 @@ def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
     (``take_along_axis(x, argsort(x))`` is ``sort(x)``, ties decided by the direction)."""
     if order is not None:
         raise UnsupportedError("numpy.argsort with order= on traced arrays")
-    return argsort_p(x, axis=axis)
+    return _position("argsort", x, axis)
 
 
 # ----- gathers at positions computed from traced values -----
@@ -1285,6 +1387,9 @@ def gather_at(x, index, mode: str = "index", axis=None):
     >>> asd.subgrad(lambda x: x[np.argmax(x)], direction=np.array([1.0, 2.0]))(np.ones(2))
     array([0., 1.])
     """
+    if not is_traced(index):  # constant positions: plain indexing
+        take_axis = None if axis is None else int(axis) % (np.ndim(x) or 1)
+        return getitem(x, _gather_index(np.shape(x), np.asarray(index), mode, take_axis))
     trace, k = index._trace, index._id
     if trace.nodes[k].name == "stop_gradient":
         pos = read_value(index, np.asarray)  # constant positions: a replay re-reads them
@@ -1343,6 +1448,6 @@ register_method("max", amax)
 register_method("min", amin)
 
 __all__ = [
-    "amax", "amin", "argmax", "argmin", "argsort", "cummax", "max", "max_pool1d", "max_pool2d",
-    "median", "min", "percentile", "quantile", "sort", "topk_sum",
+    "amax", "amin", "argmax", "argmin", "argsort", "cummax", "gather_at", "max", "max_pool1d",
+    "max_pool2d", "median", "min", "percentile", "quantile", "sort", "topk_sum",
 ]

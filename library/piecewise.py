@@ -31,6 +31,7 @@ from asd.extend import (
     is_host,
     is_traced,
     namespace,
+    operation_of,
     ray_compare,
     ray_nonnegative,
     register_kernel,
@@ -436,6 +437,80 @@ comparison_prims = {op: Primitive(fn.__name__, COMPARE[op], comparison=op, array
                     for op, fn in COMPARISONS.items()}
 
 
+# ----- logical operators on comparisons: &, |, ^, ~ and numpy's logical_* -----
+# A comparison's value is the side its ray enters at a tie, with the jump recorded (the rule
+# in library/discontinuous.py); a logical operator is a plain function of such booleans, so
+# it jumps only where they do: no jump of its own, and the engine's continuity check replays
+# it with each side. `where` reads a tree of them as one condition (`where_logic_p`).
+
+def _logical_impl(np_fn, xp_name):
+    def impl(*xs):
+        if all(is_host(x) for x in xs):
+            return np_fn(*xs)
+        xp, xs = _operands(*xs)
+        return getattr(xp, xp_name)(*xs)
+
+    impl.__name__ = np_fn.__name__
+    return impl
+
+
+LOGICAL = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+           "not": np.logical_not}
+logical_prims = {kind: Primitive(fn.__name__, _logical_impl(fn, fn.__name__), array_api=True)
+                 for kind, fn in LOGICAL.items()}
+
+
+def _truth(x, name: str):
+    """``x`` as booleans: a traced boolean as it is, other traced values as ``x != 0`` (a
+    comparison, deciding its ties along the ray); constants as numpy booleans."""
+    if is_traced(x):
+        if np.dtype(x.dtype) == np.bool_:
+            return x
+        if not np.issubdtype(np.dtype(x.dtype), np.number):
+            raise UnsupportedError(f"numpy.{name} of a traced {x.dtype} array")
+        return comparison_prims["!="](x, 0.0)
+    return np.asarray(x, dtype=bool) if is_host(x) else x
+
+
+def _logical(kind: str):
+    name = LOGICAL[kind].__name__
+
+    def logical(*xs, **kwargs):
+        if any(v is not None for k, v in kwargs.items() if k != "out") or kwargs.get("out"):
+            raise UnsupportedError(f"numpy.{name} with {', '.join(kwargs)} on traced arrays: "
+                                   "call it with its operands only and use the result")
+        return logical_prims[kind](*(_truth(x, name) for x in xs))
+
+    logical.__name__ = name
+    logical.__doc__ = (f"``numpy.{name}`` of comparisons of traced values (or ``x != 0``): a "
+                       "boolean that jumps where they do; as `where`'s condition each tie is "
+                       "decided along the ray.")
+    return logical
+
+
+logical_and, logical_or = _logical("and"), _logical("or")
+logical_xor, logical_not = _logical("xor"), _logical("not")
+
+
+def _bitwise(kind: str, numpy_fn):
+    """``&``, ``|``, ``^``, ``~``: logical on booleans (numpy's meaning for them); integer
+    bits are discrete and floats have no bits, as numpy says."""
+    logical = _logical(kind)
+
+    def bitwise(*xs, **kwargs):
+        if all(np.dtype(getattr(x, "dtype", np.result_type(x))) == np.bool_ or (
+                type(x) is bool) for x in xs):
+            return logical(*xs, **kwargs)
+        raise UnsupportedError(
+            f"numpy.{numpy_fn.__name__} of traced non-boolean values "
+            f"({', '.join(str(getattr(x, 'dtype', type(x).__name__)) for x in xs)}): on "
+            "booleans (comparisons) it is logical and works; integer bits are discrete and "
+            "floats have none. Compare first: (x > 0) & (y > 0).")
+
+    bitwise.__name__ = numpy_fn.__name__
+    return bitwise
+
+
 def _where_impl(cond, a, b):
     if is_host(cond) and is_host(a) and is_host(b):
         return np.where(cond, a, b)
@@ -501,21 +576,142 @@ def select_rule(xs, dxs):
                       Diagonal(~cond, tuple(np.shape(b)), out))
 
 
+# ----- where of a logical combination of comparisons -----
+# The condition is a tree (``&``, ``|``, ``^``, ``~``) over comparisons and constant masks,
+# its leaves' operands inputs of one node. Each tied comparison takes the side its ray enters
+# (`tie_sign`, as `where_cmp_rule` does); the output jumps at an entry where a != b and the
+# tree's value changes when its tied comparisons take other truth values (each can, near x:
+# both sides of a tie that is not an equality on a neighbourhood are entered by some ray).
+
+def _leaf_values(xs, leaves, out):
+    """Each leaf's booleans at the point, broadcast to ``out``, and the inputs it reads."""
+    values, pos = [], 0
+    for leaf in leaves:
+        if leaf[0] == "cmp":
+            values.append(np.broadcast_to(COMPARE[leaf[1]](xs[pos], xs[pos + 1]), out))
+            pos += 2
+        else:
+            values.append(np.broadcast_to(np.asarray(xs[pos], dtype=bool), out))
+            pos += 1
+    return values
+
+
+def _evaluate(tree, leaves: list):
+    kind = tree[0]
+    if kind == "leaf":
+        return leaves[tree[1]]
+    if kind == "not":
+        return np.logical_not(_evaluate(tree[1], leaves))
+    return LOGICAL[kind](_evaluate(tree[1], leaves), _evaluate(tree[2], leaves))
+
+
+def _where_logic_impl(*xs, tree, leaves):
+    a, b = xs[-2:]
+    out = np.broadcast_shapes(*(np.shape(x) for x in xs))
+    return np.where(_evaluate(tree, _leaf_values(xs, leaves, out)), a, b)
+
+
+where_logic_p = Primitive("where_logic", _where_logic_impl)
+
+
+@where_logic_p.defrule
+def where_logic_rule(xs, dxs, tree, leaves):
+    a, b = (np.asarray(x) for x in xs[-2:])
+    out = np.broadcast_shapes(*(np.shape(x) for x in xs))
+    point = _leaf_values(xs, leaves, out)
+    cond = _evaluate(tree, point)
+    ans = np.where(cond, a, b)
+    same = getattr(dxs[-2], "k", None) is not None and getattr(dxs[-2], "k", None) == getattr(
+        dxs[-1], "k", None)
+    ray, free, pos = [], [], 0  # free: tied entries whose comparison can take either value
+    for leaf, value in zip(leaves, point, strict=True):
+        width = 2 if leaf[0] == "cmp" else 1
+        lhs, dl = xs[pos], dxs[pos]
+        rhs, dr = (xs[pos + 1], dxs[pos + 1]) if width == 2 else (None, None)
+        pos += width
+        tie = (np.broadcast_to(np.equal(lhs, rhs), out) if width == 2 and not (
+            dl.is_zero and dr.is_zero) else np.zeros(out, bool))
+        if not tie.any():
+            ray.append(value)
+            free.append(None)
+            continue
+        side = tie_sign(lhs, dl, rhs, dr, tie, record=True, strict=not same)
+        value = np.array(value, copy=True)
+        value[tie] = OPERATORS[leaf[1]](side, 0)
+        moves = np.zeros(out, bool)
+        moves[tie] = side != 0
+        ray.append(value)
+        free.append(moves if moves.any() else None)
+    cond_ray = _evaluate(tree, ray)
+    differ = np.broadcast_to(a != b, out)
+    tied = [i for i, m in enumerate(free) if m is not None]
+    if tied and differ.any():
+        jump = np.zeros(out, bool)
+        for bits in range(1 << len(tied)):
+            leaf_vals = list(ray)
+            for j, i in enumerate(tied):
+                leaf_vals[i] = np.where(free[i], bool(bits >> j & 1), ray[i])
+            jump |= _evaluate(tree, leaf_vals) != cond_ray
+        jump &= differ
+        if jump.any():
+            bad = np.flatnonzero(jump)[:3]
+            raise NotLipschitzError(
+                f"where(condition, a, b) jumps: the condition combines comparisons that are "
+                f"tied (lhs == rhs) at {int(np.count_nonzero(jump))} entries where its value "
+                f"changes with their sides and a != b (e.g. a = "
+                f"{np.broadcast_to(a, out).ravel()[bad].tolist()}, b = "
+                f"{np.broadcast_to(b, out).ravel()[bad].tolist()}), so the function is "
+                "discontinuous there. Make both branches agree on the boundary, or use a "
+                "continuous primitive.")
+    maps = [None] * (len(xs) - 2)
+    return ans, FanIn(*maps, Diagonal(cond_ray, a.shape, out), Diagonal(~cond_ray, b.shape, out))
+
+
+def _condition_tree(cond, operands: list, leaves: list):
+    """``cond`` as a tree over comparisons and constants (their operands appended to
+    ``operands``, their kinds to ``leaves``), or None if some part is another traced value."""
+    cmp = comparison_of(cond)
+    if cmp is not None:
+        op, lhs, rhs = cmp
+        operands += [lhs, rhs]
+        leaves.append(("cmp", op))
+        return ("leaf", len(leaves) - 1)
+    if not is_traced(cond):
+        operands.append(np.asarray(cond, dtype=bool) if is_host(cond) else cond)
+        leaves.append(("const",))
+        return ("leaf", len(leaves) - 1)
+    made = operation_of(cond)
+    kind = next((k for k, p in logical_prims.items() if made and made[0] is p), None)
+    if kind is None:
+        return None
+    subtrees = [_condition_tree(x, operands, leaves) for x in made[1]]
+    return None if any(t is None for t in subtrees) else (kind, *subtrees)
+
+
 def where(cond, a=None, b=None):
-    """``where(cond, a, b)``; with ``cond`` a comparison of traced values, ties follow the
-    direction, and a jump (``a != b`` where the condition is tied) raises."""
+    """``where(cond, a, b)``; with ``cond`` a comparison of traced values, or a logical
+    combination of them (``&``, ``|``, ``^``, ``~``), ties follow the direction, and a jump
+    (``a != b`` where the tied condition changes) raises.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.sum(np.where((x > 0) & (x < 2), x, 0.0)))(np.array([1.0, 3.0]))
+    array([1., 0.])
+    """
     if a is None or b is None:
-        raise UnsupportedError("numpy.where with one argument (nonzero) on traced arrays")
+        raise UnsupportedError("numpy.where with one argument (nonzero) on traced arrays: the "
+                               "positions are integers, with nothing to differentiate; call "
+                               "it on plain arrays, outside the differentiated function")
     cmp = comparison_of(cond)
     if cmp is not None:
         op, lhs, rhs = cmp
         return where_cmp_p(lhs, rhs, a, b, op=op)
     if is_traced(cond):
-        raise UnsupportedError(
-            "where() with a traced condition that is not a single comparison (for example "
-            "(x > 0) & (y > 0)): its ties cannot be resolved by direction. Nest the wheres, "
-            "one comparison each: where(x > 0, where(y > 0, a, b), b)."
-        )
+        operands, leaves = [], []
+        tree = _condition_tree(cond, operands, leaves)
+        if tree is not None:
+            return where_logic_p(*operands, a, b, tree=tree, leaves=tuple(leaves))
+        # another traced boolean: its value is the side the ray enters; a jump above it that
+        # reaches the output is checked for continuity by the engine (`record_jump`)
     return select_p(np.asarray(cond, dtype=bool) if is_host(cond) else cond, a, b)
 
 
@@ -529,10 +725,16 @@ register_numpy(np.clip, clip)
 register_method("clip", clip)
 for _op, _fn in COMPARISONS.items():
     register_numpy(_fn, comparison_prims[_op])
+for _np_fn, _fn in [(np.logical_and, logical_and), (np.logical_or, logical_or),
+                    (np.logical_xor, logical_xor), (np.logical_not, logical_not)]:
+    register_numpy(_np_fn, _fn)
+for _np_fn, _kind in [(np.bitwise_and, "and"), (np.bitwise_or, "or"), (np.bitwise_xor, "xor"),
+                      (np.invert, "not")]:
+    register_numpy(_np_fn, _bitwise(_kind, _np_fn))
 
 abs = absolute
 
-__all__ = [
+__all__ = [  # logical_* are numpy's (np.logical_and, &): boolean, with no ASD routine
     "abs", "absolute", "clip", "hard_sigmoid", "hardtanh", "hinge", "huber", "leaky_relu",
     "maximum", "minimum", "piecewise_polynomial", "relu", "relu6", "soft_threshold", "where",
 ]

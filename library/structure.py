@@ -19,12 +19,14 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from asd.errors import ArgumentTypeError
+from asd.errors import ArgumentTypeError, UnsupportedError
 from asd.extend import (
+    ALTERNATIVES,
     Closure,
     Primitive,
     is_traced,
     numpy_dtype,
+    qualified_name,
     register_numpy,
     register_ufunc_at,
     unsupported,
@@ -83,6 +85,7 @@ flipud = _selection(np.flipud, "``numpy.flipud``: a gather.")
 fliplr = _selection(np.fliplr, "``numpy.fliplr``: a gather.")
 rot90 = _selection(np.rot90, "``numpy.rot90``: a gather of the rotated positions.")
 roll = _selection(np.roll, "``numpy.roll``: a gather of the rolled positions (constant shift).")
+rollaxis = _selection(np.rollaxis, "``numpy.rollaxis``: a gather of the moved axes' positions.")
 fftshift = _selection(np.fft.fftshift, "``numpy.fft.fftshift``: a roll, so a gather.")
 ifftshift = _selection(np.fft.ifftshift, "``numpy.fft.ifftshift``: a roll, so a gather.")
 
@@ -103,6 +106,35 @@ def repeat(a, repeats, axis=None):
     """
     _constant_ints("repeat", "repeats", repeats)
     return take_flat(a, np.repeat(_positions(a), repeats, axis=axis))
+
+
+def _constant_condition(name: str, condition):
+    if is_traced(condition):
+        raise ArgumentTypeError(
+            f"numpy.{name} with a traced condition: the output's shape would depend on the "
+            "input's values. Keep the shape fixed: np.where(condition, a, 0.0) zeroes the "
+            "entries it would drop.")
+    return condition
+
+
+def compress(condition, a, axis=None, out=None):
+    """``numpy.compress`` with a constant ``condition``: a gather of the kept positions.
+
+    >>> import numpy as np, asd
+    >>> asd.subgrad(lambda x: np.compress([True, False, True], x).sum())(np.ones(3))
+    array([1., 0., 1.])
+    """
+    if out is not None:
+        raise UnsupportedError("numpy.compress with out=: asd records pure operations; drop "
+                               "out= and use the returned array")
+    _constant_condition("compress", condition)
+    return take_flat(a, np.compress(condition, _positions(a), axis=axis))
+
+
+def extract(condition, arr):
+    """``numpy.extract`` with a constant ``condition``: a gather of the kept positions."""
+    _constant_condition("extract", condition)
+    return take_flat(arr, np.extract(condition, _positions(arr)))
 
 
 def tile(A, reps):
@@ -569,7 +601,8 @@ def partition(a, kth, axis=-1, kind="introselect", order=None):
     rule decides ties; the arrangement numpy's selection algorithm picks is not even
     continuous in the input, so it could not be differentiated anyway."""
     if order is not None:
-        raise unsupported("numpy.partition with order=")
+        raise UnsupportedError("numpy.partition with order=: structured (record) arrays have "
+                               "no traced form; partition a real array")
     if axis is None:
         a, axis = smooth.ravel(a), -1
     return sort(a, axis=axis)
@@ -584,7 +617,8 @@ _TABLE = {
     np.append: append, np.column_stack: column_stack, np.dstack: dstack,
     np.meshgrid: meshgrid, np.kron: kron, np.cross: cross, np.cumprod: cumprod,
     np.ediff1d: ediff1d, np.linspace: linspace, np.gradient: gradient, np.select: select,
-    np.partition: partition, np.put_along_axis: put_along_axis,
+    np.partition: partition, np.put_along_axis: put_along_axis, np.rollaxis: rollaxis,
+    np.compress: compress, np.extract: extract,
 }
 with warnings.catch_warnings():  # numpy 2 deprecates row_stack (an alias of vstack)
     warnings.simplefilter("ignore", DeprecationWarning)
@@ -592,6 +626,85 @@ with warnings.catch_warnings():  # numpy 2 deprecates row_stack (an alias of vst
         _TABLE[np.row_stack] = smooth.vstack
 for _fn, _impl in _TABLE.items():
     register_numpy(_fn, _impl)
+
+# ----- numpy functions asd refuses on traced arrays, and why -----
+
+REFUSED: dict[str, tuple[str, set[str]]] = {
+    "discrete": ("integer or boolean result: nothing to differentiate; compute it on plain "
+                 "arrays, outside the differentiated function", {
+        "argwhere", "nonzero", "flatnonzero", "searchsorted", "digitize", "bincount",
+        "count_nonzero", "unique", "unique_all", "unique_counts", "unique_inverse",
+        "unique_values", "histogram", "histogram2d", "histogramdd", "histogram_bin_edges",
+        "array_equal", "array_equiv", "isin", "intersect1d",
+        "setdiff1d", "setxor1d", "union1d", "lexsort", "argpartition", "nanargmax",
+        "nanargmin", "ravel_multi_index", "unravel_index", "packbits", "unpackbits",
+        "isfortran", "isscalar",
+        "may_share_memory", "shares_memory", "isneginf", "isposinf", "matrix_rank",
+        "iterable", "gcd", "lcm", "isnan", "isinf", "isfinite", "isnat", "signbit",
+        "bitwise_count", "diag_indices_from", "tril_indices_from", "triu_indices_from",
+    }),
+    "constant": ("builds a constant array from shapes or scalars: runs unchanged when its "
+                 "arguments are not traced", {
+        "zeros", "ones", "empty", "full", "arange", "eye", "identity", "tri", "logspace",
+        "geomspace", "indices", "fromfunction", "frombuffer", "fromfile", "fromiter",
+        "fromstring", "fromregex", "diag_indices", "mask_indices", "tril_indices",
+        "triu_indices", "hamming", "hanning", "bartlett", "blackman", "kaiser",
+        "fftfreq", "rfftfreq", "ix_", "from_dlpack", "asmatrix", "bmat",
+    }),
+    "utility": ("no array math: I/O, printing, dtypes, configuration or iteration helpers; "
+                "call it on plain arrays (asd.stop_gradient(x).value to log a traced one)", {
+        "load", "save", "savez", "savez_compressed", "loadtxt", "savetxt", "genfromtxt",
+        "array2string", "array_repr", "array_str", "format_float_positional",
+        "format_float_scientific", "set_printoptions", "get_printoptions", "printoptions",
+        "base_repr", "binary_repr", "seterr", "geterr", "seterrcall", "geterrcall",
+        "setbufsize", "getbufsize", "can_cast", "promote_types", "min_scalar_type",
+        "common_type", "mintypecode", "typename", "issubdtype", "isdtype", "info",
+        "show_config", "show_runtime", "get_include", "test", "busday_count",
+        "busday_offset", "is_busday", "datetime_as_string", "datetime_data", "vectorize",
+        "frompyfunc", "nested_iters", "broadcast_shapes", "einsum_path",
+        "geterrobj", "seterrobj", "errstate",
+    }),
+    "in_place": ("writes into its argument in place; asd records pure operations: write "
+                 "y = x.copy() and assign items of y instead", {
+        "copyto", "place", "put", "putmask", "fill_diagonal",
+    }),
+    "complex": ("complex values: asd differentiates real programs; write the computation on "
+                "real arrays (the real and imaginary parts apart)", {
+        "sort_complex", "fft", "ifft", "fft2", "ifft2", "fftn", "ifftn", "rfft", "irfft",
+        "rfft2", "irfft2", "rfftn", "irfftn", "hfft", "ihfft", "roots",
+    }),
+}
+"""Why asd refuses the numpy functions it has no rule for by design: kind -> (reason, names).
+A function among them that numpy hands traced arrays (an ``__array_function__`` dispatcher or
+a ufunc) raises `UnsupportedError` with the reason instead of offering to register a rule;
+``docs/numpy-coverage.md`` lists the same reasons."""
+
+
+def _refusal(numpy_fn, kind: str, reason: str) -> Callable:
+    """What a traced array meets in ``numpy_fn``: `UnsupportedError` naming the reason.
+    Untraced arguments (``asd.numpy.<name>`` on plain arrays) run numpy's function."""
+    name = qualified_name(numpy_fn)
+
+    def refused(*args, **kwargs):
+        values = [*args, *kwargs.values()]
+        if any(is_traced(v) or (isinstance(v, list | tuple) and any(map(is_traced, v)))
+               for v in values):
+            instead = ALTERNATIVES.get(name)
+            raise UnsupportedError(f"{name} cannot run on traced arrays: {reason}."
+                                   + (f" Use {instead}." if instead else ""))
+        return numpy_fn(*args, **kwargs)
+
+    refused.__name__ = numpy_fn.__name__
+    refused.refused = (kind, reason)
+    return refused
+
+
+for _kind, (_reason, _names) in REFUSED.items():
+    for _module in (np, np.fft):  # numpy.linalg's refusals are library/linalg.py's
+        for _name in _names:
+            _fn = getattr(_module, _name, None)
+            if isinstance(_fn, np.ufunc) or hasattr(_fn, "_implementation"):
+                register_numpy(_fn, _refusal(_fn, _kind, _reason))
 
 BUILDERS = {"array": array, "asarray": asarray, "r_": r_, "c_": c_}
 """What ``asd.numpy`` adds to numpy's names for building arrays from traced values (not
@@ -604,12 +717,14 @@ __all__ = [
     "atleast_2d",
     "atleast_3d",
     "column_stack",
+    "compress",
     "cross",
     "cumprod",
     "diag",
     "dsplit",
     "dstack",
     "ediff1d",
+    "extract",
     "fftshift",
     "flip",
     "fliplr",
@@ -623,6 +738,7 @@ __all__ = [
     "partition",
     "repeat",
     "roll",
+    "rollaxis",
     "rot90",
     "scatter_add",
     "select",

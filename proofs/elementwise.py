@@ -33,7 +33,8 @@ PROOFS = [
     SymbolicProof((E.sinc_p,), E.sinc, [X, (np.array([1e-4, -2e-3, 2.5]),)],
                   elementwise(lambda a: sp.sin(sp.pi * a) / (sp.pi * a))),
     SymbolicProof((E.conjugate_p,), E.conjugate, [X], lambda x: x, what="identity"),
-    SymbolicProof((E.identity_p,), E.nan_to_num, [X], lambda x: x, what="identity"),
+    SymbolicProof((E.nan_to_num_p,), E.nan_to_num, [X], lambda x: x,
+                  what="identity on finite entries (non-finite ones are constants)"),
 ]
 
 __all__ = ["PROOFS"]

@@ -117,9 +117,10 @@ PROOFS = [
                         ((np.array([2.0, -1.0, 2.0, -1.0]),), None)],
                 note="position decided along the ray; tied positions gather equal values"),
     # positions jump at ties: using them as numbers must raise
-    DiscontinuousProof((order.argmax_p,), lambda x: (order.argmax(x) * x).sum()),
-    DiscontinuousProof((order.argmin_p,), lambda x: (order.argmin(x) * x).sum()),
-    DiscontinuousProof((order.argsort_p,), lambda x: (order.argsort(x) * x).sum()),
+    *[DiscontinuousProof(order.POSITION_PRIMS[kind], lambda x, fn=fn: (fn(x) * 1.0 + x).sum(),
+                         at=(1.0, 1.0), away=(0.25, 1.5), title=f"{kind} (constant off ties)")
+      for kind, fn in (("argmax", order.argmax), ("argmin", order.argmin),
+                       ("argsort", order.argsort))],
 ]
 
 __all__ = ["PROOFS"]

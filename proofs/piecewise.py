@@ -14,7 +14,14 @@ from asd.library import nn, piecewise
 import asd
 from asd import branch, branching
 
-from .registry import DiscontinuousProof, ProgramProof, Row, SymbolicProof, compare_rules
+from .registry import (
+    DiscontinuousProof,
+    OracleProof,
+    ProgramProof,
+    Row,
+    SymbolicProof,
+    compare_rules,
+)
 
 # ----- the programs -----
 
@@ -222,6 +229,16 @@ PROOFS = [
                   what="fixed mask, sympy diff"),
     *[DiscontinuousProof((prim,), lambda x, fn=prim: (fn(x, 0.0) + x).sum(),
                          away=(0.25, 1.5)) for prim in P.comparison_prims.values()],
+    *[DiscontinuousProof((prim,), lambda x, fn=prim, n=n: (fn(*[x > 0.0, x > 1.0][:n]) * 1.0
+                                                           + x).sum(),
+                         away=(0.25, 1.5), slope="0 (a boolean of comparisons)")
+      for prim, n in ((P.logical_prims["and"], 2), (P.logical_prims["or"], 2),
+                      (P.logical_prims["xor"], 2), (P.logical_prims["not"], 1))],
+    OracleProof((P.where_logic_p,), lambda x: np.where((x > 0) & ~(x >= 2.0), x * (2.0 - x),
+                                                       0.0),
+                [((np.array([0.0, 2.0, 1.0]),), np.array([1.0, -1.0, 0.5])),
+                 ((np.array([0.0, 2.0, 0.0]),), np.array([-1.0, 1.0, 0.0]))],
+                note="continuous across both ties", title="where_logic ((x > 0) & ~(x >= 2))"),
 ]
 
 __all__ = ["PROOFS"]

@@ -138,3 +138,18 @@ def test_torch_and_jax_roots_of_squares_match_numpy():
                              torch.zeros(3, dtype=torch.float64),
                              direction=torch.tensor([3.0, 4.0, 0.0], dtype=torch.float64))
     np.testing.assert_allclose(norm.numpy(), [0.6, 0.8, 0.0])
+
+
+def test_domain_errors_in_the_branch_not_taken():
+    # the classic where-NaN trap: log and sqrt of negatives, NaN on a neighbourhood
+    value, g = asd.value_and_subgrad(
+        lambda x: np.sum(np.where(x > 0, np.sqrt(x), 0.0)))(np.array([-1.0, 4.0]))
+    assert value == 2.0
+    np.testing.assert_array_equal(g, [0.0, 0.25])
+
+
+def test_a_pole_read_only_at_the_point_is_refused_not_absorbed():
+    # nan_to_num(log(x)) at 0 replaces -inf by a constant that holds at the point alone:
+    # log(δ) is finite beside it, so the function jumps there; 0 * inf must stay NaN
+    with pytest.raises(asd.NonFiniteError, match=r"%\d+ = log"):
+        asd.subgrad(lambda x: np.sum(np.nan_to_num(np.log(x))))(np.array([0.0, 1.0]))

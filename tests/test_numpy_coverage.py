@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import asd
+from asd.testing import check_rule
 from tests.doc_generators import ROOT, load
 
 COMMITTED = ROOT / "docs" / "numpy-coverage.md"
@@ -45,7 +46,11 @@ def test_the_status_of_each_unary_ufunc_is_what_a_traced_array_meets(name, fn):
     status, _ = GEN.status(name, fn)
     x = np.array([0.3, 0.6])
     f = lambda x: asd.numpy.sum(fn(x) * 1.0)  # noqa: E731
-    if status == "supported":
+    if name in GEN.BOOLEAN_ONLY:
+        asd.directional(lambda x: asd.stop_gradient(fn(x > 0.45)) * x)(x, np.ones(2))
+        with pytest.raises(asd.UnsupportedError, match="Compare first"):
+            asd.trace(f)(x)
+    elif status == "supported":
         asd.trace(f)(x)
     elif status == "discontinuous":
         asd.directional(lambda x: asd.stop_gradient(fn(x)) * 1.0)(x, np.ones(2))
@@ -64,3 +69,133 @@ def test_each_supported_scipy_special_ufunc_runs_on_a_traced_array(name, fn):
     x = np.array([0.3, 0.6])
     np.testing.assert_allclose(asd.subgrad(lambda x: asd.numpy.sum(fn(x)))(x),
                                [(fn(v + 1e-6) - fn(v - 1e-6)) / 2e-6 for v in x], rtol=1e-6)
+
+
+# ----- ndarray methods on traced arrays: numpy's answer, or a clear asd error -----
+
+def _sorted_copy(x):
+    y = x * 1.0
+    y.sort()
+    return y
+
+
+def _partitioned_copy(x):
+    y = x * 1.0
+    y.partition(2)
+    return y
+
+
+def _filled(x):
+    y = x * 1.0
+    y.fill(0.5)
+    return y * x
+
+
+def _put(x):
+    y = x * 1.0
+    y.put([0, 3], x[1:3] * 2.0)
+    return y
+
+
+def _flat_write(x):
+    y = np.reshape(x * 1.0, (2, 3))
+    y.flat[[1, 4]] = x[0] ** 2
+    return y
+
+
+METHODS = [
+    ("var", lambda x: x.var(), lambda x: np.mean((x - np.mean(x)) ** 2)),
+    ("var ddof axis", lambda x: np.reshape(x, (2, 3)).var(axis=1, ddof=1),
+     lambda x: np.sum((x.reshape(2, 3) - np.mean(x.reshape(2, 3), 1)[:, None]) ** 2, 1) / 2),
+    ("std", lambda x: x.std(), lambda x: np.sqrt(np.mean((x - np.mean(x)) ** 2))),
+    ("ptp", lambda x: x.ptp(), lambda x: np.ptp(x)),
+    ("cumprod", lambda x: x.cumprod()),
+    ("trace", lambda x: np.reshape(x, (2, 3)).trace(1)),
+    ("diagonal", lambda x: np.reshape(x, (3, 2)).diagonal(-1)),
+    ("repeat", lambda x: x.repeat(2)),
+    ("take", lambda x: x.take([0, 5, 5])),
+    ("argsort as an index", lambda x: x[x.argsort()]),
+    ("compress", lambda x: x.compress([True, False, True])),
+    ("flat read", lambda x: np.reshape(x, (2, 3)).flat[4] * x),
+    ("sort in place", _sorted_copy),
+    ("partition in place", _partitioned_copy),
+    ("fill", _filled),
+    ("put", _put),
+    ("flat write", _flat_write),
+    ("view", lambda x: x.view() * x),
+]
+POINT = np.array([0.5, -1.25, 2.0, 0.75, 1.5, -0.5])
+TIED = np.array([1.0, 1.0, -0.5, 1.0, -0.5, 0.0])
+
+
+@pytest.mark.parametrize("case", METHODS, ids=[c[0] for c in METHODS])
+@pytest.mark.parametrize("x", [POINT, TIED], ids=["generic", "tied"])
+def test_ndarray_methods_follow_numpy(case, x):
+    """Each method gives numpy's value and the derivative of the oracle (exact Fractions
+    for polynomials, mpmath for std), on ties too (sort, ptp, argsort): they raised a raw
+    AttributeError before (var, std, ptp, cumprod, trace, diagonal, repeat, take, sort...)."""
+    name, fn, ref = (*case, None)[:3]
+    v = np.array([0.5, -1.0, 0.25, 1.0, -0.75, 0.125])
+    check_rule(fn, x, direction=v, reference=ref, name=name)
+
+
+def test_in_place_methods_on_an_argument_are_refused_with_the_fix():
+    for call in (lambda x: x.sort(), lambda x: x.partition(1), lambda x: x.fill(1.0),
+                 lambda x: x.put([0], 1.0)):
+        with pytest.raises(asd.ArgumentTypeError, match=r"argument %0.*x\.copy\(\)"):
+            asd.subgrad(lambda x, call=call: (call(x), x.sum())[1])(np.ones(3))
+
+
+# every public attribute of numpy's ndarray, called with ordinary arguments
+ATTRIBUTE_CALLS = {
+    "all": (), "any": (), "argmax": (), "argmin": (), "argpartition": (1,), "argsort": (),
+    "astype": (np.float64,), "byteswap": (), "choose": ([[1.0, 2.0]],), "clip": (0.0, 1.0),
+    "compress": ([True],), "conj": (), "conjugate": (), "copy": (), "cumprod": (),
+    "cumsum": (), "diagonal": None, "dot": None, "dump": ("/dev/null",), "dumps": (),
+    "fill": (1.0,), "flatten": (), "getfield": (np.float64,), "item": (), "max": (),
+    "mean": (), "min": (), "nonzero": (), "partition": (1,), "prod": (), "put": ([0], 1.0),
+    "ravel": (), "repeat": (2,), "reshape": (-1,), "resize": (4,), "round": (),
+    "searchsorted": (0.5,), "setfield": (1.0, np.float64), "setflags": (), "sort": (),
+    "squeeze": (), "std": (), "sum": (), "swapaxes": (0, 0), "take": ([0],), "to_device": (
+        "cpu",), "tobytes": (), "tofile": ("/dev/null",), "tolist": (), "trace": None,
+    "transpose": (), "var": (), "view": (),
+}
+
+
+@pytest.mark.parametrize("name", sorted(n for n in dir(np.ndarray) if not n.startswith("_")))
+def test_every_ndarray_attribute_works_or_refuses_with_an_asd_error(name):
+    """No raw AttributeError or TypeError from a traced array: numpy's attribute, or an
+    asd error whose message names what to do instead."""
+    def f(x):
+        y = x * 1.0  # a computed array: in-place methods may change it
+        attr = getattr(y, name)
+        if name in ("diagonal", "trace"):
+            attr = getattr(np.reshape(y, (3, 2)), name)
+        if name == "dot":
+            return attr(y)
+        if callable(attr):
+            out = attr(*ATTRIBUTE_CALLS[name] or ())
+        else:
+            out = attr
+        return out
+
+    try:
+        asd.trace(f)(POINT)
+    except asd.ASDError as e:
+        assert len(str(e)) > 40, f"{name}: a terse message: {e}"
+    assert name in ATTRIBUTE_CALLS or not callable(getattr(np.ndarray, name)), \
+        f"ndarray.{name} is a new method: add its call to ATTRIBUTE_CALLS"
+
+
+def test_an_integer_cast_of_a_traced_float_is_a_constant_off_the_integers():
+    """np.int64(x) (autograd's cast-to-int test) was refused: truncation is constant near a
+    point with no nonzero integer entry, so the indices it makes are constants there; on an
+    integer it jumps and is refused, naming the fix."""
+    c = np.array([10.0, 20.0, 30.0])
+    g = asd.subgrad(lambda x: np.sum(c[np.int64(x * 2.0)] * x))(np.array([0.3, 1.2]))
+    np.testing.assert_array_equal(g, [10.0, 30.0])
+    with pytest.raises(asd.NotLipschitzError, match=r"truncates.*stop_gradient"):
+        asd.subgrad(lambda x: np.sum(c[np.int64(x * 2.0)] * x))(np.array([0.3, 1.0]))
+    g = asd.subgrad(lambda x: np.sum(c[np.int64(asd.stop_gradient(x) * 2.0)] * x))(
+        np.array([0.3, 1.0]))
+    np.testing.assert_array_equal(g, [10.0, 30.0])

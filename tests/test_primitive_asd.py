@@ -107,6 +107,7 @@ CASES: dict[str, tuple[tuple, dict, object]] = {
     "median": ((np.array([1.0, 1.0, 1.0, 0.0]),), {}, np.array([1.0, -1.0, 2.0, 0.0])),
     "percentile": ((T3,), {"q": 50.0}, V3), "quantile": ((T3,), {"q": 0.75}, V3),
     "sort": ((T3,), {}, V3), "topk_sum": ((T3,), {"k": 1}, V3),
+    "gather_at": ((P,), {"index": np.array([2, 0])}, V3),
     # norms: at zero and on ties of |x_i|
     "frobenius_norm": ((np.zeros((2, 2)),), {}, DM),
     "l1_norm": ((Z3,), {}, V3), "l2_norm": ((Z3,), {}, V3),

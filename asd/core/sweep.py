@@ -944,6 +944,24 @@ class Trace:
                 return k
         return None
 
+    def absorbable(self, upto: int) -> bool:
+        """Whether a derivative redone with ``0 * inf = 0`` (`pull_seeds(absorbing=True)`)
+        is right: every infinity among the values up to node ``upto`` comes from an infinite
+        constant or input, so it persists near the point (``x * inf``, a row's ``-inf``), or
+        is a NaN (a domain error, an open condition: ``log`` of a negative). An infinity a
+        node makes from finite inputs (a pole: ``log(0)``, ``1 / 0``; an overflow) may hold
+        at the point alone, where a branch that reads it only there (``nan_to_num``) is not
+        the function near the point: then the NaN stays and is reported."""
+        values, nodes = self.values, self.nodes
+        for k in range(upto + 1):
+            node = nodes[k]
+            if node.prim is None or not _has_infinity(values[k]):
+                continue
+            ins = [values[r] if type(r) is int else r.value for r in node.args]
+            if not any(_has_infinity(v) for v in ins):
+                return False
+        return True
+
     def raise_nonfinite(self, k: int, what: str) -> None:
         node = self.nodes[k]
         ins = ", ".join(
@@ -957,6 +975,17 @@ class Trace:
 
     def program(self, inputs, in_tree, outputs, out_tree) -> Program:
         return Program(self.nodes, inputs, in_tree, outputs, out_tree)
+
+
+def _has_infinity(v) -> bool:
+    """Whether a floating value holds +-inf (NaN does not count)."""
+    if backend.is_host(v):
+        a = np.asarray(v)
+        return a.dtype.kind in "fc" and bool(np.any(np.isinf(a)))
+    if not backend.is_floating(v):
+        return False
+    xp = backend.namespace(v)
+    return bool(xp.any(xp.isinf(v)))
 
 
 class SideUndefined(Exception):

@@ -39,8 +39,10 @@ from asd.errors import (
     ASDError,
     DeadTraceError,
     IndexingError,
+    NotLipschitzError,
     ShapeError,
     TracerBoolError,
+    UnsupportedError,
 )
 
 
@@ -124,6 +126,54 @@ def _method(name):
     return method
 
 
+def _function_method(fn, name: str | None = None):
+    """``x.name(...)`` as numpy's ``fn(x, ...)`` (an ndarray method is its function with the
+    array first): the method meets the same rule, or the same refusal, as the function."""
+    def method(self, *args, **kwargs):
+        return fn(self, *args, **kwargs)
+
+    method.__name__ = name or fn.__name__
+    return method
+
+
+def _no_bytes(name: str):
+    """An ndarray method that reads or writes the raw memory of the value (bytes, files,
+    fields): it would take the value out of the program, so it refuses as ``float()`` does."""
+    def method(self, *args, **kwargs):
+        self._concrete(f".{name}()")
+
+    method.__name__ = name
+    return method
+
+
+class FlatIter:
+    """``x.flat`` of a traced array: reads index the flattened array (``x.ravel()[key]``);
+    a write ``x.flat[key] = v`` is a functional update of ``x``, as ``x[key] = v`` is."""
+
+    __slots__ = ("_base",)
+
+    def __init__(self, base: Tracer):
+        self._base = base
+
+    def __getitem__(self, key):
+        return self._base.ravel()[key]
+
+    def __setitem__(self, key, value) -> None:
+        base = self._base
+        flat = base.ravel()
+        flat[key] = value
+        base._assign(flat.reshape(base.shape), ".flat[...] = ...")
+
+    def __iter__(self):
+        return iter(self._base.ravel())
+
+    def __len__(self) -> int:
+        return self._base.size
+
+    def __repr__(self) -> str:
+        return f"<flat iterator of {self._base!r}>"
+
+
 def as_asd_error(e: Exception, what: str, operands: tuple) -> Exception:
     """A raw numpy/Python error from an operation on traced values, as an asd error.
 
@@ -133,6 +183,11 @@ def as_asd_error(e: Exception, what: str, operands: tuple) -> Exception:
     """
     if isinstance(e, ASDError):
         return e
+    for o in operands:
+        top = type(o).__module__.split(".", 1)[0]
+        x = next((t for t in operands if isinstance(t, Tracer)), None)
+        if top in FRAMEWORKS and x is not None and backend.is_host(x.value):
+            return framework_error(x, top, f"{what} with a {FRAMEWORKS[top][0]} operand")
     ops = ", ".join(repr(o) if isinstance(o, Tracer) else _short(o) for o in operands)
     what = f"{what} of {ops}" if ops else what
     if isinstance(e, IndexError):
@@ -406,6 +461,17 @@ def _bound_method(method: str, extra: tuple):
         return METHODS[method](x, *extra, *args, **kwargs)
 
     return call
+
+
+def _flat(tree):
+    """The leaves of nested tuples, lists and dicts (torch's arguments)."""
+    if isinstance(tree, dict):
+        tree = tree.values()
+    elif not isinstance(tree, list | tuple):
+        yield tree
+        return
+    for t in tree:
+        yield from _flat(t)
 
 
 def _any_traced(values) -> bool:
@@ -807,6 +873,60 @@ READ_ONLY_VIEWS = {np.diagonal, np.diag}
 writes into the matrix still reach them (`link_alias`)."""
 
 
+# another framework's function met a traced numpy value: name the front end that handles it
+FRAMEWORKS = {
+    "jax": ("JAX", "asd.jax.subgrad(f)(x) (or asd.jax.value_and_subgrad, asd.jax.function), "
+            "which imports the jaxpr"),
+    "torch": ("PyTorch", "asd.torch.subgrad(f, x) (or asd.torch.function(model)), which "
+              "imports the torch program"),
+    "tensorflow": ("TensorFlow", "asd.tf.subgrad(f, x) (or asd.tf.function), which imports "
+                   "the TensorFlow graph"),
+}
+
+
+def framework_error(x: Tracer, framework: str, what: str, frame=None,
+                    kind: type[ASDError] = ArgumentTypeError) -> ASDError:
+    """The refusal of traced value ``x`` reaching ``framework``'s own function ``what``
+    (an `ArgumentTypeError`, a ``TypeError`` as the framework's own would be; ``kind``
+    another asd error where the framework re-raises every ``TypeError`` as its own)."""
+    name, fix = FRAMEWORKS[framework]
+    return kind(
+        f"{what} was given traced value {describe_value(x)}{user_source_line(frame)}: "
+        f"asd.subgrad and its siblings trace numpy programs, and {name}'s functions cannot run "
+        f"on their traced arrays. Differentiate the {name} program with {fix}, or write the "
+        "function with numpy (import numpy as np, or asd.numpy).")
+
+
+def _framework_of(frame) -> tuple[str | None, object]:
+    """``(framework, caller)``: the framework (jax, torch, tensorflow) whose code runs at
+    ``frame``, and the first frame outside it; ``(None, frame)`` if none."""
+    found, caller = None, frame
+    while caller is not None:
+        top = caller.f_globals.get("__name__", "").split(".", 1)[0]
+        if top in FRAMEWORKS or (found and top in ("jaxlib", "numpy")):
+            found = found or top
+            caller = caller.f_back
+            continue
+        break
+    return found, caller
+
+
+def _into(out: tuple, result, what: str):
+    """``ufunc(..., out=(y,))``: ``y[...] = result``, a functional update of ``y`` when it is
+    a traced array the function computed (as numpy writes into it); a plain buffer cannot
+    hold traced values, so it is refused with the spelling that works."""
+    outs = out if isinstance(out, tuple) else (out,)
+    results = result if isinstance(result, tuple) else (result,)
+    if len(outs) != len(results) or not all(isinstance(y, Tracer) for y in outs):
+        raise UnsupportedError(
+            f"{what} with out= writes traced values into a plain array{user_source_line()}, "
+            "which would drop them from the program. Drop out= and use the returned array "
+            f"(y = {what}(...)).")
+    for y, r in zip(outs, results, strict=True):
+        y._assign_items(r, f"{what}(..., out=y)")
+    return out[0] if len(outs) == 1 else out
+
+
 class Tracer(Traced):
     """A value in a sweep. Behaves like a read-only numpy array; Python branching on it raises."""
 
@@ -825,12 +945,68 @@ class Tracer(Traced):
     ndim = property(lambda self: np.ndim(self.value))
     size = property(lambda self: backend.size(self.value))
     T = property(_noting_views("T", lambda self: METHODS["transpose"](self)))
-    mT = property(_noting_views("mT", lambda self: METHODS["swapaxes"](self, -1, -2)))
+    itemsize = property(lambda self: np.dtype(self.dtype).itemsize)
+    nbytes = property(lambda self: self.size * np.dtype(self.dtype).itemsize)
+    flat = property(FlatIter)
+
+    @property
+    def base(self):
+        """The traced array this one views (numpy's ``.base``: writes into a view reach
+        it), or None for an array that owns its value."""
+        return self._base
+
+    def _matrix_transpose(self) -> Tracer:
+        if self.ndim < 2:
+            raise ShapeError(f".mT of {describe_value(self)}: the matrix transpose needs at "
+                             "least 2 axes (numpy raises too); use .T or reshape first")
+        return METHODS["swapaxes"](self, -1, -2)
+
+    # the matrix transpose (the last two axes swapped), a view as numpy's ``.mT``
+    mT = property(_noting_views("mT", _matrix_transpose))
+
+    @property
+    def strides(self) -> tuple:
+        """numpy's strides of the value (a C-contiguous array of the same shape)."""
+        return np.empty(self.shape, self.dtype).strides if self.size else (0,) * self.ndim
+
+    @property
+    def flags(self):
+        """The flags of a fresh C-contiguous array of the same shape, read-only (a traced
+        array is written only through item assignment, a functional update)."""
+        flags = np.empty(self.shape, self.dtype).flags
+        flags.writeable = False
+        return flags
+
+    @property
+    def device(self):
+        """The device of the value: ``'cpu'`` for numpy, the tensor's own otherwise."""
+        return getattr(self.value, "device", "cpu")
+
+    def to_device(self, device, /, *, stream=None) -> Tracer:
+        """The array API's ``to_device``: the same traced array where ``device`` is the one
+        it is on; moving a traced value between devices is refused."""
+        if device == self.device or str(device) == str(self.device):
+            return self
+        raise UnsupportedError(
+            f".to_device({device!r}) of {describe_value(self)} on {self.device}: asd sweeps "
+            "on the device of the inputs; move the inputs before calling the function")
+
+    @property
+    def data(self):
+        self._concrete(".data")
+
+    @property
+    def ctypes(self):
+        self._concrete(".ctypes")
 
     def __len__(self) -> int:
         if not self.ndim:
-            raise ArgumentTypeError(f"len() of a 0-d traced array {describe_value(self)}; "
-                                    "a scalar has no length")
+            raise ArgumentTypeError(
+                f"len() of a 0-d traced array {describe_value(self)}{user_source_line()}: a "
+                "scalar has no length. (A library that converts arrays by iterating them, "
+                "such as torch.tensor(x), meets this too: asd.subgrad traces numpy programs; "
+                "differentiate a PyTorch program with asd.torch.subgrad(f, x), a JAX one with "
+                "asd.jax.subgrad(f)(x).)")
         return self.shape[0]
 
     def __iter__(self):
@@ -862,8 +1038,9 @@ class Tracer(Traced):
         target = assigned_array(sys._getframe(2))
         if target is not None:  # numpy storing the value into a plain array's item
             raise store_refusal(self, target)
+        what = kind if kind.startswith(".") else f"{kind}()"
         raise TracerBoolError(
-            f"{kind}() of traced value {describe_value(self)}{user_source_line()} would drop "
+            f"{what} of traced value {describe_value(self)}{user_source_line()} would drop "
             "it from the program. Keep "
             "computing with asd.numpy, or wrap it in asd.stop_gradient(...) and take "
             ".value if the number is only for logging."
@@ -876,7 +1053,10 @@ class Tracer(Traced):
         self._concrete("int")
 
     def __index__(self):
-        self._concrete("operator.index")
+        value = self._locally_constant("operator.index")
+        if value is None:
+            self._concrete("operator.index")
+        return int(value)
 
     def item(self, *args):
         self._concrete("item")
@@ -884,7 +1064,104 @@ class Tracer(Traced):
     def tolist(self):
         self._concrete("tolist")
 
+    @property
+    def __jax_array__(self):
+        """JAX looks this protocol up on every foreign argument (``getattr(x,
+        '__jax_array__', None)``): the lookup itself refuses, naming asd.jax (an
+        `UnsupportedError`: JAX wraps a ``TypeError`` in its own). A JAX array's operator
+        (``jax_array @ x``) reads it only to defer: there it is absent, so Python calls the
+        traced value's reflected operator, which takes the JAX array as a constant."""
+        caller = sys._getframe(1)
+        if caller.f_globals.get("__name__") == "jax._src.numpy.array_methods":
+            raise AttributeError("__jax_array__")
+        raise framework_error(self, "jax", "a JAX function", _framework_of(sys._getframe(1))[1],
+                              UnsupportedError)  # JAX re-raises a TypeError as its own
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        """torch hands its functions' non-tensor arguments here: refuse, naming asd.torch."""
+        x = next(a for a in _flat((args, kwargs or {})) if isinstance(a, Tracer))
+        what = f"torch.{getattr(func, '__name__', func)}"
+        raise framework_error(x, "torch", what, sys._getframe(1))
+
+    def _locally_constant(self, kind: str):
+        """The value of a traced integer or boolean (a position such as ``argmax(x)``, a
+        comparison, anything behind ``asd.stop_gradient``) that is constant near the point:
+        no derivative flows through it and no jump reaches it, so a plain numpy array indexed
+        by it (``c[np.argmax(x)]``) is a constant there, as the program would compute. The
+        reading is a guard of the trace (a compiled replay re-reads it). Where a jump reaches
+        it (a tied maximum) the indexed constant may jump, which asd cannot see: refused with
+        the spellings it can check. None for any other traced value."""
+        trace, k = self._trace, self._id
+        if trace.nodes[k].active or np.dtype(self.dtype).kind not in "biu":
+            return None
+        jumps = trace.jumps_reaching(k)
+        if jumps:
+            j = jumps[0]
+            jump = trace.jumps[j]
+            site = "" if jump is None else f" (tied at {int(np.count_nonzero(jump.mask))} of " \
+                f"its {jump.mask.size} entries)"
+            frame = sys._getframe(1)  # the user's line, past numpy's own (np.take)
+            while frame is not None and (frame.f_code.co_filename == __file__
+                                         or frame.f_globals.get("__name__", "").startswith(
+                                             "numpy")):
+                frame = frame.f_back
+            raise NotLipschitzError(
+                f"traced value {describe_value(self)} used as a plain index or array ({kind})"
+                f"{user_source_line(frame)}: it is at a "
+                f"jump of %{j} = {trace.nodes[j].name}{site}, so a plain numpy array indexed "
+                "by it may take another value on another side of the tie, which asd cannot "
+                "see. Index with asd instead, which checks that the tied positions read equal "
+                "values: asd.gather_at(c, i) for c[i] (asd.gather_at(c, i, 'take', axis) for "
+                "np.take), or wrap the position in asd.stop_gradient(...) if it is a constant "
+                "by intent (numpy's tie order).")
+        value = backend.to_host(self.value)
+        trace.guard(k, backend.to_host, value)
+        return value
+
+    def _truncated(self, dtype):
+        """``np.int64(x)`` / ``np.asarray(x, int)`` of a traced float: truncation toward 0,
+        constant near the point where no entry is a nonzero integer (there it jumps) and no
+        jump reaches ``x``, so the integers are constants there (derivative 0), as they are in
+        the program numpy runs; a value that does not move (behind asd.stop_gradient) casts
+        as it is. The reading, with entries on a jump marked, is a guard."""
+        trace, k = self._trace, self._id
+        dtype = np.dtype(dtype)
+
+        def read(v):
+            v = np.asarray(backend.to_host(v))
+            with np.errstate(invalid="ignore"):
+                on_jump = ~np.isfinite(v) | ((v == np.trunc(v)) & (v != 0))
+                return np.where(on_jump, np.iinfo(dtype).min, v).astype(dtype)
+
+        moves = trace.nodes[k].active  # else a constant (stop_gradient): no jump to meet
+        cast = read(self.value) if moves else np.asarray(
+            backend.to_host(self.value)).astype(dtype)
+        bad = cast == np.iinfo(dtype).min if moves else np.zeros(cast.shape, bool)
+        if trace.jumps_reaching(k) or bad.any():
+            where = (f"{int(np.count_nonzero(bad))} entries sit on one (e.g. "
+                     f"{np.asarray(backend.to_host(self.value))[bad][:3].tolist()})"
+                     if bad.any() else "a jump above it reaches the value")
+            raise NotLipschitzError(
+                f"a cast to {dtype} of traced value {describe_value(self)}"
+                f"{user_source_line()} truncates toward 0, which jumps at the nonzero "
+                f"integers, and {where}. Keep the values off the integers, or cast "
+                "asd.stop_gradient(x) if the integers are constants by intent.")
+        trace.guard(k, read if moves else (lambda v: np.asarray(backend.to_host(v)).astype(
+            dtype)), cast)
+        return cast
+
     def __array__(self, dtype=None, copy=None):
+        value = self._locally_constant("__array__")
+        if value is not None:
+            return np.asarray(value, dtype=dtype)
+        if (dtype is not None and np.dtype(dtype).kind in "iu"
+                and np.dtype(self.dtype).kind == "f"):
+            return self._truncated(dtype)
+        framework, caller = _framework_of(sys._getframe(1))
+        if framework is not None:
+            raise framework_error(self, framework, f"a {FRAMEWORKS[framework][0]} function",
+                                  caller)
         fn, caller = dispatching_numpy_function(sys._getframe(1))
         if fn is None:
             obj, caller = _numpy_object_call(sys._getframe(1))
@@ -915,10 +1192,11 @@ class Tracer(Traced):
 
     # ----- numpy protocols -----
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        if kwargs.get("out") is not None:
-            raise unsupported(f"{qualified_name(ufunc)} with out=")
-        kwargs.pop("out", None)
+        out = kwargs.pop("out", None)
         suffix = "" if method == "__call__" else f".{method}"
+        if out is not None:
+            return _into(out, self.__array_ufunc__(ufunc, method, *inputs, **kwargs),
+                         f"{qualified_name(ufunc)}{suffix}")
         if method == "at" and ufunc in UFUNC_AT:
             return _ufunc_at(ufunc, *inputs)
         if method == "__call__":
@@ -967,7 +1245,13 @@ class Tracer(Traced):
     __le__, _ = _ufunc(np.less_equal)
     __eq__, _ = _ufunc(np.equal)
     __ne__, _ = _ufunc(np.not_equal)
+    __and__, __rand__ = _ufunc(np.bitwise_and)
+    __or__, __ror__ = _ufunc(np.bitwise_or)
+    __xor__, __rxor__ = _ufunc(np.bitwise_xor)
     __hash__ = object.__hash__
+
+    def __invert__(self):
+        return UFUNCS[np.invert](self)
 
     def __neg__(self):
         return UFUNCS[np.negative](self)
@@ -1008,6 +1292,85 @@ class Tracer(Traced):
     copy = _method("copy")
     real = property(lambda self: self[...])  # a view, as numpy's .real of a real array
     imag = property(lambda self: np.zeros(self.shape, self.dtype))
+
+    # the other ndarray methods that are numpy functions with the array first
+    var = _function_method(np.var)
+    std = _function_method(np.std)
+    ptp = _function_method(np.ptp)  # gone from numpy 2's ndarray; np.ptp(x) as numpy 1 had
+    cumprod = _function_method(np.cumprod)
+    trace = _function_method(np.trace)
+    diagonal = _function_method(np.diagonal)
+    repeat = _function_method(np.repeat)
+    take = _function_method(np.take)
+    choose = _function_method(np.choose)
+    nonzero = _function_method(np.nonzero)
+    searchsorted = _function_method(np.searchsorted)
+    argsort = _function_method(np.argsort)
+    argpartition = _function_method(np.argpartition)
+
+    def compress(self, condition, axis=None, out=None):
+        """``numpy.compress(condition, x, axis)`` (the method takes the array first)."""
+        return np.compress(condition, self, axis=axis, out=out)
+
+    # raw memory, bytes and files: the value would leave the program
+    tobytes = _no_bytes("tobytes")
+    tofile = _no_bytes("tofile")
+    dump = _no_bytes("dump")
+    dumps = _no_bytes("dumps")
+    byteswap = _no_bytes("byteswap")
+    getfield = _no_bytes("getfield")
+    setfield = _no_bytes("setfield")
+    setflags = _no_bytes("setflags")
+
+    def view(self, dtype=None, type=None) -> Tracer:  # noqa: A002  (numpy's keyword)
+        """The array itself (a view shares its entries, and so does this); reading the
+        bytes as another dtype is refused."""
+        if type is None and (dtype is None or np.dtype(dtype) == np.dtype(self.dtype)):
+            return self
+        self._concrete(f".view({dtype!r})")
+
+    # ----- in-place methods: a functional update, as item assignment is -----
+    def _assign(self, new: Tracer, what: str) -> None:
+        """Point this traced array at ``new`` (what an in-place method computed), refusing
+        it on an argument of the function, whose caller's array would change."""
+        if self._trace.nodes[self._id].prim is None:
+            raise ArgumentTypeError(
+                f"{what} on the argument {describe_value(self)}{user_source_line()} would "
+                "change the caller's array. Copy it first: y = x.copy(), then change y")
+        self._id, self.value = new._id, new.value
+
+    def sort(self, axis=-1, kind=None, order=None, *, stable=None) -> None:
+        """Sort in place, as numpy's ``x.sort()`` does (ties decided along the ray)."""
+        extra = {} if stable is None else {"stable": stable}
+        self._assign(np.sort(self, axis=axis, kind=kind, order=order, **extra), ".sort()")
+
+    def partition(self, kth, axis=-1, kind="introselect", order=None) -> None:
+        """Partition in place (`numpy.partition`: asd's is the sorted array)."""
+        self._assign(np.partition(self, kth, axis=axis, kind=kind, order=order),
+                     ".partition()")
+
+    def _assign_items(self, value, what: str) -> None:
+        """``self[...] = value``, refused on an argument (`_assign`'s message)."""
+        if self._trace.nodes[self._id].prim is None:
+            self._assign(self, what)
+        self[...] = value
+
+    def fill(self, value) -> None:
+        """Every entry set to ``value`` (``x[...] = value``)."""
+        self[...] = value
+
+    def put(self, indices, values, mode="raise") -> None:
+        """``x.flat[indices] = values`` (numpy's ``put`` with ``mode='raise'``)."""
+        if mode != "raise":
+            raise UnsupportedError(f".put(..., mode={mode!r}) on traced arrays: only "
+                                   "mode='raise' is supported; wrap or clip the indices first")
+        self.flat[indices] = values
+
+    def resize(self, *new_shape, refcheck=True) -> None:
+        raise UnsupportedError(
+            f".resize() of {describe_value(self)}{user_source_line()} changes the array's size "
+            "in place: use x.reshape(shape) for the same number of entries, or build the "
+            "larger array functionally (np.concatenate, np.pad)")
 
     def __setitem__(self, key, value):
         """``y[key] = value`` records a functional update and points ``y`` at its result.

@@ -26,6 +26,8 @@ CASES = [
     ("around 1", lambda x: np.around(x, 1), [0.25, -0.75], [0.3125, -1.6875, 2.1875]),
     ("round -1", lambda x: np.round(x, -1), [15.0, -25.0], [0.3, -1.7, 2.2]),
     ("heaviside", lambda x: np.heaviside(x, 0.5), [0.0], [0.3, -1.7, 2.2]),
+    ("angle", np.angle, [0.0], [0.3, -1.7, 2.2]),
+    ("angle deg", lambda x: np.angle(x, deg=True), [0.0], [0.3, -1.7, 2.2]),
     ("floor_divide", lambda x: x // 0.5, [-1.0, 0.5, 1.5], [0.3, -1.7, 2.2]),
     ("floor_divide negative", lambda x: np.floor_divide(x, -0.5), [0.5, -1.0],
      [0.3, -1.7, 2.2]),
@@ -167,13 +169,63 @@ def test_a_later_discontinuity_moved_by_a_jump_is_refused():
         asd.subgrad(lambda x: x * np.sign(np.sign(x) * 0.5 + x))(0.0)
 
 
-def test_traced_divisor_and_h0_are_refused_with_the_fix():
-    with pytest.raises(asd.UnsupportedError, match=r"divisor.*np\.floor\(x / c\)"):
-        asd.subgrad(lambda x: (x[0] % x[1]))(np.array([1.0, 2.0]))
-    with pytest.raises(asd.UnsupportedError, match="c // x"):
-        asd.subgrad(lambda x: 2.0 // x)(1.0)
+def test_a_traced_h0_is_refused_with_the_fix():
     with pytest.raises(asd.UnsupportedError, match=r"h0.*where"):
         asd.subgrad(lambda x: np.heaviside(x[0], x[1]))(np.array([1.0, 2.0]))
+
+
+# ----- a traced divisor: x % c, c % x, x // c with c traced -----
+
+X_C = (np.array([2.3, -1.7, 0.9, 5.5]), np.array([0.75, 0.75, -0.4, 2.0]))
+V_C = (np.array([0.5, -1.0, 0.25, 1.0]), np.array([-0.25, 0.5, 1.0, -0.75]))
+
+
+@pytest.mark.parametrize("op", ["%", "//"])
+def test_a_traced_divisor_off_the_jumps(op):
+    """x % c and x // c with both traced (np.remainder refused a traced divisor): slopes 1
+    and -floor(x / c) (0 and 0 for //), against the exact oracle of the piece the point is
+    on, with numpy's value."""
+    q = np.floor_divide(*X_C)
+    if op == "%":
+        fn, ref = (lambda x, c: x % c), (lambda x, c: x - c * q)
+    else:
+        fn, ref = (lambda x, c: (x // c) * x), (lambda x, c: q * x)
+    check_rule(fn, *X_C, direction=V_C, reference=ref, exact=True, name=f"x {op} c")
+    check_rule(lambda c: 7.0 % c, X_C[1], direction=V_C[1], exact=True, name="7 % c",
+               reference=lambda c: 7.0 - c * np.floor_divide(7.0, X_C[1]))
+    assert asd.jacobian(lambda x: x % x)(X_C[0]).tolist() == np.zeros((4, 4)).tolist()
+
+
+def test_a_traced_divisor_at_a_jump_is_refused_and_continuous_uses_pass():
+    """Where c divides x the remainder jumps by c (refused); frac (1 - frac) of x / c is
+    continuous there and gets the derivative of the side the ray enters: d(x / c) > 0 keeps
+    the quotient (frac from 0), < 0 takes one less (frac from 1)."""
+    at = (np.array([2.0, -3.0]), np.array([1.0, 1.5]))
+    with pytest.raises(asd.NotLipschitzError, match=r"remainder_xy.*jumps"):
+        asd.subgrad(lambda x, c: np.sum(x % c), argnums=(0, 1))(*at)
+    with pytest.raises(asd.NotLipschitzError, match=r"remainder_xy.*jumps"):
+        asd.subgrad(lambda c: np.sum(6.0 % c))(np.array([2.0, 3.0]))
+    for v in ((np.array([1.0, 1.0]), np.array([0.0, 0.0])),
+              (np.array([1.0, -1.0]), np.array([1.0, -1.0]))):
+        up = v[0] * at[1] - at[0] * v[1] > 0  # x / c increasing along the ray
+        q = np.floor_divide(*at) - ~up
+        check_rule(lambda x, c: _bump(x % c / c) * c, *at, direction=v, exact=True,
+                   reference=lambda x, c, q=q: _bump((x - q * c) / c) * c, name="bump")
+
+
+def test_a_traced_divisor_matches_numpy_on_and_off_the_jumps():
+    x = np.array([-2.5, -1.0, 4.0, 0.5, 3.0, 2.2])
+    c = np.array([0.5, 0.5, -2.0, 0.25, -1.5, 0.7])
+    for fn in (np.remainder, np.floor_divide, lambda a, b: b % a):
+        kept = []
+
+        def f(a, b, fn=fn, kept=kept):
+            y = asd.stop_gradient(fn(a, b))
+            kept.append(y.value)
+            return np.sum(y * b)
+
+        asd.subgrad(f, argnums=(0, 1))(x, c)
+        np.testing.assert_array_equal(kept[0], fn(x, c))
 
 
 def test_values_match_numpy_including_on_the_jumps():
@@ -200,3 +252,19 @@ def test_remainder_by_an_array_of_divisors(v):
                reference=lambda a: _bump((a - 2.0) / c + ((v < 0) != (c < 0))) * c, exact=True,
                name="x % c, c an array")
     assert asd.jacobian(lambda x: x % c)(1.3).tolist() == [1.0, 1.0, 1.0]
+
+
+def test_isclose_and_allclose_are_traced_predicates():
+    """np.allclose on traced arrays was refused: it is all(|a - b| <= atol + rtol |b|), a
+    traced boolean (a where condition, a number that jumps where it switches), and a Python
+    `if` on it raises TracerBoolError like `if x > y:` (the documented choice)."""
+    x = np.array([1.0, 2.0])
+    g = asd.subgrad(lambda z: np.sum(np.where(np.isclose(z, 1.0), 0.0, z)))(x)
+    np.testing.assert_array_equal(g, [0.0, 1.0])
+    g = asd.subgrad(lambda z: np.sum(np.where(np.allclose(z, 2.0 * z - x), z, 3.0 * z)))(x)
+    np.testing.assert_array_equal(g, [1.0, 1.0])
+    g = asd.subgrad(lambda z: np.sum(np.where(np.allclose(z, 2.0 * z), z, 3.0 * z)))(x)
+    np.testing.assert_array_equal(g, [3.0, 3.0])
+    with pytest.raises(asd.TracerBoolError, match=r"bool\(\)"):
+        asd.subgrad(lambda z: np.sum(z) if np.allclose(z, 0.0) else np.sum(2 * z))(x)
+    assert asd.numpy.allclose(x, x) and not asd.numpy.allclose(x, 2 * x)

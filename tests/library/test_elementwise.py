@@ -40,7 +40,14 @@ UNARY = [
     ("real", np.real, lambda a: a * 1.0, A),
     ("conjugate", np.conjugate, lambda a: a * 1.0, A),
     ("imag", lambda x: np.imag(x) + x, lambda a: a * 1.0, A),
+    ("real_if_close", np.real_if_close, lambda a: a * 1.0, A),
+    ("iscomplex/isreal", lambda x: np.where(np.iscomplex(x) | ~np.isreal(x), 0.0, x) * x,
+     lambda a: a * a, A),
+    ("nan_to_num of inf", lambda x: np.sin(np.nan_to_num(x + NONFINITE)),
+     lambda a: np.sin(a + np.array([0.0, 0.0, 0.0])) * np.array([1.0, 0.0, 0.0])
+     + np.sin(np.nan_to_num(NONFINITE)) * np.array([0.0, 1.0, 1.0]), A),
 ]
+NONFINITE = np.array([0.0, np.nan, -np.inf])
 
 
 @pytest.mark.parametrize("name, fn, ref", PAIRS, ids=[p[0] for p in PAIRS])
@@ -122,3 +129,26 @@ def test_arccosh_refuses_one_and_nan_input_is_named():
 
 def test_sinc_at_zero():
     assert asd.value_and_subgrad(np.sinc)(0.0) == (1.0, 0.0)
+
+
+def test_nan_to_num_makes_non_finite_entries_constants():
+    """autograd's test: nan_to_num(x + y) with y holding NaN and infinities has slope 1 at
+    the finite entries and 0 at the others (x + inf is inf near the point too); it raised
+    NonFiniteError. A pole (log at 0) is still refused, naming the node."""
+    y = np.array([0.0, np.nan, np.inf, -np.inf])
+    x = np.array([0.3, -1.2, 2.5, 0.7])
+    g = asd.subgrad(lambda x: np.sum(np.sin(np.nan_to_num(x + y))))(x)
+    np.testing.assert_array_equal(g, [np.cos(0.3), 0.0, 0.0, 0.0])
+    assert asd.value_and_subgrad(lambda x: np.sum(np.nan_to_num(x + y, posinf=2.0)))(x)[0] \
+        == np.sum(np.nan_to_num(x + y, posinf=2.0))
+    with pytest.raises(asd.NonFiniteError, match=r"%\d+ = log"):
+        asd.subgrad(lambda x: np.sum(np.nan_to_num(np.log(x))))(np.array([0.0, 1.0]))
+
+
+def test_complex_predicates_of_real_arrays_are_constants():
+    def f(x):
+        assert np.isrealobj(x) and not np.iscomplexobj(x)
+        assert np.iscomplex(x).tolist() == [False] * 3 and np.isreal(x).all()
+        return np.sum(np.real_if_close(x) * x)
+
+    np.testing.assert_array_equal(asd.subgrad(f)(A), 2 * A)

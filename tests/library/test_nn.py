@@ -124,6 +124,28 @@ def test_avg_pool_matches_torch():
     np.testing.assert_allclose(asd.avg_pool2d(x, 3, 2, 1), want, rtol=1e-12)
 
 
+@pytest.mark.parametrize("shape", [(5,), (3, 5), (2, 2, 3, 5)])
+def test_avg_pool1d_any_leading_axes(shape):
+    """avg_pool1d pools the last axis of any array, as max_pool1d does: a 1-D array was an
+    IndexError inside the rule. Each leading index is pooled on its own (the reference pools
+    the same entries as (1, C, L) windows), and the gradient is the exact one (linear)."""
+    rng = np.random.default_rng(3)
+    x = rng.integers(-4, 5, shape) / 4.0
+    flat = x.reshape(1, -1, shape[-1])
+    want = avg_reference(flat, (2,), (2,), (1,)).reshape(shape[:-1] + (3,))
+    np.testing.assert_array_equal(asd.library.nn.avg_pool1d(x, 2, padding=1), want)
+    report = check_rule(lambda x: asd.library.nn.avg_pool1d(x, 2, padding=1), x,
+                        reference=lambda x: avg_reference(x.reshape(1, -1, shape[-1]), (2,),
+                                                          (2,), (1,)).reshape(
+                            shape[:-1] + (3,)), exact=True, n_directions=1)
+    assert report.oracle == "exact"
+
+
+def test_avg_pool_refuses_a_kernel_longer_than_the_input():
+    with pytest.raises(asd.ShapeError, match="kernel"):
+        asd.library.nn.avg_pool1d(np.ones(3), 5)
+
+
 # ----- elu: the kink at 0 -----
 
 @settings(max_examples=15, deadline=None)

@@ -389,11 +389,11 @@ def test_degenerate_ties_follow_the_exact_series(name, f, ref, v):
     np.testing.assert_array_equal(g, np.asarray(want, dtype=float), err_msg=name)
 
 
-# ----- positions are discrete: as numbers they are refused; as indices see test_positions -----
+# ----- positions jump at ties: there as numbers they are refused; as indices see test_positions -
 
 @pytest.mark.parametrize("f", [
     lambda x: (np.argmax(x) * x).sum(),
-    lambda x: (np.argmin(x) * x).sum(),
+    lambda x: (np.argmin(-x) * x).sum(),
     lambda x: (np.argsort(x) * x).sum(),
     lambda x: (x * np.array([1.0, 2.0, 3.0]))[np.argmax(x)],
     lambda x: np.take(x * np.array([1.0, 2.0, 3.0]), np.argsort(x)[-1:]).sum(),
@@ -402,6 +402,50 @@ def test_degenerate_ties_follow_the_exact_series(name, f, ref, v):
 def test_positions_at_ties_are_refused(f):
     with pytest.raises(asd.NotLipschitzError):
         asd.subgrad(f, seed=0)(np.array([1.0, 3.0, 3.0]))
+
+
+def test_positions_off_ties_are_locally_constant():
+    """argmax is piecewise constant: off a tie, as a number it has derivative 0 (it was
+    refused everywhere), and a plain numpy array indexed by it is a constant there: c[argmax]
+    raised TracerBoolError with advice that did not work."""
+    x = np.array([0.5, 3.0, 1.5])
+    c = np.array([10.0, 20.0, 30.0])
+    g = asd.subgrad(lambda x: (np.argmax(x) * x).sum() + np.argsort(x)[0] * x[0])(x)
+    np.testing.assert_array_equal(g, [1.0 + 0.0, 1.0, 1.0])
+    for f in (lambda x: c[np.argmax(x)] * x[0], lambda x: np.take(c, np.argmin(x)) * x[0],
+              lambda x: c[np.argsort(x)[1:]].sum() * x[0]):
+        value, g = asd.value_and_subgrad(f)(x)
+        assert value == f(x) and g.tolist() == [f(x) / x[0], 0.0, 0.0]
+    X = np.array([[0.5, 3.0], [2.0, -1.0]])
+    g = asd.subgrad(lambda X: np.sum(c[np.argmax(X, axis=1)] * X[:, 0]))(X)
+    np.testing.assert_array_equal(g, [[20.0, 0.0], [10.0, 0.0]])
+
+
+def test_a_constant_indexed_at_a_tie_is_refused_with_fixes_that_work():
+    x = np.array([3.0, 3.0, 1.5])
+    c = np.array([10.0, 20.0, 30.0])
+    for f in (lambda x: c[np.argmax(x)] * x[0], lambda x: np.take(c, np.argmax(x)) * x[0]):
+        with pytest.raises(asd.NotLipschitzError, match=r"argmax.*asd\.gather_at\(c, i\).*"
+                                                        r"asd\.stop_gradient"):
+            asd.subgrad(f)(x)
+    # the fixes: gather_at checks the tied positions (equal values pass, others raise) ...
+    same = np.array([10.0, 10.0, 30.0])
+    g = asd.subgrad(lambda x: asd.gather_at(same, np.argmax(x)) * x[0])(x)
+    np.testing.assert_array_equal(g, [10.0, 0.0, 0.0])
+    with pytest.raises(asd.NotLipschitzError, match="tied positions gather different values"):
+        asd.subgrad(lambda x: asd.gather_at(c, np.argmax(x)) * x[0])(x)
+    # ... and stop_gradient freezes numpy's position (the first), as the README says
+    g = asd.subgrad(lambda x: c[asd.stop_gradient(np.argmax(x))] * x[0])(x)
+    np.testing.assert_array_equal(g, [10.0, 0.0, 0.0])
+
+
+def test_a_compiled_replay_rereads_a_constant_index():
+    c = np.array([10.0, 20.0, 30.0])
+    f = asd.jit(asd.value_and_subgrad(lambda x: c[np.argmax(x)] * x[0]))
+    assert f(np.array([0.5, 3.0, 1.5]))[0] == 10.0
+    assert f(np.array([5.0, 3.0, 1.5]))[0] == 50.0
+    with pytest.raises(asd.NotLipschitzError):
+        f(np.array([3.0, 3.0, 1.5]))
 
 
 def test_positions_behind_stop_gradient_are_allowed():
@@ -418,3 +462,42 @@ def test_maximum_accumulate_is_cummax():
                                       [1.0, 2.0, 3.0, 4.0])).sum(), direction=v)(x))
     _, exact = limiting_gradient(f, x, v)
     np.testing.assert_array_equal(asd.subgrad(f, direction=v)(x), np.asarray(exact, float))
+
+
+# ----- diagnostics: the ties the order rules decide are reported like elementwise ones -----
+
+ORDER_DIAGNOSED = [
+    ("reduce_max", np.max), ("reduce_max", np.min),
+    ("sort", lambda x: np.sort(x) @ np.arange(4.0)),
+    ("topk_sum", lambda x: asd.topk_sum(x, 2)), ("median", np.median),
+    ("quantile", lambda x: np.quantile(x, 0.3)),
+    ("max_pool", lambda x: np.sum(asd.max_pool1d(x, 2))),
+    ("max_pool", lambda x: np.sum(asd.max_pool2d(x.reshape(2, 2), 2))),
+    ("cummax", lambda x: np.sum(asd.cummax(x))), ("gather_at", lambda x: x[np.argmax(x)]),
+]
+
+
+@pytest.mark.parametrize("name, f", ORDER_DIAGNOSED, ids=[f"{n}-{i}" for i, (n, _) in
+                                                          enumerate(ORDER_DIAGNOSED)])
+def test_order_ties_are_reported_in_diagnostics(name, f):
+    """diagnostics=True showed no decision for np.max, sort or pooling at ties (only the
+    elementwise rules reported), though the README says every tie is reported."""
+    def decisions(**kw):
+        report = asd.value_and_subgrad(f, diagnostics=True, **kw)(np.zeros(4))[2]
+        return {(d.primitive, d.how) for d in report.decisions}, report.element
+
+    hows, element = decisions(direction=np.array([1.0, -1.0, 2.0, 0.5]))
+    assert hows == {(name, "tangent")} and element.startswith("limiting")
+    hows, element = decisions(directions=[np.ones(4), np.array([1.0, -1.0, 2.0, 0.5])])
+    assert hows == {(name, "lexicographic")} and element.startswith("lexicographic")
+
+
+def test_order_ties_decided_by_the_series_or_equal_are_reported():
+    anp = asd.numpy
+    for f in (lambda x: np.max(anp.array([x[0] ** 2, 2 * x[1] ** 2])),
+              lambda x: np.sort(anp.array([x[0] ** 2, 2 * x[1] ** 2])) @ np.array([1.0, 2.0])):
+        report = asd.value_and_subgrad(f, diagnostics=True, direction=np.ones(2))(np.zeros(2))[2]
+        assert [d.how for d in report.decisions] == ["series"]
+    report = asd.value_and_subgrad(lambda x: np.max(anp.array([x, x])), diagnostics=True)(1.0)[2]
+    assert [(d.primitive, d.how, d.count) for d in report.decisions] == [("reduce_max", "equal",
+                                                                          1)]

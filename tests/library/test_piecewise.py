@@ -270,6 +270,64 @@ def test_where_with_a_constant_condition_selects():
     np.testing.assert_array_equal(g, [1.0, 2.0])
 
 
+# ----- where of logical combinations of comparisons: &, |, ^, ~, np.logical_* -----
+# (x > 0) & (x < 2) was a raw TypeError; each comparison of the combination decides its tie
+# along the ray, and the where jumps only where the combined condition changes with the tied
+# sides and a != b.
+
+LOGIC = [
+    ("and", lambda z: np.where((z > 0) & (z < 2), z * (2.0 - z), 0.0), (0.0, 2.0)),
+    ("or", lambda z: np.where((z < 0) | (z >= 2.0), 0.0, z * (2.0 - z)), (0.0, 2.0)),
+    ("not", lambda z: np.where(~(z > 1.0), 1.0, z), (1.0,)),
+    ("xor", lambda z: np.where((z > 0) ^ (z > 1.0), z * (1.0 - z), 0.0), (0.0, 1.0)),
+    ("logical_and/not", lambda z: np.where(np.logical_and(z >= 0, np.logical_not(z > 1.0)),
+                                           z - z * z, 0.0), (0.0, 1.0)),
+    ("logical_or/xor", lambda z: np.where(np.logical_or(z < 0, np.logical_xor(z > 2, True)),
+                                          z * (z - 2.0), 0.0), (0.0, 2.0)),
+]
+
+
+@pytest.mark.parametrize("name, f, kinks", LOGIC, ids=[c[0] for c in LOGIC])
+@settings(max_examples=25, deadline=None)
+@given(data=st.data())
+def test_where_of_a_logical_combination_on_its_kinks(name, f, kinks, data):
+    """Each case is continuous (both branches agree where the condition switches), so on
+    the kinks asd returns the exact one-sided derivative of the side the ray enters."""
+    x = data.draw(kink_arrays((3,), kinks, bound=3.0), label="x")
+    v = data.draw(directions((3,)), label="v")
+    check_rule(f, x, direction=v, exact=True, name=name)
+
+
+def test_where_of_a_logical_combination_refuses_its_jumps_only():
+    f = lambda z: np.sum(np.where((z > 0) & (z < 2), z, 0.0))  # noqa: E731
+    with pytest.raises(asd.NotLipschitzError, match=r"where_logic.*jumps.*a = \[2\.0\]"):
+        asd.subgrad(f)(np.array([2.0, 1.0]))
+    # at 0 both branches are 0: continuous, and many ties at once are fine (the engine's
+    # replay of jumps stops at 8 cells; the rule checks each entry)
+    for v, want in ((1.0, 1.0), (-1.0, 0.0)):
+        g = asd.subgrad(f, direction=np.full(20, v))(np.zeros(20))
+        np.testing.assert_array_equal(g, np.full(20, want))
+    # the tied condition does not switch: x < 3 is true on both sides of x = 0
+    g = asd.subgrad(lambda z: np.sum(np.where((z > 0) | (z < 3), z, 0.0)),
+                    direction=np.array([-1.0]))(np.zeros(1))
+    assert g.tolist() == [1.0]
+
+
+def test_logical_values_used_as_numbers_and_refusals():
+    x = np.array([0.5, 2.5, -1.0])
+    g = asd.subgrad(lambda z: np.sum(((z > 0) & (z < 2)) * z))(x)
+    np.testing.assert_array_equal(g, [1.0, 0.0, 0.0])
+    for v, want in ((1.0, 1.0), (-1.0, 0.0)):  # ((z > 0) & (z < 2)) z is continuous at 0
+        assert asd.subgrad(lambda z: ((z > 0) & (z < 2)) * z, direction=v)(0.0) == want
+    with pytest.raises(asd.NotLipschitzError):  # a step at 0: refused
+        asd.subgrad(lambda z: ((z > 0) & (z < 2)) + z)(0.0)
+    # non-boolean operands: logical_* read them as x != 0, & refuses with the fix
+    g = asd.subgrad(lambda z: np.sum(np.where(np.logical_and(z, z - 2.0), z, 0.0)))(x)
+    np.testing.assert_array_equal(g, [1.0, 1.0, 1.0])
+    with pytest.raises(asd.UnsupportedError, match=r"Compare first: \(x > 0\) & \(y > 0\)"):
+        asd.subgrad(lambda z: np.sum(z & z))(x)
+
+
 # ----- defpiecewise and piecewise_polynomial: declarations and refusals -----
 
 def test_piecewise_polynomial_refuses_a_jump_exactly():
