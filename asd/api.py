@@ -17,9 +17,9 @@ import numpy as np
 from asd.core import arguments, backend
 from asd.core.arguments import as_float, check_argnums, check_leaves_finite, describe_leaf
 from asd.core.jit import CompiledFunction
-from asd.core.sweep import LazyDirection, LexDirections, Trace
+from asd.core.sweep import LazyDirection, LexDirections, Trace, summarize
 from asd.core.tracing import Tracer, as_asd_error, close_trace, raised_by_asd, stored_by_numpy
-from asd.errors import ArgumentError, ArgumentTypeError, ASDError, ShapeError
+from asd.errors import ArgumentError, ArgumentTypeError, ASDError, NonFiniteError, ShapeError
 from asd.result import ASDResult, TieReport, decisions_of, ties_of
 from asd.tree import flatten, flatten_as, unflatten
 
@@ -500,6 +500,11 @@ class _Pullback:
             if tuple(np.shape(c)) != shape:
                 raise ShapeError(f"cotangent {i} has shape {tuple(np.shape(c))}, but output "
                                  f"leaf {i} has shape {shape}")
+            if not backend.all_finite(c):
+                raise NonFiniteError(
+                    f"{where} holds NaN or infinite entries ({summarize(c)}): the product "
+                    "Jᵀ ct would be too, whatever the derivative. Pass a finite cotangent "
+                    "(a NaN often comes from the loss upstream of this call).")
             seeds[o._id] = c if o._id not in seeds else seeds[o._id] + c
         leaves = self.inputs.leaves
         grads = _gradients(self.trace.pull_seeds(seeds) if seeds else [], self.ids, leaves)

@@ -76,3 +76,27 @@ def test_out_buffer_says_drop_out_and_a_traced_out_works():
     np.testing.assert_array_equal(asd.subgrad(f)(X), 2 * X)
     raises(asd.ArgumentTypeError, lambda x: np.sum(np.add(x, x, out=x)), X, "argument",
            "x.copy()")
+
+
+# ----- non-finite values and derivatives name their node and the fix that fits -----
+
+def test_an_overflowed_slope_names_its_node():
+    with pytest.raises(asd.NonFiniteError, match=r"derivative at %1 = real_pow %0 p=0\.01"):
+        asd.subgrad(lambda x: x ** 0.01)(5e-324)
+
+
+def test_a_pole_gets_the_divisor_advice_not_logs():
+    with pytest.raises(asd.NonFiniteError, match="divisor is 0") as info:
+        asd.subgrad(lambda x: np.sum(1.0 / x))(np.array([0.0, 1.0]))
+    assert "log" not in str(info.value)
+    with pytest.raises(asd.NonFiniteError, match="input of log in its domain"):
+        asd.subgrad(lambda x: np.sum(np.log(x)))(np.array([0.0, 1.0]))
+    # what the advice allows: the pole on a branch where does not select near the point
+    safe = asd.subgrad(lambda x: np.sum(np.where(x > 0.5, 1.0 / x, x)))(np.array([0.0, 2.0]))
+    np.testing.assert_array_equal(safe, [1.0, -0.25])
+
+
+def test_a_nan_cotangent_is_blamed_on_the_cotangent():
+    _, pullback = asd.vjp(lambda x: 2.0 * x)(np.ones(2))
+    with pytest.raises(asd.NonFiniteError, match="cotangent holds NaN"):
+        pullback(np.array([np.nan, 1.0]))

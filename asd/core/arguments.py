@@ -506,7 +506,8 @@ def check_finite(trace, out_id: int, arrays: list, what: str = "the subgradient"
         k = trace.first_nonfinite(out_id)
         if k is not None:
             trace.raise_nonfinite(k, f"a value {what} passes through")
-        raise NonFiniteError(derivative_overflow(what))
+        node = trace.first_overflowing_map(out_id)
+        raise NonFiniteError(derivative_overflow(what, node))
 
 
 def check_finite_outputs(trace, outs: list) -> None:

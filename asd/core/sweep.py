@@ -944,37 +944,88 @@ class Trace:
                 return k
         return None
 
+    def first_overflowing_map(self, out: int) -> str | None:
+        """The node whose linearization turns a finite cotangent of output ``out`` (pulled
+        from 1) into a non-finite one: where a derivative overflowed (``x ** 0.01`` at 5e-324,
+        whose slope is beyond 1e308), named for the refusal; None if none is found."""
+        from asd.core.program import format_node
+
+        nodes, lins, wants = self.nodes, self.lins, self.wants
+        ct: list = [None] * (out + 1)
+        v = self.values[out]
+        ct[out] = (np.ones(np.shape(v)) if backend.is_host(v)
+                   else backend.namespace(v).ones_like(v))
+        with np.errstate(all="ignore"):
+            for k in range(out, -1, -1):
+                c, lin = ct[k], lins[k]
+                if c is None or lin is None:
+                    continue
+                args = nodes[k].args if k not in self.dargs else self.dargs[k]
+                parts = (lin.pull(c, wants[k]) if type(lin) is FanIn
+                         else [lin.pull(c) if wants[k][0] else None])
+                for r, p in zip(args, parts):
+                    if p is None:
+                        continue
+                    if not backend.all_finite(p):
+                        return format_node(k, nodes[k])
+                    ct[r] = p if ct[r] is None else ct[r] + p
+        return None
+
     def absorbable(self, upto: int) -> bool:
         """Whether a derivative redone with ``0 * inf = 0`` (`pull_seeds(absorbing=True)`)
-        is right: every infinity among the values up to node ``upto`` comes from an infinite
-        constant or input, so it persists near the point (``x * inf``, a row's ``-inf``), or
-        is a NaN (a domain error, an open condition: ``log`` of a negative). An infinity a
-        node makes from finite inputs (a pole: ``log(0)``, ``1 / 0``; an overflow) may hold
-        at the point alone, where a branch that reads it only there (``nan_to_num``) is not
-        the function near the point: then the NaN stays and is reported."""
+        is right for the nodes up to ``upto``. A zero cotangent comes from a branch the
+        output does not read near the point (``where``'s other side, a dead relu), so an
+        infinite slope behind it contributes nothing, except where the zero is itself chosen
+        by the finiteness of a value at the point (``nan_to_num``) and that infinity is made
+        there by a node from finite inputs (a pole: ``nan_to_num(log(x))`` at 0, where
+        ``log`` is finite beside the point and the function jumps): then the NaN stays and
+        is reported."""
         values, nodes = self.values, self.nodes
+        made: set[int] = set()  # nodes holding an infinity some node made from finite inputs
         for k in range(upto + 1):
             node = nodes[k]
             if node.prim is None or not _has_infinity(values[k]):
                 continue
-            ins = [values[r] if type(r) is int else r.value for r in node.args]
-            if not any(_has_infinity(v) for v in ins):
-                return False
-        return True
+            refs = [r for r in node.args if type(r) is int]
+            if any(r in made for r in refs) or not any(
+                    _has_infinity(values[r] if type(r) is int else r.value) for r in node.args):
+                made.add(k)
+        return not any(nodes[k].name in FINITENESS_SELECTORS and any(
+            type(r) is int and r in made for r in nodes[k].args) for k in range(upto + 1))
 
     def raise_nonfinite(self, k: int, what: str) -> None:
         node = self.nodes[k]
         ins = ", ".join(
             summarize(self.values[r]) if type(r) is int else repr(r) for r in node.args
         )
+        fix = NONFINITE_FIX.get(node.name, NONFINITE_FIX["log"] if node.name.startswith("log")
+                                else "Keep the inputs in the primitive's domain or rescale "
+                                "to avoid overflow.")
         raise NonFiniteError(
             f"{format_node(k, node)} produced {summarize(self.values[k])} from inputs "
-            f"({ins}); {what} is not finite. Keep the inputs in the primitive's domain (for "
-            "example asd.numpy.where(x > 0, x, 1) before log) or rescale to avoid overflow."
+            f"({ins}); {what} is not finite. {fix}"
         )
 
     def program(self, inputs, in_tree, outputs, out_tree) -> Program:
         return Program(self.nodes, inputs, in_tree, outputs, out_tree)
+
+
+_DIVISOR = ("The divisor is 0 here: a pole, where no derivative exists, and the output reads "
+            "it. Keep the point away from it (a pole on a branch where does not select near "
+            "the point is fine).")
+FINITENESS_SELECTORS = frozenset({"nan_to_num"})
+"""Primitives that pick their branch by whether a value is finite at the point (`absorbable`)."""
+NONFINITE_FIX = {
+    "log": "Keep the input of log in its domain, positive (for example "
+           "asd.numpy.where(x > 0, x, 1) before log, with the result selected by where).",
+    "divide": _DIVISOR, "reciprocal": _DIVISOR, "integer_pow": _DIVISOR,
+    "sqrt": "Keep the input of sqrt in its domain, nonnegative.",
+    "real_pow": "Keep the base nonnegative (and nonzero for a negative exponent).",
+    "power": "Keep the base in the power's domain (positive for a non-integer exponent).",
+    "exp": "The exponential overflowed: rescale the input, or use a stable form "
+           "(asd.logsumexp, asd.numpy.logaddexp, softplus).",
+}
+"""What to do about a non-finite value, by the primitive that made it (`Trace.raise_nonfinite`)."""
 
 
 def _has_infinity(v) -> bool:

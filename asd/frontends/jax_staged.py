@@ -30,9 +30,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from asd.core import staged
-from asd.core.staged import StagedUnsupported
 from asd.core.sweep import LazyDirection, LexDirections
-from asd.errors import ArgumentError
+from asd.errors import ArgumentError, StagedUnsupported
 
 NOT_STAGED = StagedUnsupported
 """What a staged call raises for a rule that still decides on the host: `asd.jax.function`
