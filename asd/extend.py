@@ -83,6 +83,7 @@ from asd.core.ties import (
     ray_compare,
     ray_nonnegative,
     record_asked,
+    refuse_where,
     root_limit,
     tie_sign,
 )
@@ -393,6 +394,7 @@ __all__ = [
     "record_degenerate_tie",
     "record_jump",
     "record_tie_decision",
+    "refuse_where",
     "register_accumulate",
     "register_alternative",
     "register_kernel",

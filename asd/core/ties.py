@@ -35,6 +35,7 @@ series the tied quantity's ancestor cone, to the host (`asd.core.backend.to_host
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -400,6 +401,25 @@ def _positive(x):
     """``x > 0`` as 0/1 in ``x``'s dtype."""
     xp = backend.namespace(x)
     return xp.astype(x > 0, x.dtype)
+
+
+def refuse_where(mask, error: Callable[[], Exception]) -> None:
+    """Raise ``error()`` where any entry of ``mask`` holds: how a rule states a check that
+    refuses a point (a root at 0, a jump, a domain). The rule never branches on the mask
+    itself; an eager sweep raises, and a staged sweep (no value can be read) counts the
+    entries as undecided for the running node, so its caller knows the staged result does
+    not stand there (the eager sweep would refuse it)."""
+    trace = rule_context.trace
+    mode = getattr(trace, "staged", False)
+    if mode == "values":  # a probe: send the call to the full staged sweep, which counts it
+        trace.flag_tie(rule_context.node, mask)
+        return
+    if mode:
+        trace.count_undecided(rule_context.node, mask)
+        return
+    xp = backend.namespace(mask)
+    if bool(xp.any(mask)) if xp is not np else bool(np.any(mask)):
+        raise error()
 
 
 def _trace_of(*dxs):
