@@ -204,11 +204,20 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
             if progress:
                 progress("PyTorch models")
             models = torch_models.run(quick, reps, warmup, only)
+        jax_rows = []
+        if "jax" in peers and installed("jax") and (only is None or "jax" in only):
+            from . import jax_models
+
+            if progress:
+                progress("JAX models under jax.jit / jax.vmap")
+            jax_rows = jax_models.run(quick, reps, warmup, only)
     info = machine()
     info["load average (1 min) at start, end"] = [load, os.getloadavg()[0] if load else None]
     targets = evaluate_targets(programs)
     if models:
         targets += torch_models.targets(models)
+    if jax_rows:
+        targets += jax_models.targets(jax_rows)
     return {"machine": info,
             "settings": {"quick": quick, "reps": reps, "warmup": warmup, "peers": list(peers),
                          "threads": threads or "unchanged",
@@ -216,7 +225,8 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
             "memory": "peak numpy allocation during one call beyond the live inputs, by "
                       "tracemalloc (numpy-based contenders only; torch and JAX allocate "
                       "outside it)",
-            "programs": programs, "torch_models": models, "targets": targets}
+            "programs": programs, "torch_models": models, "jax_models": jax_rows,
+            "targets": targets}
 
 
 class _thread_limit:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -291,6 +292,31 @@ class Trace:
         self.staged: str | bool = False
         self.undecided: dict[int, Any] = {}
         self.tied: dict[int, Any] = {}
+
+    def redecided(self, nodes: Sequence[int]) -> Trace:
+        """A copy of this (probe) sweep in which the rules of ``nodes`` run again, staged
+        ("full"), on the values already computed: the other nodes keep their linearizations,
+        which their values fixed. Each re-run reads the tangents of its inputs, pushed
+        through the maps already re-decided before it (program order), so the choices
+        compose as a full staged sweep's do, without recomputing the primal."""
+        t = Trace(self.lex)
+        t.nodes, t.values, t.lins = self.nodes, list(self.values), list(self.lins)
+        t.wants, t.taint = list(self.wants), list(self.taint)
+        t.leaf_index, t.like, t.dargs = dict(self.leaf_index), self.like, dict(self.dargs)
+        t.tangents = [self.tangents[j] if j in self.leaf_index else None
+                      for j in range(len(self.nodes))]
+        t.seeds = {j: s for j, s in self.seeds.items()}
+        t.staged = "full"
+        nodes_ = self.nodes
+        for k in sorted(nodes):
+            node = nodes_[k]
+            xs = [t.values[r] if type(r) is int else r.value for r in node.args]
+            wants = [type(r) is int and nodes_[r].active for r in node.args]
+            taint = next((t.taint[r] for r in node.args if type(r) is int), None)
+            _, lin, _, _ = t.run_rule(k, node.prim, node.args, node.params, xs, wants,
+                                      node.active, taint)
+            t.lins[k] = lin if node.active else None
+        return t
 
     # ----- recording (the forward sweep) -----
 

@@ -440,17 +440,27 @@ def staged_sign(trace: Trace, a, da, b, db, tie):
     sign = xp.zeros_like(tie, dtype=xp.int8)
     open_ = tie
     scale = trace.staged_scale()
+    moved = xp.zeros_like(tie)  # some level's tangent is nonzero, if below the threshold
     for level in range(trace.lex.levels + 1):
         h_dot = _level_tangent(left, level) - _level_tangent(right, level)
         clear = open_ & (xp.abs(h_dot) > SMALL * scale)
         sign = xp.where(clear, xp.astype(xp.sign(h_dot), xp.int8), sign)
         open_ = open_ & ~clear
-    for side in (left, right):  # entries no input moves to first order: either side will do
-        if side.moves:
-            reach = trace.reach(side.dx.k) if isinstance(side.dx, LazyTangent) else None
-            if reach is None:
-                break
-            open_ = open_ & (xp.broadcast_to(reach, shape) != 0)
+        moved = moved | (h_dot != 0)
+    # Entries no input moves to first order take either side: their tied quantity's
+    # composite linearization is zero there, so the choice changes nothing first order
+    # computes. Where the last direction is drawn at random, a tangent that is exactly 0
+    # along it says so almost surely (a nonzero linear form vanishes on a null set);
+    # otherwise the push of ones through |maps| (`Trace.reach`) proves it.
+    if trace.lex.levels > len(trace.lex.given):
+        open_ = open_ & moved
+    else:
+        for side in (left, right):
+            if side.moves:
+                reach = trace.reach(side.dx.k) if isinstance(side.dx, LazyTangent) else None
+                if reach is None:
+                    break
+                open_ = open_ & (xp.broadcast_to(reach, shape) != 0)
     trace.count_undecided(rule_context.node, open_)
     return sign
 

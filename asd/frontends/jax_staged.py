@@ -101,9 +101,9 @@ def value_and_pullback(program: Callable, leaves: Sequence, active: Sequence[boo
             grads = staged.pull(probe, outs, cts, ids, active_leaves)
             return grads, jnp.zeros((), jnp.int32)
 
-        def full(cts):
-            trace, touts, tids = run("full")
-            grads = staged.pull(trace, touts, cts, tids, active_leaves)
+        def full(cts):  # the probe's nodes that met ties re-decided, staged
+            trace = probe.redecided(probe.tied)
+            grads = staged.pull(trace, outs, cts, ids, active_leaves)
             return grads, staged.undecided(trace, grads[0] if grads else jnp.zeros(()))
 
         return jax.lax.cond(any_tie, full, fast, cts)
