@@ -384,7 +384,7 @@ def ray_nonnegative(x, dx, *, mask_dtype: bool = False):
     trace = _trace_of(dx)
     staged = getattr(trace, "staged", False)
     if xp is np and not staged:  # two passes where no entry is tied (every numpy relu)
-        side = x > 0
+        side = np.asarray(x > 0)
         tie = x == 0
         if tie.any():
             side[tie] = tie_sign(x, dx, 0.0, None, tie) >= 0
