@@ -68,3 +68,21 @@ def test_program_listing_names_constants_and_parameters():
     assert "matmul %0, const float64[3,2]" in text
     assert "sum %1 axis=0 keepdims=False" in text
     assert "add %2, 1.0" in text
+
+
+def test_a_python_branch_on_a_value_behind_stop_gradient_is_a_constant():
+    """``stop_gradient`` marks a constant by intent: ``if np.allclose(stop_gradient(x), 0)``
+    picks a branch of the program, not of the differentiated function; a compiled replay
+    re-reads it (a guard). A branch on the inputs themselves is still refused."""
+    def f(x):
+        if np.allclose(asd.stop_gradient(x), 0):
+            return np.sum(x)
+        return np.sum(x * x)
+
+    np.testing.assert_array_equal(asd.subgrad(f)(np.array([2.0, 3.0])), [4.0, 6.0])
+    np.testing.assert_array_equal(asd.subgrad(f)(np.zeros(2)), [1.0, 1.0])
+    compiled = asd.jit(asd.subgrad(f))
+    for x, want in (([2.0, 3.0], [4.0, 6.0]), ([0.0, 0.0], [1.0, 1.0])):
+        np.testing.assert_array_equal(compiled(np.array(x)), want)
+    with pytest.raises(asd.TracerBoolError):
+        asd.subgrad(lambda x: np.sum(x) if np.all(x > 1) else 0.0)(np.array([2.0, 3.0]))

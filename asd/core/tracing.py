@@ -1026,6 +1026,12 @@ class Tracer(Traced):
 
     # ----- Python control flow is refused: it would ignore the direction at ties -----
     def __bool__(self):
+        if self._behind_stop_gradient():
+            # a constant by the user's intent: branch on it, and let a compiled replay
+            # re-read it (a guard), as jax.jit re-traces on a static argument
+            value = bool(np.asarray(backend.to_host(self.value)))
+            self._trace.guard(self._id, lambda v: bool(np.asarray(backend.to_host(v))), value)
+            return value
         raise TracerBoolError(
             f"Python `if`/`while`/`bool()` on traced value {describe_value(self)}"
             f"{user_source_line()}: a Python branch at a tie ignores the sweep direction and "
@@ -1033,6 +1039,26 @@ class Tracer(Traced):
             "primitive (asd.relu, asd.maximum, asd.abs, ...), or write the function with "
             "@asd.branching."
         )
+
+    def _behind_stop_gradient(self) -> bool:
+        """Whether every path from an input to this value passes through
+        ``asd.stop_gradient``: the value is a constant by intent (``np.allclose(
+        asd.stop_gradient(x), 0)``), so a Python branch on it chooses no branch of the
+        differentiated function. A value computed from the inputs otherwise (a comparison of
+        them, an asd.jit dynamic argument) is not."""
+        trace, nodes, seen, stack = self._trace, self._trace.nodes, set(), [self._id]
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            node = nodes[j]
+            if node.prim is None:  # an input, differentiated or dynamic (asd.jit)
+                return False
+            if node.prim.stops_gradient:
+                continue
+            stack.extend(r for r in node.args if type(r) is int)
+        return trace is not None
 
     def _concrete(self, kind):
         target = assigned_array(sys._getframe(2))
