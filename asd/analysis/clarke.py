@@ -311,8 +311,8 @@ class ClarkeSample:
         near = enc.nearest(g)
         if near.lower > tol:
             return Membership("outside", inner, near.lower, near.direction, near.lower)
-        settle = ("more directions (n) or an exact enumeration of the pieces at the ties: "
-                  "the sampled hull misses part of the enclosure")
+        settle = ("more directions (n, or asd audit --samples): the sampled hull may miss "
+                  "pieces that the enclosure holds")
         if enc.relaxed:
             settle += f"; the enclosure is relaxed at {enc.relaxed[0]}"
         return Membership("undetermined", inner, max(near.lower, 0.0), settle=settle)
