@@ -232,7 +232,8 @@ class ClarkeSample:
         """A sample that also holds ``extra`` gradients (rows shaped like `gradients`).
 
         The caller vouches that they belong to the set sampled (gradients at points within
-        ``radius`` of ``x``: gradient sampling's ball points); they enter the inner hull.
+        ``radius`` of ``x``: gradient sampling's ball points); they enter the inner hull. At
+        ``radius=0`` they come from elsewhere, so the result has no outer enclosure.
 
         >>> import asd
         >>> s = asd.clarke(asd.abs, n=2, seed=0)(1.0).with_gradients([-1.0])
@@ -242,6 +243,9 @@ class ClarkeSample:
         extra = np.asarray(extra, dtype=float).reshape(-1, self._g.shape[1])
         flat, counts = _distinct(np.concatenate([self._g, extra]),
                                  np.concatenate([self.counts, np.ones(len(extra), int)]))
+        if not self.radius:
+            return ClarkeSample(self.value, flat, counts, self._v, self._shape,
+                                self.degenerate, self.ties, self.radius, self.near_ties)
         out = ClarkeSample(self.value, flat, counts, self._v, self._shape, self.degenerate,
                            self.ties, self.radius, self.near_ties, self._outer,
                            self._exact_inner)
