@@ -62,6 +62,24 @@ POINT_BUDGET = 20_000
 """Most points all factors may hold together; past it the enclosure is unbounded."""
 
 
+LINEAR = frozenset({
+    "add", "subtract", "negative", "positive", "sum", "reshape", "transpose", "getitem",
+    "broadcast_to", "concatenate", "stack", "pad", "copy", "cumsum", "conjugate", "cast",
+    "update", "scatter_add", "gather_at",
+})
+"""Primitives linear in all their traced inputs."""
+
+BILINEAR = frozenset({"multiply", "matmul", "einsum", "divide", "conv", "correlation",
+                      "avg_pool", "cross"})
+"""Linear in each operand: linear when one operand is traced (``divide``: the numerator)."""
+
+PIECEWISE_AFFINE = frozenset({
+    "relu", "abs", "leaky_relu", "relu6", "hardtanh", "hard_sigmoid", "soft_threshold",
+    "hinge", "maximum", "minimum", "reduce_max", "clip", "max_pool", "sort", "topk_sum",
+})
+"""Primitives with affine pieces: affine near any point where their rule met no tie."""
+
+
 # ----- the generalized Jacobian of a rule at its ties -----
 
 @dataclass
@@ -88,6 +106,15 @@ class TieJacobian:
     coef: np.ndarray
     regular: bool
     balls: list[tuple[int, int, np.ndarray]] = field(default_factory=list)
+    sided: bool = False
+    """Two-vertex components whose vertex 0 is the slope where the input's tangent is < 0
+    and vertex 1 where it is > 0 (`couple` joins entries whose tangents are tied)."""
+    src: np.ndarray | None = None
+    """Per nonzero, the output entry whose cotangent multiplies it (default: its component's
+    entry); a coupled component spans several entries."""
+
+    def sources(self) -> np.ndarray:
+        return self.entry_of[self.comp] if self.src is None else self.src
 
     @property
     def nonnegative(self) -> bool:
@@ -136,8 +163,10 @@ def elementwise_jacobian(node, xs, ans) -> TieJacobian | None:
         return None
     right, left = probed
     tied = np.flatnonzero(right != left)
-    lo, hi = np.minimum(left, right)[tied], np.maximum(left, right)[tied]
-    return _segments(tied, lo, hi, 0, tied, bool(np.all(left[tied] <= right[tied])))
+    jac = _segments(tied, left[tied], right[tied], 0, tied,
+                    bool(np.all(left[tied] <= right[tied])))
+    jac.sided = True
+    return jac
 
 
 def _broadcast_index(shape: tuple, out: tuple) -> np.ndarray:
@@ -247,6 +276,62 @@ def tie_jacobian(node, xs, ans) -> TieJacobian | None:
     if fn is None and hasattr(node.prim.rule, "piecewise_table"):
         fn = elementwise_jacobian
     return None if fn is None else fn(node, xs, ans)
+
+
+def couple(jac: TieJacobian, entries: np.ndarray, rows: np.ndarray) -> TieJacobian:
+    """Join the two-vertex components of tied entries whose switching quantities are affine
+    with parallel gradients ``rows``: near x they are ``λ_m t`` for one affine ``t`` (exactly,
+    not to first order), so every point near x puts all of them on the sides ``sign(λ_m t)``
+    at once, and the pairs of slopes they can take jointly are two, not ``2^m``. The chain
+    rule's product of independent slopes would let ``relu(x) - relu(-x)`` have the Clarke
+    set [-1, 1] instead of {1}. Zero rows (a quantity constant near x) stay independent."""
+    norms = np.linalg.norm(rows, axis=1)
+    keys: dict[bytes, list[tuple[int, float]]] = {}
+    for e, row, n in zip(entries, rows, norms, strict=True):
+        if n == 0:
+            continue
+        unit = row / n
+        lead = unit[np.flatnonzero(unit)[0]]
+        sign = 1.0 if lead > 0 else -1.0
+        keys.setdefault((sign * unit).tobytes(), []).append((int(e), sign))
+    groups = [g for g in keys.values() if len(g) > 1]
+    if not groups:
+        return jac
+    comp_of_entry = dict(zip(jac.entry_of.tolist(), range(len(jac.entry_of)), strict=True))
+    joined = {comp_of_entry[e] for g in groups for e, _ in g}
+    keep = np.flatnonzero(~np.isin(jac.comp, list(joined)))
+    comps_left = [c for c in range(len(jac.entry_of)) if c not in joined]
+    renumber = np.full(len(jac.entry_of), -1)
+    renumber[comps_left] = np.arange(len(comps_left))
+    comp, vert, arg, index, coef = (jac.comp[keep], jac.vert[keep], jac.arg[keep],
+                                    jac.index[keep], jac.coef[keep])
+    src = jac.sources()[keep]
+    comp = renumber[comp]
+    entry_of = list(jac.entry_of[comps_left])
+    nverts = list(jac.nverts[comps_left])
+    extra = [[], [], [], [], [], []]
+    for g in groups:
+        c = len(entry_of)
+        entry_of.append(g[0][0])
+        nverts.append(2)
+        for e, sign in g:
+            nz = np.flatnonzero(jac.comp == comp_of_entry[e])
+            for i in nz:
+                # joint vertex 0: the common quantity increases; member e's own quantity
+                # then moves with sign, so it takes its right slope (vertex 1) if sign > 0
+                own = jac.vert[i]
+                joint = 0 if (own == 1) == (sign > 0) else 1
+                for lst, val in zip(extra, (c, joint, jac.arg[i], jac.index[i], jac.coef[i],
+                                            e), strict=True):
+                    lst.append(val)
+    cat = np.concatenate
+    return TieJacobian(jac.entries, np.asarray(entry_of, int), np.asarray(nverts, int),
+                       cat([comp, np.asarray(extra[0], int)]),
+                       cat([vert, np.asarray(extra[1], int)]),
+                       cat([arg, np.asarray(extra[2], int)]),
+                       cat([index, np.asarray(extra[3], int)]),
+                       cat([coef, np.asarray(extra[4], float)]), jac.regular, jac.balls,
+                       False, cat([src, np.asarray(extra[5], int)]))
 
 
 # ----- the enclosure: a point plus factors -----
@@ -392,6 +477,10 @@ class _Flags:
     smooth: list[bool]
     regular: list[bool]
     ties: dict[int, TieJacobian | None]
+    affine: list[bool] = field(default_factory=list)
+    """Affine in x near the point (linear maps and untied affine pieces from the inputs):
+    then the linearization is exact on a neighbourhood, so entries whose tangent rows are
+    parallel switch together (`couple`)."""
 
 
 def _nonnegative_map(lin, arg_pos: int) -> bool:
@@ -421,6 +510,7 @@ def _flags(trace, out: int, tied: set[int], given: dict | None = None) -> _Flags
     nodes = trace.nodes
     smooth = [True] * (out + 1)
     regular = [True] * (out + 1)
+    affine = [True] * (out + 1)
     ties: dict[int, TieJacobian | None] = {}
     for k in range(out + 1):
         node = nodes[k]
@@ -428,6 +518,10 @@ def _flags(trace, out: int, tied: set[int], given: dict | None = None) -> _Flags
         if node.prim is None or lin is None:
             continue
         args = _active_args(trace, k)
+        affine[k] = all(affine[r] for _, r in args) and k not in tied and (
+            node.name in LINEAR or node.name in PIECEWISE_AFFINE
+            or node.name in BILINEAR and len(args) == 1 and (
+                node.name != "divide" or args[0][0] == 0))
         rough = [(i, r) for i, r in args if not smooth[r]]
         ok = all(regular[r] for _, r in args)
         jac = None
@@ -446,7 +540,7 @@ def _flags(trace, out: int, tied: set[int], given: dict | None = None) -> _Flags
         else:  # no tie, or a tie between pieces with one Jacobian (max(x, x))
             smooth[k] = not rough
             regular[k] = ok and all(_nonnegative_map(lin, i) for i, _ in rough)
-    return _Flags(smooth, regular, ties)
+    return _Flags(smooth, regular, ties, affine)
 
 
 def _pull(lin, batch: np.ndarray, node, trace, k: int) -> list[tuple[int, np.ndarray]]:
@@ -467,8 +561,9 @@ def _pull(lin, batch: np.ndarray, node, trace, k: int) -> list[tuple[int, np.nda
 class _Reverse:
     """The reverse sweep over cotangent sets (module docstring)."""
 
-    def __init__(self, trace, out: int, flags: _Flags):
+    def __init__(self, trace, out: int, flags: _Flags, ids: list[int], radius: float = 0.0):
         self.trace, self.out, self.flags = trace, out, flags
+        self.ids, self.radius = ids, radius
         self.adj = _Adjoint()
         self.relaxed: list[str] = []
         self.unbounded: list[str] = []
@@ -526,15 +621,39 @@ class _Reverse:
         # entries whose cotangent is a point: every component becomes its own factor
         at_point = np.zeros(len(scale_of), bool)
         at_point[tied[point]] = True
+        r0 = args.get(0)
+        if (jac.sided and not self.radius and r0 is not None and self.flags.affine[r0]
+                and point.sum() > 1):
+            jac = couple(jac, tied[point], self._rows(r0, tied[point]))
         self._point_components(jac, args, sizes, scale_of, at_point)
         self._point_balls(jac, args, sizes, scale_of, at_point)
         self._Gk, self._c0k = G, c0
         for e in tied[~point]:
             self._set_entry(k, int(e), jac, args, sizes)
 
+    def _rows(self, r: int, entries: np.ndarray) -> np.ndarray:
+        """The gradients (rows) of entries ``entries`` of node ``r`` with respect to the
+        inputs: unit cotangents pulled through the trace's maps (exact: ``r`` is affine)."""
+        trace = self.trace
+        size = int(np.prod(trace.nodes[r].shape, dtype=int))
+        ct = {r: np.eye(size)[entries]}
+        for k in range(r, -1, -1):
+            batch = ct.pop(k, None) if k not in self.ids else ct.get(k)
+            node = trace.nodes[k]
+            if batch is None or node.prim is None or trace.lins[k] is None:
+                continue
+            for a, part in _pull(trace.lins[k], batch, node, trace, k):
+                ct[a] = part if a not in ct else ct[a] + part
+        return np.concatenate([ct.get(i, np.zeros((len(entries), int(np.prod(
+            trace.nodes[i].shape, dtype=int))))) for i in self.ids], axis=1)
+
     def _point_components(self, jac, args, sizes, scale, at_point) -> None:
         adj = self.adj
-        comps = np.flatnonzero(at_point[jac.entry_of]) if len(jac.entry_of) else np.zeros(0, int)
+        if not len(jac.entry_of):
+            return
+        src_ok = np.ones(len(jac.entry_of), bool)
+        np.logical_and.at(src_ok, jac.comp, at_point[jac.sources()])
+        comps = np.flatnonzero(src_ok)
         if not len(comps):
             return
         first = adj.new_factors(jac.nverts[comps], "hull")
@@ -542,7 +661,7 @@ class _Reverse:
         row_of_comp[comps] = first + np.r_[0, np.cumsum(jac.nverts[comps])[:-1]]
         sel = row_of_comp[jac.comp] >= 0
         rows = row_of_comp[jac.comp[sel]] + jac.vert[sel]
-        vals = jac.coef[sel] * scale[jac.entry_of[jac.comp[sel]]]
+        vals = jac.coef[sel] * scale[jac.sources()[sel]]
         for i, r in args.items():
             m = jac.arg[sel] == i
             if not m.any():
@@ -676,7 +795,7 @@ def enclosure(trace, out: int, ids: list[int], radius: float = 0.0) -> Enclosure
     else:
         unranged = []
         flags = _flags(trace, out, {k for k in trace.ties if k <= out})
-    rev = _Reverse(trace, out, flags)
+    rev = _Reverse(trace, out, flags, ids, radius)
     if unranged:
         rev.unbounded.extend(unranged)
     else:

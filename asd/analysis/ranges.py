@@ -27,7 +27,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from asd.analysis.enclosure import TieJacobian, _active_args, _broadcast_index, _segments
+from asd.analysis.enclosure import (
+    BILINEAR,
+    LINEAR,
+    TieJacobian,
+    _active_args,
+    _broadcast_index,
+    _segments,
+)
 from asd.core.linear import FanIn
 from asd.core.primitive import FixedTangent
 from asd.core.program import format_node
@@ -35,17 +42,6 @@ from asd.core.program import format_node
 MAX_CELLS = 20_000_000
 """Most form coefficients (entries × symbols) one node may hold; past it the node is not
 ranged (the enclosure is then unbounded, and says why)."""
-
-LINEAR = frozenset({
-    "add", "subtract", "negative", "positive", "sum", "reshape", "transpose", "getitem",
-    "broadcast_to", "concatenate", "stack", "pad", "copy", "cumsum", "conjugate", "cast",
-    "update", "scatter_add", "gather_at",
-})
-"""Primitives linear in all their traced inputs: the form is pushed through the map."""
-
-BILINEAR = frozenset({"multiply", "matmul", "einsum", "divide", "conv", "correlation",
-                      "avg_pool", "cross"})
-"""Linear in each operand: linear when one operand is traced (``divide``: the numerator)."""
 
 KINKS = {
     "relu": lambda p: [0.0], "abs": lambda p: [0.0], "leaky_relu": lambda p: [0.0],
