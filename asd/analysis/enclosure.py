@@ -91,9 +91,10 @@ class TieJacobian:
     a polytope component lists its vertices, a ball component the input coordinates of a
     Euclidean unit ball. Sparse vertices: component ``comp[i]``, vertex ``vert[i]``, input
     ``arg[i]``, flat index ``index[i]``, coefficient ``coef[i]``. ``entry_of`` maps each
-    component to its output entry (flat index), ``nverts`` counts its vertices. Output entries not in ``entries``
-    keep the rule's own linearization. ``regular``: the primitive is Clarke regular at the
-    point (a convex kink), so the inclusion is an equality through it (module docstring).
+    component to its output entry (flat index), ``nverts`` counts its vertices. Output
+    entries not in ``entries`` keep the rule's own linearization. ``regular``: the primitive
+    is Clarke regular at the point (a convex kink), so the inclusion is an equality through
+    it (module docstring).
     """
 
     entries: np.ndarray
@@ -520,8 +521,8 @@ def _flags(trace, out: int, tied: set[int], given: dict | None = None) -> _Flags
         args = _active_args(trace, k)
         affine[k] = all(affine[r] for _, r in args) and k not in tied and (
             node.name in LINEAR or node.name in PIECEWISE_AFFINE
-            or node.name in BILINEAR and len(args) == 1 and (
-                node.name != "divide" or args[0][0] == 0))
+            or (node.name in BILINEAR and len(args) == 1 and (
+                node.name != "divide" or args[0][0] == 0)))
         rough = [(i, r) for i, r in args if not smooth[r]]
         ok = all(regular[r] for _, r in args)
         jac = None
@@ -579,7 +580,7 @@ class _Reverse:
         adj.c0[self.out] = np.ones(1)
         for k in range(self.out, -1, -1):
             node = nodes[k]
-            if node.prim is None or trace.lins[k] is None or k not in adj.c0 and k not in adj.G:
+            if node.prim is None or trace.lins[k] is None or (k not in adj.c0 and k not in adj.G):
                 continue
             size = int(np.prod(node.shape, dtype=int))
             c0 = adj.c0.pop(k, np.zeros(size))

@@ -146,8 +146,8 @@ class _Ranger:
         args = _active_args(self.trace, k)
         traced = [r for r in node.args if type(r) is int and self.depends[r]]
         if name in LINEAR or (name in BILINEAR and len(traced) == 1 and (
-                name != "divide" or type(node.args[0]) is int and self.depends[node.args[0]]
-                and not (type(node.args[1]) is int and self.depends[node.args[1]]))):
+                name != "divide" or (type(node.args[0]) is int and self.depends[node.args[0]]
+                and not (type(node.args[1]) is int and self.depends[node.args[1]])))):
             self.push_linear(k, node, args)
             return None
         if name in ("select", "where") and not any(
@@ -201,22 +201,22 @@ class _Ranger:
         if not args:
             return None
         u = self.forms[args[0][1]]
-        l, h = u.bounds(self.eps)
+        low, h = u.bounds(self.eps)
         shape = self.trace.nodes[k].shape
-        if node.name in DOMAIN and np.any(l <= DOMAIN[node.name]):
-            return (f"its input's range on the ball reaches {float(np.min(l)):.3g}, outside "
+        if node.name in DOMAIN and np.any(low <= DOMAIN[node.name]):
+            return (f"its input's range on the ball reaches {float(np.min(low)):.3g}, outside "
                     f"its domain (> {DOMAIN[node.name]})")
-        if node.name == "integer_pow" and node.params["n"] < 0 and np.any((l <= 0) & (h >= 0)):
+        if node.name == "integer_pow" and node.params["n"] < 0 and np.any((low <= 0) & (h >= 0)):
             return "its input's range on the ball reaches its pole at 0"
         table = KINKS if node.name in KINKS else SMOOTH
         points = table[node.name](node.params)
-        lo, hi = self.slope(node, l, +1, shape), self.slope(node, h, -1, shape)
+        lo, hi = self.slope(node, low, +1, shape), self.slope(node, h, -1, shape)
         lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
         for b in points:
-            inside = (l <= b) & (b <= h)
+            inside = (low <= b) & (b <= h)
             if inside.any():
                 for side in (+1, -1):
-                    s = self.slope(node, np.full(len(l), b), side, shape)
+                    s = self.slope(node, np.full(len(low), b), side, shape)
                     lo = np.where(inside, np.minimum(lo, s), lo)
                     hi = np.where(inside, np.maximum(hi, s), hi)
         if not (np.all(np.isfinite(lo)) and np.all(np.isfinite(hi))):
@@ -259,13 +259,13 @@ class _Ranger:
         a, b = (self.operand(r, out) for r in node.args)
         sign = 1.0 if node.name == "maximum" else -1.0
         d = Form(a.y0 - b.y0, a.B - b.B, self.E(a) - self.E(b))   # a - b
-        l, h = d.bounds(self.eps)
-        tied = np.flatnonzero((l <= 0) & (h >= 0))
+        low, h = d.bounds(self.eps)
+        tied = np.flatnonzero((low <= 0) & (h >= 0))
         value = np.asarray(self.trace.values[k], float).ravel()
         # max(a, b) = b + relu(a - b); min(a, b) = b - relu(b - a)
-        lo, hi = np.where(sign * l > 0, 1.0, 0.0), np.where(sign * h >= 0, 1.0, 0.0)
+        lo, hi = np.where(sign * low > 0, 1.0, 0.0), np.where(sign * h >= 0, 1.0, 0.0)
         if sign < 0:
-            lo, hi = np.where(h < 0, 1.0, 0.0), np.where(l <= 0, 1.0, 0.0)
+            lo, hi = np.where(h < 0, 1.0, 0.0), np.where(low <= 0, 1.0, 0.0)
         # the slope of the result in a: in [lo, hi]; in b: 1 minus it (a mean-value form in d)
         m, r = (lo + hi) / 2, (hi - lo) / 2
         err = r * d.radius(self.eps)
@@ -294,8 +294,8 @@ class _Ranger:
         x = np.asarray(self.trace.values[args[0][1]], float)
         u = self.forms[args[0][1]]
         sign = 1.0 if p["kind"] == "max" else -1.0
-        l, h = u.bounds(self.eps)
-        lo_s, hi_s = (l, h) if sign > 0 else (-h, -l)
+        low, h = u.bounds(self.eps)
+        lo_s, hi_s = (low, h) if sign > 0 else (-h, -low)
         keep = np.max(sign * x, axis=p["axis"], keepdims=True)
         owner = np.broadcast_to(np.arange(keep.size).reshape(keep.shape), x_node.shape).ravel()
         best_low = np.full(keep.size, -np.inf)
@@ -365,16 +365,16 @@ class _Ranger:
         if node.params.get("axis") is not None or node.params.get("keepdims"):
             return "a norm over some axes has no range rule (only the norm of all entries)"
         u = self.forms[args[0][1]]
-        l, h = u.bounds(self.eps)
+        low, h = u.bounds(self.eps)
         x = u.y0
         value = np.asarray(self.trace.values[k], float).ravel()
-        far = np.maximum(np.abs(l), np.abs(h))
-        near = np.where((l <= 0) & (h >= 0), 0.0, np.minimum(np.abs(l), np.abs(h)))
+        far = np.maximum(np.abs(low), np.abs(h))
+        near = np.where((low <= 0) & (h >= 0), 0.0, np.minimum(np.abs(low), np.abs(h)))
         nmin, nmax = float(np.linalg.norm(near)), float(np.linalg.norm(far))
         if nmin == 0.0:   # the ball may reach 0: every gradient is in the unit ball
             lo, hi = -np.ones(len(x)), np.ones(len(x))
         else:             # y_e / |y| over the box, each bound by its extremes
-            cands = np.stack([l / nmin, l / nmax, h / nmin, h / nmax])
+            cands = np.stack([low / nmin, low / nmax, h / nmin, h / nmax])
             lo, hi = np.clip(cands.min(0), -1, 1), np.clip(cands.max(0), -1, 1)
         m, r = (lo + hi) / 2, (hi - lo) / 2
         err = float(np.sum(r * u.radius(self.eps))) + 1e-12 * float(value[0])

@@ -383,8 +383,9 @@ def markdown(rows: list[Row], frameworks: list[str]) -> str:
         "✓ inside the Clarke set; ✗ outside it; ✗✗ outside although the set is a single "
         "gradient (the function is differentiable there and the framework's answer is simply "
         "wrong); ? where asd's own verdict (`asd audit`: its sample inside, its outer "
-        "enclosure outside) leaves the gradient undetermined. nan is a framework returning NaN. asd computes the projection rows with "
-        "its own `asd.projections.l2_ball` and `asd.projections.box`.",
+        "enclosure outside) leaves the gradient undetermined. nan is a framework returning "
+        "NaN. asd computes the projection rows with its own `asd.projections.l2_ball` and "
+        "`asd.projections.box`.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),

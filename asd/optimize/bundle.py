@@ -79,7 +79,7 @@ def proximal_bundle(src, x, *, tol, maxiter, report, u=None, max_size=None,
         if v <= tol * (1.0 + abs(fx)):
             if certified is None or certified(x):
                 return x, fx, nit, "the predicted decrease is below tol", True, radius
-            if restarts >= 25 or bundle.G.shape[0] == 1 and v <= 1e-30:
+            if restarts >= 25 or (bundle.G.shape[0] == 1 and v <= 1e-30):
                 return (x, fx, nit, "the predicted decrease is below tol, but the "
                         "certificate does not hold at x", False, radius)
             # the model says stationary, the certificate does not: drop the cuts, keep x

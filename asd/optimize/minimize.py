@@ -5,6 +5,7 @@ from __future__ import annotations
 import numbers
 import time
 from collections.abc import Callable
+
 import numpy as np
 from scipy.optimize import OptimizeResult
 
