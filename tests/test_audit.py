@@ -55,9 +55,9 @@ def test_audit_flags_torch_gradient_outside_a_singleton_set(tmp_path, capsys):
     path = write(tmp_path, "model.py", TORCH_MLP)
     code = audit.main([f"{path}:f", "--at", "[0, 0, 0]", "--samples", "64"])
     out = capsys.readouterr().out
-    assert code == 1
+    assert code == 1        # certified: the layer's relu(a x), relu(-a x) switch together
     assert "PyTorch gradient" in out and "[0.0, 0.0, 0.0]" in out
-    assert "outside (the Clarke set is a single gradient)" in out
+    assert "outside" in out and "separating direction" in out
 
 
 def test_audit_report_holds_the_true_gradient(tmp_path):
@@ -90,9 +90,11 @@ def test_audit_jax_function_and_npy_point(tmp_path, capsys):
     """)
     point = tmp_path / "x.npy"
     np.save(point, np.zeros(2))
-    assert audit.main([f"{path}:f", "--at", str(point), "--samples", "16"]) == 1
+    # relu(x) - relu(-x) in two nodes: the chain-rule enclosure is [0, 2] per entry, so
+    # JAX's 0 (truly outside {1}) is undetermined, never claimed (issue 26)
+    assert audit.main([f"{path}:f", "--at", str(point), "--samples", "16"]) == 3
     out = capsys.readouterr().out
-    assert "JAX gradient" in out and "outside" in out
+    assert "JAX gradient" in out and "undetermined" in out
 
 
 def test_audit_plain_numpy_function_has_no_framework_verdict(tmp_path, capsys):
@@ -331,10 +333,10 @@ TF_MODEL = """
 def test_audit_imports_a_tensorflow_file(tmp_path, capsys):
     pytest.importorskip("tensorflow")
     path = write(tmp_path, "tfmodel.py", TF_MODEL)
-    assert audit.main([f"{path}:f", "--at", "[0, 0]", "--samples", "8"]) == 1
+    assert audit.main([f"{path}:f", "--at", "[0, 0]", "--samples", "8"]) == 3
     captured = capsys.readouterr()
     assert "TensorFlow gradient" in captured.out and "[0.0, 0.0]" in captured.out
-    assert "outside (the Clarke set is a single gradient)" in captured.out
+    assert "undetermined" in captured.out
     assert "no TensorFlow importer" not in captured.out + captured.err
     assert audit.main([f"{path}:layer", "--at", "[0, 0]"]) == 2     # w is 3 x 2
     assert "`layer` raised InvalidArgumentError" in capsys.readouterr().err
@@ -366,3 +368,31 @@ def test_detect_keras_only_file_as_tensorflow(tmp_path):
             return keras.ops.sum(layer(x[None]))
     """)
     assert audit.detect(load_target(f"{path}:f")) == "tensorflow"
+
+
+# ----- issue 26: three-valued verdicts -----
+
+def test_audit_exit_3_when_undetermined_and_never_outside_for_a_limiting_gradient(tmp_path,
+                                                                                capsys):
+    """Linear(3, 4) -> ReLU -> Linear(4, 1), first bias 0, at x = 0: PyTorch's [0, 0, 0] is a
+    genuine limiting gradient (the all-inactive pattern); a sample that misses it used to print
+    outside (exit 1). Now: inside when found, undetermined (exit 3) otherwise, never outside."""
+    pytest.importorskip("torch")
+    path = write(tmp_path, "net.py", """
+        import torch
+
+        torch.manual_seed(0)
+        net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU(),
+                                  torch.nn.Linear(4, 1)).double()
+        with torch.no_grad():
+            net[0].bias.zero_()
+
+
+        def f(x):
+            return net(x).sum()
+    """)
+    codes = [audit.main([f"{path}:f", "--at", "[0, 0, 0]", "--seed", str(s)]) for s in (0, 1)]
+    out = capsys.readouterr().out
+    assert codes == [3, 0]
+    assert "undetermined" in out and "what would settle it" in out and "outside" not in out
+    assert audit.exit_code("outside") == 1

@@ -39,14 +39,18 @@ and Overton's gradient sampling), for near-ties of rules with no snap.
 
 from __future__ import annotations
 
+import copy
 import numbers
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 import numpy as np
 from scipy.optimize import linprog, nnls
 
+from asd.analysis.enclosure import enclosure
+from asd.analysis.sets import nearest, points_oracle, union_oracle
 from asd.api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along, transform
 from asd.core import backend
 from asd.core.linear import FanIn
@@ -57,15 +61,106 @@ from asd.result import Tie, ties_of
 from asd.tree import flatten
 
 
+class Membership:
+    """The answer to "is ``g`` in the Clarke set?": ``verdict`` is ``"inside"``, ``"outside"``
+    or ``"undetermined"``, each only as far as it is proven.
+
+    - ``inside``: ``g`` is in the hull of limiting gradients asd found (within ``tol`` in
+      the max norm), so it is a Clarke subgradient (every point of that hull is).
+    - ``outside``: ``g`` is farther than ``tol`` from the outer enclosure, which contains the
+      Clarke set: ``direction`` (unit) separates them, ``direction·g - h(direction) =
+      margin > tol`` with ``h`` the enclosure's support function, evaluated exactly.
+    - ``undetermined``: neither is proven. ``inner`` is the distance to the sampled hull,
+      ``outer`` the proven lower bound on the distance to the Clarke set (the gap between
+      them is what is unknown), and ``settle`` says what would decide it.
+
+    Truthy only when ``inside`` (``if s.contains(g):`` reads "certified inside"); compare
+    with the strings for the other answers.
+
+    >>> import asd
+    >>> s = asd.clarke(asd.abs, seed=0)(0.0)
+    >>> s.contains(0.3), s.contains(1.5)
+    (Membership('inside'), Membership('outside', margin=0.5))
+    """
+
+    __slots__ = ("verdict", "inner", "outer", "direction", "margin", "settle")
+
+    def __init__(self, verdict: str, inner: float, outer: float, direction=None,
+                 margin: float = 0.0, settle: str = ""):
+        self.verdict, self.inner, self.outer = verdict, inner, outer
+        self.direction, self.margin, self.settle = direction, margin, settle
+
+    def __bool__(self) -> bool:
+        return self.verdict == "inside"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            return self.verdict == other
+        return NotImplemented
+
+    __hash__ = None
+
+    def __str__(self) -> str:
+        return self.verdict
+
+    def __repr__(self) -> str:
+        if self.verdict == "outside":
+            return f"Membership('outside', margin={self.margin:.3g})"
+        if self.verdict == "undetermined":
+            return (f"Membership('undetermined', inner={self.inner:.3g}, "
+                    f"outer={self.outer:.3g})")
+        return "Membership('inside')"
+
+
+@dataclass(frozen=True)
+class Stationarity:
+    """dist(0, ∂_ε f(x)) as a certified interval ``[lower, upper]``, ``ε = radius``.
+
+    ``upper`` (= ``measure``, the stationarity measure of nonsmooth optimization) is the norm
+    of ``element``, a point of the hull of limiting gradients taken within ``ε`` of ``x`` (so
+    ``upper <= tol`` proves ``x`` (ε, tol)-stationary in Goldstein's sense; Clarke stationary
+    up to ``tol`` for ``ε = 0``). ``lower`` comes from the outer enclosure, which contains
+    ∂_ε f(x): ``lower > 0`` proves ``x`` is not ε-stationary, with ``direction`` a descent
+    direction of every element (``-direction`` decreases ``f`` at rate ``>= lower``).
+    ``exact``: the two sides are proven equal (a regular program at ``ε = 0``, or bounds that
+    met). ``sample`` is the `ClarkeSample` it rests on.
+    """
+
+    radius: float
+    lower: float
+    upper: float
+    element: np.ndarray
+    sample: ClarkeSample
+    direction: np.ndarray | None = None
+    exact: bool = False
+
+    @property
+    def measure(self) -> float:
+        """The upper bound: the stationarity measure methods stop on."""
+        return self.upper
+
+    def __float__(self) -> float:
+        return float(self.upper)
+
+    def __format__(self, spec: str) -> str:
+        return format(self.upper, spec) if spec else repr(self)
+
+    def __repr__(self) -> str:
+        return (f"Stationarity(radius={self.radius:.3g}, lower={self.lower:.3g}, "
+                f"upper={self.upper:.3g}{', exact' if self.exact else ''})")
+
+
 class ClarkeSample:
-    """Distinct limiting gradients of ``f`` at ``x`` from ``n`` directions, and their hull.
+    """Distinct limiting gradients of ``f`` at ``x`` from ``n`` directions, their hull, and an
+    outer enclosure of the Clarke set.
 
     The hull of the sampled gradients is an *inner* approximation of the Clarke
     subdifferential (every sampled gradient is a limiting gradient, so the hull lies inside
-    the Clarke set, but a piece whose gradient no direction selected is missed). It is exact
-    for one-dimensional inputs (both directions are always sampled) and, for piecewise
-    affine functions, as soon as every essentially active piece has been hit: the Clarke set
-    is the hull of the gradients of those pieces.
+    the Clarke set, but a piece whose gradient no direction selected is missed). The
+    `enclosure` is an *outer* one, from Clarke's chain rule (`asd.analysis.enclosure`): it
+    contains the Clarke set, and *is* it on regular programs (``enclosure.exact``), where
+    the inner side is the enclosure too. Questions are answered from both sides:
+    `contains` is inside / outside / undetermined, `stationarity` an interval.
 
     ``gradients`` has shape ``(m, *x.shape)`` when one array (or number) is differentiated,
     and ``(m, N)`` over the flattened, concatenated leaves otherwise; ``directions`` likewise
@@ -74,12 +169,14 @@ class ClarkeSample:
     re-run per direction) and ``degenerate`` the degenerate ties met, summed over directions.
     ``radius`` is the ε of the sample (0: the Clarke set at ``x``) and ``near_ties`` the
     nodes whose rule found entries within reach of a tie inside the ball, with their counts.
+    With ``radius > 0`` every gradient is one at a point of the ball (the rules' near-ties
+    only propose points; a gradient is kept once a sweep at such a point produced it).
     """
 
     def __init__(self, value, flat_gradients: np.ndarray, counts: np.ndarray,
                  flat_directions: np.ndarray, shape: tuple | None,
                  degenerate: list[Tie], ties: list[Tie], radius: float = 0.0,
-                 near_ties: list[Tie] | None = None):
+                 near_ties: list[Tie] | None = None, outer=None, exact_inner=None):
         self.value = value
         self._g = flat_gradients
         self.counts = counts
@@ -89,7 +186,9 @@ class ClarkeSample:
         self.ties = ties
         self.radius = radius
         self.near_ties = [] if near_ties is None else near_ties
-        self._min_norm: tuple[np.ndarray, np.ndarray] | None = None
+        # zero-argument callables building the enclosures on first use (they hold the trace)
+        self._outer, self._exact_inner = outer, exact_inner
+        self._cache: dict[str, Any] = {}
 
     # ----- the sample -----
 
@@ -132,9 +231,9 @@ class ClarkeSample:
     def with_gradients(self, extra) -> ClarkeSample:
         """A sample that also holds ``extra`` gradients (rows shaped like `gradients`).
 
-        Gradient sampling adds the gradients at random points within ``ε`` of ``x``: the
-        hull then approximates the Goldstein ε-subdifferential, whose min-norm element is
-        the descent direction and stationarity measure of Burke, Lewis and Overton.
+        The caller vouches that they belong to the set sampled (gradients at points within
+        ``radius`` of ``x``: gradient sampling's ball points); they enter the inner hull. At
+        ``radius=0`` they come from elsewhere, so the result has no outer enclosure.
 
         >>> import asd
         >>> s = asd.clarke(asd.abs, n=2, seed=0)(1.0).with_gradients([-1.0])
@@ -144,24 +243,83 @@ class ClarkeSample:
         extra = np.asarray(extra, dtype=float).reshape(-1, self._g.shape[1])
         flat, counts = _distinct(np.concatenate([self._g, extra]),
                                  np.concatenate([self.counts, np.ones(len(extra), int)]))
-        return ClarkeSample(self.value, flat, counts, self._v, self._shape, self.degenerate,
-                            self.ties, self.radius, self.near_ties)
+        if not self.radius:
+            return ClarkeSample(self.value, flat, counts, self._v, self._shape,
+                                self.degenerate, self.ties, self.radius, self.near_ties)
+        out = ClarkeSample(self.value, flat, counts, self._v, self._shape, self.degenerate,
+                           self.ties, self.radius, self.near_ties, self._outer,
+                           self._exact_inner)
+        out._cache = {k: v for k, v in self._cache.items() if k in ("outer", "exact_inner")}
+        return out
+
+    # ----- the two sides -----
+
+    @property
+    def enclosure(self):
+        """The outer enclosure (`asd.analysis.enclosure.Enclosure`) of the Clarke set at
+        ``x`` (of the ε-subdifferential for ``radius > 0``): built on first use."""
+        if "outer" not in self._cache:
+            self._cache["outer"] = None if self._outer is None else self._outer()
+        return self._cache["outer"]
+
+    def _exact_set(self):
+        """An exact Clarke set inside the sampled one, or None: the enclosure at ``x`` where
+        it is proven exact (for ``radius > 0``, the Clarke set at ``x`` is inside the
+        ε-subdifferential)."""
+        if "exact_inner" not in self._cache:
+            enc = None if self._exact_inner is None else self._exact_inner()
+            if enc is None and not self.radius:
+                enc = self.enclosure
+            self._cache["exact_inner"] = enc if enc is not None and enc.exact else None
+        return self._cache["exact_inner"]
+
+    def _inner_oracle(self):
+        oracle = points_oracle(self._g)
+        exact = self._exact_set()
+        return oracle if exact is None else union_oracle([oracle, exact.support])
 
     # ----- questions about the hull -----
 
-    def contains(self, g, tol: float | None = None) -> bool:
-        """Whether ``g`` lies in the hull of the sampled gradients, up to ``tol``.
+    def contains(self, g, tol: float | None = None) -> Membership:
+        """Whether ``g`` is in the Clarke set, as far as it is proven (`Membership`).
 
-        ``tol`` bounds the max-norm distance (default ``1e-8 * max(1, max |gradient|)``);
-        see `distance`.
+        ``inside`` where ``g`` is within ``tol`` (max norm) of the inner hull (default
+        ``1e-8 * max(1, max |gradient|)``: rounding), ``outside`` where the outer enclosure
+        is farther than ``tol``, ``undetermined`` otherwise.
 
         >>> import asd
         >>> s = asd.clarke(asd.abs, n=8, seed=0)(0.0)
-        >>> s.contains(0.3), s.contains(1.5)
-        (True, False)
+        >>> s.contains(0.3) == "inside", s.contains(1.5) == "outside"
+        (True, True)
         """
+        g = self._flat(g)
         tol = 1e-8 * self._scale() if tol is None else float(tol)
-        return self.distance(g) <= tol
+        if not np.all(np.isfinite(g)):
+            return Membership("outside", np.inf, np.inf, None, np.inf,
+                              "a gradient that is not finite is in no Clarke set")
+        inner = self.distance(g)
+        if inner <= tol:
+            return Membership("inside", inner, 0.0)
+        exact = self._exact_set()
+        if exact is not None:
+            near = exact.nearest(g)
+            if float(np.max(np.abs(near.point - g))) <= tol:
+                return Membership("inside", 0.0, 0.0)
+            inner = min(inner, float(np.max(np.abs(near.point - g))))
+        enc = self.enclosure
+        if enc is None or enc.unbounded:
+            why = "; ".join(enc.unbounded) if enc is not None else "no enclosure"
+            return Membership("undetermined", inner, 0.0, settle=(
+                f"the outer enclosure is unbounded ({why}); more directions (n) can still "
+                "show it inside"))
+        near = enc.nearest(g)
+        if near.lower > tol:
+            return Membership("outside", inner, near.lower, near.direction, near.lower)
+        settle = ("more directions (n, or asd audit --samples): the sampled hull may miss "
+                  "pieces that the enclosure holds")
+        if enc.relaxed:
+            settle += f"; the enclosure is relaxed at {enc.relaxed[0]}"
+        return Membership("undetermined", inner, max(near.lower, 0.0), settle=settle)
 
     def distance(self, g) -> float:
         """The max-norm distance from ``g`` to the hull of the sampled gradients.
@@ -196,22 +354,23 @@ class ClarkeSample:
         return float(res.fun) * scale
 
     def min_norm(self) -> np.ndarray:
-        """The minimum-norm element of the sampled hull, shaped like one gradient.
+        """The minimum-norm element of the inner hull, shaped like one gradient.
 
         Its negative is the steepest-descent direction of nonsmooth optimization and its
-        norm the stationarity measure. Computed exactly (up to rounding) by NNLS: see
-        `min_norm_weights`.
+        norm the stationarity measure (`stationarity`'s upper bound). The hull of the
+        sampled gradients, joined with the exact Clarke set where the enclosure proves one.
 
         >>> import asd, numpy as np
         >>> s = asd.clarke(lambda x: asd.maximum(x[0], x[1]), n=16, seed=0)(np.zeros(2))
         >>> s.min_norm()
         array([0.5, 0.5])
         """
-        z, _ = self._solve_min_norm()
+        z = self._solve_min_norm()[0]
         return self._shaped(z[None])[0]
 
     def min_norm_weights(self) -> np.ndarray:
-        """Convex weights ``λ`` (one per gradient) with ``min_norm() == λ @ gradients``."""
+        """Convex weights ``λ`` (one per gradient) with ``min_norm()`` the min-norm point of
+        the sampled gradients' hull: ``λ @ gradients``."""
         return self._solve_min_norm()[1]
 
     def _solve_min_norm(self) -> tuple[np.ndarray, np.ndarray]:
@@ -223,7 +382,7 @@ class ClarkeSample:
         # z = w / s (weights u / s) satisfies (g_i - z)·z >= 0 for every i: z is the
         # projection of 0 onto the hull. The active-set solver terminates finitely with no
         # step size or stopping tolerance to tune, which SLSQP would need.
-        if self._min_norm is None:
+        if "min_norm" not in self._cache:
             scale = self._scale()
             G = self._g.T / scale
             E = np.vstack([G, np.ones((1, G.shape[1]))])
@@ -234,33 +393,56 @@ class ClarkeSample:
             z = G @ weights
             if np.linalg.norm(z) <= 64 * np.finfo(float).eps * np.sqrt(G.size):
                 z = np.zeros_like(z)  # 0 is in the hull; what is left is rounding
-            self._min_norm = (scale * z, weights)
-        return self._min_norm
+            z = scale * z
+            exact = self._exact_set()
+            if exact is not None and np.any(z):
+                near = nearest(self._inner_oracle(), np.zeros_like(z))
+                if near.upper < np.linalg.norm(z):
+                    z = near.point if near.upper > 64 * np.finfo(float).eps * scale \
+                        else np.zeros_like(z)
+            self._cache["min_norm"] = (z, weights)
+        return self._cache["min_norm"]
 
     @property
-    def stationarity(self) -> float:
-        """``|min_norm()|``: the stationarity measure at this sample's radius.
+    def stationarity(self) -> Stationarity:
+        """dist(0, ∂_ε f(x)) as a certified interval (`Stationarity`): ``upper`` from the
+        inner hull (`min_norm`), ``lower`` from the outer enclosure; equal on regular
+        programs at ``radius=0``, where the enclosure is the Clarke set.
 
-        0 (up to rounding) where ``x`` is Clarke stationary (``radius=0``) or ε-stationary
-        in Goldstein's sense; otherwise the slope of the ε-steepest descent direction.
-
-        >>> import asd
-        >>> asd.clarke(asd.abs, seed=0, radius=1e-6)(1e-9).stationarity
-        0.0
+        >>> import asd, numpy as np
+        >>> s = asd.clarke(asd.abs, seed=0, radius=1e-6)(1e-9).stationarity
+        >>> s.lower, s.upper
+        (0.0, 0.0)
+        >>> asd.clarke(lambda x: np.max(x), seed=0)(np.array([1.0, 1.0])).stationarity
+        Stationarity(radius=0, lower=0.707, upper=0.707, exact)
         """
-        z, _ = self._solve_min_norm()
-        return float(np.linalg.norm(z))
+        if "stationarity" not in self._cache:
+            z = np.asarray(self._solve_min_norm()[0], dtype=float)
+            upper = float(np.linalg.norm(z))
+            lower, direction = 0.0, None
+            enc = self.enclosure
+            if enc is not None and enc.bounded and upper > 0:
+                near = enc.nearest(np.zeros_like(z))
+                lower, direction = min(near.lower, upper), near.direction
+                if enc.exact:
+                    upper = min(upper, near.upper)
+                    z = near.point
+            tight = upper - lower <= 1e-12 * max(1.0, upper)
+            self._cache["stationarity"] = Stationarity(
+                self.radius, lower, upper, self._shaped(z[None])[0], self, direction,
+                tight or (enc is not None and enc.exact))
+        return self._cache["stationarity"]
 
     def is_stationary(self, tol: float = 1e-8) -> bool:
-        """Whether 0 is within ``tol`` (Euclidean) of the hull: the Clarke stationarity test.
+        """Whether ``x`` is proven stationary up to ``tol``: the inner hull comes within
+        ``tol`` (Euclidean) of 0 (`stationarity`'s upper bound).
 
         >>> import asd
         >>> at_kink, off_kink = asd.clarke(asd.abs, seed=0)(0.0), asd.clarke(asd.abs)(1.0)
         >>> at_kink.is_stationary(), off_kink.is_stationary()
         (True, False)
         """
-        z, _ = self._solve_min_norm()
-        return bool(np.linalg.norm(z) <= tol)
+        return bool(self.stationarity.upper <= tol)
 
 
 def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
@@ -319,17 +501,21 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         k = traced._id
         trace.check_lipschitz(k)
         resweep = _Resweep(trace, ids, leaf_dirs)
-        if radius:
-            groups = resweep.split_near(k, radius)
-        else:
-            groups = resweep.split_at_ties(sorted(t for t in trace.ties if t <= k))
+        groups = resweep.split_at_ties(sorted(t for t in trace.ties if t <= k))
         grads = resweep.pull(k, groups)
         _check_finite(trace, k, [grads])
-        flat, counts = _distinct(grads, np.array([len(g.rows) for g in groups]))
+        counts = np.array([len(g.rows) for g in groups])
+        near: dict[int, int] = {}
+        if radius:
+            grads, counts, near = _ball_sample(f, inputs, trace, k, ids, leaf_dirs, dirs,
+                                               radius, grads, counts)
+        flat, counts = _distinct(grads, counts)
         sample = ClarkeSample(np.asarray(traced.value)[()], flat, counts, dirs, shape,
                               ties_of(trace.nodes, resweep.degenerate),
                               ties_of(trace.nodes, trace.ties), radius,
-                              ties_of(trace.nodes, resweep.near))
+                              ties_of(trace.nodes, near),
+                              outer=partial(enclosure, trace, k, ids, radius),
+                              exact_inner=partial(enclosure, trace, k, ids, 0.0))
         if points:
             sample = sample.with_gradients(_ball_gradients(f, args, argnums, inputs, radius,
                                                            points, seed))
@@ -338,6 +524,61 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
     wrapped.__doc__ = f"A sample of the Clarke subdifferential of {getattr(f, '__name__', f)}."
     return transform(wrapped, clarke, f, n=n, seed=seed, argnums=argnums, directions=directions,
                      radius=radius, points=points)
+
+
+def _ball_sample(f, inputs: _Inputs, trace: Trace, k: int, ids: list[int],
+                 leaf_dirs: list[np.ndarray], dirs: np.ndarray, radius: float,
+                 grads: np.ndarray, counts: np.ndarray) -> tuple:
+    """The ε-sample: the gradients at ``x`` (``grads``), and for every piece combination the
+    rules' near-ties propose (`_Resweep.split_near`) that is not among them, the gradient at
+    a point of the ball where that combination should hold: ``x + ε' v / |v|`` along the
+    first direction ``v`` that proposed it, ``ε' = ε (1 - 2^-20)``. Only gradients computed
+    at points of the ball are kept, so a piece the first-order reach merely allowed (inactive
+    everywhere in the ball) never enters the sample (issue 26)."""
+    resweep = _Resweep(trace, ids, leaf_dirs)
+    candidates = resweep.split_near(k, radius)
+    proposed = resweep.pull(k, candidates)
+    tol = 1e-9 * max(1.0, float(np.max(np.abs(grads))), float(np.max(np.abs(proposed))))
+    found = [grads]
+    new_counts = [counts]
+    for g, group in zip(proposed, candidates, strict=True):
+        if np.min(np.max(np.abs(np.concatenate(found) - g), axis=1)) <= tol:
+            continue
+        witness = _gradient_in_ball(f, inputs, dirs[group.rows[0]], radius)
+        if witness is not None:
+            found.append(witness[None])
+            new_counts.append(np.array([len(group.rows)]))
+    return np.concatenate(found), np.concatenate(new_counts), resweep.near
+
+
+def _gradient_in_ball(f, inputs: _Inputs, v: np.ndarray, radius: float) -> np.ndarray | None:
+    """The limiting gradient along ``v`` at ``y = x + ε' v/|v|`` (one sweep there), or None
+    where ``y`` does not land inside the ball (``|y - x| <= ε``, checked on the values)."""
+    unit = v / np.linalg.norm(v)
+    step = radius * (1.0 - 2.0 ** -20) * unit
+    shifted = copy.copy(inputs)
+    leaves, start = [], 0
+    for x in inputs.leaves:
+        part = step[start:start + x.size].reshape(x.shape)
+        leaves.append(np.asarray(x + part.astype(x.dtype), dtype=x.dtype))
+        start += x.size
+    moved = np.concatenate([(np.asarray(y, float) - np.asarray(x, float)).ravel()
+                            for y, x in zip(leaves, inputs.leaves, strict=True)])
+    if np.linalg.norm(moved) > radius:
+        return None
+    shifted.leaves = leaves
+    leaf_dirs = _split_leaves(unit[None], leaves)
+    trace, out, ids = sweep_along(f, shifted, [d[0] for d in leaf_dirs])
+    traced = _scalar_output(out, trace)
+    if traced is None:
+        return np.zeros(v.size)
+    kk = traced._id
+    trace.check_lipschitz(kk)
+    resweep = _Resweep(trace, ids, leaf_dirs)
+    groups = resweep.split_at_ties(sorted(t for t in trace.ties if t <= kk))
+    g = resweep.pull(kk, groups)
+    _check_finite(trace, kk, [g])
+    return g[0]
 
 
 def _check_radius(radius) -> float:

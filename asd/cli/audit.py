@@ -4,11 +4,14 @@
 framework it is written in (PyTorch, JAX, TensorFlow, autograd, or plain numpy/asd), runs
 the framework's own autodiff and asd on the *same* program (imported through
 ``asd.frontends`` for PyTorch, JAX and TensorFlow), samples the Clarke set with
-``asd.clarke`` and prints a verdict: the framework's gradient is inside the sampled set,
-outside it, or outside a set that is a single gradient (the function is differentiable there
-and the framework is simply wrong). Exit code 1 when the framework's gradient is outside, 2
-when the target cannot be audited (no such file or function, an operation asd cannot import,
-a bad point).
+``asd.clarke`` and prints a verdict, each only as far as it is proven: ``inside`` (the
+framework's gradient is in the hull of limiting gradients asd found, so it is a Clarke
+subgradient), ``outside`` (it is outside asd's outer enclosure of the Clarke set, printed with
+the separating direction and the margin; "the Clarke set is a single gradient" when the
+enclosure is one point: the function is strictly differentiable there and the framework is
+simply wrong) or ``undetermined`` (the gap between the two, and what would settle it). Exit
+code 0 inside, 1 outside, 3 undetermined, 2 when the target cannot be audited (no such file
+or function, an operation asd cannot import, a bad point).
 
 ``fn`` must be a scalar function of one array. Before anything is imported, `check_target`
 says so by name when it is not: a function of several arguments, one that fails when called
@@ -16,9 +19,9 @@ on the ``--at`` point itself (a point of the wrong shape), one whose value there
 scalar. Those are the causes, and the messages name the fix, instead of whatever error the
 importer would meet further on.
 
-The sample is an inner approximation of the Clarke set (exact in one dimension and for
-piecewise-affine programs once every piece is hit), so "outside" means outside the hull of
-the limiting gradients found; ``--samples`` raises the number of directions.
+The sample is an inner approximation of the Clarke set and the enclosure an outer one
+(`asd.analysis.enclosure`; the set itself on regular programs), so a gradient between them is
+undetermined: ``--samples`` raises the number of directions, which can only move it inside.
 
 ``asd audit --battery`` runs the built-in catalog (``asd.cli.battery``) through every installed
 framework against exact Clarke sets, prints the table and, with ``--write-docs PATH``, writes
@@ -296,20 +299,38 @@ def audit(fn, x: np.ndarray, framework: str | None = None, samples: int = 256,
     elif framework != "numpy":
         framework_grad = fw.gradient(framework, fn, x)
     tol = None if eps is None else eps * max(1.0, float(np.max(np.abs(sample.gradients))))
+    membership = None
     if framework_grad is None:
         status = "no framework gradient (plain numpy function)"
     elif not np.all(np.isfinite(framework_grad)):
         status = "outside (not finite)"
-    elif sample.contains(framework_grad, tol):
-        status = "inside"
-    elif sample.is_singleton or (tol is not None and np.all(  # equal up to rounding
-            np.abs(np.asarray(sample.gradients) - sample.gradients[0]) <= tol)):
-        status = "outside (the Clarke set is a single gradient)"
     else:
-        status = "outside"
-    return {"framework": framework, "x": np.asarray(x, dtype=float), "asd": g,
-            "framework_gradient": framework_grad, "clarke": sample.gradients,
-            "counts": sample.counts, "asd_inside": sample.contains(g, tol), "verdict": status}
+        membership = sample.contains(framework_grad, tol)
+        status = membership.verdict
+        enc = sample.enclosure
+        if status == "outside" and enc is not None and enc.bounded and not enc.kinds:
+            status = "outside (the Clarke set is a single gradient)"
+    report = {"framework": framework, "x": np.asarray(x, dtype=float), "asd": g,
+              "framework_gradient": framework_grad, "clarke": sample.gradients,
+              "counts": sample.counts, "asd_inside": bool(sample.contains(g, tol)),
+              "verdict": status, "enclosure": sample.enclosure}
+    if membership is not None:
+        report.update(margin=membership.margin, direction=membership.direction,
+                      gap=(membership.outer, membership.inner), settle=membership.settle)
+    return report
+
+
+EXIT_CODES = {"inside": 0, "outside": 1, "undetermined": 3}
+"""``asd audit``'s exit status by verdict (2: the target could not be audited)."""
+
+
+def exit_code(verdict: str) -> int:
+    """0 inside (or nothing to judge), 1 outside (certified), 3 undetermined.
+
+    >>> exit_code("outside (the Clarke set is a single gradient)"), exit_code("undetermined")
+    (1, 3)
+    """
+    return EXIT_CODES.get(verdict.split(" ")[0], 0)
 
 
 def _torch_gradient(fn, x: np.ndarray, dtype) -> np.ndarray:
@@ -352,9 +373,23 @@ def _print_audit(report: dict, target: str) -> None:
                       f"({c} directions)")
     if len(grads) > 16:
         console.print(f"      ... {len(grads) - 16} more")
+    enc = report.get("enclosure")
+    if enc is not None:
+        what = ("exact: the program is regular there" if enc.exact else
+                "unbounded: " + "; ".join(enc.unbounded) if enc.unbounded else
+                f"{len(enc.kinds)} factors, {enc.size} points")
+        console.print(f"  outer enclosure        {what}")
     style = "green" if report["verdict"] == "inside" else (
         "red" if report["verdict"].startswith("outside") else "yellow")
     console.print(f"  verdict                [{style}]{report['verdict']}[/{style}]")
+    if report["verdict"].startswith("outside") and report.get("direction") is not None:
+        console.print(f"  separating direction   {np.round(report['direction'], 6).tolist()} "
+                      f"(margin {report['margin']:.3g}: certified)")
+    if report["verdict"] == "undetermined":
+        lower, inner = report["gap"]
+        console.print(f"  gap                    distance to the sampled hull {inner:.3g}, "
+                      f"proven distance to the Clarke set >= {lower:.3g}")
+        console.print(f"  what would settle it   {report['settle']}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -390,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"asd audit: {type(e).__name__}: {e}", file=sys.stderr)
         return 2
     _print_audit(report, args.target)
-    return 1 if report["verdict"].startswith("outside") else 0
+    return exit_code(report["verdict"])
 
 
 def _battery(args) -> int:
@@ -404,9 +439,10 @@ def _battery(args) -> int:
         Path(args.write_docs).parent.mkdir(parents=True, exist_ok=True)
         Path(args.write_docs).write_text(battery.markdown(rows, names), encoding="utf-8")
         print(f"wrote {args.write_docs}")
-    bad = [r for r in rows if not (r.asd_ok and r.sampled_ok)]
+    bad = [r for r in rows if not (r.asd_ok and r.sampled_ok and r.outer_ok)]
     for r in bad:
-        why = r.asd_error or "its subgradient is outside the exact Clarke set"
+        why = r.asd_error or ("its subgradient is outside the exact Clarke set" if not (
+            r.asd_ok and r.sampled_ok) else "its verdict or enclosure contradicts the exact set")
         print(f"asd failed on {r.pattern.name!r}: {why}", file=sys.stderr)
     if bad:
         return 1

@@ -15,7 +15,7 @@ reports.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -218,6 +218,11 @@ class Row:
     sampled_ok: bool
     framework: dict[str, tuple[np.ndarray | None, str]]
     asd_error: str = ""
+    asd_verdicts: dict[str, str] = field(default_factory=dict)
+    """asd's own three-valued verdict on each framework's gradient (`ClarkeSample.contains`)."""
+    outer_ok: bool = True
+    """No vertex of the exact set is certified outside asd's enclosure, and no verdict of asd
+    contradicts the exact set."""
 
 
 def verdict(clarke: Hull | Ball, g) -> str:
@@ -242,6 +247,7 @@ def evaluate(pattern: Pattern, frameworks: list[str], seed: int = 0) -> Row:
     def f(t):
         return pattern.asd_f(t) if pattern.asd_f is not None else pattern.f(o, t)
 
+    sample = None
     try:
         g = np.asarray(asd.subgrad(f, seed=seed)(x), dtype=float)
         sample = asd.clarke(f, n=32, seed=seed)(x)
@@ -252,6 +258,8 @@ def evaluate(pattern: Pattern, frameworks: list[str], seed: int = 0) -> Row:
     else:
         asd_error = ""
         sampled_ok = all(pattern.clarke.contains(s) for s in sample.gradients)
+    outer_ok = sample is not None and (not isinstance(pattern.clarke, Hull) or not any(
+        sample.contains(v) == "outside" for v in pattern.clarke.vertices))
     results: dict[str, tuple[np.ndarray | None, str]] = {}
     for name in frameworks:
         ops = fw.ops(name)
@@ -262,7 +270,16 @@ def evaluate(pattern: Pattern, frameworks: list[str], seed: int = 0) -> Row:
             results[name] = (None, f"error: {type(e).__name__}")
             continue
         results[name] = (fg, verdict(pattern.clarke, fg))
-    return Row(pattern, g, pattern.clarke.contains(g), sampled_ok, results, asd_error)
+    verdicts = {}
+    for name, (fg, status) in results.items():
+        if fg is None or sample is None:
+            continue
+        said = sample.contains(fg).verdict
+        verdicts[name] = said
+        if said != "undetermined" and said != status.split(" ")[0]:
+            outer_ok = False        # asd contradicts the exact set: a battery failure
+    return Row(pattern, g, pattern.clarke.contains(g), sampled_ok, results, asd_error,
+               verdicts, outer_ok)
 
 
 def run(frameworks: list[str] | None = None, seed: int = 0, progress: bool = True
@@ -288,10 +305,12 @@ def run(frameworks: list[str] | None = None, seed: int = 0, progress: bool = Tru
 MARK = {"inside": "✓", "outside": "✗", "outside (singleton)": "✗✗"}
 
 
-def cell(g, status: str) -> str:
+def cell(g, status: str, said: str | None = None) -> str:
+    """The gradient, the exact verdict's mark, and asd's own verdict where it could not
+    decide (``?``: asd's sample and enclosure leave it undetermined)."""
     if g is None:
         return status
-    return f"{_fmt(g)} {MARK.get(status, status)}"
+    return f"{_fmt(g)} {MARK.get(status, status)}" + (" ?" if said == "undetermined" else "")
 
 
 def table_rows(rows: list[Row], frameworks: list[str]) -> tuple[list[str], list[list[str]]]:
@@ -304,7 +323,7 @@ def table_rows(rows: list[Row], frameworks: list[str]) -> tuple[list[str], list[
                     else cell(r.asd, "inside" if r.asd_ok and r.sampled_ok else "outside"))
         body.append([r.pattern.name, r.pattern.formula, _fmt(r.pattern.point),
                      str(r.pattern.clarke), asd_cell]
-                    + [cell(*r.framework[f]) for f in frameworks])
+                    + [cell(*r.framework[f], r.asd_verdicts.get(f)) for f in frameworks])
     return header, body
 
 
@@ -313,6 +332,10 @@ def summary(rows: list[Row], frameworks: list[str]) -> list[str]:
 
     lines = [f"asd: {sum(r.asd_ok and r.sampled_ok for r in rows)}/{len(rows)} inside the "
              "exact Clarke set"]
+    said = [v for r in rows for v in r.asd_verdicts.values()]
+    lines.append(f"asd's own verdicts on the frameworks' gradients: "
+                 f"{sum(v != 'undetermined' for v in said)}/{len(said)} decided, "
+                 f"{sum(not r.outer_ok for r in rows)} contradicting the exact sets")
     for f in frameworks:
         statuses = [r.framework[f][1] for r in rows]
         outside = sum(s.startswith("outside") for s in statuses)
@@ -359,8 +382,10 @@ def markdown(rows: list[Row], frameworks: list[str]) -> str:
         "along a random direction) and each framework's own gradient. "
         "✓ inside the Clarke set; ✗ outside it; ✗✗ outside although the set is a single "
         "gradient (the function is differentiable there and the framework's answer is simply "
-        "wrong). nan is a framework returning NaN. asd computes the projection rows with "
-        "its own `asd.projections.l2_ball` and `asd.projections.box`.",
+        "wrong); ? where asd's own verdict (`asd audit`: its sample inside, its outer "
+        "enclosure outside) leaves the gradient undetermined. nan is a framework returning "
+        "NaN. asd computes the projection rows with its own `asd.projections.l2_ball` and "
+        "`asd.projections.box`.",
         "",
         "| " + " | ".join(header) + " |",
         "|" + "---|" * len(header),

@@ -47,8 +47,14 @@ class Bundle:
 
 
 def proximal_bundle(src, x, *, tol, maxiter, report, u=None, max_size=None,
-                    gamma=None, m_descent=0.1):
+                    gamma=None, m_descent=0.1, certified=None):
     """Run the method from ``x``; ``report(x, fx, nit, info)`` may return True to stop.
+
+    ``certified(x)``: asked when the predicted decrease falls below ``tol``; where it does not
+    hold, the bundle restarts at ``x`` (its cuts from far away may describe another piece
+    of a nonconvex ``f`` than the one at ``x``: issue 26's nonsmooth Rosenbrock stopped at
+    f = 3.11 on such a model) with the weight ``u`` reset, until the certificate holds or
+    ``maxiter`` is reached.
 
     Returns ``(x, fx, nit, message, converged, radius)``, ``radius`` the largest distance
     from ``x`` of a bundle element the final aggregate weighs (a Goldstein radius for it).
@@ -59,9 +65,10 @@ def proximal_bundle(src, x, *, tol, maxiter, report, u=None, max_size=None,
     bundle = Bundle(g, fx - g @ x, max_size)
     if u is None:
         u = max(float(np.linalg.norm(g)), 1e-8)
+    u0 = u
     if gamma is None:
-        gamma = 0.0
-    nit, radius, nulls = 0, 0.0, 0
+        gamma = 0.5
+    nit, radius, nulls, restarts = 0, 0.0, 0, 0
     while True:
         alpha = bundle.errors(x, fx, gamma)
         lam = simplex_qp(bundle.G @ bundle.G.T / u, alpha)
@@ -70,7 +77,17 @@ def proximal_bundle(src, x, *, tol, maxiter, report, u=None, max_size=None,
         v = float(g_agg @ g_agg) / u + a_agg
         radius = float(np.max(bundle.s[lam > 1e-12], initial=0.0))
         if v <= tol * (1.0 + abs(fx)):
-            return x, fx, nit, "the predicted decrease is below tol", True, radius
+            if certified is None or certified(x):
+                return x, fx, nit, "the predicted decrease is below tol", True, radius
+            if restarts >= 25 or (bundle.G.shape[0] == 1 and v <= 1e-30):
+                return (x, fx, nit, "the predicted decrease is below tol, but the "
+                        "certificate does not hold at x", False, radius)
+            # the model says stationary, the certificate does not: drop the cuts, keep x
+            restarts += 1
+            fx, g = src.value_and_grad(x)
+            bundle = Bundle(g, fx - g @ x, max_size)
+            u = max(u0, float(np.linalg.norm(g)), 1e-8)
+            continue
         if nit >= maxiter:
             return x, fx, nit, "maxiter reached", False, radius
         nit += 1
