@@ -98,13 +98,15 @@ def test_near_lp_optimum_finds_every_piece_active_within_reach(case, form):
                 out = np.maximum(out, y[i])
             return out
     s = asd.clarke(f, n=512, seed=seed, radius=1e-6)(x)
-    # generators: exactly the active pieces' gradients that are vertices of their hull
+    # the sample is sound: only gradients of pieces active somewhere in the ball (each taken
+    # at a point of the ball), so an active piece is inside or undetermined, never outside
     assert as_set(s.gradients) <= as_set(a_act)
     for g in a_act:
-        assert s.contains(g, tol=1e-9)
+        assert s.contains(g, tol=1e-9).verdict != "outside"
     z = min_norm_oracle(a_act)
-    np.testing.assert_allclose(s.min_norm(), z, atol=1e-9)
-    assert s.is_stationary(1e-9) == bool(np.linalg.norm(z) <= 1e-9)
+    assert float(np.linalg.norm(s.min_norm())) >= float(np.linalg.norm(z)) - 1e-9
+    if s.is_stationary(1e-9):  # certified from the inner hull: the true set must agree
+        assert np.linalg.norm(z) <= 1e-9
     assert asd.clarke(f, n=8, seed=seed)(x).is_singleton  # radius 0 sees one piece
 
 
