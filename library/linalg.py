@@ -33,6 +33,7 @@ from asd.extend import (
     is_traced,
     read_value,
     record_jump,
+    refuse_where,
     register_alternative,
     register_numpy,
     unbroadcast,
@@ -44,7 +45,9 @@ from .spectral import (
     RayMatrix,
     eigh_ties,
     embed,
+    exact_where,
     limit_bases,
+    repeated,
     squares,
     sym,
     tie_tolerance,
@@ -72,6 +75,22 @@ def _stack_of_squares(a, name: str) -> np.ndarray:
         raise ShapeError(f"{name} needs square matrices in the last two axes, got shape "
                          f"{a.shape}")
     return a
+
+
+def _square_shape(a, name: str) -> tuple:
+    """The shape of a stack of square matrices, checked without reading a value (a traced
+    argument's value may be another library's staged array)."""
+    shape = np.shape(a)
+    if len(shape) < 2 or shape[-1] != shape[-2]:
+        raise ShapeError(f"{name} needs square matrices in the last two axes, got shape "
+                         f"{shape}")
+    return shape
+
+
+def _float_dtype(a, floor) -> np.dtype:
+    """``a``'s floating dtype (at least ``floor``), read without reading its value."""
+    dtype = getattr(a, "dtype", None)
+    return np.result_type(np.asarray(a) if dtype is None else np.dtype(dtype), floor)
 
 
 def _value(x) -> np.ndarray:
@@ -147,7 +166,7 @@ def solve(a, b):
     >>> asd.subgrad(lambda b: np.linalg.solve(A, b).sum())(np.array([1.0, 1.0]))
     array([0.5  , 0.125])
     """
-    _stack_of_squares(_value(a), "solve")
+    _square_shape(a, "solve")
     if np.ndim(b) == 1:
         x = solve_p(a, smooth.reshape(b, (-1, 1)))
         return smooth.reshape(x, np.shape(x)[:-1])
@@ -196,7 +215,7 @@ def matrix_power(a, n: int):
     """
     if isinstance(n, bool) or not isinstance(n, int | np.integer):
         raise TypeError(f"matrix_power: the exponent must be an integer, got {n!r}")
-    shape = _stack_of_squares(_value(a), "matrix_power").shape
+    shape = _square_shape(a, "matrix_power")
     if n == 0:
         return np.broadcast_to(np.eye(shape[-1]), shape).copy()
     base = inv(a) if n < 0 else a
@@ -274,12 +293,10 @@ def logabsdet_rule(xs, dxs):
     """``d log|det A| = <A⁻ᵀ, dA>``; at a singular matrix the value is -inf: refused."""
     A = _stack_of_squares(xs[0], "slogdet")
     sign, ans = np.linalg.slogdet(A)
-    if np.any(sign == 0):
-        raise NonFiniteError(
-            f"slogdet: the matrix of shape {A.shape} is singular, so log|det| = -inf and has "
-            "no derivative there. Regularize (A + eps I) or use np.linalg.det, which is "
-            "differentiable everywhere."
-        )
+    refuse_where(sign == 0, lambda: NonFiniteError(
+        f"slogdet: the matrix of shape {A.shape} is singular, so log|det| = -inf and has "
+        "no derivative there. Regularize (A + eps I) or use np.linalg.det, which is "
+        "differentiable everywhere."))
     G = _mT(np.linalg.inv(A))
     return ans, Closure(lambda t: _sum_last2(G * t), lambda ct: np.asarray(ct)[..., None, None] * G,
                         A.shape, np.shape(ans))
@@ -294,7 +311,7 @@ def slogdet(a):
     array([[ 0.5 ,  0.  ],
            [ 0.  , -0.25]])
     """
-    _stack_of_squares(_value(a), "slogdet")
+    _square_shape(a, "slogdet")
     sign = read_value(a, lambda v: np.linalg.slogdet(np.asarray(v))[0])
     return SlogdetResult(sign, logabsdet_p(a))
 
@@ -304,7 +321,7 @@ def slogdet(a):
 def _triangle(a, uplo: str):
     """The symmetric matrix numpy reads from one triangle of ``a`` (``UPLO``), traced."""
     n = np.shape(a)[-1]
-    ones = np.ones((n, n), np.result_type(_value(a), np.float16))  # float32 stays float32
+    ones = np.ones((n, n), _float_dtype(a, np.float16))  # float32 stays float32
     keep = np.tril(ones) if uplo.upper() == "L" else np.triu(ones)
     strict = keep - np.eye(n, dtype=ones.dtype)
     return smooth.add(smooth.multiply(a, keep),
@@ -372,15 +389,17 @@ def _refuse_householder_jump(A: np.ndarray) -> None:
     tau = np.linalg.qr(A, mode="raw")[1]
     has_tail = np.arange(tau.shape[-1]) < m - 1
     jump = (has_tail & (tau == 0)) | (tau == 1)
-    if np.any(jump):
+
+    def householder_jump():
         cols = np.flatnonzero(np.any(jump.reshape(-1, tau.shape[-1]), axis=0)).tolist()
-        raise NotLipschitzError(
+        return NotLipschitzError(
             f"qr: numpy's Householder QR jumps at this {m}x{n} matrix: column(s) {cols} are "
             "already reduced below the diagonal (or have a zero pivot), and any perturbation "
             "there flips the sign of that column of Q and row of R, so there is no "
             "derivative. The QR with a positive diagonal is smooth at full rank: "
-            "R = np.linalg.cholesky(A.T @ A).T, Q = A @ np.linalg.inv(R)."
-        )
+            "R = np.linalg.cholesky(A.T @ A).T, Q = A @ np.linalg.inv(R).")
+
+    refuse_where(jump, householder_jump)
 
 
 def _qr_impl(A):
@@ -400,13 +419,11 @@ def qr_rule(xs, dxs):
     m, n = A.shape[-2:]
     diag = np.abs(np.diagonal(R, axis1=-2, axis2=-1))
     tol = tie_tolerance(max(m, n), np.max(diag, initial=0.0))
-    if np.any(diag <= tol):
-        raise NotLipschitzError(
-            f"qr: the matrix of shape {A.shape} is rank deficient (|diag R| = "
-            f"{diag.round(12).tolist()}); Q is not determined there and jumps nearby. "
-            "Regularize, or differentiate the singular values (np.linalg.svd with "
-            "compute_uv=False) instead."
-        )
+    refuse_where(diag <= tol, lambda: NotLipschitzError(
+        f"qr: the matrix of shape {A.shape} is rank deficient (|diag R| = "
+        f"{diag.round(12).tolist()}); Q is not determined there and jumps nearby. "
+        "Regularize, or differentiate the singular values (np.linalg.svd with "
+        "compute_uv=False) instead."))
     _refuse_householder_jump(A)
     Ri = np.linalg.inv(R)
     QT, RiT = _mT(Q), _mT(Ri)
@@ -471,14 +488,12 @@ def pinv_rule(xs, dxs, rcond):
     A = _floats(xs[0])
     s = np.linalg.svd(A, compute_uv=False)
     cut = _cutoff(s, rcond)
-    if np.any(s <= cut):
-        raise NotLipschitzError(
-            f"pinv: the matrix of shape {A.shape} has singular values {s.round(12).tolist()} "
-            f"at or below the cutoff rcond * max = {cut.ravel().tolist()}: its rank is not "
-            "full, and pinv jumps where the rank changes (the small singular value's inverse "
-            "appears). Regularize (ridge: solve(AᵀA + eps I, Aᵀ)) or raise rcond above the "
-            "small singular values so that the rank is fixed nearby."
-        )
+    refuse_where(s <= cut, lambda: NotLipschitzError(
+        f"pinv: the matrix of shape {A.shape} has singular values {s.round(12).tolist()} "
+        f"at or below the cutoff rcond * max = {cut.ravel().tolist()}: its rank is not "
+        "full, and pinv jumps where the rank changes (the small singular value's inverse "
+        "appears). Regularize (ridge: solve(AᵀA + eps I, Aᵀ)) or raise rcond above the "
+        "small singular values so that the rank is fixed nearby."))
     P = np.linalg.pinv(A, rcond=rcond)
     m, n = A.shape[-2:]
     PT = _mT(P)
@@ -523,7 +538,7 @@ def lstsq(a, b, rcond=None):
     """
     m, n = np.shape(a)[-2:]
     if rcond is None:
-        rcond = np.finfo(np.result_type(_value(a), np.float64)).eps * max(m, n)
+        rcond = np.finfo(_float_dtype(a, np.float64)).eps * max(m, n)
     vector = np.ndim(b) == 1
     B = smooth.reshape(b, (-1, 1)) if vector else b
     x = smooth.matmul(pinv_p(a, rcond=float(rcond)), B)
@@ -566,13 +581,6 @@ def _labels(values: np.ndarray, tol) -> np.ndarray:
     return np.concatenate([start, np.cumsum(gaps, axis=-1)], axis=-1)
 
 
-def _repeated(values: np.ndarray, tol) -> np.ndarray:
-    """Which of the sorted ``values`` (a stack) share their cluster with another one."""
-    gaps = np.diff(values, axis=-1) <= np.asarray(tol)[..., None]
-    pad = np.zeros(values.shape[:-1] + (1,), bool)
-    return np.concatenate([pad, gaps], axis=-1) | np.concatenate([gaps, pad], axis=-1)
-
-
 def _tolerance(S: np.ndarray, lam: np.ndarray):
     """`eigh_ties`' tolerance for the eigenvalues ``lam`` of ``S`` (0 for a diagonal one)."""
     n = S.shape[-1]
@@ -590,7 +598,7 @@ def _probed(V: np.ndarray, pick: np.ndarray) -> np.ndarray:
     that reads any of them, even times 0, changes and is refused; one that reads none does
     not."""
     pick = np.asarray(pick) != 0
-    return np.where(pick[..., None, :], np.nan, V).astype(V.dtype) if pick.any() else V
+    return np.where(pick[..., None, :], np.nan, V).astype(V.dtype, copy=False)
 
 
 def _eigh_basis_impl(w, S):
@@ -609,15 +617,14 @@ def eigh_basis_rule(xs, dxs):
     refuses an output it reaches unless the output is the same on the selector's other side
     (`_probed`), i.e. reads only the vectors of simple eigenvalues (or none)."""
     w, S = np.asarray(xs[0]), squares(xs[1], "eigh")
-    tied = _repeated(w, _tolerance(S, w))
+    tied = repeated(w, _tolerance(S, w))
     ans = np.zeros(w.shape)
-    if tied.any():
-        record_jump(ans, tied, (np.ones(w.shape),), fix=(
-            f"The eigenvalue(s) {np.unique(np.round(w[tied], 12)).tolist()[:3]} repeat, and "
-            "their eigenvectors are any orthonormal basis of the eigenspace, jumping under "
-            "small perturbations: differentiate functions of the eigenvalues (eigvalsh, "
-            "asd.spectral), of the simple eigenvalues' vectors, or of the projector onto "
-            "the whole eigenspace."))
+    exact_where(tied, lambda: record_jump(ans, tied, (np.ones(w.shape),), fix=(
+        f"The eigenvalue(s) {np.unique(np.round(w[tied], 12)).tolist()[:3]} repeat, and "
+        "their eigenvectors are any orthonormal basis of the eigenspace, jumping under "
+        "small perturbations: differentiate functions of the eigenvalues (eigvalsh, "
+        "asd.spectral), of the simple eigenvalues' vectors, or of the projector onto "
+        "the whole eigenspace.")), lambda: None)
     return ans, None
 
 
@@ -685,27 +692,31 @@ def _real_simple_spectrum(A: np.ndarray, name: str):
     """``numpy.linalg.eig`` of ``A`` where its spectrum is real and simple (the only place
     where real eigenvalues and eigenvectors are differentiable); refused elsewhere."""
     w, V = np.linalg.eig(A)
-    if np.iscomplexobj(w) and np.any(w.imag != 0):
-        bad = w[w.imag != 0]
-        raise UnsupportedError(
-            f"{name}: the matrix of shape {A.shape} has complex eigenvalue(s) "
-            f"{bad.ravel()[:4].tolist()}; asd differentiates real arrays only. Use "
-            "np.linalg.eigh / eigvalsh for a symmetric matrix (its spectrum is real), or "
-            "differentiate a real function of the matrix (np.linalg.det, np.trace).")
+    complex_ = np.imag(w) != 0
+    refuse_where(complex_, lambda: UnsupportedError(
+        f"{name}: the matrix of shape {A.shape} has complex eigenvalue(s) "
+        f"{w[complex_].ravel()[:4].tolist()}; asd differentiates real arrays only. Use "
+        "np.linalg.eigh / eigvalsh for a symmetric matrix (its spectrum is real), or "
+        "differentiate a real function of the matrix (np.linalg.det, np.trace)."))
     w, V = np.real(w), np.real(V)
     n = A.shape[-1]
     cond = np.linalg.cond(V) if n else np.zeros(A.shape[:-2])
     tol = tie_tolerance(n, np.max(np.abs(w), axis=-1, initial=0.0)) * cond
     ws = np.sort(w, axis=-1)
-    if not np.all(np.isfinite(cond)) or np.any(np.diff(ws, axis=-1) <= np.asarray(tol)[..., None]):
-        tied = ws[_repeated(ws, np.where(np.isfinite(cond), tol, np.inf))]
-        raise NotLipschitzError(
+    split = ~np.isfinite(cond) | np.any(np.diff(ws, axis=-1) <= np.asarray(tol)[..., None],
+                                        axis=-1)
+
+    def repeated_eigenvalues():
+        tied = ws[repeated(ws, np.where(np.isfinite(cond), tol, np.inf))]
+        return NotLipschitzError(
             f"{name}: the matrix of shape {A.shape} has the repeated eigenvalue(s) "
             f"{np.unique(tied).tolist()[:4]} (within the rounding of eig, "
             f"{float(np.max(tol)):.2g}); the eigenvalues of a general matrix split like "
             "square roots (or into complex pairs) there, so they are not Lipschitz and have "
             "no derivative. Use np.linalg.eigh / eigvalsh for a symmetric matrix, whose "
             "repeated eigenvalues asd differentiates along the direction.")
+
+    refuse_where(split, repeated_eigenvalues)
     return w, V
 
 
@@ -842,14 +853,13 @@ def svd_basis_rule(xs, dxs):
     s, X = np.asarray(xs[0]), _matrices(xs[1], "svd")
     tol = _svd_tolerance(X, s)
     asc = s[..., ::-1]
-    tied = _repeated(asc, tol)[..., ::-1] | (s <= np.asarray(tol)[..., None])
+    tied = repeated(asc, tol)[..., ::-1] | (s <= np.asarray(tol)[..., None])
     ans = np.zeros(s.shape)
-    if tied.any():
-        record_jump(ans, tied, (np.ones(s.shape),), fix=(
-            f"The singular value(s) {np.unique(np.round(s[tied], 12)).tolist()[:3]} repeat or "
-            "vanish, and their singular vectors jump under small perturbations: "
-            "differentiate functions of the singular values (svdvals, norms) or of the "
-            "simple values' vectors."))
+    exact_where(tied, lambda: record_jump(ans, tied, (np.ones(s.shape),), fix=(
+        f"The singular value(s) {np.unique(np.round(s[tied], 12)).tolist()[:3]} repeat or "
+        "vanish, and their singular vectors jump under small perturbations: "
+        "differentiate functions of the singular values (svdvals, norms) or of the "
+        "simple values' vectors.")), lambda: None)
     return ans, None
 
 

@@ -7,13 +7,18 @@ vector the branch the ray ``δd`` enters gives ``d / ||d||`` for the tangent ``d
 of the norm at the tangent; if ``d = 0`` the exact series along the ray supply the direction
 (0 if the vector stays 0). l1, l-infinity and the induced matrix norms are compositions of
 ``abs``, ``sum`` and ``max``, whose rules already decide every kink.
+
+A zero row is a tie the rule states, not one it tests for: eagerly its tangent and, where that
+is 0, its exact series are read on the host (`exact_where`); in a staged sweep (inside
+``jax.jit``, where ``jnp.linalg.norm`` imports as this norm) the row's first-order term along
+``v``, else ``w1``, … decides as array operations, and a row no direction moves is counted.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from asd.errors import NotLipschitzError, UnsupportedError
+from asd.errors import NotLipschitzError, UndecidedTieError, UnsupportedError
 from asd.extend import (
     Primitive,
     from_host,
@@ -21,6 +26,7 @@ from asd.extend import (
     leading_vector,
     namespace,
     numpy_dtype,
+    refuse_where,
     register_numpy,
     to_host,
 )
@@ -30,6 +36,7 @@ from .linalg import inv, svdvals_p
 from .order import Layout, Ray, amax, amin, normalize_axes
 from .piecewise import absolute
 from .smooth import WeightedSum
+from .spectral import exact_where, lex_tangents, reach, sweep_mode
 
 # ----- p-norms, 1 < p < inf, as one primitive -----
 
@@ -111,18 +118,63 @@ def _pnorm_impl(x, p, axis, keepdims):
 pnorm_p = Primitive("pnorm", _pnorm_impl, array_api=True)
 
 
-def _gradient_at_zero_rows(x, dx, lay: Layout, zero: np.ndarray, p: float, dtype):
-    """The branch gradient of the rows that are exactly 0 (``zero``, on the host): the
-    gradient of the norm at the tangent ``d`` (at ``δd`` the norm is ``δ||d||``), or at the
-    leading term of the exact series where ``d`` is 0 too; host arrays of the rows' layout."""
+def _at_zero_rows(x, dx, lay: Layout, zero, grad, p: float):
+    """``grad`` (the rows' gradients, in the layout) with the branch gradient of the rows
+    that are exactly 0 (``zero``): the gradient of the norm at the row's tangent ``d`` (at
+    ``δd`` the norm is ``δ||d||``), or at the leading term of the exact series where ``d``
+    is 0 too (`_exact_zero_rows`, eagerly). A staged sweep takes ``d`` along ``v`` where it
+    is not 0 (the eager choice, bit for bit) and counts the rows it leaves open
+    (`_staged_zero_rows`)."""
+    mode = sweep_mode(dx)
+    if mode:
+        return _staged_zero_rows(dx, lay, zero, grad, p, mode)
+    return exact_where(zero, lambda: _exact_zero_rows(x, dx, lay, zero, grad, p),
+                       lambda: grad)
+
+
+def _exact_zero_rows(x, dx, lay: Layout, zero, grad, p: float):
+    """The eager zero rows, on host copies (as the maximum's tied rows are): the tangent of
+    those rows only, and the exact series where it is 0 too."""
+    host = is_host(x)
+    dtype = np.result_type(x, np.float16) if host else numpy_dtype(x)
+    zero = np.asarray(to_host(zero))
     need = np.broadcast_to(zero[..., None], lay.outer + (lay.size,))
-    ray = Ray(lay, x, dx)
+    ray = Ray(lay, np.asarray(to_host(x)), dx)
     d = np.where(need, ray.tangent(need), 0.0)
     flat = zero & ~np.any(d, axis=-1)
-    if flat.any():
-        d = _leading_direction(d, flat, ray)
+    d = exact_where(flat, lambda: _leading_direction(d, flat, ray), lambda: d)
     _, at_d = _norm_and_gradient(d.astype(dtype), p)
-    return need, at_d
+    if host:
+        return np.where(need, at_d, grad)
+    return namespace(x).where(from_host(need, x), from_host(at_d, x, "like"), grad)
+
+
+def _staged_zero_rows(dx, lay: Layout, zero, grad, p: float, mode: str):
+    """The zero rows of a staged sweep, as array operations: a probe flags them (its values
+    alone cannot tell the branch); a full sweep takes the gradient at the row's first-order
+    term along ``v``, else along ``w1``, … (the first that is not 0: where it is ``v``'s, the
+    eager choice bit for bit), and counts undecided the rows that no direction moves to first
+    order, unless no input moves them at all (`reach` 0: their cotangent goes nowhere,
+    whatever their gradient)."""
+    def undecided():
+        return UndecidedTieError("pnorm: a zero row with a zero tangent needs its exact series")
+
+    xp = namespace(grad)
+    if mode == "values":
+        refuse_where(zero, undecided)
+        return grad
+    flat = zero
+    for t in lex_tangents(dx):
+        d = xp.astype(lay.to_xp(xp.asarray(t), xp), grad.dtype)
+        moving = flat & xp.any(d != 0, axis=-1)
+        _, at_d = _norm_and_gradient(d, p)
+        grad = xp.where(moving[..., None], at_d, grad)
+        flat = flat & ~moving
+    moves = reach(dx)
+    if moves is not None:
+        flat = flat & xp.any(lay.to_xp(xp.asarray(moves), xp) != 0, axis=-1)
+    refuse_where(flat, undecided)
+    return grad
 
 
 @pnorm_p.defrule
@@ -134,25 +186,19 @@ def pnorm_rule(xs, dxs, p, axis, keepdims):
     dtype = np.result_type(x, np.float16)
     lay = Layout(x.shape, axis)
     value, grad = _norm_and_gradient(lay.to(x), p)
-    zero = value[..., 0] == 0
-    if zero.any():
-        need, at_d = _gradient_at_zero_rows(x, dxs[0], lay, zero, p, dtype)
-        grad = np.where(need, at_d, grad)
+    grad = _at_zero_rows(x, dxs[0], lay, value[..., 0] == 0, grad, p)
     ans = value.reshape(_kept_shape(x.shape, axis, keepdims, lay.outer))
     w = lay.back(grad.astype(dtype, copy=False))
     return ans.astype(dtype, copy=False), WeightedSum(w, axis, keepdims, x.shape, ans.shape)
 
 
 def _pnorm_rule_xp(x, dx, p, axis, keepdims):
-    """The rule on another library's arrays, on their device. A zero row (a tie: the ray
-    decides the branch) is decided on host copies, as the maximum's tied rows are."""
+    """The rule on another library's arrays, on their device (a zero row eagerly on host
+    copies, `_exact_zero_rows`)."""
     xp = namespace(x)
     lay = Layout(tuple(x.shape), axis)
     value, grad = _norm_and_gradient(lay.to_xp(x, xp), p)
-    zero = to_host(value[..., 0] == 0)
-    if zero.any():
-        need, at_d = _gradient_at_zero_rows(to_host(x), dx, lay, zero, p, numpy_dtype(x))
-        grad = xp.where(from_host(need, x), from_host(at_d, x, "like"), grad)
+    grad = _at_zero_rows(x, dx, lay, value[..., 0] == 0, grad, p)
     moved = xp.reshape(grad, lay.outer + lay.inner)
     w = xp.permute_dims(moved, tuple(int(i) for i in np.argsort(lay.perm)))
     ans = xp.reshape(value, _kept_shape(lay.shape, axis, keepdims, lay.outer))

@@ -19,6 +19,14 @@ float comparison decides; at a near-tie the tied quantity is decided exactly alo
 input, `asd.core.ties.input_series`). Only eigenvalue clusters of a non-diagonal matrix (``eigh``
 rounds), the cones' apex and inputs whose series cannot be computed are decided by the
 tolerance, and each such decision is reported (``record_tie_decision("tolerance", count)``).
+
+No rule branches on a tie itself: the orthants and boxes state their bounds to `ray_compare`,
+the halfspace and the l2 ball their constraint to `ray_positive`, and the other sets their
+near-ties to `exact_where` (the exact path above, run eagerly). In a staged sweep
+(`asd.core.staged`) the orthants, boxes, halfspace and l2 ball decide by first order along
+``v, w1, …`` as array operations (the constraint's value and slopes certified exact by
+error-free transformations, `exact_dot`), the eager element wherever ``v`` decides; the other
+sets' near-ties, which need the exact path, are counted undecided.
 Where the ray stays on a kink to every order, the rule takes the side "inside the set"
 (identity on that piece), the ``>=`` side of DESIGN.md. Every choice is a limit of Jacobians at
 nearby points, so it is an element of the Clarke Jacobian, symmetric with eigenvalues in [0, 1].
@@ -37,7 +45,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from asd.errors import ASDError, ShapeError, UnsupportedError
+from asd.errors import ASDError, ShapeError, UndecidedTieError, UnsupportedError
 from asd.extend import (
     Closure,
     Diagonal,
@@ -52,8 +60,9 @@ from asd.extend import (
     input_series,
     leading_vector,
     line,
+    ray_compare,
     record_tie_decision,
-    tie_sign,
+    refuse_where,
 )
 
 from .spectral import (
@@ -62,9 +71,13 @@ from .spectral import (
     clusters,
     eigh_ties,
     embed,
+    exact_where,
     gradient_map,
+    lex_tangents,
     limit_eigh,
     pow2_scale,
+    reach,
+    sweep_mode,
     sym,
     tie_tolerance,
     vnorm,
@@ -220,6 +233,122 @@ def _signs(series: np.ndarray) -> np.ndarray:
                      for e in np.ravel(series)], dtype=np.int8).reshape(np.shape(series))
 
 
+# ----- one scalar switching quantity along the ray, eager or staged -----
+
+_SPLIT = 134217729.0  # 2**27 + 1: Dekker's splitter for float64
+_EXACT_RANGE = 2.0 ** 480  # products of split halves stay normal, sums finite, inside it
+EPS = float(np.finfo(float).eps)
+TINY = float(np.finfo(float).smallest_subnormal)
+
+
+def _product_error(a: np.ndarray, b: np.ndarray, p: np.ndarray) -> np.ndarray:
+    """``a * b - fl(a * b)``, exactly (Dekker's product, no fused multiply-add needed)."""
+    def split(v):
+        c = _SPLIT * v
+        hi = c - (c - v)
+        return hi, v - hi
+
+    ah, al = split(a)
+    bh, bl = split(b)
+    return ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _in_exact_range(v: np.ndarray) -> np.ndarray:
+    """Every entry 0 or of a size where Dekker's split is exact (no overflow, no underflow)."""
+    size = np.abs(v)
+    return np.all((v == 0) | ((size <= _EXACT_RANGE) & (size >= 1 / _EXACT_RANGE)))
+
+
+def exact_dot(u, w) -> tuple[np.ndarray, np.ndarray]:
+    """``fl(Σ u_i w_i)`` (a sequential sum) and whether it is the exact value: every product
+    and every partial sum certified exact by error-free transformations (Dekker's product,
+    Knuth's sum), as arrays. The filter a staged sweep reads a switching quantity's sign by
+    where its float value is within rounding of 0 (eagerly the exact rationals do)."""
+    u, w = (np.asarray(a, dtype=float).reshape(-1) for a in (u, w))
+    with np.errstate(all="ignore"):
+        p = u * w
+        sums = np.cumsum(p)
+        prev, nxt = sums[:-1], p[1:]
+        step = prev + nxt
+        bb = step - prev
+        sum_error = (prev - (step - bb)) + (nxt - bb)
+        exact = _in_exact_range(u) & _in_exact_range(w) & np.all(_product_error(u, w, p) == 0) \
+            & np.all(step == sums[1:]) & np.all(sum_error == 0)
+    return (sums[-1] if sums.size else np.float64(0.0)), exact
+
+
+def certain_sign(u, d) -> tuple[np.ndarray, np.ndarray]:
+    """``fl(Σ u_i d_i)`` and whether its sign is the exact sum's: its size beats the bound
+    ``γ Σ|u_i d_i|`` on the rounding of a float dot product (plus what underflow can lose)."""
+    u, d = (np.asarray(a, dtype=float).reshape(-1) for a in (u, d))
+    n = u.size
+    with np.errstate(all="ignore"):
+        s = np.sum(u * d)
+        bound = 2.0 * (n + 2) * EPS * np.sum(np.abs(u * d)) + (n + 2) * TINY
+    return s, np.isfinite(s) & (np.abs(s) > bound)
+
+
+def slopes(u, dx) -> list[tuple]:
+    """``(s, certain, zero)`` of ``s = <u, ẋ>`` along each of ``v, w1, …`` (`lex_tangents`):
+    whether its float sign is the exact one, and whether it is certified exactly 0."""
+    out = []
+    for t in lex_tangents(dx):
+        s, certain = certain_sign(u, t)
+        total, exact = exact_dot(u, t)
+        out.append((s, certain, exact & (total == 0)))
+    return out
+
+
+def ray_positive(value, near, dx, exact: Callable[[], object], staged_keys: Callable[[], tuple],
+                 name: str) -> np.ndarray:
+    """Whether a scalar switching quantity ``h`` of the input (its float ``value``) is positive
+    along the ray, as a 0-d bool array; ``near`` says its float value is within rounding of 0.
+
+    Clear of the tie the value decides. At a near-tie an eager sweep decides exactly
+    (``exact()``: `ray_signs`, the line's rationals and then the input's series); a staged one
+    reads ``staged_keys() -> (h0, h0_exact, slopes)`` (`slopes` of ``h`` along ``v, w1, …``):
+    the value where it is certified exact and nonzero (as the eager rationals decide), else
+    where ``h`` is certified 0 the first slope whose sign is certain, every one before it
+    certified 0 (first order along ``v``: the eager decision; along a later direction: the
+    lexicographic first-order element, as `ray_compare` decides staged), and counts the rest
+    undecided (unless no input moves to first order)."""
+    side = np.asarray(value > 0)
+    mode = sweep_mode(dx)
+
+    def undecided():
+        return UndecidedTieError(f"projections.{name}: a near-tie first order cannot decide")
+
+    if not mode:
+        return exact_where(near, lambda: np.asarray(exact()), lambda: side)
+    if mode == "values":
+        refuse_where(near, undecided)
+        return side
+    h0, h0_exact, levels = staged_keys()
+    decided = h0_exact & (h0 != 0)
+    key = h0 > 0
+    open_ = h0_exact & (h0 == 0)  # still tied: read the next slope
+    for s, certain, zero in levels:
+        key = np.where(open_ & certain, s > 0, key)
+        decided = decided | (open_ & certain)
+        open_ = open_ & zero
+    side = np.where(near & decided, key, side)
+    open_ = near & ~decided
+    moves = reach(dx)
+    if moves is not None:
+        open_ = open_ & np.any(np.asarray(moves) != 0)
+    refuse_where(open_, undecided)
+    return np.asarray(side)
+
+
+def _select(side, project: Callable, shape: tuple) -> Closure:
+    """The self-adjoint map ``t -> project(t)`` where ``side`` holds, else the identity (a
+    projection's two pieces, the side chosen by the sweep: no branch on it)."""
+    def select_push(t):
+        return np.where(side, project(t), t)
+
+    return _symmetric(select_push, shape)
+
+
 # ----- trivial sets: {0} and the whole space -----
 
 zeros_p = Primitive("proj_zeros", lambda x: np.zeros_like(_floats(x)))
@@ -245,13 +374,18 @@ def reals_rule(xs, dxs):
 nonneg_p = Primitive("proj_nonneg", lambda x: np.maximum(_floats(x), 0))
 
 
+def _side(a, da, b, db, sign: int) -> np.ndarray:
+    """Where ``a - b`` has the sign ``sign`` or is tied at 0 along the ray (`ray_compare`:
+    values, then the tie contract), and neither is NaN (a NaN entry takes neither side)."""
+    s = ray_compare(a, da, b, db)
+    with np.errstate(invalid="ignore"):
+        return ((s == sign) | ((s == 0) & (a == b))).astype(bool, copy=False)
+
+
 @nonneg_p.defrule
 def nonneg_rule(xs, dxs):
     x = _floats(xs[0])
-    slope = np.asarray(x > 0)
-    tie = x == 0
-    if tie.any():
-        slope[tie] = tie_sign(x, dxs[0], 0.0, None, tie) >= 0
+    slope = _side(x, dxs[0], 0.0, None, 1)
     return np.maximum(x, 0), Diagonal(slope.astype(x.dtype), x.shape)
 
 
@@ -261,17 +395,14 @@ nonpos_p = Primitive("proj_nonpos", lambda x: np.minimum(_floats(x), 0))
 @nonpos_p.defrule
 def nonpos_rule(xs, dxs):
     x = _floats(xs[0])
-    slope = np.asarray(x < 0)
-    tie = x == 0
-    if tie.any():
-        slope[tie] = tie_sign(x, dxs[0], 0.0, None, tie) <= 0
+    slope = _side(x, dxs[0], 0.0, None, -1)
     return np.minimum(x, 0), Diagonal(slope.astype(x.dtype), x.shape)
 
 
 def _check_box(lo, hi, name: str) -> None:
-    if np.any(np.asarray(lo) > np.asarray(hi)):
-        raise ASDError(f"projections.{name}: some lower bound exceeds its upper bound, so the "
-                       "box is empty; pass lo <= hi elementwise")
+    refuse_where(np.asarray(lo) > np.asarray(hi), lambda: ASDError(
+        f"projections.{name}: some lower bound exceeds its upper bound, so the box is empty; "
+        "pass lo <= hi elementwise"))
 
 
 def _box_impl(x, lo, hi):
@@ -283,18 +414,13 @@ def box_pieces(x, lo, hi, dxs) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Masks ``(inside, at_lo, at_hi)`` of the piece the ray enters, in the output's shape.
 
     A tie ``x == lo`` follows the sign of ``x - lo`` along the ray (inside when >= 0; tangents
-    first, then exact series, `tie_sign`), ``x == hi`` that of ``hi - x``; a degenerate box
-    ``lo == hi`` is the constant ``lo``.
+    first, then exact series: `ray_compare`), ``x == hi`` that of ``hi - x``; a degenerate
+    box ``lo == hi`` is the constant ``lo``.
     """
     out = np.broadcast_shapes(np.shape(x), np.shape(lo), np.shape(hi))
-    xb, lob, hib = (np.broadcast_to(v, out) for v in (x, lo, hi))
-    above = np.array(xb > lob)
-    below = np.array(xb < hib)
-    t_lo, t_hi = xb == lob, xb == hib
-    if t_lo.any():
-        above[t_lo] = tie_sign(x, dxs[0], lo, dxs[1], t_lo) >= 0
-    if t_hi.any():
-        below[t_hi] = tie_sign(hi, dxs[2], x, dxs[0], t_hi) >= 0
+    lob, hib = np.broadcast_to(lo, out), np.broadcast_to(hi, out)
+    above = np.broadcast_to(_side(x, dxs[0], lo, dxs[1], 1), out)
+    below = np.broadcast_to(_side(hi, dxs[2], x, dxs[0], 1), out)
     flat = lob == hib
     inside = above & below & ~flat
     at_lo = (~above & ~flat) | flat
@@ -381,12 +507,17 @@ def halfspace_rule(xs, dxs):
     _static("halfspace", dxs[1:], ("a", "b"))
     a, nrm = _normal(xs[1], x, "halfspace")
     b = float(xs[2])
-    h = float(np.sum(a * x)) - b
-    if abs(h) > tie_tolerance(x.size, float(np.sum(np.abs(a * x))) + abs(b)):
-        project = h > 0
-    else:
-        project = ray_signs(x, dxs[0], lambda s: np.sum(a * s) - b, 1) > 0
-    lin = _rank_one_map(a / nrm, 1.0, x.shape) if project else identity(x.shape)
+    h = np.sum(a * x) - b
+    near = np.abs(h) <= tie_tolerance(x.size, np.sum(np.abs(a * x)) + abs(b))
+
+    def halfspace_keys():
+        h0, h0_exact = exact_dot(np.append(a, -b), np.append(x, 1.0))
+        return h0, h0_exact, slopes(a, dxs[0])
+
+    project = ray_positive(h, near, dxs[0],
+                           lambda: ray_signs(x, dxs[0], lambda s: np.sum(a * s) - b, 1) > 0,
+                           halfspace_keys, "halfspace")
+    lin = _select(project, _rank_one_map(a / nrm, 1.0, x.shape), x.shape)
     return _halfspace_impl(x, a, b), FanIn(lin, None, None)
 
 
@@ -395,21 +526,28 @@ def halfspace_rule(xs, dxs):
 def _l2_impl(x, r):
     x, r = _floats(x), _radius(r, "l2_ball")
     nrm = vnorm(x)
-    return x * (r / nrm) if nrm > r else x.copy()
+    return np.where(nrm > r, x * (r / max(nrm, r)), x)
 
 
 l2_ball_p = Primitive("proj_l2_ball", _l2_impl)
 
 
-def l2_leaves(x: np.ndarray, r: float, dx) -> bool:
-    """Whether the ray leaves the ball: ``h = ||x||² - r²`` positive along it. The float norm
-    decides only when it is clear of ``r`` by more than its rounding; otherwise the exact
-    series of ``h`` does (a tangent to the sphere leaves at second order, a curved input may
-    not)."""
+def l2_leaves(x: np.ndarray, r: float, dx) -> np.ndarray:
+    """Whether the ray leaves the ball (a 0-d bool array): ``h = ||x||² - r²`` positive
+    along it. The float norm decides only when it is clear of ``r`` by more than its
+    rounding; otherwise the exact series of ``h`` does (a tangent to the sphere leaves at
+    second order, a curved input may not), or in a staged sweep the exact value and then
+    the first-order slope ``2<x, ẋ>`` where they are certain (`ray_positive`)."""
     nrm = vnorm(x)
-    if abs(nrm - r) > tie_tolerance(x.size, max(nrm, r)):
-        return nrm > r
-    return bool(ray_signs(x, dx, lambda s: np.sum(s * s) - Fraction(r) ** 2, 1) > 0)
+    near = np.abs(nrm - r) <= tie_tolerance(x.size, max(nrm, r))
+
+    def l2_keys():
+        h0, h0_exact = exact_dot(np.append(x, -r), np.append(x, r))
+        return h0, h0_exact, slopes(x, dx)
+
+    return ray_positive(np.asarray(nrm - r), near, dx,
+                        lambda: ray_signs(x, dx, lambda s: np.sum(s * s) - Fraction(r) ** 2, 1)
+                        > 0, l2_keys, "l2_ball")
 
 
 @l2_ball_p.defrule
@@ -418,11 +556,10 @@ def l2_ball_rule(xs, dxs):
     _static("l2_ball", dxs[1:], ("radius",))
     if r == 0:
         return np.zeros_like(x), FanIn(Zero(x.shape, x.shape), None)
-    if not l2_leaves(x, r, dxs[0]):
-        return x.copy(), FanIn(identity(x.shape), None)
-    nrm = vnorm(x)
-    return x * (r / nrm) if nrm > r else x.copy(), FanIn(
-        _rank_one_map(x / nrm, min(r / nrm, 1.0), x.shape), None)
+    nrm = np.where(vnorm(x) > 0, vnorm(x), 1.0)  # 1 where x = 0: inside, never projected
+    leaves = l2_leaves(x, r, dxs[0])
+    scaled = _rank_one_map(x / nrm, np.minimum(r / nrm, 1.0), x.shape)
+    return _l2_impl(x, r), FanIn(_select(leaves, scaled, x.shape), None)
 
 
 # ----- simplex, standard simplex, l1 ball (soft thresholds with a sum constraint) -----
@@ -453,12 +590,14 @@ def simplex_rule(xs, dxs):
     h = u - tau
     tol = tie_tolerance(u.size, max(float(np.max(np.abs(u))), r))
     active, tied = h > tol, np.abs(h) <= tol
-    if tied.any():
-        def simplex_tied(s):
-            s = s.reshape(-1)
-            return s - threshold(s, r)
 
-        active = ray_signs(x, dxs[0], simplex_tied, int(np.count_nonzero(tied))) >= 0
+    def simplex_tied(s):
+        s = s.reshape(-1)
+        return s - threshold(s, r)
+
+    active = exact_where(
+        tied, lambda: ray_signs(x, dxs[0], simplex_tied, int(np.count_nonzero(tied))) >= 0,
+        lambda: active)
     return np.maximum(x - tau, 0), FanIn(_active_map(active, None, x.shape), None)
 
 
@@ -488,16 +627,19 @@ def standard_simplex_rule(xs, dxs):
     tau = threshold(u, r) if coupled else 0.0
     h = u - tau
     tied = np.abs(h) <= tol
-    active = h > 0
-    if tied.any() or abs(excess) <= tol:
-        def standard_simplex_tied(s):
-            s = s.reshape(-1)
-            excess = np.sum(np.maximum(s, 0)) - r
-            rest = s - threshold(s, r) if excess > 0 else s
-            return np.concatenate([[excess], rest])
 
+    def standard_simplex_tied(s):
+        s = s.reshape(-1)
+        excess = np.sum(np.maximum(s, 0)) - r
+        rest = s - threshold(s, r) if excess > 0 else s
+        return np.concatenate([[excess], rest])
+
+    def standard_simplex_exact():
         signs = ray_signs(x, dxs[0], standard_simplex_tied, max(int(np.count_nonzero(tied)), 1))
-        coupled, active = signs[0] > 0, signs[1:] >= 0
+        return signs[0] > 0, signs[1:] >= 0
+
+    coupled, active = exact_where(np.append(tied, abs(excess) <= tol), standard_simplex_exact,
+                                  lambda: (coupled, h > 0))
     ans = np.maximum(x - tau, 0)
     lin = _active_map(active, None, x.shape) if coupled else Diagonal(
         active.reshape(x.shape).astype(float), x.shape)
@@ -536,18 +678,21 @@ def l1_ball_rule(xs, dxs):
     tau = threshold(a, r) if excess > 0 else 0.0
     h = a - tau
     tied = np.abs(h) <= tol
-    active, signs = h > 0, np.sign(u)
-    if tied.any() or excess <= tol:
-        def l1_tied(s):
-            s = s.reshape(-1)
-            a = np.abs(s)
-            return np.concatenate([[np.sum(a) - r], s, a - threshold(a, r)])
 
+    def l1_tied(s):
+        s = s.reshape(-1)
+        a = np.abs(s)
+        return np.concatenate([[np.sum(a) - r], s, a - threshold(a, r)])
+
+    def l1_exact():
         out = ray_signs(x, dxs[0], l1_tied, max(int(np.count_nonzero(tied)), 1))
         if out[0] <= 0:  # the ray stays in the ball
             return ans, FanIn(identity(x.shape), None)
         signs, active = out[1:u.size + 1].astype(float), out[u.size + 1:] >= 0
-    return ans, FanIn(_active_map(active, signs, x.shape), None)
+        return ans, FanIn(_active_map(active, signs, x.shape), None)
+
+    return exact_where(np.append(tied, excess <= tol), l1_exact, lambda: (
+        ans, FanIn(_active_map(h > 0, np.sign(u), x.shape), None)))
 
 
 # ----- second-order cones -----
@@ -599,17 +744,31 @@ def soc_jacobian(x: np.ndarray, tangent: Callable[[], np.ndarray], ray_h: Callab
     the exact series of the input (`ray_signs`), so a tangent to the boundary (which leaves
     at second order) and a curved input are both decided exactly. At the apex the projection
     is positively homogeneous, so the Jacobian at ``δd`` is the one at ``d`` (itself resolved
-    along ``d``, first order only: reported as a tolerance decision).
+    along ``d``, first order only: reported as a tolerance decision). Those are decided on
+    the host (`exact_where`); a staged sweep takes the region the values give and counts them.
     """
     t, z = float(x[0]), x[1:]
     nz = vnorm(z)
     tol = tie_tolerance(x.size, max(abs(t), nz))
-    if nz - abs(t) > tol:
+    near = (nz - abs(t) <= tol) & (t - nz <= tol) & (-t - nz <= tol)
+    return exact_where(near, lambda: _soc_tied(x, tangent, ray_h, depth),
+                       lambda: _soc_region(t, z, nz))
+
+
+def _soc_region(t: float, z: np.ndarray, nz: float) -> Callable:
+    """The push of the region ``(t, z)`` lies in by its values (the cone's side at a tie)."""
+    if nz > abs(t):
         return _soc_between(z / nz, (t + nz) / (2 * nz), t / (2 * nz))
-    if t - nz > tol:
-        return _soc_identity
-    if -t - nz > tol:
-        return _soc_zero
+    return _soc_identity if t >= 0 else _soc_zero
+
+
+def _soc_tied(x: np.ndarray, tangent: Callable[[], np.ndarray], ray_h: Callable[[], int],
+              depth: int) -> Callable:
+    """`soc_jacobian` on the boundary of the cone or of its polar, or at the apex: the exact
+    path (the sign of ``h`` along the ray, the apex's direction), run eagerly."""
+    t, z = float(x[0]), x[1:]
+    nz = vnorm(z)
+    tol = tie_tolerance(x.size, max(abs(t), nz))
     if nz <= tol and abs(t) <= tol:
         d = np.asarray(tangent(), dtype=float).reshape(x.shape)
         if depth or not np.any(d):
@@ -738,13 +897,17 @@ def psd_levels(X: np.ndarray, dx):
     """
     lam, V, tol = eigh_ties(sym(X))
     null = np.abs(lam) <= tol
-    if not null.any():  # no kink: the eigenvalues alone decide
-        return lam, V, lam[None], np.array([tol]), null
-    labels = clusters(lam, tol)
-    refine = np.zeros(labels[-1] + 1, bool)
-    refine[labels[null]] = True
-    V, levels, tols = limit_eigh(lam, V, RayMatrix(X, dx, sym), refine, tol=tol, signs=True)
-    return lam, V, levels, tols, levels[0] == 0
+
+    def psd_refined():
+        labels = clusters(lam, tol)
+        refine = np.zeros(labels[-1] + 1, bool)
+        refine[labels[null]] = True
+        V_, levels, tols = limit_eigh(lam, V, RayMatrix(X, dx, sym), refine, tol=tol,
+                                      signs=True)
+        return lam, V_, levels, tols, levels[0] == 0
+
+    # without a kink the eigenvalues alone decide
+    return exact_where(null, psd_refined, lambda: (lam, V, lam[None], np.array([tol]), null))
 
 
 @psd_p.defrule
@@ -818,7 +981,6 @@ def nuclear_ball_rule(xs, dxs):
     if r == 0:
         return np.zeros_like(X), FanIn(Zero(X.shape, X.shape), None)
     lam, V, tol = eigh_ties(embed(X))
-    N = lam.size
     a = np.abs(lam)
     excess = float(a.sum()) - 2 * r
     if excess < -tol:
@@ -828,17 +990,28 @@ def nuclear_ball_rule(xs, dxs):
     ans = X.copy() if boundary else ((V * (np.sign(lam) * np.maximum(a - tau, 0))) @ V.T)[:m, m:]
     h = a - tau
     active, tied = h > tol, np.abs(h) <= tol
-    signs, levels, taus, tols = np.sign(lam), lam[None], np.array([tau]), np.array([tol])
-    if tied.any() or boundary:
+
+    def nuclear_exact():
         record_tie_decision("tolerance", int(np.count_nonzero(tied)))
         snapped = np.where(tied, np.sign(lam) * tau, lam)
-        V, levels, tols = limit_eigh(snapped, V, RayMatrix(X, dxs[0], embed),
-                                     np.ones(clusters(snapped, tol)[-1] + 1, bool), tol=tol,
-                                     signs=True, full=True)
+        V_, levels, tols = limit_eigh(snapped, V, RayMatrix(X, dxs[0], embed),
+                                      np.ones(clusters(snapped, tol)[-1] + 1, bool), tol=tol,
+                                      signs=True, full=True)
         signs = _lex_sign(levels, tols)
-        taus, active = _threshold_levels(signs * levels, tau, active, tied, tols, boundary)
+        taus, active_ = _threshold_levels(signs * levels, tau, active, tied, tols, boundary)
         if taus is None:  # the ray stays in the ball
             return X.copy(), FanIn(identity(X.shape), None)
+        return _nuclear_map(X, ans, V_, levels, tols, signs, taus, active_)
+
+    return exact_where(np.append(tied, boundary), nuclear_exact, lambda: _nuclear_map(
+        X, ans, V, lam[None], np.array([tol]), np.sign(lam), np.array([tau]), active))
+
+
+def _nuclear_map(X: np.ndarray, ans: np.ndarray, V: np.ndarray, levels: np.ndarray,
+                 tols: np.ndarray, signs: np.ndarray, taus: np.ndarray, active: np.ndarray):
+    """The projection and its Jacobian, from the embedding's eigen-analysis along the ray
+    (the l1 threshold's soft-thresholding of the eigenvalues, `divided_differences`)."""
+    m, N = X.shape[0], V.shape[0]
     act = active.astype(float)
     g = act * (levels - signs * taus[:, None])
     gamma = divided_differences(levels, g, tols, active)
@@ -1033,10 +1206,9 @@ def distance_rule(xs, dxs, set):
     proj_map = lin.maps[0] if isinstance(lin, FanIn) else lin
     res = x - ans
     dist = vnorm(res)
-    if dist > tie_tolerance(x.size, vnorm(x) + vnorm(ans)):
-        g = res / dist
-    else:
-        g = _escape(set, x, tuple(xs[1:]), dxs[0], proj_map)
+    on_set = np.asarray(dist <= tie_tolerance(x.size, vnorm(x) + vnorm(ans)))
+    g = exact_where(on_set, lambda: _escape(set, x, tuple(xs[1:]), dxs[0], proj_map),
+                    lambda: res / np.where(dist > 0, dist, 1.0))
     return np.asarray(dist), FanIn(gradient_map(g, x.shape), *([None] * (len(xs) - 1)))
 
 

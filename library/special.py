@@ -51,10 +51,11 @@ from asd.extend import (
     is_traced,
     kernel,
     namespace,
+    ray_compare,
     read_value,
+    refuse_where,
     register_kernel,
     register_numpy,
-    tie_sign,
 )
 
 from . import smooth
@@ -77,30 +78,29 @@ def _poles(name: str, *args) -> None:
     for x in args:
         x = np.asarray(x)
         bad = (x <= 0) & (x == np.floor(x))
-        if bad.any():
-            raise NonFiniteError(
-                f"{name} has a pole at the nonpositive integers and {int(bad.sum())} input "
-                f"entries sit there (e.g. {_examples(x, bad=bad)}); its value and slope are "
-                "infinite there. Keep the argument away from 0, -1, -2, ...")
+        refuse_where(bad, lambda x=x, bad=bad: NonFiniteError(
+            f"{name} has a pole at the nonpositive integers and {int(bad.sum())} input "
+            f"entries sit there (e.g. {_examples(x, bad=bad)}); its value and slope are "
+            "infinite there. Keep the argument away from 0, -1, -2, ..."))
 
 
 def _finite(name: str, ans, slopes, inputs, domain: str) -> None:
     """NonFiniteError where the value is not finite, NotLipschitzError where only a slope is."""
     ans = np.asarray(ans)
+
+    def inputs_there():
+        return [np.broadcast_to(np.asarray(x), ans.shape) for x in inputs]
+
     bad = ~np.isfinite(ans)
-    if bad.any():
-        ins = [np.broadcast_to(np.asarray(x), ans.shape) for x in inputs]
-        raise NonFiniteError(
-            f"{name} is not finite at {int(bad.sum())} entries (inputs there: "
-            f"{_examples(*ins, bad=bad)}): outside its domain, at a pole or overflowing. "
-            f"{domain}")
+    refuse_where(bad, lambda: NonFiniteError(
+        f"{name} is not finite at {int(bad.sum())} entries (inputs there: "
+        f"{_examples(*inputs_there(), bad=bad)}): outside its domain, at a pole or "
+        f"overflowing. {domain}"))
     for d in slopes:
         bad = ~np.isfinite(np.broadcast_to(d, ans.shape))
-        if bad.any():
-            ins = [np.broadcast_to(np.asarray(x), ans.shape) for x in inputs]
-            raise NotLipschitzError(
-                f"{name} has an infinite slope at {int(bad.sum())} entries (inputs there: "
-                f"{_examples(*ins, bad=bad)}), so it is not Lipschitz there. {domain}")
+        refuse_where(bad, lambda bad=bad: NotLipschitzError(
+            f"{name} has an infinite slope at {int(bad.sum())} entries (inputs there: "
+            f"{_examples(*inputs_there(), bad=bad)}), so it is not Lipschitz there. {domain}"))
 
 
 def _like(d, ans) -> np.ndarray:
@@ -257,13 +257,14 @@ def _defbinary(name: str, impl, partials, domain: str, check=None) -> Primitive:
 
 def _beta_check(name, a, b, dxs):
     _poles(name, a, b)
+    if name != "beta":
+        return
     s = np.asarray(a + b)
     bad = (s <= 0) & (s == np.floor(s))
-    if name == "beta" and bad.any():
-        raise UnsupportedError(
-            f"beta(a, b) where a + b is a nonpositive integer ({int(bad.sum())} entries): the "
-            "value is 0 and its derivative a limit of 0 * infinity that asd does not evaluate. "
-            "Keep a + b away from 0, -1, -2, ...")
+    refuse_where(bad, lambda: UnsupportedError(
+        f"beta(a, b) where a + b is a nonpositive integer ({int(bad.sum())} entries): the "
+        "value is 0 and its derivative a limit of 0 * infinity that asd does not evaluate. "
+        "Keep a + b away from 0, -1, -2, ..."))
 
 
 def _beta_partials(a, b, ans):
@@ -289,11 +290,10 @@ def _xlog_check(shift: float, what: str):
         out = np.broadcast_shapes(x.shape, y.shape)
         xb, yb = np.broadcast_to(x, out), np.broadcast_to(y, out)
         bad = (xb == 0) & (shift + yb == 0)
-        if bad.any():
-            raise NotLipschitzError(
-                f"{name}(x, y) at x = 0, {what} ({int(bad.sum())} entries): x * log({what[:-4]}) "
-                "takes every value near that point (it is 0 there but -inf for x > 0), so it "
-                f"is not continuous. Keep {what[:-4]} > 0 where x moves, or make x a constant.")
+        refuse_where(bad, lambda: NotLipschitzError(
+            f"{name}(x, y) at x = 0, {what} ({int(bad.sum())} entries): x * log({what[:-4]}) "
+            "takes every value near that point (it is 0 there but -inf for x > 0), so it "
+            f"is not continuous. Keep {what[:-4]} > 0 where x moves, or make x a constant."))
     return check
 
 
@@ -316,12 +316,14 @@ xlog1py_p = _defbinary("xlog1py", sc.xlog1py, _xlog1py_partials,
 # ----- integrals in their integration variable, the parameters constant -----
 
 def _constant_parameters(name: str, what: str, dxs) -> None:
-    """Refuse a traced parameter: only the integration variable (the last input) may move."""
-    if not all(getattr(dp, "is_zero", False) for dp in dxs[:-1]):
-        raise UnsupportedError(
-            f"{name} with a traced {what}: asd has no closed-form derivative in {what} "
-            f"(only in the integration variable). Pass {what} as a constant (a plain "
-            "array, or asd.stop_gradient of it).")
+    """Refuse a traced parameter: only the integration variable (the last input) may move
+    (which inputs move is known when the program is traced, not a value)."""
+    for dp in dxs[:-1]:
+        if not getattr(dp, "is_zero", False):
+            raise UnsupportedError(
+                f"{name} with a traced {what}: asd has no closed-form derivative in {what} "
+                f"(only in the integration variable). Pass {what} as a constant (a plain "
+                "array, or asd.stop_gradient of it).")
 
 
 def _defintegral(name: str, impl, density, what: str, domain: str) -> Primitive:
@@ -381,26 +383,32 @@ stdtr_p = _defintegral("stdtr", sc.stdtr, _t_density, "df", "stdtr(df, t) needs 
 
 def _edge_slope(name: str, ps, z, dz, edge: float, inward: int, density, d, out):
     """``d`` with the one-sided slopes at the entries of ``z`` sitting on ``edge``: the density
-    there when the ray enters the support (``inward`` is its side of ``edge``), else 0."""
-    tie = z == edge
-    if not tie.any():
-        return d
+    there when the ray enters the support (``inward`` is its side of ``edge``), else 0.
+
+    The switching quantity is ``z - edge``, stated to `ray_compare` only where the density at
+    the edge is finite and nonzero (a kink): where it vanishes both sides have slope 0 and
+    there is nothing to decide; where it is infinite the point is refused."""
+    at = np.broadcast_to(z == edge, out)
     with np.errstate(all="ignore"):
         rate = np.broadcast_to(density(*ps, np.float64(edge)), out)
-    at = np.broadcast_to(tie, out)
     bad = at & ~np.isfinite(rate)
-    if bad.any():
+
+    def infinite_density():
         ins = [np.broadcast_to(x, out) for x in (*ps, z)]
-        raise NotLipschitzError(
+        return NotLipschitzError(
             f"{name} at the support's edge z = {edge:g}, where the density is infinite "
             f"({int(bad.sum())} entries; parameters and z there: {_examples(*ins, bad=bad)}): "
             "the cdf has an infinite slope there, so it is not Lipschitz. Keep the point off "
             "the edge, or use a shape parameter >= 1.")
+
+    refuse_where(bad, infinite_density)
     kink = at & (rate != 0)
-    if not kink.any():
-        return d  # the density vanishes at the edge: slope 0 on both sides
-    side = np.zeros(z.shape)
-    side[tie] = tie_sign(z, dz, edge, None, tie)
+    # a z entry is compared where one of the output entries it reaches is on a kink; NaN
+    # elsewhere is no tie, so ray_compare decides (and reports) the kinks alone
+    lead = len(out) - np.ndim(z)
+    wide = tuple(lead + i for i, n in enumerate(np.shape(z)) if n == 1 and out[lead + i] != 1)
+    on_kink = np.any(kink, axis=tuple(range(lead)) + wide, keepdims=True).reshape(np.shape(z))
+    side = ray_compare(np.where(on_kink, z, np.nan), dz, np.float64(edge))
     enters = side >= 0 if inward > 0 else side < 0
     return np.where(kink & np.broadcast_to(enters, out), rate, d)
 
@@ -576,9 +584,10 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
         np.asarray(bv) != 0, np.shape(_value(a))))
     m = read_value(a, lambda v: shift(v, weighted))
     av = _value(a)
-    if weighted is not None and not is_traced(b) and not weighted.all():
+    if weighted is not None and not is_traced(b):
         # a constant b's zero weights drop their terms exactly, as scipy's -inf does: exp of
-        # an entry far above the kept ones must not overflow into 0 * inf
+        # an entry far above the kept ones must not overflow into 0 * inf (a + (-m) is
+        # a - m exactly where every weight is nonzero)
         terms = smooth.exp(smooth.add(a, np.where(weighted, -m, -np.inf).astype(av.dtype)))
     else:
         terms = smooth.exp(smooth.subtract(a, m))

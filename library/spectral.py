@@ -31,6 +31,11 @@ would miss ties that exist in exact arithmetic. An exactly diagonal matrix needs
 (`eigh_ties`). Inputs and tangents are scaled by powers of two (`pow2_scale`) so that entries
 near the float maximum do not overflow.
 
+A rule never tests for a tie itself: it states the repeated eigenvalues (`exact_where`), and
+the limit basis is computed on the host by an eager sweep; a staged sweep keeps ``eigh``'s
+basis and counts them undecided (the clusters, so the blocks the tangent is restricted to,
+are shapes that depend on the values).
+
 The matrix-norm functions act on rectangular ``X`` through the symmetric embedding
 ``E(X) = [[0, X], [X.T, 0]]`` whose eigenvalues are ``±σ(X)`` and zeros, so one code path
 (and one tie analysis) serves both.
@@ -39,6 +44,8 @@ The matrix-norm functions act on rectangular ``X`` through the symmetric embeddi
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 
@@ -50,7 +57,10 @@ from asd.extend import (
     SeriesUnavailable,
     input_series,
     record_tie_decision,
+    refuse_where,
 )
+
+T = TypeVar("T")
 
 EPS = float(np.finfo(float).eps)
 
@@ -59,6 +69,57 @@ ORDER = 12
 before the lexicographic directions decide: a split that opens at order 3 along a straight
 ray (or at order 2 through the input's curvature) is decided by the ray, not by a
 convention."""
+
+
+# ----- the host seam: ties only the host can decide -----
+# Stand-ins for engine services (`asd.core.ties`), built from `refuse_where` and the sweep's
+# own mode: asd.extend has no service yet for a tie whose decision is an exact analysis
+# rather than a sign (a Kato reduction, the leading vector of a series).
+
+class _OnHost(Exception):
+    """`refuse_where`'s eager answer where a tie needs the host (caught by `exact_where`)."""
+
+
+def exact_where(mask, exact: Callable[[], T], otherwise: Callable[[], T]) -> T:
+    """``exact()`` where any entry of ``mask`` is tied, else ``otherwise()``: how a rule states
+    a tie only the host can decide (the exact series of its input, the Kato reduction of a tied
+    eigenvalue cluster) without branching on it itself.
+
+    The engine reads the mask (`refuse_where`): an eager sweep runs the exact path where an
+    entry is tied; a staged sweep (`asd.core.staged`, no value to read) runs ``otherwise`` and
+    counts the tied entries undecided for the running node (a probe flags them), so its result
+    says where it does not stand. The exact path may branch on host values: it never runs
+    staged.
+    """
+    try:
+        refuse_where(np.asarray(mask) if isinstance(mask, bool | np.bool_) else mask, _OnHost)
+    except _OnHost:
+        return exact()
+    return otherwise()
+
+
+def sweep_mode(dx) -> str | bool:
+    """How the sweep a lazy tangent belongs to decides ties: ``False`` eagerly (on values,
+    exactly), ``"values"`` in a staged probe, ``"full"`` in a staged sweep (first order along
+    ``v, w1, …``, the rest counted undecided). A property of the sweep, never of the data, so
+    a rule may branch on it (the engine's `ray_compare` does)."""
+    return getattr(getattr(dx, "trace", None), "staged", False)
+
+
+def lex_tangents(dx) -> list:
+    """The tangents of a staged sweep's lazy tangent along ``v, w1, …, wk`` (full arrays in
+    the sweep's library): the keys a staged sweep decides a tie by, level by level, as the
+    engine's `ray_compare` does (`asd.core.ties.staged_sign`)."""
+    trace = dx.trace
+    return [dx()] + [trace.lex_tangent(dx.k, level) for level in range(1, trace.lex.levels + 1)]
+
+
+def reach(dx):
+    """``|u_k| … |u_1| 1`` of the node a lazy tangent reads (`asd.core.sweep.Trace.reach`):
+    zero where no input moves the entry to first order, so a tie there changes nothing a
+    first-order sweep computes; None where unknown."""
+    trace = getattr(dx, "trace", None)
+    return None if trace is None else trace.reach(dx.k)
 
 
 # ----- helpers shared with library/projections.py and library/linalg.py -----
@@ -126,13 +187,12 @@ def eigh_ties(S: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray | float
     lam = lam * c[..., None]
     tol = tie_tolerance(n, np.max(np.abs(lam), axis=-1, initial=0.0))
     diagonal = ~np.any(S - S * np.eye(n, dtype=S.dtype), axis=(-2, -1))
-    if np.any(diagonal):
-        d = np.diagonal(S, axis1=-2, axis2=-1)
-        order = np.argsort(d, axis=-1, kind="stable")
-        exact = (np.arange(n)[:, None] == order[..., None, :]).astype(S.dtype)
-        lam = np.where(diagonal[..., None], np.take_along_axis(d, order, axis=-1), lam)
-        V = np.where(diagonal[..., None, None], exact, V)
-        tol = np.where(diagonal, 0.0, tol)
+    d = np.diagonal(S, axis1=-2, axis2=-1)
+    order = np.argsort(d, axis=-1, kind="stable")
+    exact = (np.arange(n)[:, None] == order[..., None, :]).astype(S.dtype)
+    lam = np.where(diagonal[..., None], np.take_along_axis(d, order, axis=-1), lam)
+    V = np.where(diagonal[..., None, None], exact, V)
+    tol = np.where(diagonal, 0.0, tol)
     return lam, V, (float(tol) if np.ndim(tol) == 0 else tol)
 
 
@@ -141,6 +201,14 @@ def tied_matrices(lam: np.ndarray, tol) -> list[tuple]:
     eigenvalues: the only ones whose rule depends on the direction."""
     gaps = np.diff(lam, axis=-1) <= np.asarray(tol)[..., None]
     return [tuple(b) for b in np.argwhere(np.any(gaps, axis=-1))]
+
+
+def repeated(values: np.ndarray, tol) -> np.ndarray:
+    """Which of the sorted ``values`` (a stack, one tolerance per row) share their cluster
+    with another one: the eigenvalues (singular values) tied to a neighbour."""
+    gaps = np.diff(values, axis=-1) <= np.asarray(tol)[..., None]
+    pad = np.zeros(values.shape[:-1] + (1,), bool)
+    return np.concatenate([pad, gaps], axis=-1) | np.concatenate([gaps, pad], axis=-1)
 
 
 # ----- the input along the ray -----
@@ -314,7 +382,7 @@ def _split(T: np.ndarray, n: int, scale: float, depth: int):
     groups: list[np.ndarray] = []
     for label in np.unique(labels):
         idx = np.flatnonzero(labels == label)
-        center = 0.0 if np.any(mu[idx] == 0) else float(np.mean(mu[idx]))
+        center = float(np.where(np.any(mu[idx] == 0), 0.0, np.mean(mu[idx])))
         coeffs[0, idx] = center
         if L == 1:
             groups += [idx] if idx.size > 1 else []
@@ -345,7 +413,7 @@ def _lex_split(W: np.ndarray, groups: list[np.ndarray], lex: list[np.ndarray], n
             labels = clusters(mu, tol)
             for label in np.unique(labels):
                 sub = np.flatnonzero(labels == label)
-                rows[level, g[sub]] = 0.0 if np.any(mu[sub] == 0) else np.mean(mu[sub])
+                rows[level, g[sub]] = np.where(np.any(mu[sub] == 0), 0.0, np.mean(mu[sub]))
                 if sub.size > 1:
                     nxt.append(g[sub])
         record_tie_decision("lexicographic", sum(g.size for g in groups))
@@ -498,7 +566,7 @@ def selected_gradient(lam: np.ndarray, V: np.ndarray, tol: float, select: np.nda
     count = np.bincount(labels)
     chosen = np.bincount(labels, weights=select.astype(float))
     cut = (chosen > 0) & (chosen < count)
-    V, _, _ = limit_eigh(lam, V, ray, cut, tol=tol)
+    V = exact_where(cut[labels], lambda: limit_eigh(lam, V, ray, cut, tol=tol)[0], lambda: V)
     Vs = V[:, select]
     return Vs @ Vs.T
 
@@ -509,12 +577,16 @@ eigvalsh_p = Primitive("eigvalsh", lambda X: np.linalg.eigvalsh(sym(squares(X, "
 
 
 def limit_bases(lam: np.ndarray, V: np.ndarray, tol, ray: RayMatrix) -> np.ndarray:
-    """`limit_eigh` on every matrix of a stack that has a tie (the others keep ``V``)."""
-    tied = tied_matrices(lam, tol)
-    if tied:
-        V = V.copy()
-        for b in tied:
-            V[b], _, _ = limit_eigh(lam[b], V[b], ray.at(b), tol=np.asarray(tol)[b])
+    """``V`` with every matrix of a stack that has a tie rotated into its limit basis along
+    the ray (`limit_eigh`); an eager sweep runs it where an eigenvalue repeats, a staged one
+    keeps ``eigh``'s basis and counts the repeated eigenvalues undecided (`exact_where`)."""
+    return exact_where(repeated(lam, tol), lambda: _limit_bases(lam, V, tol, ray), lambda: V)
+
+
+def _limit_bases(lam: np.ndarray, V: np.ndarray, tol, ray: RayMatrix) -> np.ndarray:
+    V = V.copy()
+    for b in tied_matrices(lam, tol):
+        V[b], _, _ = limit_eigh(lam[b], V[b], ray.at(b), tol=np.asarray(tol)[b])
     return V
 
 

@@ -21,6 +21,15 @@ LIBRARY = Path(__file__).resolve().parent.parent / "library"
 
 ALLOWED: dict[str, str] = {
     # "module.py:function": why this branch never reads a value a sweep traces
+    # exact paths, run eagerly on host values only where a rule's `exact_where` found a tie
+    # (a staged sweep counts those ties undecided and never enters them):
+    "projections.py:ray_signs": "exact path: the line's rationals, then the input's series",
+    "projections.py:_soc_tied": "exact path: a second-order cone's boundary and apex",
+    "projections.py:_cone_escape": "exact path: distance's residual on a cone's boundary",
+    "projections.py:_psd_escape": "exact path: distance's residual on the PSD cone",
+    "spectral.py:limit_eigh": "exact path: Kato's reduction of a tied eigenvalue cluster",
+    "spectral.py:reduce_cluster": "exact path: one cluster's Riccati series (Kato)",
+    "spectral.py:_inverse_sqrt": "exact path: a matrix series' binomial root (Kato)",
 }
 VALUE_TESTS = {"any", "all", "item", "count_nonzero"}
 BUILTIN_TESTS = {"bool", "any", "all"}
