@@ -392,8 +392,10 @@ class Trace:
         ``(value, lin, active, taint)``; shared by recording (`apply`) and compiled replay
         (`replay_node`), so both run exactly the same code."""
         if self.like is not None and not prim.array_api:
-            raise numpy_only(prim, backend.library(backend.namespace(self.like))).at(
-                self.describe(prim, refs, params, k))
+            error = numpy_only(prim, backend.library(backend.namespace(self.like)))
+            if self.staged:  # inside a transformation: the caller may run it on the host
+                error = StagedUnsupported(str(error))
+            raise error.at(self.describe(prim, refs, params, k))
         lin = None
         nodes = self.nodes
         if prim.stops_gradient and taint is not None:  # a constant: the value at the point
