@@ -305,3 +305,36 @@ def test_clarke_plot_example_skips_cleanly_without_matplotlib(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "skipped: matplotlib is not installed" in done.stdout
     assert not any(tmp_path.iterdir())
+
+
+def test_a_persistently_tied_chain_costs_series_linear_in_its_length(monkeypatch):
+    """Each direction keeps its exact series across the tied nodes (one view per direction):
+    a chain of ties that persist along every direction evaluates each node on series a
+    bounded number of times per direction, not once per later tie (quadratic)."""
+    from asd.core import ties
+
+    evaluated = []
+    real = ties._evaluate_cone
+
+    def counting(trace, k, memo, input_line, order, snap=False):
+        before = len(memo)
+        out = real(trace, k, memo, input_line, order, snap)
+        evaluated.append(len(memo) - before)
+        return out
+
+    monkeypatch.setattr(ties, "_evaluate_cone", counting)
+
+    def chain(n):
+        def f(x):
+            y = x
+            for _ in range(n):
+                y = y + asd.relu(y - y) - asd.relu(y - y)
+            return np.sum(y)
+        return f
+
+    counts = []
+    for n in (10, 20):
+        evaluated.clear()
+        asd.clarke(chain(n), n=4, seed=0)(np.zeros(2))
+        counts.append(sum(evaluated))
+    assert counts[1] <= 2.5 * counts[0], counts

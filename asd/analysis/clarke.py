@@ -733,6 +733,10 @@ class _Resweep:
         self.decisions: dict[tuple[int, str], int] = {}
         self.near: dict[int, int] = {}  # node -> entries snapped onto a tie (radius > 0)
         self.probes = np.random.default_rng(0)
+        # one view per direction, kept across the tied nodes: its exact series along the
+        # direction do not depend on the group (memoized once per sweep, as a sweep's are),
+        # and its lexicographic tangents read maps a direction's group only ever refines
+        self.views: dict[int, _DirectionView] = {}
 
     def record_degenerate(self, k: int, count: int) -> None:  # the rule-context hook
         self.degenerate[k] = self.degenerate.get(k, 0) + count
@@ -840,9 +844,12 @@ class _Resweep:
         rule_context.trace, rule_context.node = self, k
         try:
             for row, direction in enumerate(group.rows):
-                view = _DirectionView(trace, {i: d[direction] for i, d in
-                                              zip(self.ids, self.leaf_dirs, strict=True)},
-                                      partial(self._lin, group))
+                view = self.views.get(direction)
+                if view is None:
+                    view = self.views[direction] = _DirectionView(
+                        trace, {i: d[direction] for i, d in
+                                zip(self.ids, self.leaf_dirs, strict=True)}, None)
+                view.lins_of = partial(self._lin, group)
                 dxs = [d if isinstance(d, ZeroTangent) else _RowTangent(view, r, d, row)
                        for r, d in zip(node.args, dxs_batch, strict=True)]
                 _, lin = node.prim.rule(xs, dxs, **node.params)
