@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import asd  # noqa: E402
-import asd.frontends.torch as importer  # noqa: E402
+import asd.frontends.torch.ops as importer  # noqa: E402
 
 RNG = np.random.default_rng(0)
 Q, K, V = (RNG.standard_normal((2, 3, 5, 4)) for _ in range(3))

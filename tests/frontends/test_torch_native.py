@@ -252,7 +252,7 @@ def test_unported_primitive_falls_back_once_and_says_why(monkeypatch, numpy_path
     numpy_fn = frontend.TorchProgram.numpy_fn
 
     def spy(self, *inputs, params=None):
-        seen.append(frontend._on_torch(*inputs))
+        seen.append(frontend.ops._on_torch(*inputs))
         return numpy_fn(self, *inputs, params=params)
 
     monkeypatch.setattr(frontend.TorchProgram, "numpy_fn", spy)

@@ -13,7 +13,7 @@ is an element of the Clarke subdifferential.
   subgradients. Its forward is the imported jaxpr and its backward differentiates that same
   jaxpr; integer arguments (labels) get ``float0`` cotangents.
 - Inside ``jax.jit``, ``jax.vmap``, ``jax.grad`` or ``lax.scan`` every one of them runs as a
-  staged sweep (`asd.frontends.jax_staged`): all decisions are array operations, no host
+  staged sweep (`asd.frontends.jax.staged`): all decisions are array operations, no host
   callback, any device.
 - ``program(fn, *args)``: the imported ``asd.Program``.
 
@@ -79,7 +79,8 @@ from asd.errors import (
     TracerBoolError,
     UnsupportedError,
 )
-from asd.frontends import common, jax_staged, reach
+from asd.frontends import common, reach
+from asd.frontends.jax import staged as jax_staged
 
 # ----- helpers -----
 
@@ -1164,7 +1165,7 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None, key
     and get None in the gradient.
 
     Called inside a JAX transformation (``jax.jit``, ``jax.vmap``, ``lax.scan``) it runs
-    staged, with no host callback (`asd.frontends.jax_staged`); so does a call with ``key=``
+    staged, with no host callback (`asd.frontends.jax.staged`); so does a call with ``key=``
     (the direction drawn from that PRNG key) or ``report=True``, which returns
     ``(value, subgradient, undecided)``: the count of tied entries that first order along
     the directions left open (0: the result is the eager sweep's element)."""
@@ -1316,7 +1317,7 @@ def function(fn: Callable, *, seed=None) -> Callable:
     Each call imports (or finds in the cache) the program of ``fn`` as it is now and runs it as
     a ``jax.custom_vjp`` whose forward is that program and whose backward differentiates the
     same program: on concrete values by the exact eager sweep, inside ``jit``/``vmap`` by the
-    staged sweep (`asd.frontends.jax_staged`), with no host callback either way. Integer
+    staged sweep (`asd.frontends.jax.staged`), with no host callback either way. Integer
     arguments (labels) get zero cotangents (``float0``), as JAX expects. Keyword arguments
     holding arrays are inputs too; the others are fixed, like ``jit``'s static arguments. The
     reverse rule is a first derivative: ``jax.grad`` of it raises `asd.UnsupportedError`.
