@@ -185,11 +185,15 @@ def basis(order: int = ORDER, levels: int = 1, precise: bool = False) -> Basis:
 
 # ----- the jet -----
 
-@_QUIET
 def _clean(c: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``(c, e)`` with every coefficient in [LO, HI] or 0 and every bound 0, in [LO, HI] or
     inf: a value outside becomes a bound (``c = 0``), a tiny bound rounds up to ``LO``."""
+    if not c.size:
+        return c, e
     a = np.abs(c)
+    if a.max() <= HI and np.min(a, where=a > 0, initial=HI) >= LO:  # the common case
+        if not e.any() or (e.max() <= HI and np.min(e, where=e > 0, initial=HI) >= LO):
+            return c, e
     bad = ~(a <= HI) | ((a < LO) & (c != 0))
     if bad.any():
         held = np.isfinite(a)
@@ -207,6 +211,11 @@ def _factor(a: Jet) -> Jet:
         return a
     c, e = _clean(a.c, a.e)
     return Jet.view(c, e, a.cut, a.still, a.basis, clean=True)
+
+
+def _zeros(shape: tuple) -> np.ndarray:
+    """Zero bounds (a read-only view: an exact jet allocates none)."""
+    return np.broadcast_to(np.zeros(()), shape)
 
 
 def _finite(e: np.ndarray) -> np.ndarray:
@@ -262,7 +271,7 @@ class Jet:
         c[0] = x
         for unit, t in zip(basis_.units, tangents, strict=True):
             c[unit] = np.broadcast_to(_float(t), x.shape)
-        return cls.checked(c, np.zeros_like(c), np.zeros(x.shape, bool),
+        return cls.checked(c, _zeros(c.shape), np.zeros(x.shape, bool),
                            np.zeros(x.shape, bool), basis_)
 
     @classmethod
@@ -270,7 +279,7 @@ class Jet:
         """``x`` as a jet: the same value along every direction."""
         basis_ = basis_ or basis()
         x = _float(x)[None]
-        return cls.checked(x, np.zeros_like(x), np.zeros(x.shape[1:], bool),
+        return cls.checked(x, _zeros(x.shape), np.zeros(x.shape[1:], bool),
                            np.ones(x.shape[1:], bool), basis_)
 
     # ----- the array protocol -----
@@ -689,26 +698,25 @@ def _power(a: Jet, n) -> Jet:
 
 # ----- comparisons and selection -----
 
-def jet_sign(d: Jet) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(sign, sure, at)`` of the series ``d`` per entry: the sign of its first coefficient
-    not proven 0, where the bound proves it (``sure``); 0 where every coefficient is proven 0
-    and nothing was cut. ``at`` is the monomial that decided (-1 for a proven 0). On a nested
-    ray a cut entry is never sure (the dropped term may come first)."""
-    sign = np.zeros(d.shape, np.int8)
-    sure = ~d.cut
-    at = np.full(d.shape, -1)
+def jet_sign(d: Jet) -> tuple[np.ndarray, np.ndarray]:
+    """``(sign, sure)`` of the series ``d`` per entry: the sign of its first coefficient not
+    proven 0, where the bound proves it (``sure``); 0 where every coefficient is proven 0 and
+    nothing was cut. On a nested ray a cut entry is never sure (the dropped term may come
+    first)."""
+    code = np.zeros(d.shape, np.int8)  # 1, -1: a proven sign; 2: live, sign unproven
     for k in range(d.c.shape[0] - 1, -1, -1):  # the first live monomial overrides later ones
         c, e = d.c[k], d.e[k]
-        live = (c != 0) | (e != 0)
-        if not live.any():
-            continue
         pos, neg = c > e, c < -e
-        sign = np.where(live, pos.view(np.int8) - neg.view(np.int8), sign)
-        sure = np.where(live, pos | neg, sure)
-        at = np.where(live, k, at)
+        here = pos.view(np.int8) - neg.view(np.int8)
+        unproven = ~(pos | neg) & ((c != 0) | (e != 0))
+        if unproven.any():
+            here = np.where(unproven, np.int8(2), here)
+        code = np.where(here != 0, here, code)
+    sure = code != 2
+    sure &= (code != 0) | ~d.cut
     if d.basis.levels > 1:
-        sure = sure & ~d.cut
-    return sign, sure, at
+        sure &= ~d.cut
+    return np.where(sure, code, 0).astype(np.int8), sure
 
 
 _TESTS = {np.greater: lambda s: s > 0, np.greater_equal: lambda s: s >= 0,
@@ -720,7 +728,7 @@ def _compare(ufunc, a, b) -> JetMask:
     basis_ = _basis_of(a, b)
     zero = not isinstance(b, Jet) and not np.any(b)  # a constant 0: the difference is a
     d = _as_jet(a, basis_) if zero else _add(_as_jet(a, basis_), _neg(b))
-    sign, sure, _ = jet_sign(d)
+    sign, sure = jet_sign(d)
     # decided by a coefficient along this ray: every further direction is infinitesimal
     # beside it, so the answer holds along all of them
     return JetMask(_TESTS[ufunc](sign), sure, (sign != 0) | d.still)

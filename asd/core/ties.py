@@ -318,6 +318,8 @@ def _proven_rank(c: np.ndarray, e: np.ndarray, still: np.ndarray | None) -> np.n
     ``still``, where equal rows are not both still)."""
     if not len(c):
         return np.zeros(0)
+    if not e.any() and (c == c[:1]).all():  # one value (pools of dead relus)
+        return None if still is not None and not still.all() else np.zeros(len(c))
     order = np.lexsort(c.T[::-1])
     cs, es = c[order], e[order]
     unproven = (cs[1:] != cs[:-1]) | (es[1:] != 0) | (es[:-1] != 0)
@@ -704,7 +706,7 @@ def _decide_by_jets(left: _Side, right: _Side, shape: tuple, where: np.ndarray,
             h = left.jet(level, mask, precise) - right.jet(level, mask, precise)
         except JetUnsupported:
             continue
-        s, sure, _ = jet_sign(h)
+        s, sure = jet_sign(h)
         if level < depth:  # 0 along v (the entry is open): still, so 0 along every direction
             sure = sure & (s == 0) & h.still
         _settle(idx, s, sure, todo, open_, sign, flat)
