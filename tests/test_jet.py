@@ -9,6 +9,7 @@ the jets settle every question (the CNN of issue 24: dead pooling windows).
 
 from __future__ import annotations
 
+import contextlib
 import math
 from fractions import Fraction
 from functools import partial
@@ -23,7 +24,7 @@ import asd
 import asd.core.ties as ties
 from asd.core.jet import HI, LO, Jet, JetUnsupported, basis, jet_sign
 from asd.core.series import Series, UnprovenSign
-from asd.core.sweep import missing_cone
+from asd.core.sweep import Trace, missing_cone
 from tests.programs import IMPLEMENTATIONS, Program, apply, programs, run
 
 ORDER = 4
@@ -174,18 +175,32 @@ def no_jets(*args, **kwargs):
     raise JetUnsupported("jets switched off by the test")
 
 
+ORDER_RULES = {"max_pool", "reduce_max"}
+"""Rules that decide ties by `lex_argmax` (library/order.py), which reports the rows it
+settles by index (`asd.core.ties.index_decided`) as ``flat`` only when no other row of the
+call needed a comparison: a report that depends on the path, left out of comparisons."""
+
+
 def report(result) -> tuple:
     grad = result.subgradient
     grads = list(grad) if isinstance(grad, list | tuple) else [grad]
+    decisions = sorted(str(d) for d in result.decisions
+                       if not (d.how == "flat" and d.primitive in ORDER_RULES))
     return (np.asarray(result.value), grads, np.asarray(result.dini),
-            [str(t) for t in result.ties], sorted(str(d) for d in result.decisions),
-            [str(t) for t in result.degenerate])
+            [str(t) for t in result.ties], decisions, [str(t) for t in result.degenerate])
+
+
+def exact_series_alone():
+    """The tie service with its float filters off: no jets, no constant pieces read from
+    the sweep."""
+    return mock.patch.multiple(ties, node_jet=no_jets, selected_constants=lambda *a: None)
 
 
 def both_ways(f, x, **kwargs) -> tuple:
-    """``f``'s full result with jets and with the exact series alone."""
+    """``f``'s full result with the tie service's float filters and with the exact series
+    alone."""
     jets = report(asd.value_and_subgrad(f, full=True, **kwargs)(x))
-    with mock.patch.object(ties, "node_jet", no_jets):
+    with exact_series_alone():
         exact = report(asd.value_and_subgrad(f, full=True, **kwargs)(x))
     return jets, exact
 
@@ -208,6 +223,43 @@ def test_decisions_equal_the_exact_series_on_random_programs(case, seed):
     assume(np.any(w))
     jets, exact = both_ways(partial(run, program), x, directions=[v, w])
     assert_same(jets, exact)
+
+
+@settings(max_examples=300, deadline=None)
+@given(case=programs(), seed=st.integers(0, 2 ** 32 - 1))
+def test_selected_constants_are_constant_along_the_lexicographic_ray(case, seed):
+    """Entries whose rule took a constant piece (`selected_constants`, read from the sweep's
+    maps: dead relus, clipped entries) have the exact nested series of a constant, their
+    value, along ``[v, w, ...]``."""
+    program, x, v = case
+    w = np.random.default_rng(seed).integers(-4, 5, np.shape(x)) / 4.0
+    traces = []
+    real = Trace.__init__
+
+    def keep(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        traces.append(self)
+
+    with mock.patch.object(Trace, "__init__", keep):
+        asd.value_and_subgrad(partial(run, program), directions=[v, w])(x)
+    trace = traces[-1]
+    for k, node in enumerate(trace.nodes):
+        constant = ties.selected_constants(trace, k)
+        if constant is None or not np.any(constant):
+            continue
+        constant = np.broadcast_to(np.asarray(constant), node.shape)
+        try:
+            series = ties.node_series(trace, k, 1 + trace.lex.levels, 8)
+        except ties.SeriesUnavailable:
+            continue
+        values = np.broadcast_to(np.asarray(trace.values[k], dtype=float), node.shape)
+        for idx in np.ndindex(node.shape):
+            if not constant[idx]:
+                continue
+            mono = [(a, b, c) for a in range(3) for b in range(3) for c in range(3)]
+            coeffs = [coefficient(series[idx], m) for m in mono]
+            assert coeffs[0] == Fraction(values[idx]) and not any(coeffs[1:]), (
+                f"%{k} {node.name}{idx}: a selected constant that moves")
 
 
 # ----- cost: the CNN of issue 24, and a long chain of series ties -----
@@ -247,17 +299,39 @@ def cnn(batch: int = 8, seed: int = 0, zero_weights: bool = False):
     return loss, params
 
 
+FILTERS = {
+    "constant pieces by index": {},
+    "constant pieces as keys": {"index_decided": lambda *a: None},
+    "jets": {"index_decided": lambda *a: None, "selected_constants": lambda *a: None},
+}
+"""The float filters that decide pools of dead relus, each with the ones before it off:
+the rule keeps the first of entries on constant pieces unasked (`index_decided`); their
+values rank them (`first_order_keys`); their jets do (the cone re-run on float series)."""
+
+
+@pytest.mark.parametrize("how", list(FILTERS))
 @pytest.mark.parametrize("zero_weights", [False, True])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_cnn_dead_windows_evaluate_nothing_on_exact_series(seed, zero_weights, exact_entries):
+def test_cnn_dead_windows_evaluate_nothing_on_exact_series(seed, zero_weights, how,
+                                                           exact_entries):
+    """The CNN of issue 24 (random init: dead pooling windows; zero weights: every relu
+    tied), with every filter: nothing evaluated on object arrays, and the element, ties and
+    decisions of the exact series alone."""
+    import asd.library.order as order
+
     loss, params = cnn(seed=seed, zero_weights=zero_weights)
-    result = asd.value_and_subgrad(loss, seed=seed, full=True)(params)
+    with contextlib.ExitStack() as stack:
+        for name, fn in FILTERS[how].items():
+            stack.enter_context(mock.patch.object(order if name == "index_decided" else ties,
+                                                  name, fn))
+        result = asd.value_and_subgrad(loss, seed=seed, full=True)(params)
     assert sum(exact_entries) == 0
     assert any("max_pool" in str(t) for t in result.ties)  # tied windows were met
     exact_entries.clear()
-    jets, exact = both_ways(loss, params, seed=seed)
-    assert sum(exact_entries) > 0  # the exact series, with jets off, does evaluate the cone
-    assert_same(jets, exact)
+    with exact_series_alone():
+        exact = report(asd.value_and_subgrad(loss, seed=seed, full=True)(params))
+    assert sum(exact_entries) > 0  # the exact series alone does evaluate the cone
+    assert_same(report(result), exact)
 
 
 def series_chain(blocks: int):

@@ -51,7 +51,7 @@ import numpy as np
 from asd.core import backend
 from asd.core.jet import ORDER, Jet, JetMask, JetUnsupported, jet_sign
 from asd.core.jet import basis as jet_basis
-from asd.core.linear import Dense
+from asd.core.linear import Dense, Diagonal, FanIn, Mask, Zero
 from asd.core.primitive import (
     FixedTangent,
     record_degenerate_tie,
@@ -288,6 +288,13 @@ def _jet_keys(trace, k: int, depth: int, shape: tuple, mask: np.ndarray) -> np.n
     entries must also be still (then equal along every direction); along the whole ray, no
     entry may be cut."""
     mask = np.asarray(mask, bool)
+    constant = selected_constants(trace, k)
+    if constant is not None and np.all(entries(constant, tuple(shape), mask)):
+        # constant pieces along every direction: the values themselves order the entries
+        value = entries(trace.values[k], tuple(shape), mask).astype(float)
+        keys = np.zeros((1,) + tuple(shape))
+        keys[0][mask] = value
+        return keys
     for level, precise in _stages(depth):
         try:
             sub = node_jet(trace, k, level, precise).broadcast(shape)[mask]
@@ -304,6 +311,32 @@ def _jet_keys(trace, k: int, depth: int, shape: tuple, mask: np.ndarray) -> np.n
         keys[0][mask] = rank
         return keys
     return None
+
+
+def selected_constants(trace, k: int) -> np.ndarray | None:
+    """The entries of node ``k`` whose rule selected a constant piece (a dead relu, an entry
+    clipped to a constant bound), known from the sweep without evaluating a series: their
+    series along the ray, and along every further direction, is their value. None where
+    none is known.
+
+    An entry qualifies where every input reaches it only through a selection map (a
+    `Diagonal` by a bool mask, a `Mask`, or `Zero`) with an empty row there: the piece the
+    rule took does not read its inputs, so it is constant near the point along the ray. (A
+    zero derivative of a smooth piece, ``x**2`` at 0, is a float `Diagonal`: it does not
+    qualify.) A bool array broadcastable to the node's shape, in the maps' array library."""
+    if type(trace) is not Trace or trace.lins[k] is None:
+        return None
+    lin = trace.lins[k]
+    parts = [m for m in lin.maps if m is not None] if type(lin) is FanIn else [lin]
+    out = None
+    for m in parts:
+        selection = isinstance(m, Mask | Zero) or (
+            type(m) is Diagonal and m.d is not None and backend.numpy_dtype(m.d).kind == "b")
+        if not selection:
+            return None
+        zero = m.zero_rows()
+        out = zero if out is None else out & zero
+    return out
 
 
 def _stages(depth: int) -> list[tuple[int, bool]]:
@@ -339,12 +372,22 @@ def _proven_rank(c: np.ndarray, e: np.ndarray, still: np.ndarray | None) -> np.n
 
 
 def index_decided(dx, shape: tuple):
-    """None: no entry of an input is ordered by index without comparing its series. Ties
-    among entries that are still (dead ReLUs, clipped entries) are decided exactly by
-    `first_order_keys` from their jets, with no budget to escape, so the shortcut this
-    named (a rule keeping the first tied entry unasked, reported as ``flat``) has no entry
-    left to take: rules may stop calling it."""
-    return None
+    """The entries of an input (lazy tangent ``dx``, broadcast to ``shape``) that a
+    comparison among tied entries orders by index without asking their tangents: those whose
+    rule selected a constant piece (`selected_constants`: a dead relu, an entry clipped to a
+    constant bound), whose series along the ray and along every further direction is their
+    value. Among tied entries that all qualify every series is the same constant, so the
+    first is chosen, as comparing their series would choose; a pool of dead relus is decided
+    without a tangent, a series or a host copy. Returned in ``dx``'s array library (a bool
+    array broadcast to ``shape``); None where no entry is known to qualify."""
+    if type(dx) is not LazyTangent or type(dx.trace) is not Trace:
+        return None  # a re-run's tangent (`asd.analysis.clarke`) reads other maps than these
+    constant = selected_constants(dx.trace, dx.k)
+    if constant is None:
+        return None
+    if backend.is_host(constant):
+        return np.broadcast_to(constant, shape)
+    return backend.namespace(constant).broadcast_to(constant, tuple(shape))
 
 
 def record_asked(dx, count: int) -> None:
