@@ -399,6 +399,12 @@ def test_uncertain_comparisons_make_their_entries_uncertain():
     assert out.c[0, 1] == 0.0 and out.e[0, 1] == 0.0 and out.still[1]
     sign, sure = jet_sign(out)
     assert not sure[0] and sure[1] and sign[1] == 0
+    # what reads an uncertain entry is uncertain; a zero weight on it reads nothing
+    for unknown in (out.sum(), np.cumsum(out)[1], (out * 2.0)[0], out @ np.array([1.0, 1.0]),
+                    np.mean(out)):
+        assert np.isinf(unknown.e[0]) and not jet_sign(unknown)[1]
+    known = out @ np.array([0.0, 1.0])  # exactly 0, though not proven 0 to every order:
+    assert known.c[0] == 0.0 and known.e[0] == 0.0 and known.cut  # an unknown term reads 0
 
 
 def test_range_guard():

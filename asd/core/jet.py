@@ -347,6 +347,12 @@ class Jet:
                             self.basis, self._top, self.clean)
         if any(isinstance(i, Jet | JetMask) for i in index):
             raise JetUnsupported("indexing with a jet")
+        if len(index) == 1 and isinstance(index[0], np.ndarray) and (
+                index[0].dtype.kind == "b" and index[0].shape == self.shape):
+            # a mask of entries (the tie service's)
+            mask = index[0]
+            return Jet.view(self.c[:, mask], self.e[:, mask], self.cut[mask], self.still[mask],
+                            self.basis, self._top, self.clean)
         pos = np.arange(self.size).reshape(self.shape)[index]
         k = self.c.shape[0]
         return Jet.view(self.c.reshape(k, -1)[:, pos], self.e.reshape(k, -1)[:, pos],
@@ -703,15 +709,13 @@ def jet_sign(d: Jet) -> tuple[np.ndarray, np.ndarray]:
     proven 0, where the bound proves it (``sure``); 0 where every coefficient is proven 0 and
     nothing was cut. On a nested ray a cut entry is never sure (the dropped term may come
     first)."""
-    code = np.zeros(d.shape, np.int8)  # 1, -1: a proven sign; 2: live, sign unproven
-    for k in range(d.c.shape[0] - 1, -1, -1):  # the first live monomial overrides later ones
-        c, e = d.c[k], d.e[k]
-        pos, neg = c > e, c < -e
-        here = pos.view(np.int8) - neg.view(np.int8)
-        unproven = ~(pos | neg) & ((c != 0) | (e != 0))
-        if unproven.any():
-            here = np.where(unproven, np.int8(2), here)
-        code = np.where(here != 0, here, code)
+    c, e = d.c, d.e
+    pos, neg = c > e, c < -e
+    codes = pos.view(np.int8) - neg.view(np.int8)  # per monomial: 1, -1 proven; 0 zero
+    codes[~(pos | neg) & ((c != 0) | (e != 0))] = 2  # live, sign unproven
+    rows = codes.reshape(codes.shape[0], -1)
+    first = np.argmax(rows != 0, axis=0)  # the first monomial not proven 0 decides
+    code = rows[first, np.arange(rows.shape[1])].reshape(d.shape)
     sure = code != 2
     sure &= (code != 0) | ~d.cut
     if d.basis.levels > 1:
@@ -915,7 +919,7 @@ def _sum(a: Jet, axis=None, keepdims=False, dtype=None, out=None) -> Jet:
         weights, offset = _grid_weights(a.c)
         rnd = np.where(_exact_where(weights.sum(axis=shifted, keepdims=keepdims), offset, mag),
                        0.0, rnd)
-    e = _up(_finite(a.e).sum(axis=shifted, keepdims=keepdims) + rnd, n + 2)
+    e = _up(a.e.sum(axis=shifted, keepdims=keepdims) + rnd, n + 2)  # inf stays inf
     return Jet(c, e, a.cut.any(axis=axes, keepdims=keepdims),
                a.still.all(axis=axes, keepdims=keepdims), a.basis)
 
@@ -935,7 +939,7 @@ def _cumsum(a: Jet, axis=None, dtype=None, out=None, include_initial=False) -> J
     if a.basis.precise:
         weights, offset = _grid_weights(a.c)
         rnd = np.where(_exact_where(np.cumsum(weights, axis=ax + 1), offset, mag), 0.0, rnd)
-    e = _up(np.cumsum(_finite(a.e), axis=ax + 1) + rnd, n + 2)
+    e = _up(np.cumsum(a.e, axis=ax + 1) + rnd, n + 2)
     return Jet(c, e, np.logical_or.accumulate(a.cut, axis=ax),
                np.logical_and.accumulate(a.still, axis=ax), a.basis)
 
