@@ -169,6 +169,57 @@ def test_a_tie_along_v_selects_a_branch_that_is_not_still():
     assert coefficient(f(ties.line(x, [v, w], ORDER))[0], (0, 1)) == 1
 
 
+def sweep_trace(f, x, **kwargs) -> Trace:
+    """The `Trace` of one sweep of ``f`` at ``x``."""
+    traces = []
+    real = Trace.__init__
+
+    def keep(self, *args, **kw):
+        real(self, *args, **kw)
+        traces.append(self)
+
+    with mock.patch.object(Trace, "__init__", keep):
+        asd.value_and_subgrad(f, **kwargs)(x)
+    return traces[-1]
+
+
+_W = np.random.default_rng(7).standard_normal((4, 3))
+CONES = {  # the library's own implementations of the common layers, run on jets
+    "conv2d stride groups padding": (lambda x: asd.numpy.sum(asd.conv2d(
+        x, np.full((4, 1, 2, 2), 0.5), stride=2, groups=2, padding=1)), (1, 2, 5, 5)),
+    "conv1d": (lambda x: asd.numpy.sum(asd.conv1d(x, _W[:2, None], padding=2)), (2, 1, 7)),
+    "avg_pool2d": (lambda x: asd.numpy.sum(asd.avg_pool2d(x, 2)), (1, 2, 4, 4)),
+    "max_pool2d padded": (lambda x: asd.numpy.sum(asd.max_pool2d(asd.relu(x), 3, 2, 1)),
+                          (1, 2, 5, 5)),
+    "max over an axis": (lambda x: asd.numpy.sum(np.max(np.maximum(x, 0), axis=1)), (3, 4)),
+    "dense relu": (lambda x: asd.numpy.sum(asd.relu(x @ _W + 1.0)), (2, 4)),
+    "einsum": (lambda x: asd.numpy.sum(np.einsum("ij,jk->ik", x, _W)), (2, 4)),
+    "stack concatenate transpose": (lambda x: asd.numpy.sum(
+        np.concatenate([x, x.T.T * 2.0]) + np.stack([x, x])[0].sum()), (2, 3)),
+    "clip where abs": (lambda x: asd.numpy.sum(
+        np.where(x > 0.1, np.clip(x, -0.5, 0.5), np.abs(x))), (3, 3)),
+    "mean cumsum product": (lambda x: asd.numpy.mean(np.cumsum(x, axis=0) * x), (3, 3)),
+    "indexing": (lambda x: asd.numpy.sum(x[[0, 2], 1:] * x[::-1][[1, 1], :-1]), (3, 3)),
+    "division powers": (lambda x: asd.numpy.sum(x / 4.0 - x / 3.0 + np.square(x) + x ** 3),
+                        (3,)),
+}
+
+
+@pytest.mark.parametrize("name", list(CONES))
+def test_library_layers_run_on_jets(name):
+    """Every node of these programs runs on jets (no exact series needed for their ties),
+    enclosing the exact series of the same node."""
+    f, shape = CONES[name]
+    x = np.random.default_rng(3).standard_normal(shape)
+    trace = sweep_trace(f, x, seed=0)
+    for k, node in enumerate(trace.nodes):
+        if node.prim is None:
+            continue
+        jet = ties.node_jet(trace, k)
+        if isinstance(jet, Jet):  # (a comparison's result is a `JetMask`)
+            assert_encloses(jet, ties.node_series(trace, k, 1, ORDER), f"%{k} {node.name}")
+
+
 # ----- the tie service: jets decide exactly as the exact series -----
 
 def no_jets(*args, **kwargs):
@@ -233,16 +284,7 @@ def test_selected_constants_are_constant_along_the_lexicographic_ray(case, seed)
     value, along ``[v, w, ...]``."""
     program, x, v = case
     w = np.random.default_rng(seed).integers(-4, 5, np.shape(x)) / 4.0
-    traces = []
-    real = Trace.__init__
-
-    def keep(self, *args, **kwargs):
-        real(self, *args, **kwargs)
-        traces.append(self)
-
-    with mock.patch.object(Trace, "__init__", keep):
-        asd.value_and_subgrad(partial(run, program), directions=[v, w])(x)
-    trace = traces[-1]
+    trace = sweep_trace(partial(run, program), x, directions=[v, w])
     for k, node in enumerate(trace.nodes):
         constant = ties.selected_constants(trace, k)
         if constant is None or not np.any(constant):
