@@ -34,11 +34,12 @@ Array libraries: in a torch or JAX sweep step 1 runs in that library, on its dev
 ties it leaves open (a zero or rounding-sized tangent) copy the tied entries, and for the
 series the tied quantity's ancestor cone, to the host (`asd.core.backend.to_host`).
 
-Cost: there is no cap on a cone. The jets cost a few float passes per node of the cone (one
-sweep, memoized), so a tie among pooled dead ReLUs (entries 0 with zero tangents, their
-series still along every direction: `first_order_keys`) is decided in floats; the exact
-series runs only on the entries the jets cannot settle, or where a node of the cone has no
-jet (`asd.core.jet.JetUnsupported`).
+Cost: there is no cap on a cone. The cone follows the selected pieces: an entry whose rule
+took a constant piece (a dead ReLU) has a constant series, read from the sweep's maps
+(`selected_constants`), so a pool of them is decided without evaluating anything
+(`index_decided`, `first_order_keys`). Other cones are re-run once on jets (a few float
+passes per node, memoized per sweep); the exact series runs only on the entries the jets
+cannot settle, or where a node of the cone has no jet (`asd.core.jet.JetUnsupported`).
 """
 
 from __future__ import annotations
@@ -253,11 +254,10 @@ def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None
 
     Comparing entries by these keys lexicographically (larger key, larger entry) is what a
     comparison of their series does, without building them, so a rule with many such ties
-    (pooling windows of dead ReLUs) decides them all in a few numpy passes. The keys are
-    either the jet's coefficients along ``v`` (`node_jet`), where every one of them is exact
-    and entries that agree along ``v`` are still (so they agree along every further direction
-    too), or, where the exact series is out of reach, the first-order tangents along ``v``,
-    ``w1``, ... (reported as ``flat``).
+    (pooling windows of dead ReLUs) decides them all in a few numpy passes. The keys are the
+    entries' ranks as proven in floats (`_jet_keys`: their values where their rules selected
+    constant pieces, else their jets), or, where the exact series is out of reach, the
+    first-order tangents along ``v``, ``w1``, ... (reported as ``flat``).
     """
     if not isinstance(dx, LazyTangent):
         return None
@@ -279,14 +279,15 @@ def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None
 
 
 def _jet_keys(trace, k: int, depth: int, shape: tuple, mask: np.ndarray) -> np.ndarray | None:
-    """Node ``k``'s entries at ``mask`` ranked by their jets, as keys, where the bounds prove
-    that ranking is the order of their exact series along the ray ``depth`` levels deep.
+    """Keys ranking node ``k``'s entries at ``mask`` as their exact series along the ray
+    ``depth`` levels deep do, where floats prove it; None elsewhere.
 
-    The jets are sorted lexicographically by coefficient; the order is proven where every
-    neighbouring pair is either equal (every coefficient exact and the same) or apart (exact
-    and equal up to a coefficient whose intervals are disjoint). Along ``v`` alone, equal
-    entries must also be still (then equal along every direction); along the whole ray, no
-    entry may be cut."""
+    Entries whose rules all selected constant pieces (`selected_constants`) are ranked by
+    their values, without a series. Otherwise by their jets, sorted lexicographically by
+    coefficient: the order is proven where every neighbouring pair is either equal (every
+    coefficient exact and the same) or apart (exact and equal up to a coefficient whose
+    intervals are disjoint). Along ``v`` alone, equal entries must also be still (then equal
+    along every direction); along the whole ray, no entry may be cut."""
     mask = np.asarray(mask, bool)
     constant = selected_constants(trace, k)
     if constant is not None and np.all(entries(constant, tuple(shape), mask)):
