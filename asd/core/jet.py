@@ -16,9 +16,10 @@ the order that decides a sign.
 A jet is a numpy duck array (``__array_ufunc__``, ``__array_function__``, indexing, shape), so
 the primitives' own numpy implementations run on it unchanged, as they run on object arrays
 of series. Every float operation is accounted for: sums and products of coefficients carry
-their exact rounding errors (TwoSum, Dekker's TwoProduct), contractions the bound
-``γ_n Σ|a||b|`` unless every term sits on a common power-of-two grid small enough for the
-float result to be exact, and each computed bound is rounded upward by a relative margin. A
+their exact rounding errors (TwoSum, Dekker's TwoProduct), contractions and reductions the
+bound ``γ_n Σ|a||b|`` (precise jets, the second filter the tie service tries, prove it 0
+per entry where every term sits on a common power-of-two grid small enough for the float
+result to be exact), and each computed bound is rounded upward by a relative margin. A
 comparison is lexicographic on coefficients; where its bound cannot settle it the entries it
 selects become uncertain (bound ``inf``), never guessed. Anything a jet does not cover raises
 `JetUnsupported`, and the caller uses the exact path instead.
