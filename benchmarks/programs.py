@@ -160,6 +160,82 @@ def cnn(quick: bool) -> Benchmark:
                      params, (x, y), cnn_loss)
 
 
+# ----- a small CNN whose pooling windows hold dead relus (issue 24) -----
+
+def small_cnn_loss(ops, params, data):
+    """``Conv2d(1, 3, 3, padding=1) -> ReLU -> MaxPool2d(2) -> Linear`` (``x`` comes padded)."""
+    x, y = data
+    w1, b1, w2, b2 = params
+    h = ops.maxpool2(ops.relu(ops.conv2d(x, w1) + b1.reshape(1, -1, 1, 1)))
+    d = h.reshape(x.shape[0], -1) @ w2 + b2 - y
+    return (d * d).sum() * (0.5 / x.shape[0])
+
+
+def _conv_valid(x, w):
+    """Valid cross-correlation of ``(N, C, H, W)`` with ``(O, C, k, k)``."""
+    k = w.shape[-1]
+    win = np.lib.stride_tricks.sliding_window_view(x, (k, k), axis=(2, 3))
+    return np.einsum("ncijpq,ocpq->noij", win, w), win
+
+
+def small_cnn_hand(params, data, direction=None):
+    """The hand-written ASD of `small_cnn_loss`: a relu at 0 takes the side of its tangent,
+    a pooling window the largest (value, tangent), the first of equal ones; then backprop."""
+    x, y = data
+    w1, b1, w2, b2 = params
+    v = draw_direction(params) if direction is None else direction
+    z, win = _conv_valid(x, w1)
+    z = z + b1.reshape(1, -1, 1, 1)
+    tz = _conv_valid(x, v[0])[0] + v[1].reshape(1, -1, 1, 1)
+    slope = np.where(z == 0, tz >= 0, z > 0)
+    r, rt = np.maximum(z, 0), tz * slope
+    n, c, hh, ww = r.shape
+
+    def windows(a):
+        return a.reshape(n, c, hh // 2, 2, ww // 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(
+            n, c, hh // 2, ww // 2, 4)
+
+    vals, keys = windows(r), windows(rt)
+    best = vals == vals.max(-1, keepdims=True)
+    keys = np.where(best, keys, -np.inf)
+    sel = np.argmax(best & (keys == keys.max(-1, keepdims=True)), -1)
+    pooled = np.take_along_axis(vals, sel[..., None], -1)[..., 0]
+    flat = pooled.reshape(n, -1)
+    d = flat @ w2 + b2 - y
+    g = d / n
+    g_pooled = (g @ w2.T).reshape(pooled.shape)
+    g_win = np.zeros(vals.shape)
+    np.put_along_axis(g_win, sel[..., None], g_pooled[..., None], -1)
+    g_r = g_win.reshape(n, c, hh // 2, ww // 2, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(
+        r.shape)
+    g_z = g_r * slope
+    return (d * d).sum() * (0.5 / n), [np.einsum("noij,ncijpq->ocpq", g_z, win),
+                                       g_z.sum(axis=(0, 2, 3)), flat.T @ g, g.sum(axis=0)]
+
+
+def small_cnn(quick: bool, zero_weights: bool = False) -> Benchmark:
+    """The CNN of issue 24 at a random init (many pooling windows of dead relus), or with
+    zero conv weights (every relu on its kink); 'asd untied': the same call with the conv's
+    bias raised so that no relu is dead or tied."""
+    rng = np.random.default_rng(6)
+    batch = 8
+    x = np.pad(rng.standard_normal((batch, 1, 6, 6)), [(0, 0), (0, 0), (1, 1), (1, 1)])
+    y = rng.standard_normal((batch, 10))
+    params = [rng.standard_normal((3, 1, 3, 3)) / 3, rng.standard_normal(3) * 0.1,
+              rng.standard_normal((27, 10)) / 5, np.zeros(10)]
+    untied = [params[0], params[1] + 10.0, params[2], params[3]]
+    if zero_weights:
+        params = [np.zeros_like(params[0]), np.zeros(3), params[2], params[3]]
+    name = "cnn-zero-weights" if zero_weights else "cnn-dead-windows"
+    about = ("conv(1->3,3x3,pad 1)-relu-maxpool2-dense, 6x6 input, batch 8, "
+             + ("zero conv weights and bias: every relu tied" if zero_weights else
+                "random init: pooling windows of dead relus")
+             + "; 'asd untied': the conv bias raised by 10 (no relu dead or tied)")
+    return Benchmark(f"{name} float64", about, np.dtype(np.float64), params, (x, y),
+                     small_cnn_loss, small_cnn_hand, "numpy fwd+tangent+bwd", ties=True,
+                     untied=untied)
+
+
 # ----- a 1000-operation scalar chain (per-operation overhead) -----
 
 def chain_loss(ops, params, data):
@@ -351,7 +427,7 @@ def build(quick: bool = False) -> list[Benchmark]:
     return [
         mlp(np.float32, quick), mlp(np.float64, quick),
         mlp(np.float32, quick, ties=True), mlp(np.float64, quick, ties=True),
-        cnn(quick), deep_narrow(quick), scalar_chain(quick), max_chain(quick), svm(quick),
-        projection(quick),
+        cnn(quick), small_cnn(quick), small_cnn(quick, zero_weights=True), deep_narrow(quick),
+        scalar_chain(quick), max_chain(quick), svm(quick), projection(quick),
         projection(quick, "box"), sort_topk(quick), series_chain(quick),
     ]

@@ -271,7 +271,8 @@ def test_max_pool_copies_only_the_tied_windows_to_the_host(monkeypatch):
     copied = []
 
     def recording(a):
-        copied.append(tuple(np.shape(a)))
+        if not backend.is_host(a):  # a copy off the device (numpy's own arrays are not)
+            copied.append(tuple(np.shape(a)))
         return backend.to_host(a)
 
     monkeypatch.setattr(order, "to_host", recording)

@@ -1,11 +1,13 @@
-"""Ties whose exact series is out of reach are decided by first-order keys, in numpy.
+"""Ties among pooled entries are decided by float keys, in numpy.
 
-Where the ancestors of a tied max exceed the series budget (a conv layer's pooling windows of
-dead ReLUs), the contract falls back to first order along every direction (``v``, then
-``w1``, ...). `asd.extend.first_order_keys` gives those keys as floats so a rule decides all
-its windows at once, and must decide exactly as the series path does wherever first order is
-all there is: piecewise-linear programs, checked against the exact lexicographic oracle with
-the series (default budget) and with the keys (budget 0).
+`asd.extend.first_order_keys` gives a rule keys whose lexicographic order is the order of the
+tied entries' series along the ray, so it decides all its windows in a few numpy passes. The
+keys come from the entries' jets (`asd.core.jet`, float series with error bounds) where the
+bounds prove that order; where the jets cannot run the exact series decides; where no series
+can be computed (a transcendental cone) the keys are the first-order tangents along ``v``,
+``w1``, ... (reported as ``flat``). Each must decide exactly as the exact series does wherever
+first order is all there is: piecewise-linear programs, checked against the exact
+lexicographic oracle.
 """
 
 from __future__ import annotations
@@ -19,10 +21,29 @@ from hypothesis import strategies as st
 
 import asd
 import asd.core.ties as ties
+from asd.core.jet import JetUnsupported
 from asd.testing.exact import DegenerateTie
 from tests.test_tie_contract import lex_oracle
 
-BUDGETS = {"exact series": ties.BUDGET, "first-order keys": 0}
+
+def no_jets(*args, **kwargs):
+    raise JetUnsupported("jets switched off by the test")
+
+
+def no_series(*args, **kwargs):
+    raise ties.SeriesUnavailable("series switched off by the test")
+
+
+HOW = {"jets": {}, "exact series": {"node_jet": no_jets},
+       "first-order keys": {"node_jet": no_jets, "node_series": no_series}}
+
+
+def patched(how: str):
+    """The tie service with the named paths switched off."""
+    stack = [mock.patch.object(ties, name, fn) for name, fn in HOW[how].items()]
+    for p in stack:
+        p.start()
+    return stack
 
 
 def pooled(x, a, c, pool):
@@ -63,7 +84,7 @@ def tied_windows(draw):
     return a, v, w, c
 
 
-@pytest.mark.parametrize("how", sorted(BUDGETS))
+@pytest.mark.parametrize("how", sorted(HOW))
 @pytest.mark.parametrize("pool", ["max_pool2d", "max over an axis"])
 @settings(max_examples=60, deadline=None)
 @given(case=tied_windows())
@@ -76,25 +97,34 @@ def test_tied_windows_decide_like_the_exact_lexicographic_oracle(how, pool, case
         want = lex_oracle(lambda x: pooled(x, a, c, exact), x, v, w)
     except DegenerateTie:  # tied along v and w both: no element is singled out
         assume(False)
-    with mock.patch.object(ties, "BUDGET", BUDGETS[how]):
+    stack = patched(how)
+    try:
         r = asd.asd(lambda x: pooled(x, a, c, traced), directions=[v, w])(x)
+    finally:
+        for p in stack:
+            p.stop()
     assume(r.element != "random")  # tied along v and w both: a drawn direction decided
     np.testing.assert_array_equal(np.asarray(r.subgradient), want)
 
 
 def test_the_keys_decide_without_building_a_series_and_say_so():
     """Every window ties along v (dead ReLUs: v moves only x2, which the first three forms of
-    each window ignore, and the fourth is x0); w decides. With the keys the result is the same
-    element as with the exact series, the decisions report the first-order fallback (flat),
-    and no series is built."""
+    each window ignore, and the fourth is x0); w decides. The jets decide as the exact series
+    does, with no series built and nothing reported beyond it; where no series can be
+    computed, the first-order keys decide the same element and report the fallback (flat)."""
     a = np.vstack([np.eye(3)[[0, 1, 0, 1]]] * 4)
     v, w = np.array([0.0, 0.0, 1.0]), np.array([1.0, 2.0, -1.0])
     f = lambda x: pooled(x, a, np.array([1.0, -1.0, 3.0, 1.0]), traced_pool)  # noqa: E731
-    exact = asd.asd(f, directions=[v, w])(np.zeros(3))
-    with mock.patch.object(ties, "BUDGET", 0), \
-            mock.patch.object(ties, "line", side_effect=AssertionError("a series was built")):
+    with mock.patch.object(ties, "node_jet", no_jets):
+        exact = asd.asd(f, directions=[v, w])(np.zeros(3))
+    with mock.patch.object(ties, "line", side_effect=AssertionError("a series was built")):
+        jets = asd.asd(f, directions=[v, w])(np.zeros(3))
+    with mock.patch.object(ties, "node_jet", no_jets), \
+            mock.patch.object(ties, "node_series", no_series):
         keys = asd.asd(f, directions=[v, w])(np.zeros(3))
-    np.testing.assert_array_equal(keys.subgradient, exact.subgradient)
-    assert np.any(keys.subgradient != 0)
+    for r in (jets, keys):
+        np.testing.assert_array_equal(r.subgradient, exact.subgradient)
+    assert np.any(exact.subgradient != 0)
+    assert [str(d) for d in jets.decisions] == [str(d) for d in exact.decisions]
     assert [d.how for d in keys.decisions if d.primitive == "max_pool"] == ["flat"]
     assert all(d.how != "flat" for d in exact.decisions)

@@ -1,12 +1,10 @@
 """Max pooling at planted ties: the fast paths decide exactly as the full tie contract does.
 
-Two shortcuts are checked against the path they replace, on numpy and torch (float32 and
-float64):
-
-- tied windows whose entries all have a zero linearization (dead relus) and whose series is out
-  of reach are ordered by index without computing a tangent (`asd.core.ties.index_decided`):
-  the result, the Dini derivative and every reported tie and decision must be those of the
-  full comparison (`first_order_keys`), which is forced by switching the shortcut off;
+- tied windows (dead relus: every entry 0 with a zero tangent, entries on the relu's kink,
+  equal maxima) are decided by the entries' jets (`asd.core.jet`: float series with error
+  bounds), with no entry evaluated on exact series: the result, the Dini derivative and every
+  reported tie and decision must be those of the exact series, which is forced by switching
+  the jets off;
 - on torch, torch's pooling kernel finds each window's first maximum and the tied windows
   (kernel ``max_pool_first``): it must agree with the array-API default entry for entry, and
   its channels-last pass with torch's kernel on contiguous planes (NaN and -inf included);
@@ -16,13 +14,17 @@ float64):
 
 from __future__ import annotations
 
-import asd.library.order as order
+import math
+
 import numpy as np
 import pytest
 
 import asd
+import asd.library.order as order
 from asd.core import backend, ties
+from asd.core.jet import JetUnsupported
 from asd.core.linear import Index, Take
+from asd.core.sweep import missing_cone
 
 torch = pytest.importorskip("torch")
 
@@ -82,38 +84,66 @@ def report(result):
             [str(t) for t in result.degenerate])
 
 
+def settled_dropped(decisions: list) -> list:
+    """``decisions`` without the pools' ``flat``: `lex_argmax` reports the windows it settles
+    by index (dead relus, `asd.core.ties.index_decided`) as flat only when no other window of
+    the call needed a comparison, so that report depends on the path taken."""
+    return [d for d in decisions if not ("max_pool" in d and d.endswith("by flat"))]
+
+
 @pytest.fixture
-def spy(monkeypatch):
-    """Counts the windows' entries `index_decided` marks (0: the shortcut never applied)."""
-    marked = []
-    real = order.index_decided
+def exact_entries(monkeypatch):
+    """Counts the entries the tie service evaluates on exact series (object arrays)."""
+    counted = []
+    real = ties._evaluate_cone
 
-    def counting(dx, shape):
-        out = real(dx, shape)
-        marked.append(0 if out is None else int(np.count_nonzero(host(out))))
-        return out
+    def counting(trace, k, memo, *args, **kwargs):
+        counted.append(sum(math.prod(trace.nodes[j].shape)
+                           for j in missing_cone(trace.nodes, k, memo)))
+        return real(trace, k, memo, *args, **kwargs)
 
-    monkeypatch.setattr(order, "index_decided", counting)
-    return marked
+    monkeypatch.setattr(ties, "_evaluate_cone", counting)
+    return counted
+
+
+def no_jets(*args, **kwargs):
+    raise JetUnsupported("jets switched off by the test")
 
 
 @pytest.mark.parametrize("pool", list(POOLS))
 @pytest.mark.parametrize("values", ["quarters", "normal"])
 @pytest.mark.parametrize("kind", ["random", "coordinate"])
 @pytest.mark.parametrize("lib", list(LIBRARIES))
-def test_dead_windows_decide_as_the_full_comparison(lib, kind, values, pool, spy, monkeypatch):
-    shape = (2, 3, 36, 36)  # the relu's cone is past the series budget: keys decide
-    x = planted(shape, 1, values)
-    w = np.array(1.0)
+def test_dead_windows_need_no_exact_series(lib, kind, values, pool, exact_entries):
+    """A 2x3x36x36 layer (a cone of 31 000 entries): every tied window, and every tie of the
+    relu on its kink, is decided in floats, none reported flat."""
+    shape = (2, 3, 36, 36)
+    x, w = planted(shape, 1, values), np.array(1.0)
     v, vw = direction(shape, kind, 5), np.array(0.0)
-    fast = report(sweep(lib, x, w, v, vw, pool))
-    assert max(spy) > 0  # the shortcut applied
-    monkeypatch.setattr(order, "index_decided", lambda dx, shape: None)
-    full = report(sweep(lib, x, w, v, vw, pool))
-    for a, b in zip(fast[:4], full[:4], strict=True):
+    got = report(sweep(lib, x, w, v, vw, pool))
+    assert sum(exact_entries) == 0
+    assert any("max_pool" in t for t in got[4])  # tied windows were met
+    assert not any("flat" in d for d in settled_dropped(got[5]))
+
+
+@pytest.mark.parametrize("vw", [0.0, 0.5])
+@pytest.mark.parametrize("pool", list(POOLS))
+@pytest.mark.parametrize("values", ["quarters", "normal"])
+@pytest.mark.parametrize("kind", ["random", "coordinate"])
+@pytest.mark.parametrize("lib", list(LIBRARIES))
+def test_dead_windows_decide_as_the_exact_series(lib, kind, values, pool, vw, monkeypatch):
+    shape = (1, 2, 8, 8)
+    x, w = planted(shape, 3, values), np.array(1.0)
+    v = direction(shape, kind, 6)
+    jets = report(sweep(lib, x, w, v, np.array(vw), pool))
+    monkeypatch.setattr(ties, "node_jet", no_jets)
+    monkeypatch.setattr(ties, "selected_constants", lambda *a: None)
+    exact = report(sweep(lib, x, w, v, np.array(vw), pool))
+    for a, b in zip(jets[:4], exact[:4], strict=True):
         np.testing.assert_array_equal(a, b)
-    assert fast[4:] == full[4:]
-    assert any("flat" in d for d in fast[5])  # the keys decided, and were reported
+    assert jets[4] == exact[4]
+    assert settled_dropped(jets[5]) == settled_dropped(exact[5])
+    assert jets[6] == exact[6]
 
 
 @pytest.mark.parametrize("lib", ["torch-float64", "torch-float32", "numpy-float32"])
@@ -130,19 +160,6 @@ def test_dead_windows_match_numpy_float64(lib):
     # full as tied, numpy the tied entries only: not the pools' business)
     assert [t for t in got[4] if "max_pool" in t] == [t for t in ref[4] if "max_pool" in t]
     assert got[5:] == ref[5:]
-
-
-@pytest.mark.parametrize("lib", ["numpy-float64", "torch-float32"])
-def test_no_shortcut_where_the_series_is_in_reach(lib, spy, monkeypatch):
-    """A small program: the exact series decides, so no entry is ordered by index."""
-    shape = (1, 2, 4, 4)
-    x, w = planted(shape, 4), np.array(1.0)
-    v = direction(shape, "coordinate", 7)
-    fast = report(sweep(lib, x, w, v, np.array(0.0)))
-    assert spy and max(spy) == 0
-    monkeypatch.setattr(order, "index_decided", lambda dx, shape: None)
-    assert [np.asarray(a).tolist() for a in fast[:4]] == [
-        np.asarray(a).tolist() for a in report(sweep(lib, x, w, v, np.array(0.0)))[:4]]
 
 
 def test_squares_at_zero_are_not_ordered_by_index():

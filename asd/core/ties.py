@@ -6,13 +6,17 @@ and nothing else decides: no rule keeps a convention of its own. The answer is t
 this order (each step only for the entries the previous one left at zero):
 
 1. the tangent ``ḣ`` along ``v`` (free: the engine pushes ``v`` through the linearizations);
-2. the exact power series of ``h`` along ``x + δv`` (`node_series`: rationals, and intervals
-   for transcendental constants), at an order raised until the sign is proven or a cap is
-   met: this decides every tie that opens at some order, so with an explicit ``v`` the result
-   is the limiting gradient along ``v``;
+2. the power series of ``h`` along ``x + δv``: first as a `Jet` (`node_jet`: float
+   coefficient arrays with rigorous error bounds, the cone re-run once on whole arrays),
+   which settles every entry whose bounds prove its sign; then, for the entries it leaves
+   open only, the exact series (`node_series`: rationals, and intervals for transcendental
+   constants), at an order raised until the sign is proven or a cap is met. Both give the
+   exact series' answer: this decides every tie that opens at some order, so with an
+   explicit ``v`` the result is the limiting gradient along ``v``;
 3. where ``h`` vanishes along the whole ray (or its sign cannot be proven), the next direction
    ``w₁`` of the lexicographic sequence: first order (``w₁`` pushed through the linearizations
-   already selected), then the nested series along ``x + ε₁v + ε₂w₁``; then ``w₂``, … The
+   already selected), then the nested series along ``x + ε₁v + ε₂w₁`` (jets first, as in
+   step 2); then ``w₂``, … The
    directions come from ``directions=`` and then from the seed. This is how LD-derivatives
    (Nesterov; Khan & Barton) decide, and it composes: every rule sees the same ordering, so
    ``relu(h) - relu(-h)`` comes out as ``∇h`` wherever the ties persist.
@@ -20,9 +24,8 @@ this order (each step only for the entries the previous one left at zero):
 A tie still at zero after a random direction is an equality on a neighbourhood of ``x``
 (almost surely): every branch then has the same gradient, and comparisons read their exact
 value there (``h > 0`` is false). Where the series cannot be computed or its sign proven (a
-cancellation of interval-enclosed transcendental constants, an operation with no series, or a
-cone beyond ``BUDGET``) and first order is flat along every direction, the tie is reported as
-``flat``: the branches'
+cancellation of interval-enclosed transcendental constants, an operation with no series) and
+first order is flat along every direction, the tie is reported as ``flat``: the branches'
 gradients agree almost surely, and rules whose answer depends on more than the gradient
 (``where``) refuse it with `UndecidedTieError`. Every decision is reported per sweep
 (`asd.core.primitive.record_tie_decision`), so a result can say which element it is.
@@ -30,6 +33,13 @@ gradients agree almost surely, and rules whose answer depends on more than the g
 Array libraries: in a torch or JAX sweep step 1 runs in that library, on its device; only
 ties it leaves open (a zero or rounding-sized tangent) copy the tied entries, and for the
 series the tied quantity's ancestor cone, to the host (`asd.core.backend.to_host`).
+
+Cost: there is no cap on a cone. The cone follows the selected pieces: an entry whose rule
+took a constant piece (a dead ReLU) has a constant series, read from the sweep's maps
+(`selected_constants`), so a pool of them is decided without evaluating anything
+(`index_decided`, `first_order_keys`). Other cones are re-run once on jets (a few float
+passes per node, memoized per sweep); the exact series runs only on the entries the jets
+cannot settle, or where a node of the cone has no jet (`asd.core.jet.JetUnsupported`).
 """
 
 from __future__ import annotations
@@ -41,7 +51,9 @@ from fractions import Fraction
 import numpy as np
 
 from asd.core import backend
-from asd.core.linear import Dense
+from asd.core.jet import ORDER, Jet, JetMask, JetUnsupported, jet_sign
+from asd.core.jet import basis as jet_basis
+from asd.core.linear import Dense, Diagonal, FanIn, Mask, Zero
 from asd.core.primitive import (
     FixedTangent,
     record_degenerate_tie,
@@ -60,11 +72,6 @@ from asd.core.series import (
 )
 from asd.core.sweep import LazyTangent, Trace, missing_cone, tangent_at
 from asd.errors import NotLipschitzError, UndecidedTieError
-
-BUDGET = 20_000
-"""Most entries one tie may newly evaluate on series along ``v`` (memoized entries are free;
-each further level of nesting divides it by 4); past it the tie is decided by the next
-direction and reported as ``flat``, never by a convention."""
 
 ORDERS = (2, 4, 8, 16, 32, 64)
 """The truncation orders tried in turn: most ties open at order 2; each step re-runs only the
@@ -116,13 +123,53 @@ def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -
     memo = trace.series_memo.setdefault((depth, order), {})
     if k in memo:
         return memo[k]
-    nodes = trace.nodes
-    cone = missing_cone(nodes, k, memo)
-    budget = BUDGET >> 2 * (depth - 1)
-    if _cone_size(nodes, cone) > budget:
-        raise SeriesUnavailable(f"the ancestors of %{k} exceed {budget} entries")
     return _evaluate_cone(trace, k, memo, lambda j: line(trace.values[j], [trace.tangent(j)] + [
         trace.lex_tangent(j, level) for level in range(1, depth)], order), order)
+
+
+JET_ORDERS = {1: ORDER, 2: 2, 3: 2}
+"""The truncation of a jet along a ray nested ``depth`` deep (a jet holds ``(order + 1) **
+depth`` coefficients per entry); deeper rays are left to the exact series."""
+
+
+def node_jet(trace: Trace, k: int, depth: int = 1, precise: bool = False) -> Jet:
+    """Node ``k`` along ``x + ε₁v + … + ε_depth w_(depth-1)`` as a `Jet`: float
+    coefficients with error bounds (``precise``: sums of dyadic terms proven exact, see
+    `asd.core.jet.basis`).
+
+    Re-runs the numpy implementations of ``k``'s ancestors on jets, as `node_series` does on
+    exact series (the ties inside the cone decide themselves where the bounds settle them,
+    and make the entries they select uncertain where not), memoized per sweep. Raises
+    `JetUnsupported` where a node of the cone has no jet (a transcendental function, an
+    operation the jets do not cover): the exact series then decides.
+    """
+    if depth not in JET_ORDERS:
+        raise JetUnsupported(f"a ray nested {depth} deep")
+    memo = trace.series_memo.setdefault(("jet", depth, precise), {})
+    nodes, basis_ = trace.nodes, jet_basis(JET_ORDERS[depth], depth, precise)
+    for j in missing_cone(nodes, k, memo) if k not in memo else ():
+        node = nodes[j]
+        if node.prim is None:
+            memo[j] = Jet.line(backend.to_host(trace.values[j]), [
+                backend.to_host(trace.tangent(j))] + [backend.to_host(trace.lex_tangent(j, lv))
+                                                      for lv in range(1, depth)], basis_)
+            continue
+        args = [memo[r] if type(r) is int and r in memo
+                else backend.to_host(trace.values[r]) if type(r) is int
+                else backend.to_host(r.value) for r in node.args]
+        memo[j] = None if any(a is None for a in args) else _jet_of(node, args, basis_)
+    if memo[k] is None:
+        raise JetUnsupported(f"%{k} = {nodes[k].name}: a node of its cone has no jet")
+    return memo[k]
+
+
+def _jet_of(node, args, basis_) -> Jet | JetMask | None:
+    """``node``'s implementation on jets (None where it cannot run on them)."""
+    try:
+        out = node.prim.impl(*args, **node.params)
+        return out if isinstance(out, Jet | JetMask) else Jet.constant(out, basis_)
+    except Exception:  # JetUnsupported, or an impl that reads its operand as plain floats
+        return None
 
 
 def _evaluate_cone(trace: Trace, k: int, memo: dict, input_line, order: int,
@@ -202,18 +249,24 @@ def input_series(x, dx, shape: tuple, depth: int | None = 1, order: int = 24,
 
 
 def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None:
-    """Where the exact series of ``x`` along the ray is out of reach: its first-order keys
-    ``(ẋ along v, along w1, ...)`` at ``mask``, shape ``(levels,) + shape`` (0 elsewhere).
+    """Float keys ordering the entries ``mask`` of ``x`` (lazy tangent ``dx``, broadcast to
+    ``shape``) exactly as their series along the lexicographic ray do, shape
+    ``(levels,) + shape`` (0 elsewhere); None: compare `input_series` instead.
 
-    Comparing entries by these floats, lexicographically, is exactly what comparing the
-    first-order series `input_series` falls back to would do, without building them: a rule
-    with many such ties (pooling windows of dead ReLUs) decides them all in a few numpy
-    passes. None when the exact series can be computed (use `input_series` then).
+    Comparing entries by these keys lexicographically (larger key, larger entry) is what a
+    comparison of their series does, without building them, so a rule with many such ties
+    (pooling windows of dead ReLUs) decides them all in a few numpy passes. The keys are the
+    entries' ranks as proven in floats (`_jet_keys`: their values where their rules selected
+    constant pieces, else their jets), or, where the exact series is out of reach, the
+    first-order tangents along ``v``, ``w1``, ... (reported as ``flat``).
     """
     if not isinstance(dx, LazyTangent):
         return None
-    depth = 1 + (_Side(x, dx, shape).levels() or 0)
     trace, k = dx.trace, dx.k
+    depth = 1 + (_Side(x, dx, shape).levels() or 0)
+    keys = _jet_keys(trace, k, depth, shape, mask)
+    if keys is not None:
+        return keys
     try:
         node_series(trace, k, depth)
     except SeriesUnavailable:
@@ -226,55 +279,117 @@ def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None
     return None
 
 
-def _cone_size(nodes: list, cone: list[int]) -> int:
-    return sum(math.prod(nodes[j].shape) for j in cone)
+def _jet_keys(trace, k: int, depth: int, shape: tuple, mask: np.ndarray) -> np.ndarray | None:
+    """Keys ranking node ``k``'s entries at ``mask`` as their exact series along the ray
+    ``depth`` levels deep do, where floats prove it; None elsewhere.
 
-
-def _cone_exceeds(nodes: list, k: int, known, budget: int) -> bool:
-    """Whether `missing_cone` of ``k`` holds more than ``budget`` entries (the check
-    `node_series` makes first), walking only until it does."""
-    seen, stack, total = set(), [k], 0
-    while stack:
-        j = stack.pop()
-        if j in seen or j in known:
+    Entries whose rules all selected constant pieces (`selected_constants`) are ranked by
+    their values, without a series. Otherwise by their jets, sorted lexicographically by
+    coefficient: the order is proven where every neighbouring pair is either equal (every
+    coefficient exact and the same) or apart (exact and equal up to a coefficient whose
+    intervals are disjoint). Along ``v`` alone, equal entries must also be still (then equal
+    along every direction); along the whole ray, no entry may be cut."""
+    mask = np.asarray(mask, bool)
+    constant = selected_constants(trace, k)
+    if constant is not None and np.all(entries(constant, tuple(shape), mask)):
+        # constant pieces along every direction: the values themselves order the entries
+        value = entries(trace.values[k], tuple(shape), mask).astype(float)
+        keys = np.zeros((1,) + tuple(shape))
+        keys[0][mask] = value
+        return keys
+    for level, precise in _stages(depth):
+        try:
+            sub = node_jet(trace, k, level, precise).broadcast(shape)[mask]
+        except JetUnsupported:
             continue
-        seen.add(j)
-        total += math.prod(nodes[j].shape)
-        if total > budget:
-            return True
-        stack.extend(r for r in nodes[j].args if type(r) is int and nodes[r].active)
-    return False
+        if level > 1 and sub.cut.any():
+            continue
+        rank = _proven_rank(sub.c.reshape(sub.c.shape[0], -1).T,
+                            sub.e.reshape(sub.e.shape[0], -1).T,
+                            None if level == depth else sub.still.reshape(-1))
+        if rank is None:
+            continue
+        keys = np.zeros((1,) + tuple(shape))
+        keys[0][mask] = rank
+        return keys
+    return None
+
+
+def selected_constants(trace, k: int) -> np.ndarray | None:
+    """The entries of node ``k`` whose rule selected a constant piece (a dead relu, an entry
+    clipped to a constant bound), known from the sweep without evaluating a series: their
+    series along the ray, and along every further direction, is their value. None where
+    none is known.
+
+    An entry qualifies where every input reaches it only through a selection map (a
+    `Diagonal` by a bool mask, a `Mask`, or `Zero`) with an empty row there: the piece the
+    rule took does not read its inputs, so it is constant near the point along the ray. (A
+    zero derivative of a smooth piece, ``x**2`` at 0, is a float `Diagonal`: it does not
+    qualify.) A bool array broadcastable to the node's shape, in the maps' array library."""
+    if type(trace) is not Trace or trace.lins[k] is None:
+        return None
+    lin = trace.lins[k]
+    parts = [m for m in lin.maps if m is not None] if type(lin) is FanIn else [lin]
+    out = None
+    for m in parts:
+        selection = isinstance(m, Mask | Zero) or (
+            type(m) is Diagonal and m.d is not None and backend.numpy_dtype(m.d).kind == "b")
+        if not selection:
+            return None
+        zero = m.zero_rows()
+        out = zero if out is None else out & zero
+    return out
+
+
+def _stages(depth: int) -> list[tuple[int, bool]]:
+    """The filters tried in turn, cheapest first: jets along ``v``, then along the ray
+    ``depth`` levels deep; plain bounds, then sums proven exact."""
+    return [(level, precise) for level in sorted({1, depth}) for precise in (False, True)]
+
+
+def _proven_rank(c: np.ndarray, e: np.ndarray, still: np.ndarray | None) -> np.ndarray | None:
+    """Ranks of the rows ``c`` (coefficients with bounds ``e``) in lexicographic order,
+    equal rows sharing one, or None where the bounds do not prove that order (or, given
+    ``still``, where equal rows are not both still)."""
+    if not len(c):
+        return np.zeros(0)
+    if not e.any() and (c == c[:1]).all():  # one value (pools of dead relus)
+        return None if still is not None and not still.all() else np.zeros(len(c))
+    order = np.lexsort(c.T[::-1])
+    cs, es = c[order], e[order]
+    unproven = (cs[1:] != cs[:-1]) | (es[1:] != 0) | (es[:-1] != 0)
+    first = np.argmax(unproven, axis=1)[:, None]
+    apart = unproven.any(1)
+    hi = np.take_along_axis(cs[:-1] + es[:-1], first, 1)[:, 0]
+    lo = np.take_along_axis(cs[1:] - es[1:], first, 1)[:, 0]
+    if not np.all(~apart | (hi < lo)):
+        return None
+    if still is not None:
+        ss = still[order]
+        if np.any(~apart & ~(ss[1:] & ss[:-1])):
+            return None
+    rank = np.empty(len(c))
+    rank[order] = np.concatenate([[0.0], np.cumsum(apart)])
+    return rank
 
 
 def index_decided(dx, shape: tuple):
     """The entries of an input (lazy tangent ``dx``, broadcast to ``shape``) that a
-    lexicographic comparison among tied entries (`first_order_keys`) can only order by index,
-    known without computing a tangent; None where no entry is known to be (every entry then
-    goes through the keys).
-
-    An entry qualifies when the linearization of the node that made it sends every tangent to
-    0 there (`asd.core.linear.LinearMap.zero_rows`: a dead relu), so its tangent along ``v``
-    and along every further direction is 0 (pushed from finite tangents), and when the exact
-    series of that node is out of reach (its cone exceeds the `BUDGET` `node_series` checks
-    first), so `first_order_keys` decides the comparison and reports it as ``flat``. Among
-    tied entries that all qualify, every key is 0 and the first entry is chosen: the choice
-    the full comparison makes, without its tangents. Returned in ``dx``'s array library
-    (a bool array broadcast to ``shape``).
-    """
+    comparison among tied entries orders by index without asking their tangents: those whose
+    rule selected a constant piece (`selected_constants`: a dead relu, an entry clipped to a
+    constant bound), whose series along the ray and along every further direction is their
+    value. Among tied entries that all qualify every series is the same constant, so the
+    first is chosen, as comparing their series would choose; a pool of dead relus is decided
+    without a tangent, a series or a host copy. Returned in ``dx``'s array library (a bool
+    array broadcast to ``shape``); None where no entry is known to qualify."""
     if type(dx) is not LazyTangent or type(dx.trace) is not Trace:
         return None  # a re-run's tangent (`asd.analysis.clarke`) reads other maps than these
-    trace, k = dx.trace, dx.k
-    lin = trace.lins[k]
-    zero = None if lin is None or not hasattr(lin, "zero_rows") else lin.zero_rows()
-    if zero is None:
+    constant = selected_constants(dx.trace, dx.k)
+    if constant is None:
         return None
-    depth = 1 + (_Side(None, dx, shape).levels() or 0)
-    memo = trace.series_memo.get((depth, ORDERS[-1]), {})
-    if not _cone_exceeds(trace.nodes, k, memo, BUDGET >> 2 * (depth - 1)):
-        return None
-    if backend.is_host(zero):
-        return np.broadcast_to(zero, shape)
-    return backend.namespace(zero).broadcast_to(zero, tuple(shape))
+    if backend.is_host(constant):
+        return np.broadcast_to(constant, shape)
+    return backend.namespace(constant).broadcast_to(constant, tuple(shape))
 
 
 def record_asked(dx, count: int) -> None:
@@ -322,6 +437,21 @@ class _Side:
         else:
             t = self.dx.lex[level - 1]
         return entries(t, self.shape, mask)
+
+    def jet(self, depth: int, mask: np.ndarray, precise: bool = False) -> Jet:
+        """This side along the ray ``depth`` levels deep at the entries ``mask``, as a jet
+        (`node_jet`)."""
+        if isinstance(self.dx, LazyTangent) and self.moves:
+            jet = node_jet(self.dx.trace, self.dx.k, depth, precise)
+            return jet.broadcast(self.shape)[mask]
+        if depth not in JET_ORDERS:
+            raise JetUnsupported(f"a ray nested {depth} deep")
+        basis_ = jet_basis(JET_ORDERS[depth], depth, precise)
+        value = entries(self.x, self.shape, mask)
+        if isinstance(self.dx, FixedTangent) and self.moves:
+            return Jet.line(value, [entries(t, self.shape, mask) for t in
+                                    [self.dx.value, *self.dx.lex[:depth - 1]]], basis_)
+        return Jet.constant(value, basis_)
 
     def series(self, depth: int, order: int, mask: np.ndarray) -> np.ndarray:
         if not self.moves:
@@ -619,6 +749,7 @@ def _decide_by_series(left: _Side, right: _Side, shape: tuple, where: np.ndarray
     """
     todo = open_.copy()
     before = int(np.count_nonzero(open_))
+    _decide_by_jets(left, right, shape, where, todo, open_, sign, depth, flat)
     for order in ORDERS:
         idx = np.flatnonzero(todo)
         if not idx.size:
@@ -644,6 +775,41 @@ def _decide_by_series(left: _Side, right: _Side, shape: tuple, where: np.ndarray
     flat[todo] = True
     record_tie_decision("series" if depth == 1 else "lexicographic",
                         before - int(np.count_nonzero(open_)))
+
+
+def _decide_by_jets(left: _Side, right: _Side, shape: tuple, where: np.ndarray,
+                    todo: np.ndarray, open_: np.ndarray, sign: np.ndarray, depth: int,
+                    flat: np.ndarray) -> None:
+    """The floating-point filter of `_decide_by_series`: the entries ``todo`` whose jets
+    along ``v`` settle the sign leave ``todo`` (and ``open_`` where it is not 0), as the
+    exact series would decide them; the others stay for the exact series.
+
+    The jet's sign is the series' sign wherever its bound proves it. Deeper than ``v`` an
+    open entry's series along ``v`` is 0: where its jet along ``v`` is still too it is 0
+    along every direction (proven without a nested jet); the others read the nested jet."""
+    for level, precise in _stages(depth):
+        idx = np.flatnonzero(todo)
+        if not idx.size:
+            return
+        mask = _mask(shape, where[idx])
+        try:
+            h = left.jet(level, mask, precise) - right.jet(level, mask, precise)
+        except JetUnsupported:
+            continue
+        s, sure = jet_sign(h)
+        if level < depth:  # 0 along v (the entry is open): still, so 0 along every direction
+            sure = sure & (s == 0) & h.still
+        _settle(idx, s, sure, todo, open_, sign, flat)
+
+
+def _settle(idx: np.ndarray, s: np.ndarray, sure: np.ndarray, todo: np.ndarray,
+            open_: np.ndarray, sign: np.ndarray, flat: np.ndarray) -> None:
+    """Record the signs ``s`` the jets proved (``sure``) at the entries ``idx``."""
+    todo[idx[sure]] = False
+    flat[idx[sure]] = False
+    decided = sure & (s != 0)
+    sign[idx[decided]] = s[decided]
+    open_[idx[decided]] = False
 
 
 # ----- roots at zero: limits the linearizations cannot express -----
