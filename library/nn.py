@@ -39,9 +39,8 @@ from asd.extend import (
     is_traced,
     kernel,
     namespace,
+    ray_nonnegative,
     register_kernel,
-    set_at,
-    tie_sign,
     to_host,
 )
 
@@ -59,7 +58,7 @@ def _tuple(v, n: int, what: str) -> tuple[int, ...]:
 
 def _pad(x: np.ndarray, padding: tuple[tuple[int, int], ...]) -> np.ndarray:
     nd = len(padding)
-    if not any(lo or hi for lo, hi in padding):
+    if padding == ((0, 0),) * nd:  # a static parameter
         return x
     return np.pad(x, [(0, 0)] * (x.ndim - nd) + list(padding))
 
@@ -163,7 +162,7 @@ def _torch_pad(x, padding):
     import torch
 
     flat = [p for lo_hi in reversed(padding) for p in lo_hi]
-    return torch.nn.functional.pad(x, flat) if any(flat) else x
+    return x if flat == [0] * len(flat) else torch.nn.functional.pad(x, flat)
 
 
 def _torch_conv(x, w, stride, padding, dilation, groups):
@@ -183,7 +182,8 @@ def _torch_conv_pull_x(ct, w, in_shape, stride, padding, dilation, groups):
     import torch
 
     nd = len(stride)
-    if all(lo == hi for lo, hi in padding):
+    symmetric = [lo for lo, _ in padding] == [hi for _, hi in padding]
+    if symmetric:
         shape = ct.new_zeros(tuple(in_shape))
         return torch.ops.aten.convolution_backward(
             ct, shape, w.to(ct.dtype), None, list(stride), [lo for lo, _ in padding],
@@ -468,7 +468,7 @@ def avg_pool(x, kernel_size, stride=None, padding=0, count_include_pad: bool = T
                 f"avg_pool: kernel {kernel}, stride {stride}, padding {pad} do not fit the "
                 f"spatial shape {spatial} (need kernel >= 1, stride >= 1, 0 <= padding <= "
                 "kernel / 2, and the padded input at least as long as the kernel)")
-    if any(pad) and not count_include_pad:
+    if max(pad) > 0 and not count_include_pad:
         raise UnsupportedError("avg_pool with padding and count_include_pad=False")
     # the primitive pools (N, C, L...): other leading axes are one batch of channels
     batched = len(lead) == 2
@@ -543,25 +543,20 @@ def _elu_rule_xp(x, dx, alpha, xp):
         x = xp.astype(x, xp.asarray(0.0).dtype)  # the library's default float
     neg = alpha * xp.exp(xp.minimum(x, xp.zeros_like(x)))
     ans = xp.where(x > 0, x, neg - alpha)
-    right = x > 0
-    tie = x == 0
-    if bool(xp.any(tie)):
-        right = set_at(xp.asarray(right, copy=True), tie, tie_sign(x, dx, 0.0, None, tie) >= 0)
+    right = ray_nonnegative(x, dx)
     return ans, Diagonal(xp.where(right, xp.ones_like(neg), neg), tuple(x.shape))
 
 
 @elu_p.defrule
 def elu_rule(xs, dxs, alpha):
+    """The side of the kink at 0 the ray enters (`ray_nonnegative`) takes slope 1."""
     (x,) = xs
     if not is_host(x):
         return _elu_rule_xp(x, dxs[0], alpha, namespace(x))
     x = np.asarray(x)
     neg = alpha * np.exp(np.minimum(x, 0))
     ans = np.where(x > 0, x, neg - alpha).astype(np.result_type(x, np.float32), copy=False)
-    right = np.asarray(x > 0)
-    tie = x == 0
-    if tie.any():
-        right[tie] = tie_sign(x, dxs[0], 0.0, None, tie) >= 0
+    right = ray_nonnegative(x, dxs[0])
     slope = np.where(right, 1.0, neg).astype(ans.dtype, copy=False)
     return ans, Diagonal(slope, x.shape)
 

@@ -16,6 +16,7 @@ float64):
 
 from __future__ import annotations
 
+import asd.core.ordering as ordering
 import asd.library.order as order
 import numpy as np
 import pytest
@@ -86,14 +87,14 @@ def report(result):
 def spy(monkeypatch):
     """Counts the windows' entries `index_decided` marks (0: the shortcut never applied)."""
     marked = []
-    real = order.index_decided
+    real = ordering.index_decided
 
     def counting(dx, shape):
         out = real(dx, shape)
         marked.append(0 if out is None else int(np.count_nonzero(host(out))))
         return out
 
-    monkeypatch.setattr(order, "index_decided", counting)
+    monkeypatch.setattr(ordering, "index_decided", counting)
     return marked
 
 
@@ -108,7 +109,7 @@ def test_dead_windows_decide_as_the_full_comparison(lib, kind, values, pool, spy
     v, vw = direction(shape, kind, 5), np.array(0.0)
     fast = report(sweep(lib, x, w, v, vw, pool))
     assert max(spy) > 0  # the shortcut applied
-    monkeypatch.setattr(order, "index_decided", lambda dx, shape: None)
+    monkeypatch.setattr(ordering, "index_decided", lambda dx, shape: None)
     full = report(sweep(lib, x, w, v, vw, pool))
     for a, b in zip(fast[:4], full[:4], strict=True):
         np.testing.assert_array_equal(a, b)
@@ -140,7 +141,7 @@ def test_no_shortcut_where_the_series_is_in_reach(lib, spy, monkeypatch):
     v = direction(shape, "coordinate", 7)
     fast = report(sweep(lib, x, w, v, np.array(0.0)))
     assert spy and max(spy) == 0
-    monkeypatch.setattr(order, "index_decided", lambda dx, shape: None)
+    monkeypatch.setattr(ordering, "index_decided", lambda dx, shape: None)
     assert [np.asarray(a).tolist() for a in fast[:4]] == [
         np.asarray(a).tolist() for a in report(sweep(lib, x, w, v, np.array(0.0)))[:4]]
 
