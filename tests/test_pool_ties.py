@@ -16,12 +16,12 @@ float64):
 
 from __future__ import annotations
 
-import asd.core.ordering as ordering
-import asd.library.order as order
 import numpy as np
 import pytest
 
 import asd
+import asd.core.ordering as ordering
+import asd.library.order as order
 from asd.core import backend, ties
 from asd.core.linear import Index, Take
 

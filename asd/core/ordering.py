@@ -173,12 +173,19 @@ class Rows:
         return [self.sign * _take(t, at, xp) for t in levels]
 
     def staged_dead(self, trace, xp):
-        """Where the input's composite linearization is zero (`Trace.reach`), at the rows'
-        entries; None where a map cannot say."""
-        reach = trace.reach(self.dx.k)
-        if reach is None:
-            return None
-        return _take(reach, self.positions(xp), xp) == 0
+        """Where the input's composite linearization is zero, at the rows' entries: where the
+        map that made the input sends every tangent to 0 (`LinearMap.zero_rows`: a dead
+        relu, whatever its cone holds) or no path from an input reaches it (`Trace.reach`);
+        None where neither can say."""
+        k = self.dx.k
+        lin = trace.lins[k]
+        zero = None if lin is None or not hasattr(lin, "zero_rows") else lin.zero_rows()
+        reach = trace.reach(k)
+        dead = None if reach is None else xp.broadcast_to(reach, self.shape) == 0
+        if zero is not None:
+            zero = xp.broadcast_to(zero, self.shape)
+            dead = zero if dead is None else dead | zero
+        return None if dead is None else _take(dead, self.positions(xp), xp)
 
 
 def _take(t, at, xp):
