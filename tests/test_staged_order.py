@@ -148,6 +148,22 @@ def test_a_gather_at_a_tied_argmax_is_refused_eagerly_and_counted_staged():
     assert undecided > 0
 
 
+def test_statistics_refusals_are_counted_not_raised_in_a_staged_sweep():
+    # eagerly refused (weights summing to 0, a zero variance); staged: counted undecided
+    def average(w):
+        return np.average(np.array([1.0, 2.0]), weights=w)
+
+    def correlation(x):
+        return np.corrcoef(x, np.array([1.0, 2.0, 4.0]))[0, 1]
+
+    for f, x in ((average, np.array([1.0, -1.0])), (correlation, np.zeros(3))):
+        with pytest.raises((ZeroDivisionError, asd.NotLipschitzError)):
+            asd.subgrad(f)(x)
+        with np.errstate(all="ignore"):
+            _, _, undecided = staged_gradient(f, x, np.ones_like(x))
+        assert undecided > 0
+
+
 # ----- JAX: the order rules inside jax.jit / jax.vmap, with no callback -----
 
 jax = pytest.importorskip("jax")
