@@ -115,9 +115,14 @@ class Layout:
             out[a] = c
         return tuple(out)
 
+    def at_xp(self, xp, device):
+        """`at` made in another library, on ``device``."""
+        n = int(np.prod(self.shape, dtype=int))
+        return self.to_xp(xp.reshape(xp.arange(n, device=device), self.shape), xp)
+
     def rows(self, vals, x, dx, sign: float = 1.0) -> Rows:
         """The rows ``vals`` (``x`` in this layout, times ``sign``) declared to the engine."""
-        return Rows(vals, x, dx, self.at, sign=sign)
+        return Rows(vals, x, dx, self.at, sign=sign, at_xp=self.at_xp)
 
 
 def Ray(lay: Layout, x, dx, sign: float = 1.0) -> Rows:

@@ -67,13 +67,16 @@ class Rows:
     it (built only where a tie or a staged sweep needs it). ``x`` is the input's value and
     ``dx`` its lazy tangent. ``disjoint``: no input entry lies in two rows (tied entries are
     then counted per row entry, else per input entry). ``vals`` may be None for
-    `ray_argmax_at`, which gathers the rows it needs.
+    `ray_argmax_at`, which gathers the rows it needs. ``at_xp(xp, device)`` (optional) makes
+    ``at`` in another library, on that device, instead of copying the host array there.
     """
 
-    __slots__ = ("vals", "x", "dx", "_at", "sign", "pad", "disjoint", "shape", "_settled")
+    __slots__ = ("vals", "x", "dx", "_at", "sign", "pad", "disjoint", "shape", "_settled",
+                 "_at_xp")
 
-    def __init__(self, vals, x, dx, at, *, sign: float = 1.0, pad=None, disjoint: bool = True):
-        self.vals, self.x, self.dx, self._at = vals, x, dx, at
+    def __init__(self, vals, x, dx, at, *, sign: float = 1.0, pad=None, disjoint: bool = True,
+                 at_xp: Callable | None = None):
+        self.vals, self.x, self.dx, self._at, self._at_xp = vals, x, dx, at, at_xp
         self.sign, self.pad, self.disjoint = sign, pad, disjoint
         self.shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
         self._settled = False  # not read yet
@@ -161,8 +164,12 @@ class Rows:
     # ----- staged reads: full arrays in the input's library -----
 
     def positions(self, xp):
-        """``at`` in the values' library (a constant of a staged program)."""
-        return self.at if xp is np else backend.from_host(self.at, self.vals)
+        """``at`` in the input's library (a constant of a staged program)."""
+        if xp is np:
+            return self.at
+        if self._at_xp is not None:
+            return self._at_xp(xp, backend.device(self.x))
+        return backend.from_host(self.at, self.x)
 
     def staged_keys(self, trace, xp) -> list:
         """The first-order keys of every entry, ``[tangent along v, along w1, …]``."""
