@@ -184,6 +184,11 @@ def jax_max(x):
 RAMP = np.arange(1.0, 5.0)
 
 
+def jax_max_axes(x):
+    m = x.reshape(2, 2)
+    return jnp.sum(jnp.max(m, axis=1)) + jnp.sum(jnp.min(m, axis=0, keepdims=True) * RAMP[:2])
+
+
 def jax_sort(x):
     return jnp.dot(jnp.sort(x), RAMP)
 
@@ -232,6 +237,7 @@ def cnn_in_params(w, b, dense):
 
 VECTOR_CASES = {
     "max": (jax_max, [[0.0, 0.0, -1.0, 0.0], [1.0, 2.0, 2.0, 0.5]]),
+    "max_axes": (jax_max_axes, [[1.0, 1.0, 1.0, 0.0], [2.0, 1.0, 1.0, 2.0]]),
     "sort": (jax_sort, [[1.0, 1.0, 0.0, 1.0], [3.0, 1.0, 2.0, 0.0]]),
     "top_k": (jax_top_k, [[2.0, 2.0, 2.0, 1.0], [0.0, 3.0, 1.0, 2.0]]),
 }
