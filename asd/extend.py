@@ -55,6 +55,7 @@ from asd.core.linear import (
     index_array,
     unbroadcast,
 )
+from asd.core.ordering import Rows, ray_argmax, ray_argmax_at, ray_argsort, ray_cummax
 from asd.core.primitive import (
     ALTERNATIVES,
     LAZY_UFUNC_MODULES,
@@ -361,6 +362,7 @@ __all__ = [
     "Primitive",
     "Reroute",
     "Reshape",
+    "Rows",
     "Series",
     "SeriesUnavailable",
     "Sum",
@@ -387,7 +389,11 @@ __all__ = [
     "namespace",
     "numpy_dtype",
     "operation_of",
+    "ray_argmax",
+    "ray_argmax_at",
+    "ray_argsort",
     "ray_compare",
+    "ray_cummax",
     "ray_nonnegative",
     "read_value",
     "record_asked",

@@ -21,6 +21,7 @@ one structured map (a weighted sum) rather than a graph of small steps.
 
 from __future__ import annotations
 
+import functools
 import math
 import string
 
@@ -39,9 +40,8 @@ from asd.extend import (
     is_traced,
     kernel,
     namespace,
+    ray_nonnegative,
     register_kernel,
-    set_at,
-    tie_sign,
     to_host,
 )
 
@@ -59,7 +59,7 @@ def _tuple(v, n: int, what: str) -> tuple[int, ...]:
 
 def _pad(x: np.ndarray, padding: tuple[tuple[int, int], ...]) -> np.ndarray:
     nd = len(padding)
-    if not any(lo or hi for lo, hi in padding):
+    if padding == ((0, 0),) * nd:  # a static parameter
         return x
     return np.pad(x, [(0, 0)] * (x.ndim - nd) + list(padding))
 
@@ -163,7 +163,7 @@ def _torch_pad(x, padding):
     import torch
 
     flat = [p for lo_hi in reversed(padding) for p in lo_hi]
-    return torch.nn.functional.pad(x, flat) if any(flat) else x
+    return x if flat == [0] * len(flat) else torch.nn.functional.pad(x, flat)
 
 
 def _torch_conv(x, w, stride, padding, dilation, groups):
@@ -183,7 +183,8 @@ def _torch_conv_pull_x(ct, w, in_shape, stride, padding, dilation, groups):
     import torch
 
     nd = len(stride)
-    if all(lo == hi for lo, hi in padding):
+    symmetric = [lo for lo, _ in padding] == [hi for _, hi in padding]
+    if symmetric:
         shape = ct.new_zeros(tuple(in_shape))
         return torch.ops.aten.convolution_backward(
             ct, shape, w.to(ct.dtype), None, list(stride), [lo for lo, _ in padding],
@@ -242,14 +243,44 @@ for _lib, _fns in (("numpy", (_np_conv, _np_conv_pull_x, _np_conv_pull_w)),
         register_kernel(_name, _lib, _fn)
 
 
+class ConvMap(Closure):
+    """A convolution's map in one operand, with its magnitude: the same convolution with the
+    other operand's absolute values, built when asked. It bounds the rounding of a tangent
+    pushed through the layer (`asd.core.ties`) and says which outputs no input moves
+    (`Trace.reach`: a layer of zero weights), so a staged sweep needs no decision where the
+    ties it meets behind the layer cannot change the gradient."""
+
+    __slots__ = ("_magnitude",)
+
+    def __init__(self, push, pull, in_shape, out_shape, magnitude):
+        super().__init__(push, pull, in_shape, out_shape)
+        self._magnitude = magnitude
+
+    def magnitude(self):
+        return self._magnitude()
+
+
 def _conv_maps_xp(x, w, xp, stride, padding, dilation, groups, *, weight: bool = True):
     """``(ans, map in x, map in w)`` of the convolution on another library's arrays, through
     its kernels; a tangent batch axis is folded into the samples (x) or the groups (w)."""
+    ans = kernel("conv", xp)(x, w, stride, padding, dilation, groups)
+    out = tuple(ans.shape)
+    map_x, map_w = _conv_closures_xp(x, w, xp, out, stride, padding, dilation, groups)
+    magnitudes = functools.cache(lambda: _conv_closures_xp(
+        xp.abs(x), xp.abs(w), xp, out, stride, padding, dilation, groups))
+    return (ans, ConvMap(map_x._push, map_x._pull, tuple(x.shape), out,
+                         lambda: magnitudes()[0]),
+            ConvMap(map_w._push, map_w._pull, tuple(w.shape), out, lambda: magnitudes()[1])
+            if weight else None)
+
+
+def _conv_closures_xp(x, w, xp, out, stride, padding, dilation, groups):
+    """The maps in x and in w of the convolution of ``x`` and ``w`` (output shape ``out``)
+    on another library's arrays."""
     conv_k = kernel("conv", xp)
     pull_x_k, pull_w_k = kernel("conv_pull_x", xp), kernel("conv_pull_w", xp)
     args = (stride, padding, dilation, groups)
-    ans = conv_k(x, w, *args)
-    x_shape, w_shape, out = tuple(x.shape), tuple(w.shape), tuple(ans.shape)
+    x_shape, w_shape = tuple(x.shape), tuple(w.shape)
 
     def push_x(t):
         if t.ndim == len(x_shape) + 1:
@@ -283,8 +314,7 @@ def _conv_maps_xp(x, w, xp, stride, padding, dilation, groups, *, weight: bool =
             return xp.stack([pull_w_k(x, ct[i, ...], w, *args) for i in range(ct.shape[0])])
         return pull_w_k(x, ct, w, *args)
 
-    return (ans, Closure(push_x, pull_x, x_shape, out),
-            Closure(push_w, pull_w, w_shape, out) if weight else None)
+    return Closure(push_x, pull_x, x_shape, out), Closure(push_w, pull_w, w_shape, out)
 
 
 def _conv_impl(x, w, stride, padding, dilation, groups):
@@ -314,8 +344,18 @@ def conv_rule(xs, dxs, stride, padding, dilation, groups):
                                           groups)
         return ans, FanIn(map_x, map_w)
     x, w = np.asarray(xs[0]), np.asarray(xs[1])
+    ans = _correlate(_pad(x, padding), w, stride, dilation, groups)
+    maps = _conv_closures(x, w, ans.shape, stride, padding, dilation, groups)
+    magnitudes = functools.cache(lambda: _conv_closures(
+        np.abs(x), np.abs(w), ans.shape, stride, padding, dilation, groups))
+    return ans, FanIn(*(ConvMap(m._push, m._pull, m.in_shape, m.out_shape,
+                                lambda i=i: magnitudes()[i]) for i, m in enumerate(maps)))
+
+
+def _conv_closures(x, w, out, stride, padding, dilation, groups):
+    """The maps in x and in w of the convolution of numpy ``x`` and ``w`` (output ``out``)."""
     xp = _pad(x, padding)
-    ans = _correlate(xp, w, stride, dilation, groups)
+    nb_out = len(out) + 1
 
     def push_x(t):
         batched = t.ndim == x.ndim + 1
@@ -323,18 +363,15 @@ def conv_rule(xs, dxs, stride, padding, dilation, groups):
         return _correlate(tp, w, stride, dilation, groups, "x" if batched else "")
 
     def pull_x(ct):
-        return _transposed(ct, w, x.shape, padding, stride, dilation, groups,
-                           ct.ndim == ans.ndim + 1)
+        return _transposed(ct, w, x.shape, padding, stride, dilation, groups, ct.ndim == nb_out)
 
     def push_w(t):
         return _correlate(xp, t, stride, dilation, groups, "w" if t.ndim == w.ndim + 1 else "")
 
     def pull_w(ct):
-        return _weight_grad(xp, ct, w.shape[2:], stride, dilation, groups,
-                            ct.ndim == ans.ndim + 1)
+        return _weight_grad(xp, ct, w.shape[2:], stride, dilation, groups, ct.ndim == nb_out)
 
-    return ans, FanIn(Closure(push_x, pull_x, x.shape, ans.shape),
-                      Closure(push_w, pull_w, w.shape, ans.shape))
+    return Closure(push_x, pull_x, x.shape, out), Closure(push_w, pull_w, w.shape, out)
 
 
 def conv(x, w, bias=None, stride=1, padding=0, dilation=1, groups: int = 1):
@@ -436,7 +473,8 @@ def avg_pool_rule(xs, dxs, kernel, stride, padding, divisor):
     def pull(ct):
         return _transposed(ct, w, x.shape, padding, stride, (1,) * nd, c, ct.ndim == ans.ndim + 1)
 
-    return ans, Closure(push, pull, x.shape, ans.shape)
+    pool = ConvMap(push, pull, x.shape, ans.shape, lambda: pool)  # |w| = w
+    return ans, pool
 
 
 def avg_pool(x, kernel_size, stride=None, padding=0, count_include_pad: bool = True):
@@ -468,7 +506,7 @@ def avg_pool(x, kernel_size, stride=None, padding=0, count_include_pad: bool = T
                 f"avg_pool: kernel {kernel}, stride {stride}, padding {pad} do not fit the "
                 f"spatial shape {spatial} (need kernel >= 1, stride >= 1, 0 <= padding <= "
                 "kernel / 2, and the padded input at least as long as the kernel)")
-    if any(pad) and not count_include_pad:
+    if max(pad) > 0 and not count_include_pad:
         raise UnsupportedError("avg_pool with padding and count_include_pad=False")
     # the primitive pools (N, C, L...): other leading axes are one batch of channels
     batched = len(lead) == 2
@@ -543,25 +581,20 @@ def _elu_rule_xp(x, dx, alpha, xp):
         x = xp.astype(x, xp.asarray(0.0).dtype)  # the library's default float
     neg = alpha * xp.exp(xp.minimum(x, xp.zeros_like(x)))
     ans = xp.where(x > 0, x, neg - alpha)
-    right = x > 0
-    tie = x == 0
-    if bool(xp.any(tie)):
-        right = set_at(xp.asarray(right, copy=True), tie, tie_sign(x, dx, 0.0, None, tie) >= 0)
+    right = ray_nonnegative(x, dx)
     return ans, Diagonal(xp.where(right, xp.ones_like(neg), neg), tuple(x.shape))
 
 
 @elu_p.defrule
 def elu_rule(xs, dxs, alpha):
+    """The side of the kink at 0 the ray enters (`ray_nonnegative`) takes slope 1."""
     (x,) = xs
     if not is_host(x):
         return _elu_rule_xp(x, dxs[0], alpha, namespace(x))
     x = np.asarray(x)
     neg = alpha * np.exp(np.minimum(x, 0))
     ans = np.where(x > 0, x, neg - alpha).astype(np.result_type(x, np.float32), copy=False)
-    right = np.asarray(x > 0)
-    tie = x == 0
-    if tie.any():
-        right[tie] = tie_sign(x, dxs[0], 0.0, None, tie) >= 0
+    right = ray_nonnegative(x, dxs[0])
     slope = np.where(right, 1.0, neg).astype(ans.dtype, copy=False)
     return ans, Diagonal(slope, x.shape)
 

@@ -5,18 +5,23 @@ Each is the paper's sequential program folded into one vectorized rule. A max ov
 a chain of pairwise maxima whose ties go to the side the sweep enters, so the rule picks, among
 the entries equal to the max, the largest along the sweep. A sort orders entries by their
 values at ``x + ε₁v + ε₂w₁ + …``: exactly the order the lexicographic ray sees, so its linear
-map is a permutation (an ``Index`` map). Tangents are asked for only where values tie, and only
-at the tied entries; where the tangents tie too, the exact (nested) series of the tied entries
-along the ray and the further directions decide (``asd.core.ties.input_series``, the ordering
-``tie_sign`` uses), and the lowest index only where entries are equal near the point (every
-choice then has the same gradient).
+map is a permutation (an ``Index`` map).
+
+The rules only declare what they order: the values, row by row, and where each entry comes
+from in the input (`asd.extend.Rows`: the input's lazy tangent and flat positions, for a
+layout of reduced axes or for pooling windows); the engine decides ties and hands back
+positions (`asd.extend.ray_argmax`, `ray_argmax_at`, `ray_argsort`, `ray_cummax`, see
+`asd.core.ordering`): tangents only where values tie, at the tied entries, then the exact
+series along the ray and the further directions, and the lowest index only where entries are
+equal near the point (every choice then has the same gradient). No rule branches on a value,
+so they run inside ``jax.jit`` too (a staged sweep: decided by first-order keys as array
+operations, undecided full ties counted).
 
 Where each runs: max/min, max pooling, sort, argsort, top-k sums, the median and quantiles
 run on torch and JAX arrays too (``array_api=True``). Their tie-free decision is made on the
-device (the first maximum; a stable argsort, final where no row holds equal entries); a tied
-row comes to the host and is decided there by the same functions (`lex_argmax`,
-`lex_order`) as on numpy, so ties, reports and degenerate series agree across libraries. A
-maximum's positions come to the host to build its `Index`; a sort's stay on the device in
+device; a tied row comes to the host and is decided there exactly as on numpy, so ties,
+reports and degenerate series agree across libraries. A maximum's positions come to the host
+to build its `Index` (staged: a `Take` map on the device); a sort's stay on the device in
 `Take` maps. cummax and the gathers at traced positions (`gather_at`) run on numpy only.
 """
 
@@ -24,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from functools import cmp_to_key
 
 import numpy as np
 
@@ -34,28 +38,25 @@ from asd.extend import (
     Index,
     LinearMap,
     Primitive,
-    Series,
-    SeriesUnavailable,
+    Rows,
     Take,
-    first_order_keys,
     from_host,
     index_array,
-    index_decided,
-    input_series,
     is_host,
     is_traced,
     kernel,
     namespace,
+    ray_argmax,
+    ray_argmax_at,
+    ray_argsort,
+    ray_cummax,
     read_value,
-    record_asked,
-    record_tie_decision,
+    refuse_where,
     register_accumulate,
     register_kernel,
     register_method,
     register_numpy,
     register_reduce,
-    set_at,
-    to_host,
     within_reach,
 )
 
@@ -68,7 +69,8 @@ def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
         return tuple(range(ndim))
     axes = (axis,) if isinstance(axis, int | np.integer) else tuple(axis)
     out = tuple(sorted({int(a) % ndim if ndim else 0 for a in axes}))
-    if any(not -ndim <= int(a) < (ndim or 1) for a in axes) or len(out) != len(axes):
+    outside = [a for a in axes if not -ndim <= int(a) < (ndim or 1)]
+    if outside or len(out) != len(axes):
         raise np.exceptions.AxisError(f"axis {axis} is out of bounds or repeated for an array of "
                                       f"dimension {ndim}")
     return out
@@ -97,6 +99,10 @@ class Layout:
         moved = a.reshape(self.outer + self.inner)
         return np.transpose(moved, np.argsort(self.perm))
 
+    def at(self) -> np.ndarray:
+        """The flat position in ``x`` of each entry of the layout (`Rows`)."""
+        return self.to(np.arange(int(np.prod(self.shape, dtype=int))).reshape(self.shape))
+
     def index(self, sel: np.ndarray, trailing: int = 0) -> tuple:
         """An index tuple into ``x`` for positions ``sel`` along R; ``sel`` has the shape
         ``S + outer + T`` with ``trailing = len(T)``."""
@@ -109,206 +115,20 @@ class Layout:
             out[a] = c
         return tuple(out)
 
+    def at_xp(self, xp, device):
+        """`at` made in another library, on ``device``."""
+        n = int(np.prod(self.shape, dtype=int))
+        return self.to_xp(xp.reshape(xp.arange(n, device=device), self.shape), xp)
 
-class Ray:
-    """The input ``x`` along the sweep's ray ``x + δv``, read in a `Layout` (``sign=-1``
-    flips it, so a min is a max): tangents where values tie, and where tangents tie too, the
-    exact power series of the entries in δ (``None`` when they cannot be computed exactly)."""
-
-    def __init__(self, lay: Layout, x: np.ndarray, dx, sign: float = 1.0):
-        self.lay, self.x, self.dx, self.sign = lay, x, dx, sign
-
-    def tangent(self, need: np.ndarray) -> np.ndarray:
-        mask = self.lay.back(need)
-        t = np.zeros(self.lay.shape, dtype=float)
-        t[mask] = to_host(self.dx(mask))  # the tied entries only, from any library
-        return self.sign * self.lay.to(t)
-
-    def settled(self, need: np.ndarray) -> np.ndarray | None:
-        """Which entries a comparison can only order by index (`asd.extend.index_decided`),
-        in the layout; None if none is known to be."""
-        zero = index_decided(self.dx, self.lay.shape)
-        return None if zero is None else self.lay.to(np.asarray(to_host(zero)))
-
-    def asked(self, need: np.ndarray) -> None:
-        """Report the entries ``need`` as tied, as asking their tangents would."""
-        record_asked(self.dx, int(np.count_nonzero(need)))
-
-    def keys(self, need: np.ndarray) -> np.ndarray | None:
-        """First-order keys of the entries ``need`` where the exact series is out of reach
-        (`asd.extend.first_order_keys`), in the layout; None: use `series`."""
-        keys = first_order_keys(self.x, self.dx, self.lay.shape, self.lay.back(need))
-        return None if keys is None else np.stack([self.sign * self.lay.to(k) for k in keys])
-
-    def series(self, need: np.ndarray) -> np.ndarray | None:
-        mask = self.lay.back(need)
-        try:
-            s = input_series(self.x, self.dx, self.lay.shape, depth=None, mask=mask)
-        except SeriesUnavailable:
-            return None
-        out = np.full(self.lay.shape, None, dtype=object)
-        out[mask] = [e * self.sign for e in s[mask]]
-        return self.lay.to(out)
+    def rows(self, vals, x, dx, sign: float = 1.0) -> Rows:
+        """The rows ``vals`` (``x`` in this layout, times ``sign``) declared to the engine."""
+        return Rows(vals, x, dx, self.at, sign=sign, at_xp=self.at_xp)
 
 
-def _decided_by(diff) -> str:
-    """How the series difference of two tied entries orders them, as `record_tie_decision`
-    names it: along ``v`` (``series``), along a later direction of the lexicographic ray
-    (``lexicographic``), not at all because they agree along every direction (``equal``), or
-    ``flat`` where truncation or an interval leaves the sign unproven."""
-    if not isinstance(diff, Series):
-        return "equal" if not diff else "series"
-    if diff.proven_sign() is None:
-        return "flat"
-    while isinstance(diff, Series):
-        k = next((i for i, c in enumerate(diff.coeffs) if c), None)
-        if k is None:
-            return "equal"
-        if k > 0 or not isinstance(diff.coeffs[0], Series):
-            return "series" if diff.var == 0 else "lexicographic"
-        diff = diff.coeffs[0]  # the leading term belongs to an earlier direction
-    return "series"
-
-
-_STRENGTH = {"equal": 0, "series": 1, "flat": 2, "lexicographic": 3}
-
-
-def _record_pairs(diffs) -> None:
-    """Report how each of the series differences ``diffs`` was decided."""
-    counts: dict[str, int] = {}
-    for d in diffs:
-        how = _decided_by(d)
-        counts[how] = counts.get(how, 0) + 1
-    for how, n in counts.items():
-        record_tie_decision(how, n)
-
-
-def lex_argmax(vals: np.ndarray, ray) -> np.ndarray:
-    """Per row (last axis), the first entry with the largest (value, tangent, series) triple.
-
-    The sequential program ``max(max(x0, x1), x2)...`` with ties going to the larger tangent,
-    then to the larger series along the lexicographic ray (``asd.core.ties.input_series``), then —
-    only where entries are equal near the point — the first operand.
-    ``ray.tangent(need)`` is called only for rows whose maximum value is tied, ``ray.series``
-    only where the tangents tie too. Rows whose tied entries are all ones the ray can only
-    order by index (``ray.settled``: zero along every direction, series out of reach) keep
-    their first tied entry without asking, and are reported as the keys would report them.
-    """
-    shape = vals.shape
-    rows = vals.reshape(-1, shape[-1])
-    best = rows.max(-1, keepdims=True)
-    tied = rows == best
-    sel = np.argmax(tied, -1)
-    multi = tied.sum(-1) > 1
-    flat_owed = False  # settled rows are decided as `first_order_keys` decides (and reports)
-    if multi.any():
-        need = tied & multi[:, None]
-        settled = ray.settled(need.reshape(shape))
-        if settled is not None:
-            done = multi & ~np.any(tied & ~settled.reshape(rows.shape), -1)
-            if done.any():
-                ray.asked(need.reshape(shape))
-                flat_owed = True
-                multi = multi & ~done
-                need = tied & multi[:, None]
-    if multi.any():
-        key = np.where(need, ray.tangent(need.reshape(shape)).reshape(rows.shape), -np.inf)
-        win = need & (key == key.max(-1, keepdims=True))
-        sel = np.where(multi, np.argmax(win, -1), sel)
-        many = win.sum(-1) > 1
-        record_tie_decision("tangent", int(np.count_nonzero(multi & ~many)))
-        if many.any():
-            keys = ray.keys((win & many[:, None]).reshape(shape))
-            if keys is not None:  # `first_order_keys` reported these rows as flat
-                sel = np.where(many, _lex_first_max(win & many[:, None], keys, rows.shape), sel)
-                return sel.reshape(shape[:-1])
-            series = ray.series((win & many[:, None]).reshape(shape))
-            if series is None:
-                record_tie_decision("flat", int(np.count_nonzero(many)))
-            else:
-                series = series.reshape(rows.shape)
-                for r in np.flatnonzero(many):
-                    sr, cands = series[r], np.flatnonzero(win[r])
-                    best, how = cands[0], "equal"
-                    for c in cands[1:]:
-                        diff = sr[c] - sr[best]
-                        decided = _decided_by(diff)
-                        if _STRENGTH[decided] > _STRENGTH[how]:
-                            how = decided
-                        if diff.sign() > 0:
-                            best = c
-                    sel[r] = best
-                    record_tie_decision(how, 1)
-    if flat_owed:
-        record_tie_decision("flat", 1)
-    return sel.reshape(shape[:-1])
-
-
-def _lex_first_max(cands: np.ndarray, keys: np.ndarray, rows_shape: tuple) -> np.ndarray:
-    """Per row, the first candidate with the lexicographically largest key stack."""
-    for key in keys:
-        key = np.where(cands, key.reshape(rows_shape), -np.inf)
-        cands = cands & (key == key.max(-1, keepdims=True))
-    return np.argmax(cands, -1)
-
-
-def lex_order(vals: np.ndarray, ray, descending: bool = False) -> np.ndarray:
-    """Per row, the permutation sorting by (value, tangent, series along the ray, index),
-    ascending or descending in the first three (the index always ascending: the first of full
-    ties comes first)."""
-    sign = -1.0 if descending else 1.0
-    order = np.argsort(sign * vals, axis=-1, kind="stable")
-    s = np.take_along_axis(vals, order, -1)
-    dup = s[..., 1:] == s[..., :-1]
-    if not dup.any():
-        return order
-    tied_sorted = np.zeros(vals.shape, bool)
-    tied_sorted[..., 1:] |= dup
-    tied_sorted[..., :-1] |= dup
-    need = np.zeros(vals.shape, bool)
-    np.put_along_axis(need, order, tied_sorted, -1)
-    t = np.where(need, ray.tangent(need), 0.0)
-    idx = np.broadcast_to(np.arange(vals.shape[-1]), vals.shape)
-    order = np.lexsort((idx, sign * t, sign * vals), axis=-1)
-    sv, st = np.take_along_axis(vals, order, -1), np.take_along_axis(t, order, -1)
-    record_tie_decision("tangent", int(np.count_nonzero(
-        (sv[..., 1:] == sv[..., :-1]) & (st[..., 1:] != st[..., :-1]))))
-    return refine_full_ties(order, vals, t, ray, sign)[0]
-
-
-def refine_full_ties(order, vals, t, ray, sign: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
-    """Reorder each run of equal (value, tangent) in ``order`` by the exact series along the
-    ray (stable, so exact ties keep index order). Also returns ``same``: whether each sorted
-    entry ties its predecessor exactly. The slow exact path, taken at degenerate ties only."""
-    sv, st = np.take_along_axis(vals, order, -1), np.take_along_axis(t, order, -1)
-    same = np.zeros(vals.shape, bool)
-    same[..., 1:] = (sv[..., 1:] == sv[..., :-1]) & (st[..., 1:] == st[..., :-1])
-    if not same.any():
-        return order, same
-    in_run = same.copy()
-    in_run[..., :-1] |= same[..., 1:]
-    need = np.zeros(vals.shape, bool)
-    np.put_along_axis(need, order, in_run, -1)
-    series = ray.series(need)
-    if series is None:
-        record_tie_decision("flat", int(np.count_nonzero(same)))
-        return order, same
-    n = vals.shape[-1]
-    order, same = order.reshape(-1, n).copy(), same.reshape(-1, n).copy()
-    series = series.reshape(-1, n)
-    for r in np.flatnonzero(same[:, 1:].any(-1)):
-        sr = series[r]
-        starts = np.flatnonzero(same[r] & ~np.concatenate([[False], same[r][:-1]])) - 1
-        for a in starts:
-            b = a + 1
-            while b < n and same[r, b]:
-                b += 1
-            run = sorted(order[r, a:b], key=cmp_to_key(
-                lambda i, j, sr=sr: int(sign * (sr[i] - sr[j]).sign())))
-            order[r, a:b] = run
-            _record_pairs([sr[i] - sr[j] for i, j in zip(run[1:], run[:-1])])
-            same[r, a + 1:b] = [(sr[i] - sr[j]).sign() == 0 for i, j in zip(run[1:], run[:-1])]
-    return order.reshape(vals.shape), same.reshape(vals.shape)
+def Ray(lay: Layout, x, dx, sign: float = 1.0) -> Rows:
+    """``x`` along the ray, read in the layout ``lay`` (`Rows.tangent`, `Rows.series` at
+    chosen entries): for rules that read the ray without ordering it (the norms' zero rows)."""
+    return Rows(None, x, dx, lay.at, sign=sign)
 
 
 class MaskSum(LinearMap):
@@ -378,38 +198,26 @@ def _snap_extreme(xs, rs, axis, keepdims, kind):
     return [np.where(near, ext, x).astype(x.dtype)], int(np.count_nonzero(near))
 
 
-def _first_max_xp(vals, xp):
-    """Per row (last axis) of another library's values, the first maximal entry (host
-    positions), or None when some row's maximum is tied (then the host decides)."""
-    rows = xp.reshape(vals, (-1, vals.shape[-1]))
-    tied = rows == xp.max(rows, axis=-1, keepdims=True)
-    if bool(xp.any(xp.sum(xp.astype(tied, xp.int32), axis=-1) > 1)):
-        return None
-    return to_host(xp.argmax(xp.astype(tied, xp.int8), axis=-1)).reshape(vals.shape[:-1])
-
-
 @extreme_p.defrule
 def extreme_rule(xs, dxs, axis, keepdims, kind):
-    """On another library's arrays the maximum is found on the device; its positions (one per
-    output entry) come to the host to build the index, and a tied row is decided there."""
+    """The rows of the layout are declared to `ray_argmax` (a min as the max of ``-x``). On
+    another library's arrays the maximum is found on the device and its positions come to
+    the host to build the index (staged: they stay there, gathered by a `Take` map)."""
     (x,) = xs
     xp = namespace(x)
     x = np.asarray(x) if xp is np else x
     ans = _extreme_impl(x, axis, keepdims, kind)
     lay = Layout(tuple(x.shape), normalize_axes(axis, x.ndim))
     sign = 1.0 if kind == "max" else -1.0
-    sel = None
-    if xp is not np:
-        vals = lay.to_xp(x, xp)
-        sel = _first_max_xp(vals if sign > 0 else -vals, xp)
-        if sel is None:  # a tied row: decided on host copies, as for numpy
-            host = to_host(x)
-            sel = lex_argmax(sign * lay.to(host), Ray(lay, host, dxs[0], sign))
-    else:
-        sel = lex_argmax(sign * lay.to(x), Ray(lay, x, dxs[0], sign))
-    out = tuple(np.shape(ans))
-    index = tuple(np.reshape(i, out) for i in lay.index(sel))
-    return ans, Index(index, tuple(x.shape), out)
+    vals = lay.to(x) if xp is np else lay.to_xp(x, xp)
+    rows = lay.rows(vals if sign > 0 else -vals, x, dxs[0], sign)
+    sel = ray_argmax(rows)
+    out = tuple(np.shape(ans)) if xp is np else tuple(ans.shape)
+    if is_host(sel):
+        index = tuple(np.reshape(i, out) for i in lay.index(np.asarray(sel)))
+        return ans, Index(index, tuple(x.shape), out)
+    at = xp.take_along_axis(rows.positions(xp), sel[..., None], axis=-1)
+    return ans, Take(xp.reshape(at, (-1,)), tuple(x.shape), out)
 
 
 def _reduce_args(name, out, initial, where, kwargs):
@@ -462,31 +270,26 @@ max, min = amax, amin  # numpy.max and numpy.min; this module never calls the bu
 
 
 # ----- sort -----
-# On another library's arrays each row is sorted on the device (`_sort_xp`); the positions
+# On another library's arrays each row is sorted on the device (`ray_argsort`); the positions
 # stay there, gathered by `Take` maps. Only a row holding equal entries sends the input to
-# the host, where `lex_order` decides it exactly as for numpy (same tangents asked, same
-# reports, the same series at degenerate ties).
+# the host, where it is decided exactly as for numpy (same tangents asked, same reports, the
+# same series at degenerate ties).
 
 def _sort_xp(x, lay: Layout, dx, descending: bool = False):
     """Each row of another library's ``x`` in the layout, sorted along the ray: ``(sorted
-    values, order)`` on the device. The stable sort is final where no row holds equal
-    entries (`lex_order` asks nothing then either); otherwise the host decides the order."""
+    values, order, rows)`` on the device."""
     xp = namespace(x)
     vals = lay.to_xp(x, xp)
-    order = xp.argsort(vals, axis=-1, descending=descending, stable=True)
-    s = xp.take_along_axis(vals, order, axis=-1)
-    if bool(xp.any(s[..., 1:] == s[..., :-1])):
-        host = to_host(x)
-        order = from_host(lex_order(lay.to(host), Ray(lay, host, dx), descending), x)
-    return s, order
+    rows = lay.rows(vals, x, dx)
+    order = ray_argsort(rows, descending)
+    return xp.take_along_axis(vals, order, axis=-1), order, rows
 
 
-def _flat_at(x, lay: Layout, sel):
-    """The flat positions in ``x`` of the entries ``sel`` (positions along each row of the
-    layout, ``outer + (m,)``), on ``x``'s device."""
-    xp = namespace(x)
-    flat = xp.reshape(xp.arange(lay.size * math.prod(lay.outer), device=x.device), lay.shape)
-    return xp.take_along_axis(lay.to_xp(flat, xp), sel, axis=-1)
+def _flat_at(rows: Rows, sel):
+    """The flat positions in the input of the entries ``sel`` (positions along each row,
+    ``outer + (m,)``), on the input's device."""
+    xp = namespace(rows.x)
+    return xp.take_along_axis(rows.positions(xp), sel, axis=-1)
 
 
 def _sort_impl(x, axis):
@@ -506,8 +309,8 @@ def sort_rule(xs, dxs, axis):
         xp = namespace(x)
         axes = normalize_axes(axis, x.ndim)
         lay = Layout(tuple(x.shape), axes)
-        ans, order = _sort_xp(x, lay, dxs[0])
-        at = _flat_at(x, lay, order)
+        ans, order, rows = _sort_xp(x, lay, dxs[0])
+        at = _flat_at(rows, order)
         if axis is not None:
             ans, at = xp.moveaxis(ans, -1, axes[0]), xp.moveaxis(at, -1, axes[0])
         return ans, Take(xp.reshape(at, (-1,)), lay.shape, tuple(ans.shape))
@@ -515,7 +318,7 @@ def sort_rule(xs, dxs, axis):
     ans = np.sort(x, axis=axis)
     axes = normalize_axes(axis, x.ndim)
     lay = Layout(x.shape, axes)
-    order = lex_order(lay.to(x), Ray(lay, x, dxs[0]))
+    order = ray_argsort(lay.rows(lay.to(x), x, dxs[0]))
     index = lay.index(order, trailing=1)
     if axis is not None:
         index = tuple(np.moveaxis(i, -1, axes[0]) for i in index)
@@ -563,13 +366,13 @@ def topk_sum_rule(xs, dxs, k, axis):
     if not is_host(x):
         xp = namespace(x)
         lay = Layout(tuple(x.shape), (axis,))
-        s, order = _sort_xp(x, lay, dxs[0], descending=True)
+        s, order, _ = _sort_xp(x, lay, dxs[0], descending=True)
         rank = xp.argsort(order, axis=-1)  # each entry's place in its row's order
         mask = xp.moveaxis(rank < k, -1, axis)
         return xp.sum(s[..., :k], axis=-1), MaskSum(mask, axis, lay.shape, lay.outer)
     x = np.asarray(x)
     lay = Layout(x.shape, (axis,))
-    order = lex_order(lay.to(x), Ray(lay, x, dxs[0]), descending=True)
+    order = ray_argsort(lay.rows(lay.to(x), x, dxs[0]), descending=True)
     chosen = np.zeros(order.shape, bool)
     np.put_along_axis(chosen, order[..., :k], True, -1)
     mask = np.moveaxis(chosen, -1, axis)
@@ -648,9 +451,9 @@ def _quantile_xp(x, dx, q, axis, keepdims, median: bool):
     interpolated order statistics gathered there by two `Take` maps."""
     xp = namespace(x)
     lay = Layout(tuple(x.shape), normalize_axes(axis, x.ndim))
-    s, order = _sort_xp(x, lay, dx)
+    s, order, rows = _sort_xp(x, lay, dx)
     ans = _order_stats_xp(s, q, lay, keepdims, median)
-    at = _flat_at(x, lay, order)
+    at = _flat_at(rows, order)
     lo, hi, g = _weights(q, lay.size)
     maps = [Take(xp.reshape(xp.moveaxis(xp.take(at, from_host(pos.ravel(), at), axis=-1),
                                         -1, 0), (-1,)), lay.shape, tuple(ans.shape))
@@ -667,7 +470,7 @@ def _quantile_rule(impl):
         x = np.asarray(x)
         ans = np.asarray(impl(x, q, axis, keepdims))
         lay = Layout(x.shape, normalize_axes(axis, x.ndim))
-        order = lex_order(lay.to(x), Ray(lay, x, dxs[0]))
+        order = ray_argsort(lay.rows(lay.to(x), x, dxs[0]))
         qs = np.asarray(q, dtype=float)
         lo, hi, g = _weights(q, lay.size)
         g = g.reshape(qs.shape + (1,) * len(lay.outer))
@@ -691,8 +494,9 @@ median_p = Primitive("median", _median_impl, _quantile_rule(_median_impl), array
 
 
 def _check_quantile(q):
-    qs = np.asarray(q, dtype=float)
-    if np.any((qs < 0) | (qs > 1)) or not np.all(np.isfinite(qs)):
+    qs = np.asarray(q, dtype=float)  # a static parameter: checked while tracing
+    outside = qs[~((qs >= 0) & (qs <= 1))]  # NaN and infinities included
+    if outside.size:
         raise ValueError(f"quantiles must be in [0, 1], got {q!r}")
     return float(qs) if qs.ndim == 0 else qs
 
@@ -791,77 +595,31 @@ def _max_pool_impl(x, window, stride, padding):
 max_pool_p = Primitive("max_pool", _max_pool_impl, array_api=True)
 
 
-class PoolRay:
-    """`Ray` for pooling windows: ``x`` along the ray, gathered as ``(..., out..., K)``.
-    ``disjoint``: no entry of ``x`` lies in two windows (other than as padding, never tied)."""
-
-    def __init__(self, x: np.ndarray, dx, positions: list, disjoint: bool = False):
-        self.x, self.dx, self.positions, self.disjoint = x, dx, positions, disjoint
-
-    def settled(self, need: np.ndarray) -> np.ndarray | None:
-        zero = index_decided(self.dx, tuple(self.x.shape))
-        return None if zero is None else np.asarray(to_host(zero))[(Ellipsis, *self.positions)]
-
-    def asked(self, need: np.ndarray) -> None:
-        record_asked(self.dx, int(np.count_nonzero(need)) if self.disjoint
-                     else int(np.count_nonzero(self._mask(need))))
-
-    def _mask(self, need: np.ndarray) -> np.ndarray:
-        where = np.nonzero(need)
-        lead = self.x.ndim - len(self.positions)
-        out_at, k = where[lead:-1], where[-1]
-        mask = np.zeros(self.x.shape, bool)
-        mask[(*where[:lead], *(p[(*out_at, k)] for p in self.positions))] = True
-        return mask
-
-    def tangent(self, need: np.ndarray) -> np.ndarray:
-        mask = self._mask(need)
-        t = np.zeros(self.x.shape, dtype=float)
-        t[mask] = to_host(self.dx(mask))  # the tied entries only, from any library
-        return t[(Ellipsis, *self.positions)]
-
-    def keys(self, need: np.ndarray) -> np.ndarray | None:
-        keys = first_order_keys(self.x, self.dx, self.x.shape, self._mask(need))
-        return None if keys is None else keys[(slice(None), Ellipsis, *self.positions)]
-
-    def series(self, need: np.ndarray) -> np.ndarray | None:
-        try:
-            s = input_series(self.x, self.dx, self.x.shape, depth=None, mask=self._mask(need))
-        except SeriesUnavailable:
-            return None
-        return s[(Ellipsis, *self.positions)]
+def _disjoint(window: tuple, stride: tuple) -> bool:
+    """Whether no entry lies in two windows (a stride at least the window, per axis)."""
+    return all(s >= w for s, w in zip(stride, window, strict=True))
 
 
-class _RowsRay:
-    """A `Ray` over some rows (flat window indices) of the windows ``(..., out..., K)``: the
-    asks of `lex_argmax` on those rows, answered by the ray over all windows."""
+def _padded(padding: tuple) -> bool:
+    """Whether a window reads padding on some axis (a static parameter)."""
+    return padding != (0,) * len(padding)
 
-    def __init__(self, ray, rows: np.ndarray, shape: tuple, settled: np.ndarray | None = None):
-        self.ray, self.rows, self.shape, self._settled = ray, rows, shape, settled
-        self.k = shape[-1]
 
-    def settled(self, need):
-        """``settled``: the rows' entries known to be ordered by index (read on the device)."""
-        return self._settled
+def _pool_rows(x, dx, window, stride, padding, vals=None) -> Rows:
+    """The windows of ``x`` declared to the engine: rows ``lead + out + (K,)`` of flat
+    positions in ``x`` (a padding offset reads its clipped edge entry, marked as padding)."""
+    d = len(window)
+    spatial, lead = tuple(x.shape[-d:]), tuple(x.shape[:-d])
 
-    def asked(self, need):
-        self.ray.asked(self._full(need))
+    def at():
+        positions, out = _pool_positions(spatial, window, stride, padding)
+        flat = np.ravel_multi_index(tuple(positions), spatial)
+        base = (np.arange(math.prod(lead), dtype=np.int64) * math.prod(spatial)).reshape(
+            lead + (1,) * (len(out) + 1))
+        return base + flat
 
-    def _full(self, need: np.ndarray) -> np.ndarray:
-        full = np.zeros((int(np.prod(self.shape[:-1], dtype=int)), self.k), bool)
-        full[self.rows] = need.reshape(-1, self.k)
-        return full.reshape(self.shape)
-
-    def tangent(self, need):
-        return self.ray.tangent(self._full(need)).reshape(-1, self.k)[self.rows]
-
-    def keys(self, need):
-        keys = self.ray.keys(self._full(need))
-        return None if keys is None else keys.reshape(len(keys), -1, self.k)[:, self.rows]
-
-    def series(self, need):
-        series = self.ray.series(self._full(need))
-        return None if series is None else series.reshape(-1, self.k)[self.rows]
+    pad = _pool_padding(spatial, window, stride, padding) if _padded(padding) else None
+    return Rows(vals, x, dx, at, pad=pad, disjoint=_disjoint(window, stride))
 
 
 def _pool_first_max(x, window, stride, padding, settled=None):
@@ -879,7 +637,7 @@ def _pool_first_max(x, window, stride, padding, settled=None):
     at = from_host(np.ravel_multi_index(tuple(positions), spatial).reshape(
         -1, positions[0].shape[-1]).astype(np.int64), x)
     vals = _windows_xp(x, at, d, xp)
-    if any(padding):
+    if _padded(padding):
         vals = xp.where(from_host(_pool_padding(spatial, window, stride, padding).reshape(
             tuple(at.shape)), vals), -xp.inf, vals)
     ans = xp.max(vals, axis=-1)
@@ -915,8 +673,7 @@ def _torch_pool_first_max(x, window, stride, padding, settled=None):
     import torch
 
     d = len(window)
-    if not all(s >= w for s, w in zip(stride, window, strict=True)) or not (
-            x.is_floating_point()) or d > 2:
+    if not _disjoint(window, stride) or not x.is_floating_point() or d > 2:
         return _pool_first_max(x, window, stride, padding, settled)
     lift = (1,) * (2 - d)  # 1-d windows as 2-d ones of one row
     window, stride, padding = lift + tuple(window), lift + tuple(stride), (0,) * (2 - d) + (
@@ -960,7 +717,7 @@ def _channels_last(planes, padding, fill):
     import torch
 
     rows = planes.permute(0, 2, 3, 1)
-    if not any(padding):
+    if not _padded(padding):
         return rows.contiguous()
     return torch.nn.functional.pad(rows, (0, 0, padding[1], padding[1], padding[0],
                                           padding[0]), value=fill)
@@ -973,64 +730,33 @@ register_kernel("max_pool_first", "torch", _torch_pool_first_max)
 
 def _max_pool_xp(x, dx, window, stride, padding):
     """The maximum of each window of another library's ``x`` and the flat position in ``x``
-    of the entry selected, both on the device (kernel ``max_pool_first``). Where the tied
-    entries of every tied window are ordered by index (`asd.extend.index_decided`: pools of
-    dead relus) and windows are disjoint, each keeps its first maximum, reported as
-    `lex_argmax` reports it, with no host copy. Otherwise the tied windows come to the host,
-    decided there as on numpy (tangents and series read through the ray at the tied entries
-    only)."""
+    of the entry selected, both on the device: the kernel ``max_pool_first`` finds each
+    window's first maximum and counts its ties without gathering the windows, and
+    `ray_argmax_at` decides the tied windows."""
     xp = namespace(x)
     d = len(window)
-    spatial, lead = tuple(x.shape[-d:]), tuple(x.shape[:-d])
-    n_lead, n_spatial = math.prod(lead), math.prod(spatial)
-    disjoint = all(s >= w for s, w in zip(stride, window, strict=True))
-    zero = index_decided(dx, tuple(x.shape))
-    if zero is not None and is_host(zero):
-        zero = from_host(np.ascontiguousarray(zero), x)
-    ans, first, count, alive = kernel("max_pool_first", xp)(x, window, stride, padding, zero)
-    first = xp.reshape(first, (-1,))
-    extra = xp.clip(count - 1, min=0)  # tied entries past each window's first (no masks)
-    tied = xp.count_nonzero(extra)  # windows with a tie
-    total = xp.sum(extra) + tied  # the tied entries of tied windows
-    flags = [tied, total] + ([] if alive is None else [xp.any(alive)])
-    flags = to_host(xp.stack([xp.astype(f, total.dtype) for f in flags]))  # one device wait
-    if not flags[0]:
-        return ans, _flat_positions(first, n_lead, n_spatial, xp)
-    if alive is not None and disjoint and not flags[2]:  # every tied window keeps its first
-        record_asked(dx, int(flags[1]))
-        record_tie_decision("flat", 1)
-        return ans, _flat_positions(first, n_lead, n_spatial, xp)
-    positions, out = _pool_positions(spatial, window, stride, padding)
-    at = np.ravel_multi_index(tuple(positions), spatial).reshape(-1, positions[0].shape[-1])
-    idx = xp.nonzero(xp.reshape(count > 1, (-1,)))[0]
-    rows = to_host(idx)
-    # the tied windows only: row r is window r % n_out of plane r // n_out
-    flat = from_host((rows // len(at) * n_spatial)[:, None] + at[rows % len(at)], x)
-    vals = to_host(xp.reshape(xp.take(xp.reshape(x, (-1,)), xp.reshape(flat, (-1,)), axis=0),
-                              tuple(flat.shape)))
-    if any(padding):
-        vals = np.where(_pool_padding(spatial, window, stride, padding).reshape(at.shape)[
-            rows % len(at)], -np.inf, vals)
-    if zero is not None:
-        zero = to_host(xp.reshape(xp.take(xp.reshape(xp.broadcast_to(zero, tuple(x.shape)),
-                                                     (-1,)), xp.reshape(flat, (-1,)), axis=0),
-                                  tuple(flat.shape)))
-    chosen = lex_argmax(vals, _RowsRay(PoolRay(x, dx, positions, disjoint), rows,
-                                       lead + out + (at.shape[-1],), zero))
-    first = set_at(first, idx, from_host(at[rows % len(at), chosen], first))
-    return ans, _flat_positions(first, n_lead, n_spatial, xp)
+    n_lead, n_spatial = math.prod(tuple(x.shape[:-d])), math.prod(tuple(x.shape[-d:]))
+
+    def first_max(settled):
+        ans, first, count, alive = kernel("max_pool_first", xp)(x, window, stride, padding,
+                                                                 settled)
+        return ans, _flat_positions(first, n_lead, n_spatial, xp), count, alive
+
+    ans, at = ray_argmax_at(_pool_rows(x, dx, window, stride, padding), first_max)
+    return ans, xp.reshape(at, (-1,))
 
 
 def _flat_positions(first, n_lead: int, n_spatial: int, xp):
-    """Flat positions in ``x`` from positions in each of its ``n_lead`` planes."""
+    """Flat positions in ``x`` from positions in each of its ``n_lead`` planes (same shape)."""
     base = from_host(np.arange(n_lead, dtype=np.int64) * n_spatial, first)
-    return xp.reshape(xp.reshape(first, (n_lead, -1)) + base[:, None], (-1,))
+    return xp.reshape(xp.reshape(first, (n_lead, -1)) + base[:, None], tuple(first.shape))
 
 
 @max_pool_p.defrule
 def max_pool_rule(xs, dxs, window, stride, padding):
-    """On another library's arrays the windows are searched on the device
-    (`_max_pool_select_xp`); a `Take` map gathers tangents there."""
+    """The windows are declared to the engine (`_pool_rows`); on another library's arrays
+    they are searched on the device (`_max_pool_xp`) and a `Take` map gathers tangents
+    there."""
     (x,) = xs
     d = len(window)
     if not is_host(x):
@@ -1039,10 +765,9 @@ def max_pool_rule(xs, dxs, window, stride, padding):
     x = np.asarray(x)
     positions, out = _pool_positions(x.shape[-d:], window, stride, padding)
     vals = x[(Ellipsis, *positions)]
-    if any(padding):
+    if _padded(padding):
         vals = np.where(_pool_padding(x.shape[-d:], window, stride, padding), -np.inf, vals)
-    disjoint = all(s >= w for s, w in zip(stride, window, strict=True))
-    sel = lex_argmax(vals, PoolRay(x, dxs[0], positions, disjoint))[..., None]
+    sel = ray_argmax(_pool_rows(x, dxs[0], window, stride, padding, vals))[..., None]
     ans = np.take_along_axis(vals, sel, -1)[..., 0]
     return ans, Index(_pool_index(x.shape[:-d] + out, d, positions, sel), x.shape, ans.shape)
 
@@ -1058,7 +783,8 @@ def _pool_index(shape: tuple, d: int, positions: list, sel: np.ndarray) -> tuple
 
 def _tuple(v, d: int, what: str) -> tuple[int, ...]:
     t = (v,) * d if isinstance(v, int | np.integer) else tuple(v)
-    if len(t) != d or any(not isinstance(i, int | np.integer) for i in t):
+    wrong = [i for i in t if not isinstance(i, int | np.integer)]
+    if len(t) != d or wrong:
         raise ValueError(f"{what} must be an int or {d} ints, got {v!r}")
     return tuple(int(i) for i in t)
 
@@ -1118,34 +844,13 @@ cummax_p = Primitive("cummax", _cummax_impl)
 
 @cummax_p.defrule
 def cummax_rule(xs, dxs, axis):
-    """``y_i = max(y_{i-1}, x_i)``, the earlier running max winning full ties: ``x_i`` takes
-    over exactly when its (value, tangent) rank exceeds every earlier one."""
+    """``y_i = max(y_{i-1}, x_i)``, the earlier running max winning full ties: each entry's
+    running maximum is read from `ray_cummax`."""
     (x,) = xs
     x = np.asarray(x)
     ans = _cummax_impl(x, axis)
     lay = Layout(x.shape, (axis,))
-    xt, yt = lay.to(x), lay.to(ans)
-    prev = np.concatenate([np.full(xt.shape[:-1] + (1,), -np.inf), yt[..., :-1]], -1)
-    rows_tied = np.any(xt == prev, -1, keepdims=True)
-    n = xt.shape[-1]
-    if rows_tied.any():
-        need = (xt == yt) & rows_tied
-        ray = Ray(lay, x, dxs[0])
-        t = np.where(need, ray.tangent(need), 0.0)
-        order = np.lexsort((t, xt), axis=-1)
-        sv, st = np.take_along_axis(xt, order, -1), np.take_along_axis(t, order, -1)
-        record_tie_decision("tangent", int(np.count_nonzero(
-            (sv[..., 1:] == sv[..., :-1]) & (st[..., 1:] != st[..., :-1]))))
-        order, same = refine_full_ties(order, xt, t, ray)
-        rank = np.empty(xt.shape, int)
-        np.put_along_axis(rank, order, np.cumsum(~same, -1), -1)
-        run = np.maximum.accumulate(rank, -1)
-        is_new = rank[..., 1:] > run[..., :-1]
-    else:
-        is_new = xt[..., 1:] > prev[..., 1:]
-    starts = np.where(is_new, np.arange(1, n), 0)
-    sel = np.maximum.accumulate(np.concatenate([np.zeros(xt.shape[:-1] + (1,), int), starts],
-                                               -1), -1)
+    sel = ray_cummax(lay.rows(lay.to(x), x, dxs[0]))
     index = tuple(np.moveaxis(i, -1, axis) for i in lay.index(sel, trailing=1))
     return ans, Index(index, x.shape, ans.shape)
 
@@ -1225,8 +930,13 @@ POSITION_PRIMS = {"argmax": (argmax_p, argmax_tied_p), "argmin": (argmin_p, argm
 
 
 def _position(kind: str, x, axis):
-    """``kind(x, axis)``: the locally constant primitive, or at a tie the jumping one."""
+    """``kind(x, axis)``: the locally constant primitive, or at a tie the jumping one. A
+    staged sweep (inside ``jax.jit``) cannot read whether ``x`` is tied while tracing: it
+    records the jumping one, as an eager sweep does at a tie (what reaches the output is
+    then the engine's business; discarded positions, as ``top_k``'s, cost nothing)."""
     free, tied = POSITION_PRIMS[kind]
+    if is_traced(x) and x._trace.staged:
+        return tied(x, axis=axis)
     if is_traced(x) and read_value(x, lambda v: _has_ties(kind, v, axis)):
         return tied(x, axis=axis)
     return free(x, axis=axis)
@@ -1262,7 +972,7 @@ def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
 # ----- gathers at positions computed from traced values -----
 # ``x[argmax(y)]``, ``np.take_along_axis(x, np.argsort(y), -1)``, ``x[np.argsort(y)[-k:]]``:
 # the position is a branch. The rule decides it along the ray the way max and sort do
-# (`lex_argmax`, `lex_order`: value, tangent, series), so on the ray the gather is a fixed
+# (`ray_argmax`, `ray_argsort`: value, tangent, series), so on the ray the gather is a fixed
 # `Index` map. The composite is continuous exactly where every position tied in ``y`` gathers
 # the same values of ``x`` (as ``where`` checks its sides where its condition is tied);
 # otherwise it jumps and the rule raises NotLipschitzError naming the node.
@@ -1286,34 +996,34 @@ def _source_of(index):
     return node.name, y, node.params.get("axis", -1 if node.name == "argsort" else None), post
 
 
-def _positions(kind: str, y: np.ndarray, axis, ray_of) -> tuple[np.ndarray, np.ndarray]:
-    """The positions ``kind(y, axis)`` decided along the ray, and for each position the tied
-    alternatives (``cands[..., r]``, padded with the position itself): the positions numpy
-    could return at ``y`` under another tie-break."""
+def _positions(kind: str, y: np.ndarray, dy, axis) -> tuple[np.ndarray, list]:
+    """The positions ``kind(y, axis)`` decided along the ray (``dy``: ``y``'s lazy tangent),
+    and the tied alternatives of each position (one array per rank in its run of equal
+    values, padded with the position itself; as many as a row has entries, a static bound):
+    the positions numpy could return at ``y`` under another tie-break."""
     sign = POSITION_KINDS[kind]
     axes = normalize_axes(axis, np.ndim(y))
     lay = Layout(np.shape(y), axes)
     vals = sign * lay.to(np.asarray(y, dtype=float))
+    rows = Rows(vals, y, dy, lay.at, sign=sign)
+    n = vals.shape[-1]
     if kind == "argsort":
-        order = lex_order(vals, ray_of(lay, sign))
+        order = ray_argsort(rows)
         sv = np.take_along_axis(vals, order, -1)
-        n = vals.shape[-1]
         idx = np.broadcast_to(np.arange(n), vals.shape)
         start = np.maximum.accumulate(np.where(np.concatenate(
             [np.ones(vals.shape[:-1] + (1,), bool), sv[..., 1:] != sv[..., :-1]], -1), idx, 0), -1)
         end = n - np.flip(np.maximum.accumulate(np.flip(np.where(np.concatenate(
             [sv[..., 1:] != sv[..., :-1], np.ones(vals.shape[:-1] + (1,), bool)], -1),
             n - 1 - idx, 0), -1), -1), -1)
-        width = int((end - start).max(initial=1))
-        cands = [np.take_along_axis(order, np.where(start + r < end, start + r, idx), -1)
-                 for r in range(width)]
-        return lay.back(order), np.stack([lay.back(c) for c in cands], -1)
-    sel = lex_argmax(vals, ray_of(lay, sign))
+        return lay.back(order), [
+            lay.back(np.take_along_axis(order, np.where(start + r < end, start + r, idx), -1))
+            for r in range(n)]
+    sel = ray_argmax(rows)
     tied = vals == vals.max(-1, keepdims=True)
     first = np.argsort(~tied, axis=-1, kind="stable")
     count = tied.sum(-1)
-    cands = [np.where(r < count, first[..., r], sel) for r in range(int(count.max()))]
-    return sel, np.stack(cands, -1)
+    return sel, [np.where(r < count, first[..., r], sel) for r in range(n)]
 
 
 def _gather_index(x_shape: tuple, pos: np.ndarray, mode: str, axis) -> tuple:
@@ -1353,25 +1063,26 @@ POSITION_IMPLS = {
 
 @gather_p.defrule
 def gather_rule(xs, dxs, kind, axis, post, mode, take_axis):
+    """The positions are decided along the ray; where ``y`` is tied and the tied positions
+    gather different values the result jumps, and the point is refused (`refuse_where`)."""
     x, y = np.asarray(xs[0]), np.asarray(xs[1])
     if getattr(dxs[1], "is_zero", False):  # y does not move: the positions are constants
         pos = POSITION_IMPLS[kind](y, axis)
-        cands = pos[..., None]
+        alternatives = []
     else:
-        pos, cands = _positions(kind, y, axis, lambda lay, sign: Ray(lay, y, dxs[1], sign))
+        pos, alternatives = _positions(kind, y, dxs[1], axis)
     index = _gather_index(x.shape, _post(pos, post), mode, take_axis)
     ans = x[index]
-    for r in range(cands.shape[-1]):
-        alt = x[_gather_index(x.shape, _post(cands[..., r], post), mode, take_axis)]
+    for alt_pos in alternatives:
+        alt = x[_gather_index(x.shape, _post(alt_pos, post), mode, take_axis)]
         jump = alt != ans
-        if jump.any():
-            raise NotLipschitzError(
-                f"gather at {kind} positions: {kind} of its input is tied there and the tied "
-                f"positions gather different values (e.g. {ans[jump].ravel()[:3].tolist()} "
-                f"against {alt[jump].ravel()[:3].tolist()}), so the result jumps. Use a "
-                "continuous primitive (asd.numpy.max, sort, topk_sum), make the gathered "
-                "values agree at the ties, or wrap the positions in asd.stop_gradient(...) "
-                "if they are constant by intent.")
+        refuse_where(jump, lambda jump=jump, alt=alt: NotLipschitzError(
+            f"gather at {kind} positions: {kind} of its input is tied there and the tied "
+            f"positions gather different values (e.g. {ans[jump].ravel()[:3].tolist()} "
+            f"against {alt[jump].ravel()[:3].tolist()}), so the result jumps. Use a "
+            "continuous primitive (asd.numpy.max, sort, topk_sum), make the gathered "
+            "values agree at the ties, or wrap the positions in asd.stop_gradient(...) "
+            "if they are constant by intent."))
     return ans, FanIn(Index(index, x.shape, ans.shape), None)
 
 

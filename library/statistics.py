@@ -30,6 +30,7 @@ from asd.extend import (
     namespace,
     numpy_dtype,
     read_value,
+    refuse_where,
     register_numpy,
     to_host,
     unsupported,
@@ -43,6 +44,24 @@ from .order import amax, amin, normalize_axes
 def _value(x) -> np.ndarray:
     """The numbers behind ``x``, traced or not, on the host (for error messages)."""
     return to_host(x.value if is_traced(x) else x)
+
+
+def _refuse(value, bad, error) -> None:
+    """numpy's check of an argument, made while tracing: raise ``error()`` where the mask
+    ``bad(v)`` (``v`` the value, in its array library) holds anywhere. Eagerly the value is
+    read as a guard (`read_value`: a compiled replay re-checks it); a staged sweep (inside
+    ``jax.jit``) reads no value: it counts the entries undecided for the node that made the
+    value (its probe flags them), as `refuse_where` does inside a rule."""
+    trace = value._trace if is_traced(value) else None
+    if trace is not None and trace.staged:
+        mask = bad(value.value)
+        if trace.staged == "values":
+            trace.flag_tie(value._id, mask)
+        else:
+            trace.count_undecided(value._id, mask)
+        return
+    if read_value(value, lambda v: bool(np.any(bad(to_host(v))))):
+        raise error()
 
 
 def _count(shape: tuple, axes: tuple) -> int:
@@ -134,9 +153,9 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
         w = smooth.reshape(w, tuple(-1 if i == axes[0] else 1 for i in range(nd)))
         w = smooth.broadcast_to(w, np.shape(a))
     scl = smooth.sum(w, axis=axes, keepdims=bool(keepdims))
-    if read_value(scl, lambda v: bool(np.any(to_host(v) == 0))):
-        raise ZeroDivisionError("average: the weights sum to zero along the axis, so the "
-                                "average is not defined; give weights with a nonzero sum")
+    _refuse(scl, lambda v: v == 0, lambda: ZeroDivisionError(
+        "average: the weights sum to zero along the axis, so the average is not defined; "
+        "give weights with a nonzero sum"))
     avg = smooth.divide(smooth.sum(smooth.multiply(a, w), axis=axes, keepdims=bool(keepdims)),
                         scl)
     return (avg, scl) if returned else avg
@@ -144,10 +163,9 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
 
 # ----- covariance and correlation -----
 
-def _counts(v) -> bool:
-    """Whether frequency weights are nonnegative integers (numpy.cov's requirement)."""
-    fw = to_host(v)
-    return bool(np.all(fw == np.around(fw)) and not np.any(fw < 0))
+def _not_counts(v):
+    """Where frequency weights are not nonnegative integers (numpy.cov's requirement)."""
+    return (v != namespace(v).round(v)) | (v < 0)
 
 
 def _observations(m, y, rowvar: bool):
@@ -183,12 +201,11 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         ddof = 0 if bias else 1
     w = None
     if fweights is not None:
-        if not read_value(fweights, _counts):
-            raise ValueError("cov: fweights must be nonnegative integers")
+        _refuse(fweights, _not_counts,
+                lambda: ValueError("cov: fweights must be nonnegative integers"))
         w = fweights
     if aweights is not None:
-        if read_value(aweights, lambda v: bool(np.any(to_host(v) < 0))):
-            raise ValueError("cov: aweights must be nonnegative")
+        _refuse(aweights, lambda v: v < 0, lambda: ValueError("cov: aweights must be nonnegative"))
         w = aweights if w is None else smooth.multiply(w, aweights)
     n = np.shape(X)[1]
     if w is None:
@@ -199,9 +216,8 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
             raise ShapeError(f"cov: weights need shape ({n},) (one per observation), got "
                              f"{np.shape(w)}")
         w_sum = smooth.sum(w)
-        if read_value(w_sum, lambda v: bool(to_host(v) == 0)):
-            raise ZeroDivisionError("cov: the weights sum to zero; give weights with a "
-                                    "nonzero sum")
+        _refuse(w_sum, lambda v: v == 0, lambda: ZeroDivisionError(
+            "cov: the weights sum to zero; give weights with a nonzero sum"))
         avg = smooth.divide(smooth.sum(smooth.multiply(X, w), axis=1, keepdims=True), w_sum)
         if ddof == 0:
             fact = w_sum
@@ -210,9 +226,9 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         else:
             fact = smooth.subtract(w_sum, smooth.divide(
                 smooth.multiply(ddof, smooth.sum(smooth.multiply(w, aweights))), w_sum))
-    if read_value(fact, lambda v: bool(np.any(to_host(v) <= 0))):
-        raise ValueError(f"cov: the degrees of freedom are {float(_value(fact))} <= 0 (ddof "
-                         f"{ddof} for {n} observations); lower ddof or add observations")
+    _refuse(fact, lambda v: v <= 0, lambda: ValueError(
+        f"cov: the degrees of freedom are {float(_value(fact))} <= 0 (ddof {ddof} for {n} "
+        "observations); lower ddof or add observations"))
     Xc = smooth.subtract(X, avg)
     Xw = Xc if w is None else smooth.multiply(Xc, w)
     c = smooth.divide(smooth.matmul(Xc, smooth.transpose(Xw)), fact)
@@ -240,16 +256,7 @@ def correlation_rule(xs, dxs):
     C = _float(xs[0])
     xp = namespace(C)
     d = xp.linalg.diagonal(C)
-    d_host = to_host(d)
-    bad = ~(d_host > 0)
-    if bad.any():
-        idx = np.flatnonzero(bad).tolist()
-        raise NotLipschitzError(
-            f"corrcoef: variable(s) {idx} have variance {d_host[bad].tolist()}; the correlation "
-            "C_ij / sqrt(C_ii C_jj) is undefined there and jumps between -1 and 1 nearby "
-            "(not Lipschitz). Drop constant variables, add noise, or differentiate np.cov "
-            "instead."
-        )
+    refuse_where(~(d > 0), lambda: _zero_variance(to_host(d)))
     s = xp.sqrt(d)
     outer = s[:, None] * s[None, :]
     R = C / outer
@@ -266,6 +273,15 @@ def correlation_rule(xs, dxs):
         return ct / outer + diag[..., :, None] * eye
 
     return R, Closure(push, pull, tuple(C.shape), tuple(C.shape))
+
+
+def _zero_variance(d: np.ndarray) -> NotLipschitzError:
+    bad = ~(d > 0)
+    return NotLipschitzError(
+        f"corrcoef: variable(s) {np.flatnonzero(bad).tolist()} have variance "
+        f"{d[bad].tolist()}; the correlation C_ij / sqrt(C_ii C_jj) is undefined there and "
+        "jumps between -1 and 1 nearby (not Lipschitz). Drop constant variables, add noise, "
+        "or differentiate np.cov instead.")
 
 
 def corrcoef(x, y=None, rowvar=True, *, dtype=None):

@@ -266,7 +266,7 @@ def test_max_pool_exact_ties_match_numpy_and_the_diagnostics(lib):
 
 
 def test_max_pool_copies_only_the_tied_windows_to_the_host(monkeypatch):
-    import asd.library.order as order
+    import asd.core.ordering as ordering
 
     copied = []
 
@@ -275,7 +275,7 @@ def test_max_pool_copies_only_the_tied_windows_to_the_host(monkeypatch):
             copied.append(tuple(np.shape(a)))
         return backend.to_host(a)
 
-    monkeypatch.setattr(order, "to_host", recording)
+    monkeypatch.setattr(ordering, "to_host", recording)
     x = np.random.default_rng(3).uniform(1.0, 2.0, (1, 2, 32))  # relu kills nothing
     x[0, 1, 5] = x[0, 1, 6] = 10.0  # one tied window (of 16)
     f = pool_program(4, None, 0, 1)

@@ -226,17 +226,10 @@ def no_jets(*args, **kwargs):
     raise JetUnsupported("jets switched off by the test")
 
 
-ORDER_RULES = {"max_pool", "reduce_max"}
-"""Rules that decide ties by `lex_argmax` (library/order.py), which reports the rows it
-settles by index (`asd.core.ties.index_decided`) as ``flat`` only when no other row of the
-call needed a comparison: a report that depends on the path, left out of comparisons."""
-
-
 def report(result) -> tuple:
     grad = result.subgradient
     grads = list(grad) if isinstance(grad, list | tuple) else [grad]
-    decisions = sorted(str(d) for d in result.decisions
-                       if not (d.how == "flat" and d.primitive in ORDER_RULES))
+    decisions = sorted(str(d) for d in result.decisions)
     return (np.asarray(result.value), grads, np.asarray(result.dini),
             [str(t) for t in result.ties], decisions, [str(t) for t in result.degenerate])
 
@@ -359,12 +352,12 @@ def test_cnn_dead_windows_evaluate_nothing_on_exact_series(seed, zero_weights, h
     """The CNN of issue 24 (random init: dead pooling windows; zero weights: every relu
     tied), with every filter: nothing evaluated on object arrays, and the element, ties and
     decisions of the exact series alone."""
-    import asd.library.order as order
+    import asd.core.ordering as ordering
 
     loss, params = cnn(seed=seed, zero_weights=zero_weights)
     with contextlib.ExitStack() as stack:
         for name, fn in FILTERS[how].items():
-            stack.enter_context(mock.patch.object(order if name == "index_decided" else ties,
+            stack.enter_context(mock.patch.object(ordering if name == "index_decided" else ties,
                                                   name, fn))
         result = asd.value_and_subgrad(loss, seed=seed, full=True)(params)
     assert sum(exact_entries) == 0

@@ -248,7 +248,7 @@ def input_series(x, dx, shape: tuple, depth: int | None = 1, order: int = 24,
     return out
 
 
-def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None:
+def first_order_keys(x, dx, shape: tuple, mask: np.ndarray, *, with_source: bool = False):
     """Float keys ordering the entries ``mask`` of ``x`` (lazy tangent ``dx``, broadcast to
     ``shape``) exactly as their series along the lexicographic ray do, shape
     ``(levels,) + shape`` (0 elsewhere); None: compare `input_series` instead.
@@ -259,14 +259,21 @@ def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None
     entries' ranks as proven in floats (`_jet_keys`: their values where their rules selected
     constant pieces, else their jets), or, where the exact series is out of reach, the
     first-order tangents along ``v``, ``w1``, ... (reported as ``flat``).
+
+    ``with_source=True`` returns ``(keys, source)`` so the caller can report how each tie was
+    decided, as comparing the series would: ``"flat"`` (reported here), or the key levels'
+    meaning for the proven ranks: ``("series",)`` (one level: equal keys are equal along
+    every direction, different ones differ along ``v``) or ``("series", "lexicographic")``
+    (the first level tells entries that differ along ``v``, the second those that differ
+    only along a later direction).
     """
     if not isinstance(dx, LazyTangent):
-        return None
+        return (None, None) if with_source else None
     trace, k = dx.trace, dx.k
     depth = 1 + (_Side(x, dx, shape).levels() or 0)
-    keys = _jet_keys(trace, k, depth, shape, mask)
+    keys, source = _jet_keys(trace, k, depth, shape, mask)
     if keys is not None:
-        return keys
+        return (keys, source) if with_source else keys
     try:
         node_series(trace, k, depth)
     except SeriesUnavailable:
@@ -275,11 +282,11 @@ def first_order_keys(x, dx, shape: tuple, mask: np.ndarray) -> np.ndarray | None
         keys = np.zeros((depth,) + tuple(shape))
         for level, t in enumerate(tangents):
             keys[level][mask] = entries(t, shape, mask)
-        return keys
-    return None
+        return (keys, "flat") if with_source else keys
+    return (None, None) if with_source else None
 
 
-def _jet_keys(trace, k: int, depth: int, shape: tuple, mask: np.ndarray) -> np.ndarray | None:
+def _jet_keys(trace, k: int, depth: int, shape: tuple, mask: np.ndarray) -> tuple:
     """Keys ranking node ``k``'s entries at ``mask`` as their exact series along the ray
     ``depth`` levels deep do, where floats prove it; None elsewhere.
 
@@ -288,7 +295,10 @@ def _jet_keys(trace, k: int, depth: int, shape: tuple, mask: np.ndarray) -> np.n
     coefficient: the order is proven where every neighbouring pair is either equal (every
     coefficient exact and the same) or apart (exact and equal up to a coefficient whose
     intervals are disjoint). Along ``v`` alone, equal entries must also be still (then equal
-    along every direction); along the whole ray, no entry may be cut."""
+    along every direction); along the whole ray, no entry may be cut. Returns ``(keys,
+    source)`` as `first_order_keys` does, ``(None, None)`` where floats prove nothing: a rank
+    along the whole ray comes with the ranks along ``v`` (which pairs differ there), or is
+    not used, so the decisions are reported as the series would report them."""
     mask = np.asarray(mask, bool)
     constant = selected_constants(trace, k)
     if constant is not None and np.all(entries(constant, tuple(shape), mask)):
@@ -296,7 +306,8 @@ def _jet_keys(trace, k: int, depth: int, shape: tuple, mask: np.ndarray) -> np.n
         value = entries(trace.values[k], tuple(shape), mask).astype(float)
         keys = np.zeros((1,) + tuple(shape))
         keys[0][mask] = value
-        return keys
+        return keys, ("series",)
+    along_v = None  # ranks along v alone, equal rows not required to be still
     for level, precise in _stages(depth):
         try:
             sub = node_jet(trace, k, level, precise).broadcast(shape)[mask]
@@ -304,15 +315,23 @@ def _jet_keys(trace, k: int, depth: int, shape: tuple, mask: np.ndarray) -> np.n
             continue
         if level > 1 and sub.cut.any():
             continue
-        rank = _proven_rank(sub.c.reshape(sub.c.shape[0], -1).T,
-                            sub.e.reshape(sub.e.shape[0], -1).T,
-                            None if level == depth else sub.still.reshape(-1))
+        c = sub.c.reshape(sub.c.shape[0], -1).T
+        e = sub.e.reshape(sub.e.shape[0], -1).T
+        if level == 1 and depth > 1 and along_v is None:
+            along_v = _proven_rank(c, e, None)
+        rank = _proven_rank(c, e, None if level == depth else sub.still.reshape(-1))
         if rank is None:
             continue
-        keys = np.zeros((1,) + tuple(shape))
-        keys[0][mask] = rank
-        return keys
-    return None
+        if level == 1 or depth == 1:
+            keys = np.zeros((1,) + tuple(shape))
+            keys[0][mask] = rank
+            return keys, ("series",)
+        if along_v is None:
+            return None, None  # which pairs differ along v is unknown: the series report it
+        keys = np.zeros((2,) + tuple(shape))
+        keys[0][mask], keys[1][mask] = along_v, rank
+        return keys, ("series", "lexicographic")
+    return None, None
 
 
 def selected_constants(trace, k: int) -> np.ndarray | None:

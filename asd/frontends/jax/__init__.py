@@ -862,10 +862,14 @@ def _norm_over(x, axes: tuple[int, ...]):
 
 
 def _constant(eqn, vals) -> list:
-    """An equation on constants: JAX computes it (no derivative flows through it)."""
-    out = eqn.primitive.bind(*vals, **eqn.params)
+    """An equation on constants: JAX computes it (no derivative flows through it). Inside
+    a transformation (a staged sweep under ``jax.jit``) constants stay concrete where their
+    inputs are (``ensure_compile_time_eval``); a result that depends on a traced,
+    undifferentiated argument stays a JAX value."""
+    with jax.ensure_compile_time_eval():
+        out = eqn.primitive.bind(*vals, **eqn.params)
     outs = out if eqn.primitive.multiple_results else [out]
-    return [np.asarray(o) for o in outs]
+    return [o if isinstance(o, jax.core.Tracer) else np.asarray(o) for o in outs]
 
 
 def _dtype(a) -> np.dtype:
