@@ -21,6 +21,20 @@ LIBRARY = Path(__file__).resolve().parent.parent / "library"
 
 ALLOWED: dict[str, str] = {
     # "module.py:function": why this branch never reads a value a sweep traces
+    # -- piecewise, discontinuous, elementwise, structure, smooth (h24b) --
+    "elementwise.py:_finite": "fmax/fmin read their operands' finiteness when the program "
+                              "is traced (read_value: a guard asd.jit re-checks), to refuse "
+                              "NaN semantics numpy's fmax has and maximum lacks; numpy "
+                              "programs only (no front end maps an op to fmax/fmin)",
+    "smooth.py:push_at": "Embed.push_at answers the eager numpy sweep's demand for some "
+                         "tangent entries (Trace.tangent_at, a host mask); staged sweeps "
+                         "push full tangents and never call it",
+    "smooth.py:_root_map": "the exact series of a root at 0 (root_limit) runs eagerly on the "
+                           "host; a staged sweep returns before that branch, counting the "
+                           "zeros undecided (refuse_where)",
+    "structure.py:__getitem__": "r_ / c_ test their index items' types (a directive string)",
+    "structure.py:_spacings": "numpy.gradient tests whether its spacings are traced (a type)",
+    "structure.py:refused": "a refused numpy function tests whether an argument is traced",
 }
 VALUE_TESTS = {"any", "all", "item", "count_nonzero"}
 BUILTIN_TESTS = {"bool", "any", "all"}

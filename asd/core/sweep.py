@@ -891,6 +891,10 @@ class Trace:
         jumps = [j for j in self.jumps_reaching(k) if self.jumps[j] is not None]
         if not jumps:
             return self.values[k]
+        if self.staged:  # no host replay inside a trace: the side's value, its jumps counted
+            for j in jumps:
+                self.count_undecided(j, self.jumps[j].mask)
+            return self.values[k]
         try:
             value, moved = self.replay({j: self.jumps[j].at for j in jumps}, k)
         except SideUndefined as u:
