@@ -5,7 +5,7 @@ comparisons.
 Each is piecewise constant (remainder: slope 1) away from its jumps, so there it contributes
 a zero derivative and nothing is refused: ``np.sum(x < y) + 0.0`` at a generic point is
 fine. At a jump (``x == 0`` for sign, ``x`` an integer for floor, ...) the rule returns the
-value on the side the ray ``x + δv`` enters (decided by `tie_sign`, like every tie) and
+value on the side the ray ``x + δv`` enters (decided by `ray_compare`, like every tie) and
 reports the jump with `record_jump`: the engine then refuses a differentiated output the jump
 reaches with `NotLipschitzError`, unless re-evaluating the output with the jump's value at
 the point and with every one-sided limit gives the same number (``x * sign(x)`` at 0 is

@@ -2,14 +2,12 @@
 and where, and user-defined piecewise polynomials.
 
 Every rule here follows the paper's Algorithm 7: away from a tie the branch is fixed; at a
-tie (``x == 0``, ``a == b``, ``lhs == rhs``) the rule asks for the tangent of the tied
-entries only and takes the branch the ray ``x + δv`` enters, the ``>=`` side when the
-tangent is tied too.
-
-relu, abs, maximum, minimum, clip, the comparisons and where are written against the array
-API (``xp = namespace(x)``) and run on torch and JAX arrays as given; ties still go through
-`tie_sign`, which compares tangents in the array's library. The activation family declared
-by `defpiecewise` runs on numpy only so far.
+tie (``x == 0``, ``a == b``, ``lhs == rhs``) the branch is the one the ray ``x + δv``
+enters. Rules state each switching quantity to `ray_compare` (or `ray_nonnegative`), which
+decides every tied entry by the tie contract, and select branches with ``where``; a jump of
+``where`` is stated to `refuse_where`. No rule branches in Python on a value, so every rule
+runs on numpy, torch and JAX arrays (``xp = namespace(x)``) and inside ``jax.jit``, where the
+tie services decide by first order and count what first order leaves open.
 """
 
 from __future__ import annotations
@@ -31,6 +29,7 @@ from asd.extend import (
     is_host,
     is_traced,
     namespace,
+    numpy_dtype,
     operation_of,
     ray_compare,
     ray_nonnegative,
@@ -90,7 +89,7 @@ def abs_rule(xs, dxs):
 
 
 # ----- maximum and minimum: ties decided along the ray by the tie service -----
-# (``tie_sign`` returns 0 only where the operands are equal near x: either one is right then)
+# (``ray_compare`` gives 0 only where the operands are equal near x: either one is right then)
 
 def _operands(*xs):
     """``(xp, xs)``: the namespace of the operands, each an array of it on the same device
@@ -213,22 +212,48 @@ def clip_rule(xs, dxs):
     xp, arrays = _operands(x, lo, hi)
     x_b, lo_b, hi_b = (xp.broadcast_to(a, out) for a in arrays)
     # the maximum step: x (else lo), ties by the ray
-    pick_x = xp.where(x_b == lo_b, ray_compare(x, dxs[0], lo, dxs[1]) >= 0, x_b > lo_b)
+    pick_x = xp.where(x_b == lo_b, _ray_sign(dxs, x, dxs[0], lo, dxs[1]) >= 0, x_b > lo_b)
     mid = xp.where(pick_x, x_b, lo_b)
     high_tie = mid == hi_b
     at_x, at_lo = high_tie & pick_x, high_tie & ~pick_x
     # the minimum step: max(x, lo) (else hi); x == hi where x was chosen, lo == hi elsewhere
-    pick_mid = xp.where(at_x, ray_compare(_only(at_x, x_b), dxs[0], hi, dxs[2]) <= 0,
-                        xp.where(at_lo, ray_compare(_only(at_lo, lo_b), dxs[1], hi, dxs[2]) < 0,
-                                 mid < hi_b))
+    pick_mid = xp.where(at_x, _ray_sign(dxs, _only(at_x, x_b), dxs[0], hi, dxs[2]) <= 0,
+                        xp.where(at_lo, _ray_sign(dxs, _only(at_lo, lo_b), dxs[1], hi, dxs[2])
+                                 < 0, mid < hi_b))
     # lo == hi near the point: the interval is a point, the output is the bound
     point = high_tie & (lo_b == hi_b)
-    pick_mid = pick_mid & ~(point & (ray_compare(_only(point, lo_b), dxs[1], hi, dxs[2]) == 0))
+    pick_mid = pick_mid & ~(point & (_ray_sign(dxs, _only(point, lo_b), dxs[1], hi, dxs[2])
+                                     == 0))
     d_x = pick_mid & pick_x
     d_lo = pick_mid & ~pick_x
     return ans, FanIn(Diagonal(d_x, tuple(np.shape(x)), out),
                       Diagonal(d_lo, tuple(np.shape(lo)), out),
                       Diagonal(~pick_mid, tuple(np.shape(hi)), out))
+
+
+def _ray_sign(dxs, a, da, b, db):
+    """`ray_compare` of ``a`` and ``b`` in a rule whose lazy tangents are ``dxs``. Where
+    neither operand moves with the direction (constant bounds), or both are one traced value
+    (``clip(x, lo, lo)``), a tie is an equality near the point, so the sign is the values'
+    (0 at a tie): the eager sweep proves it by the series, a staged sweep is told it here
+    (`ray_compare` learns of the sweep from its operands' lazy tangents only, and first order
+    cannot tell an equality from a flat tie)."""
+    if _sweep_mode(dxs) and (_same_node(da, db) or not (_lazy(da) or _lazy(db))):
+        xp, (a, b) = _operands(a, b)
+        return xp.astype(a > b, xp.int8) - xp.astype(a < b, xp.int8)
+    return ray_compare(a, da, b, db)
+
+
+def _lazy(dx) -> bool:
+    """Whether ``dx`` is a sweep's lazy tangent (its operand moves with the direction)."""
+    return getattr(dx, "trace", None) is not None
+
+
+def _sweep_mode(dxs):
+    """The staged mode of the sweep the rule's lazy tangents ``dxs`` belong to (False:
+    eager)."""
+    trace = next((d.trace for d in dxs if _lazy(d)), None)
+    return getattr(trace, "staged", False)
 
 
 def _only(mask, a):
@@ -453,8 +478,15 @@ def _all_host(xs) -> bool:
 
 def _all_boolean(xs) -> bool:
     """Whether every operand has a boolean dtype (a type test)."""
-    return all(type(x) is bool or np.dtype(getattr(x, "dtype", np.result_type(x))) == np.bool_
-               for x in xs)
+    return all(map(_boolean, xs))
+
+
+def _boolean(x) -> bool:
+    """Whether ``x`` holds booleans: its dtype named ``bool`` in any library (numpy cannot
+    read torch's dtypes)."""
+    dtype = getattr(x, "dtype", None)
+    return type(x) is bool or str(np.result_type(x) if dtype is None else dtype).rsplit(
+        ".")[-1] == "bool"
 
 
 def _logical_impl(np_fn, xp_name):
@@ -478,9 +510,9 @@ def _truth(x, name: str):
     """``x`` as booleans: a traced boolean as it is, other traced values as ``x != 0`` (a
     comparison, deciding its ties along the ray); constants as numpy booleans."""
     if is_traced(x):
-        if np.dtype(x.dtype) == np.bool_:
+        if _boolean(x):
             return x
-        if not np.issubdtype(np.dtype(x.dtype), np.number):
+        if not np.issubdtype(numpy_dtype(x), np.number):
             raise UnsupportedError(f"numpy.{name} of a traced {x.dtype} array")
         return comparison_prims["!="](x, 0.0)
     return np.asarray(x, dtype=bool) if is_host(x) else x
@@ -610,7 +642,7 @@ def _count_open_sides(flat, a, b, dxs, same: bool) -> None:
 
 def _staged_trace(*dxs):
     """The sweep of the lazy tangents ``dxs`` if it is a full staged sweep, else None."""
-    trace = next((d.trace for d in dxs if getattr(d, "trace", None) is not None), None)
+    trace = next((d.trace for d in dxs if _lazy(d)), None)
     return trace if getattr(trace, "staged", False) == "full" else None
 
 
@@ -631,7 +663,7 @@ def select_rule(xs, dxs):
 # ----- where of a logical combination of comparisons -----
 # The condition is a tree (``&``, ``|``, ``^``, ``~``) over comparisons and constant masks,
 # its leaves' operands inputs of one node. Each tied comparison takes the side its ray enters
-# (`tie_sign`, as `where_cmp_rule` does); the output jumps at an entry where a != b and the
+# (`ray_compare`, as `where_cmp_rule` does); the output jumps at an entry where a != b and the
 # tree's value changes when its tied comparisons take other truth values (each can, near x:
 # both sides of a tie that is not an equality on a neighbourhood are entered by some ray).
 
@@ -702,8 +734,7 @@ def where_logic_rule(xs, dxs, tree, leaves):
     cond_ray = _evaluate(tree, ray)
     tied = [i for i, m in enumerate(free) if m is not None]
     if tied:  # which tied comparisons, taking another value, change the tree's value
-        jump = xp.zeros(out, dtype=xp.bool) if xp is np else xp.zeros(
-            out, dtype=xp.bool, device=a.device)
+        jump = xp.zeros_like(cond_ray)
         for bits in range(1 << len(tied)):
             leaf_vals = list(ray)
             for j, i in enumerate(tied):

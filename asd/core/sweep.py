@@ -891,10 +891,6 @@ class Trace:
         jumps = [j for j in self.jumps_reaching(k) if self.jumps[j] is not None]
         if not jumps:
             return self.values[k]
-        if self.staged:  # no host replay inside a trace: the side's value, its jumps counted
-            for j in jumps:
-                self.count_undecided(j, self.jumps[j].mask)
-            return self.values[k]
         try:
             value, moved = self.replay({j: self.jumps[j].at for j in jumps}, k)
         except SideUndefined as u:
@@ -914,8 +910,10 @@ class Trace:
         ``(value, None)``, or ``(None, j)`` if discontinuous node ``j`` would move."""
         vals = dict(fixed)
         # jumps record their sides on the host: a torch/JAX sweep replays there (rare: only
-        # outputs that jumps reach), and the value returns to the sweep's library
-        host = (lambda v: v) if self.like is None else backend.to_host
+        # outputs that jumps reach), and the value returns to the sweep's library; a staged
+        # sweep's jumps keep their traced values, and it replays on them
+        here = self.like is None or self.staged
+        host = (lambda v: v) if here else backend.to_host
         for j in range(min(fixed) + 1, k + 1):
             node = self.nodes[j]
             if j in fixed or node.prim is None or not any(
@@ -932,7 +930,7 @@ class Trace:
                 raise SideUndefined(j, exc) from exc
         if k not in vals:
             return self.values[k], None
-        if self.like is not None:
+        if not here:
             return backend.from_host(vals[k], self.values[k], dtype="like"), None
         return vals[k], None
 

@@ -861,10 +861,13 @@ def _norm_over(x, axes: tuple[int, ...]):
 
 
 def _constant(eqn, vals) -> list:
-    """An equation on constants: JAX computes it (no derivative flows through it)."""
-    out = eqn.primitive.bind(*vals, **eqn.params)
+    """An equation on constants: JAX computes it (no derivative flows through it). Inside a
+    JAX transformation it is evaluated at once where its inputs are concrete (a literal in a
+    called jaxpr), else it stays a JAX value of the trace (an argument not differentiated)."""
+    with jax.ensure_compile_time_eval():
+        out = eqn.primitive.bind(*vals, **eqn.params)
     outs = out if eqn.primitive.multiple_results else [out]
-    return [np.asarray(o) for o in outs]
+    return [o if isinstance(o, jax.core.Tracer) else np.asarray(o) for o in outs]
 
 
 def _dtype(a) -> np.dtype:
