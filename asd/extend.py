@@ -221,7 +221,7 @@ def _horner(coeffs: tuple) -> Callable:
     coeffs = tuple(float(c) for c in coeffs)
 
     def poly(x):
-        out = np.zeros_like(x) + coeffs[-1]
+        out = (np.zeros_like(x) if is_host(x) else namespace(x).zeros_like(x)) + coeffs[-1]
         for c in coeffs[-2::-1]:
             out = out * x + c
         return out
@@ -282,8 +282,13 @@ def defpiecewise(name: str, breakpoints, pieces: Sequence | None = None) -> Prim
 
     At a breakpoint the tangent picks the piece the ray ``x + δ x_dot`` enters: the right one
     when ``x_dot > 0``, the left one when ``x_dot < 0`` (paper, Algorithm 7); when ``x_dot``
-    is 0, `tie_sign` decides by the exact series along the ray, and the right piece is taken if
-    that is 0 too. Repeated breakpoints (an empty piece) are allowed; the ray skips it.
+    is 0, `ray_compare` decides by the exact series along the ray, and the right piece is taken
+    if that is 0 too. Repeated breakpoints (an empty piece) are allowed; the ray skips it.
+
+    The rule states its ties (``x`` on a breakpoint) to `ray_compare` and selects pieces with
+    ``where``, so it has no Python branch on the data: it runs on numpy, torch and JAX arrays
+    (polynomial pieces; ``(value, slope)`` functions must accept the arrays given) and inside
+    ``jax.jit``.
 
     >>> import numpy as np, asd
     >>> from asd.extend import defpiecewise
@@ -312,41 +317,83 @@ def defpiecewise(name: str, breakpoints, pieces: Sequence | None = None) -> Prim
                 raise TypeError(f"{name} takes no parameters, got {', '.join(params)}")
             return fixed
 
-    def select(x, idx, parsed, which):
-        return np.select([idx == i for i in range(len(parsed))],
-                         [np.broadcast_to(p[which](x), x.shape) for p in parsed])
-
-    def value(x, bps, parsed, at, tie):
-        ans = select(x, np.searchsorted(bps, x, side="right"), parsed, 0)
-        if tie.any():
-            ans = np.array(ans)
-            ans[tie] = at[np.searchsorted(bps, x[tie])]
-        return ans.astype(np.result_type(x, np.float16), copy=False)
-
     def impl(x, **params):
         bps, parsed, at = table(params)
-        x = np.asarray(x)
-        return value(x, bps, parsed, at, np.isin(x, bps))
+        x = np.asarray(x) if is_host(x) else x
+        return _piecewise_value(x, bps, parsed, at)
 
     def piecewise_rule(xs, dxs, **params):
         bps, parsed, at = table(params)
         (x,) = xs
-        x = np.asarray(x)
-        dtype = np.result_type(x, np.float16)
-        tie = np.isin(x, bps)
-        ans = value(x, bps, parsed, at, tie)
-        idx = np.searchsorted(bps, x, side="right")
-        if tie.any():
+        xp = namespace(x)
+        x = np.asarray(x) if xp is np else x
+        ans = _piecewise_value(x, bps, parsed, at)
+        idx = _searchsorted(bps, x, "right")
+        if len(bps):
+            tie = _on_breakpoint(x, bps)
             # the sign of x - breakpoint along the ray: tangent first, exact series if it is 0
-            left = tie_sign(x, dxs[0], x, None, tie) < 0
-            idx = np.array(idx)
-            idx[tie] = np.where(left, np.searchsorted(bps, x[tie], side="left"), idx[tie])
-        slope = select(x, idx, parsed, 1)
-        return ans, Diagonal(slope.astype(dtype, copy=False), x.shape)
+            left = tie & (ray_compare(x, dxs[0], xp.where(tie, x, np.nan), None) < 0)
+            idx = xp.where(left, _searchsorted(bps, x, "left"), idx)
+        slope = _select(x, idx, parsed, 1)
+        return ans, Diagonal(_as_float(slope, x), tuple(x.shape))
 
     piecewise_rule.__name__ = f"{name}_rule"
     piecewise_rule.piecewise_table = table  # what compiled fast paths inline (asd.core.codegen)
-    return Primitive(name, impl, piecewise_rule)
+    return Primitive(name, impl, piecewise_rule, array_api=True)
+
+
+def _searchsorted(bps: np.ndarray, x, side: str):
+    """The index of the piece holding each entry of ``x`` (numpy's ``searchsorted`` over the
+    breakpoints), in ``x``'s library; numpy's also runs on object arrays of exact series."""
+    if is_host(x):
+        return np.searchsorted(bps, x, side=side)
+    xp = namespace(x)
+    return xp.searchsorted(from_host(bps, x, "like"), x, side=side)
+
+
+def _on_breakpoint(x, bps: np.ndarray):
+    """Where ``x`` is exactly on a breakpoint (one comparison per breakpoint)."""
+    bps = _scalars(bps, x)
+    tie = x == bps[0]
+    for b in bps[1:]:
+        tie = tie | (x == b)
+    return tie
+
+
+def _scalars(values: np.ndarray, x) -> list:
+    """``values`` as scalars to compare ``x`` with: numpy's float64 scalars beside numpy
+    values (so a float32 ``x`` is compared exactly, as ``searchsorted`` does), Python floats
+    beside other libraries' arrays (their own dtype)."""
+    return list(values) if is_host(x) else [float(v) for v in values]
+
+
+def _select(x, idx, parsed: list, which: int):
+    """Piece ``idx`` of each entry: its value (``which=0``) or its slope (1), by ``where``."""
+    xp = np if is_host(x) else namespace(x)
+    shape = tuple(x.shape)
+    out = xp.broadcast_to(parsed[-1][which](x), shape)
+    for i in range(len(parsed) - 2, -1, -1):
+        out = xp.where(idx == i, parsed[i][which](x), out)
+    return out
+
+
+def _piecewise_value(x, bps: np.ndarray, parsed: list, at: np.ndarray):
+    """The value of the piece holding ``x``; on a breakpoint, its value there rounded once
+    from the exact one (`_instantiate`), the first of repeated breakpoints."""
+    xp = np if is_host(x) else namespace(x)
+    ans = _select(x, _searchsorted(bps, x, "right"), parsed, 0)
+    for b, value in zip(_scalars(bps, x)[::-1], _scalars(at, x)[::-1], strict=True):
+        ans = xp.where(x == b, value, ans)
+    return _as_float(ans, x)
+
+
+def _as_float(a, x):
+    """``a`` in ``x``'s floating dtype (an integer ``x`` gives float64, as numpy does)."""
+    if is_host(x):
+        return a.astype(np.result_type(x, np.float16), copy=False)
+    xp = namespace(x)
+    return xp.astype(a, x.dtype if xp.isdtype(x.dtype, "real floating")
+                     else xp.asarray(0.0).dtype)
 
 
 __all__ = [

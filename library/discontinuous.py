@@ -5,7 +5,7 @@ comparisons.
 Each is piecewise constant (remainder: slope 1) away from its jumps, so there it contributes
 a zero derivative and nothing is refused: ``np.sum(x < y) + 0.0`` at a generic point is
 fine. At a jump (``x == 0`` for sign, ``x`` an integer for floor, ...) the rule returns the
-value on the side the ray ``x + δv`` enters (decided by `tie_sign`, like every tie) and
+value on the side the ray ``x + δv`` enters (decided by `ray_compare`, like every tie) and
 reports the jump with `record_jump`: the engine then refuses a differentiated output the jump
 reaches with `NotLipschitzError`, unless re-evaluating the output with the jump's value at
 the point and with every one-sided limit gives the same number (``x * sign(x)`` at 0 is
@@ -26,23 +26,57 @@ from asd.extend import (
     is_host,
     is_traced,
     namespace,
+    ray_compare,
     record_jump,
     register_method,
     register_numpy,
-    tie_sign,
-    to_host,
 )
 
 from .order import argmax, argmin
-from .piecewise import COMPARE, COMPARISONS, comparison_prims
+from .piecewise import COMPARE, COMPARISONS, OPERATORS, _only, _operands, comparison_prims
 
 # ----- the shared rule: value on the entered side, the jump reported -----
+# Every rule here is written against the array API (``xp = namespace(x)``; numpy values keep
+# numpy's own calls, so their results are numpy's bit for bit) and states its jump as masks:
+# the side each entry on a jump takes comes from `ray_compare`, the jump goes to
+# `record_jump` (recorded eagerly where an entry is on it, counted by a staged sweep where it
+# reaches a differentiated output), so no rule branches on a value and all of them run inside
+# ``jax.jit``.
+
+def _unary(np_fn, xp_name: str):
+    """numpy's function on numpy values, the array API's ``xp_name`` on other libraries'."""
+    def fn(x):
+        return np_fn(x) if is_host(x) else getattr(namespace(x), xp_name)(x)
+
+    fn.__name__ = np_fn.__name__
+    return fn
+
+
+def _binary(np_fn, xp_name: str):
+    def fn(x, c):
+        if is_host(x) and is_host(c):
+            return np_fn(x, c)
+        xp, (x, c) = _operands(x, c)
+        return getattr(xp, xp_name)(x, c)
+
+    fn.__name__ = np_fn.__name__
+    return fn
+
+
+def _param(c, like):
+    """A constant parameter (a divisor) beside ``like``: as it is for numpy, else a Python
+    number or an array of ``like``'s library and dtype."""
+    if is_host(like) or np.ndim(c) == 0:
+        return c if is_host(like) else float(c)
+    return from_host(np.asarray(c), like, "like")
+
 
 def _on_side(ans, mask, side, left, right):
-    """``ans`` with the entries ``mask`` replaced by the limit on the side entered."""
-    out = np.array(ans, copy=True)
-    out[mask] = np.where(side > 0, right[mask], np.where(side < 0, left[mask], ans[mask]))
-    return out
+    """``ans`` with the entries ``mask`` replaced by the limit on the side entered (``side``
+    > 0: ``right``, < 0: ``left``, 0: the value at the point), in ``ans``'s dtype."""
+    xp = namespace(ans, mask)
+    out = xp.where(mask & (side > 0), right, xp.where(mask & (side < 0), left, ans))
+    return xp.astype(out, ans.dtype)
 
 
 def defjump(name: str, impl, jumps, limits, *, discontinuous: bool = True) -> Primitive:
@@ -50,20 +84,21 @@ def defjump(name: str, impl, jumps, limits, *, discontinuous: bool = True) -> Pr
 
     ``limits(x, ans) -> (left, right)`` gives the one-sided limits as ``x`` decreases to and
     increases to the point (read only on the jump entries). Piecewise constant unless
-    ``discontinuous`` is False, when the slope is 1 (``remainder``).
+    ``discontinuous`` is False, when the slope is 1 (``remainder``). ``impl``, ``jumps`` and
+    ``limits`` are written against the array API (numpy's own calls on numpy values).
     """
-    prim = Primitive(name, impl, discontinuous=discontinuous)
+    prim = Primitive(name, impl, discontinuous=discontinuous, array_api=True)
 
     def jump_rule(xs, dxs, **params):
-        x = np.asarray(xs[0])
-        ans = np.asarray(impl(x, **params))
-        out = ans.shape  # the parameters (a divisor array) may broadcast x
-        mask = np.broadcast_to(jumps(x, **params), out)
-        lin = None if discontinuous else Diagonal(np.ones(out, ans.dtype), x.shape, out)
-        if not mask.any():
-            return ans, lin
-        left, right = (np.broadcast_to(s, out) for s in limits(x, ans, **params))
-        side = tie_sign(x, dxs[0], np.broadcast_to(x, out), None, mask)
+        xp = namespace(xs[0])
+        x = np.asarray(xs[0]) if xp is np else xs[0]
+        ans = xp.asarray(impl(x, **params))
+        out = tuple(ans.shape)  # the parameters (a divisor array) may broadcast x
+        mask = xp.broadcast_to(jumps(x, **params), out)
+        lin = None if discontinuous else Diagonal(xp.ones_like(ans), tuple(x.shape), out)
+        left, right = (xp.broadcast_to(s, out) for s in limits(x, ans, **params))
+        # the sign of x - (x at the jump) along the ray: its tangent, then its exact series
+        side = ray_compare(x, dxs[0], _only(mask, xp.broadcast_to(x, out)), None)
         record_jump(ans, mask, (left, right))
         return _on_side(ans, mask, side, left, right), lin
 
@@ -73,25 +108,34 @@ def defjump(name: str, impl, jumps, limits, *, discontinuous: bool = True) -> Pr
 
 
 def _integer(x):
-    return np.isfinite(x) & (x == np.floor(x))
+    xp = namespace(x)
+    return xp.isfinite(x) & (x == xp.floor(x))
 
 
 def _half(x):
-    return np.isfinite(x) & (x - np.floor(x) == 0.5)
+    xp = namespace(x)
+    return xp.isfinite(x) & (x - xp.floor(x) == 0.5)
 
 
-sign_p = defjump("sign", np.sign, lambda x: x == 0,
-                 lambda x, ans: (np.full_like(ans, -1), np.full_like(ans, 1)))
-floor_p = defjump("floor", np.floor, _integer, lambda x, ans: (ans - 1, ans))
-ceil_p = defjump("ceil", np.ceil, _integer, lambda x, ans: (ans, ans + 1))
-trunc_p = defjump("trunc", np.trunc, lambda x: _integer(x) & (x != 0),
-                  lambda x, ans: (np.where(x > 0, ans - 1, ans), np.where(x > 0, ans, ans + 1)))
-rint_p = defjump("rint", np.rint, _half, lambda x, ans: (np.floor(x), np.ceil(x)))
+def _full_like(ans, value):
+    return namespace(ans).full_like(ans, value)
+
+
+_floor, _ceil = _unary(np.floor, "floor"), _unary(np.ceil, "ceil")
+
+sign_p = defjump("sign", _unary(np.sign, "sign"), lambda x: x == 0,
+                 lambda x, ans: (_full_like(ans, -1), _full_like(ans, 1)))
+floor_p = defjump("floor", _floor, _integer, lambda x, ans: (ans - 1, ans))
+ceil_p = defjump("ceil", _ceil, _integer, lambda x, ans: (ans, ans + 1))
+trunc_p = defjump("trunc", _unary(np.trunc, "trunc"), lambda x: _integer(x) & (x != 0),
+                  lambda x, ans: (ans - 1 * (x > 0), ans + 1 * (x <= 0)))
+rint_p = defjump("rint", _unary(np.rint, "round"), _half,
+                 lambda x, ans: (_floor(x), _ceil(x)))
 
 
 def _scaled(x, decimals):
     """``x * 10**decimals`` as numpy's round computes it (a division for decimals < 0)."""
-    x = np.asarray(x)
+    x = np.asarray(x) if is_host(x) else x
     return x * 10.0 ** decimals if decimals >= 0 else x / 10.0 ** -decimals
 
 
@@ -99,101 +143,123 @@ def _unscaled(t, decimals):
     return t / 10.0 ** decimals if decimals >= 0 else t * 10.0 ** -decimals
 
 
+def _round(x, decimals=0):
+    """``numpy.round``: numpy's on numpy values; elsewhere the same steps (scale, round half
+    to even, scale back), which is how numpy computes it."""
+    if is_host(x):
+        return np.round(x, decimals)
+    xp = namespace(x)
+    return xp.round(x) if decimals == 0 else _unscaled(xp.round(_scaled(x, decimals)), decimals)
+
+
+def _angle(x, deg=False):
+    """``numpy.angle`` of a real array: ``arctan2(0, x)`` (pi below 0 and at -0.0)."""
+    if is_host(x):
+        return np.angle(x, deg)
+    xp = namespace(x)
+    a = xp.atan2(xp.zeros_like(x), x)
+    return a * (180 / np.pi) if deg else a
+
+
+def _heaviside(x, h0):
+    if is_host(x):
+        return np.heaviside(x, h0)
+    xp = namespace(x)
+    return xp.where(x < 0, 0.0, xp.where(x > 0, 1.0, xp.where(x == 0, float(h0), x)))
+
+
 round_p = defjump(
-    "round", lambda x, decimals=0: np.round(x, decimals),
-    lambda x, decimals=0: _half(_scaled(x, decimals)),
-    lambda x, ans, decimals=0: (_unscaled(np.floor(_scaled(x, decimals)), decimals),
-                                _unscaled(np.ceil(_scaled(x, decimals)), decimals)))
-angle_p = defjump("angle", lambda x, deg=False: np.angle(x, deg), lambda x, deg=False: x == 0,
-                  lambda x, ans, deg=False: (np.full_like(ans, 180.0 if deg else np.pi),
-                                             np.zeros_like(ans)))
-heaviside_p = defjump("heaviside", lambda x, h0: np.heaviside(x, h0), lambda x, h0: x == 0,
-                      lambda x, ans, h0: (np.zeros_like(ans), np.ones_like(ans)))
+    "round", _round, lambda x, decimals=0: _half(_scaled(x, decimals)),
+    lambda x, ans, decimals=0: (_unscaled(_floor(_scaled(x, decimals)), decimals),
+                                _unscaled(_ceil(_scaled(x, decimals)), decimals)))
+angle_p = defjump("angle", _angle, lambda x, deg=False: x == 0,
+                  lambda x, ans, deg=False: (_full_like(ans, 180.0 if deg else np.pi),
+                                             _full_like(ans, 0.0)))
+heaviside_p = defjump("heaviside", _heaviside, lambda x, h0: x == 0,
+                      lambda x, ans, h0: (_full_like(ans, 0.0), _full_like(ans, 1.0)))
 
 
 # floor_divide and remainder by a constant c: q = floor(x / c) jumps where c divides x
 # (np.remainder is computed exactly, so the test is exact); increasing x moves x / c up for
 # c > 0 and down for c < 0. remainder = x - c q has slope 1 and jumps by c there.
 
+_floor_divide = _binary(np.floor_divide, "floor_divide")
+_remainder = _binary(np.remainder, "remainder")
+
+
 def _divides(x, c):
-    return np.isfinite(x) & (np.remainder(x, c) == 0)
+    return namespace(x).isfinite(x) & (_remainder(x, _param(c, x)) == 0)
 
 
 floor_divide_p = defjump(
-    "floor_divide", lambda x, c: np.floor_divide(x, c), _divides,
-    lambda x, ans, c: (ans - (np.asarray(c) > 0), ans - (np.asarray(c) < 0)))
+    "floor_divide", lambda x, c: _floor_divide(x, _param(c, x)), _divides,
+    lambda x, ans, c: (ans - 1 * (_param(c, x) > 0), ans - 1 * (_param(c, x) < 0)))
 remainder_p = defjump(
-    "remainder", lambda x, c: np.remainder(x, c), _divides,
-    lambda x, ans, c: (ans + np.where(np.asarray(c) > 0, c, 0), ans + np.where(
-        np.asarray(c) < 0, c, 0)), discontinuous=False)
+    "remainder", lambda x, c: _remainder(x, _param(c, x)), _divides,
+    lambda x, ans, c: (ans + _param(c, x) * (_param(c, x) > 0),
+                       ans + _param(c, x) * (_param(c, x) < 0)), discontinuous=False)
 
 
 # With a traced divisor y (or a constant x over a traced y): q = floor(x / y) jumps where
-# y divides x exactly (np.fmod is exact); there t = x / y equals the integer q exactly, so
-# the side is the sign of t - q along the ray (t is an input of the primitive: its series
+# y divides x exactly (the remainder is exact); there t = x / y equals the integer q exactly,
+# so the side is the sign of t - q along the ray (t is an input of the primitive: its series
 # and further directions decide a tie its tangent leaves, as for every comparison). Below
 # the jump the quotient is q - 1 and the remainder y; above, q and 0. The remainder's
 # slopes are 1 in x and -floor(t) in y on the side entered.
 
 def _divmod_xy_rule(remainder: bool):
     def divmod_xy_rule(xs, dxs):
-        x, y, t = (np.asarray(v) for v in xs)
+        xp, (x, y, t) = _operands(*xs)
+        if xp is np:
+            x, y, t = (np.asarray(v) for v in (x, y, t))
         with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.floor_divide(x, y)
-            ans = np.remainder(x, y) if remainder else q
-            out = ans.shape
-            mask = np.broadcast_to(np.isfinite(q) & (np.fmod(x, y) == 0), out)
-        slope = np.array(np.broadcast_to(q, out), dtype=np.result_type(ans, float))
-        if mask.any():
-            side = tie_sign(t, dxs[2], np.broadcast_to(q, out), None, mask)
-            left = np.broadcast_to(y if remainder else q - 1, out)
-            moves = mask.copy()
-            moves[mask] = side != 0  # side 0: y divides x all along (x % x), no jump
-            record_jump(ans, moves, (left, ans))
-            ans = _on_side(ans, mask, side, left, ans)
-            slope[mask] -= side < 0
+            q = _floor_divide(x, y)
+            ans = _remainder(x, y) if remainder else q
+            out = tuple(ans.shape)
+            exact = np.fmod(x, y) == 0 if xp is np else _remainder(x, y) == 0
+            mask = xp.broadcast_to(xp.isfinite(q) & exact, out)
+        q_b = xp.broadcast_to(q, out)
+        side = ray_compare(t, dxs[2], _only(mask, q_b), None)
+        left = xp.broadcast_to(y if remainder else q - 1, out)
+        # side 0: y divides x all along (x % x), no jump
+        record_jump(ans, mask & (side != 0), (left, ans))
+        below = mask & (side < 0)
+        ans = _on_side(ans, mask, side, left, ans)
         if not remainder:
             return ans, None
-        return ans, FanIn(Diagonal(np.ones(out, slope.dtype), x.shape, out),
-                          Diagonal(-slope, y.shape, out), None)
+        dtype = np.result_type(ans, float) if xp is np else ans.dtype
+        slope = xp.astype(q_b, dtype) - xp.astype(below, dtype)
+        return ans, FanIn(Diagonal(xp.ones_like(ans), tuple(x.shape), out),
+                          Diagonal(-slope, tuple(y.shape), out), None)
 
     divmod_xy_rule.__name__ = f"{'remainder' if remainder else 'floor_divide'}_xy_rule"
     return divmod_xy_rule
 
 
-remainder_xy_p = Primitive("remainder_xy", lambda x, y, t: np.remainder(x, y),
-                           _divmod_xy_rule(True))
-floor_divide_xy_p = Primitive("floor_divide_xy", lambda x, y, t: np.floor_divide(x, y),
-                              _divmod_xy_rule(False), discontinuous=True)
+remainder_xy_p = Primitive("remainder_xy", lambda x, y, t: _remainder(x, y),
+                           _divmod_xy_rule(True), array_api=True)
+floor_divide_xy_p = Primitive("floor_divide_xy", lambda x, y, t: _floor_divide(x, y),
+                              _divmod_xy_rule(False), discontinuous=True, array_api=True)
 
 
 def _comparison_rule(op):
-    """A comparison as a number: constant away from ``lhs == rhs``, a jump there.
-
-    On torch or JAX arrays the comparison and the search for ties stay on the device; only
-    the tied entries' sides are decided on the host (rare), and the result goes back."""
+    """A comparison as a number: constant away from ``lhs == rhs``, a jump there, where the
+    value is the side the ray enters (`ray_compare`; the exact value where they are equal
+    near the point). Written against the array API: on torch or JAX arrays the comparison
+    and its ties stay on the device."""
     fn, compare = COMPARISONS[op], COMPARE[op]
-    below, above = fn(0.0, 1.0), fn(1.0, 0.0)
+    below, above = bool(fn(0.0, 1.0)), bool(fn(1.0, 0.0))
 
     def comparison_rule(xs, dxs):
         a, b = xs
-        if is_host(a) and is_host(b):
-            ans = np.asarray(fn(a, b))
-            mask = np.asarray(np.broadcast_to(np.equal(a, b), ans.shape))
-            if not mask.any():
-                return ans, None
-        else:
-            ans = compare(a, b)
-            xp = namespace(ans)
-            tied = xp.broadcast_to(xp.asarray(a == b), tuple(ans.shape))
-            if not bool(xp.any(tied)):
-                return ans, None
-            out, _ = comparison_rule([to_host(a), to_host(b)], dxs)
-            return from_host(out, ans), None
-        left, right = np.full(ans.shape, below), np.full(ans.shape, above)
-        side = to_host(tie_sign(a, dxs[0], b, dxs[1], mask))
-        record_jump(ans, mask, (left, right))
-        return _on_side(ans, mask, side, left, right), None
+        xp, (a_, b_) = _operands(a, b)
+        ans = compare(a, b)
+        ans = np.asarray(ans) if xp is np else ans
+        out = tuple(ans.shape)
+        mask = xp.broadcast_to(a_ == b_, out)
+        side = ray_compare(a, dxs[0], b, dxs[1])
+        record_jump(ans, mask, (_full_like(mask, below), _full_like(mask, above)))
+        return xp.where(mask, OPERATORS[op](side, 0), ans), None
 
     comparison_rule.__name__ = f"{fn.__name__}_rule"
     return comparison_rule
@@ -346,7 +412,7 @@ def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
     >>> asd.subgrad(lambda x: np.sum(np.where(np.isclose(x, 1.0), 0.0, x)))(np.array([1.0, 2.0]))
     array([0., 1.])
     """
-    if any(is_traced(v) for v in (rtol, atol)):
+    if is_traced(rtol) or is_traced(atol):
         raise UnsupportedError("numpy.isclose with a traced rtol or atol: pass constants")
     diff = abs(a - b)
     return comparison_prims["<="](diff, atol + rtol * abs(b))

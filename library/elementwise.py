@@ -23,17 +23,21 @@ from asd.extend import (
     deflinear,
     defsmooth,
     identity,
+    is_host,
     is_traced,
+    namespace,
+    ray_compare,
     read_value,
     record_jump,
+    refuse_where,
     register_method,
     register_numpy,
-    tie_sign,
+    to_host,
 )
 
 from .norms import pnorm
-from .piecewise import absolute, maximum, minimum
-from .smooth import multiply, stack
+from .piecewise import _only, _operands, absolute, maximum, minimum
+from .smooth import _unary, multiply, stack
 
 
 def _no_options(name: str, kwargs: dict) -> None:
@@ -108,32 +112,39 @@ def _arctan2_partials(y, x):
     return x / r2, -y / r2
 
 
-arctan2_p = Primitive("arctan2", np.arctan2)
+def _arctan2_impl(y, x):
+    if is_host(y) and is_host(x):
+        return np.arctan2(y, x)
+    xp, (y, x) = _operands(y, x)
+    return xp.atan2(y, x)
+
+
+arctan2_p = Primitive("arctan2", _arctan2_impl, array_api=True)
 
 
 @arctan2_p.defrule
 def arctan2_rule(xs, dxs):
-    y, x = (np.asarray(v) for v in xs)
-    ans = np.asarray(np.arctan2(y, x))
-    out = ans.shape
-    yb, xb = np.broadcast_to(y, out), np.broadcast_to(x, out)
+    """Smooth off the origin (refused there: `refuse_where`); across the negative x axis
+    the angle jumps by 2 pi, to the side the ray enters (`ray_compare` of ``y`` with 0),
+    the jump reported like every jump (`record_jump`)."""
+    xp, (y, x) = _operands(*xs)
+    if xp is np:
+        y, x = np.asarray(y), np.asarray(x)
+    ans = xp.asarray(_arctan2_impl(y, x))
+    out = tuple(ans.shape)
+    yb, xb = xp.broadcast_to(y, out), xp.broadcast_to(x, out)
     origin = (yb == 0) & (xb == 0)
-    if origin.any():
-        raise NotLipschitzError(
-            f"arctan2(y, x) at y = x = 0 ({int(origin.sum())} entries): the angle takes every "
-            "value near the origin, so it is not continuous there. Keep (y, x) away from the "
-            "origin, or use asd.numpy.hypot for the radius.")
+    refuse_where(origin, lambda: NotLipschitzError(
+        f"arctan2(y, x) at y = x = 0 ({int(np.count_nonzero(to_host(origin)))} entries): the "
+        "angle takes every value near the origin, so it is not continuous there. Keep (y, x) "
+        "away from the origin, or use asd.numpy.hypot for the radius."))
     dy, dx = _arctan2_partials(yb, xb)
-    lin = FanIn(Diagonal(dy, y.shape, out), Diagonal(dx, x.shape, out))
+    lin = FanIn(Diagonal(dy, tuple(y.shape), out), Diagonal(dx, tuple(x.shape), out))
     cut = (yb == 0) & (xb < 0)
-    if not cut.any():
-        return ans, lin
-    left, right = np.full(out, -np.pi), np.full(out, np.pi)
-    side = tie_sign(y, dxs[0], np.zeros(out), None, cut)
-    record_jump(ans, cut, (left, right))
-    on_side = np.array(ans, copy=True)
-    on_side[cut] = np.where(side > 0, np.pi, np.where(side < 0, -np.pi, ans[cut]))
-    return on_side, lin
+    pi = xp.full_like(ans, np.pi)
+    side = ray_compare(y, dxs[0], _only(cut, xp.zeros_like(ans)), None)
+    record_jump(ans, cut, (-pi, pi))
+    return xp.where(cut & (side > 0), pi, xp.where(cut & (side < 0), -pi, ans)), lin
 
 
 def arctan2(y, x, **kwargs):
@@ -150,16 +161,29 @@ def arctan2(y, x, **kwargs):
 
 # ----- arccosh, sinc: smooth on their domains -----
 
-arccosh_p = defsmooth("arccosh", np.arccosh, lambda x, ans: 1.0 / np.sqrt(x * x - 1.0))
+def _arccosh_slope(x, ans):
+    """``1 / sqrt(x**2 - 1)``; at ``x = 1`` infinite, so a differentiated input there is
+    refused (`refuse_where`: eagerly raised, counted undecided by a staged sweep)."""
+    one = x == 1
+    refuse_where(one, lambda: NotLipschitzError(
+        f"arccosh is not Lipschitz at x = 1 (infinite slope) and "
+        f"{int(np.count_nonzero(to_host(one)))} input entries are equal to 1. Keep the "
+        "argument above 1, e.g. arccosh(1 + eps + relu(x - 1))."))
+    return 1.0 / namespace(x).sqrt(x * x - 1.0)
+
+
+arccosh_p = defsmooth("arccosh", _unary(np.arccosh, "acosh"), _arccosh_slope, array_api=True)
 
 
 def arccosh(x, **kwargs):
-    """``log(x + sqrt(x**2 - 1))`` for ``x >= 1``; at 1 its slope is infinite (refused)."""
+    """``log(x + sqrt(x**2 - 1))`` for ``x >= 1``; at 1 its slope is infinite (refused where
+    the input is differentiated).
+
+    >>> import asd
+    >>> float(asd.subgrad(asd.numpy.arccosh)(2.0)) == 1 / 3 ** 0.5
+    True
+    """
     _no_options("arccosh", kwargs)
-    if is_traced(x) and read_value(x, lambda v: bool(np.any(np.asarray(v) == 1))):
-        raise NotLipschitzError(
-            f"arccosh is not Lipschitz at x = 1 (infinite slope) and {x!r} has entries "
-            "equal to 1. Keep the argument above 1, e.g. arccosh(1 + eps + relu(x - 1)).")
     return arccosh_p(x)
 
 
@@ -261,7 +285,7 @@ def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     """
     if not is_traced(x):
         return np.nan_to_num(x, copy=copy, nan=nan, posinf=posinf, neginf=neginf)
-    if any(is_traced(v) for v in (nan, posinf, neginf)):
+    if is_traced(nan) or is_traced(posinf) or is_traced(neginf):
         raise UnsupportedError("numpy.nan_to_num with a traced nan=, posinf= or neginf=: they "
                                "replace non-finite entries; pass constants")
     return nan_to_num_p(x, nan=nan, posinf=posinf, neginf=neginf)

@@ -2,14 +2,12 @@
 and where, and user-defined piecewise polynomials.
 
 Every rule here follows the paper's Algorithm 7: away from a tie the branch is fixed; at a
-tie (``x == 0``, ``a == b``, ``lhs == rhs``) the rule asks for the tangent of the tied
-entries only and takes the branch the ray ``x + δv`` enters, the ``>=`` side when the
-tangent is tied too.
-
-relu, abs, maximum, minimum, clip, the comparisons and where are written against the array
-API (``xp = namespace(x)``) and run on torch and JAX arrays as given; ties still go through
-`tie_sign`, which compares tangents in the array's library. The activation family declared
-by `defpiecewise` runs on numpy only so far.
+tie (``x == 0``, ``a == b``, ``lhs == rhs``) the branch is the one the ray ``x + δv``
+enters. Rules state each switching quantity to `ray_compare` (or `ray_nonnegative`), which
+decides every tied entry by the tie contract, and select branches with ``where``; a jump of
+``where`` is stated to `refuse_where`. No rule branches in Python on a value, so every rule
+runs on numpy, torch and JAX arrays (``xp = namespace(x)``) and inside ``jax.jit``, where the
+tie services decide by first order and count what first order leaves open.
 """
 
 from __future__ import annotations
@@ -31,14 +29,14 @@ from asd.extend import (
     is_host,
     is_traced,
     namespace,
+    numpy_dtype,
     operation_of,
     ray_compare,
     ray_nonnegative,
+    refuse_where,
     register_kernel,
     register_method,
     register_numpy,
-    set_at,
-    tie_sign,
     to_host,
     within_reach,
 )
@@ -91,7 +89,7 @@ def abs_rule(xs, dxs):
 
 
 # ----- maximum and minimum: ties decided along the ray by the tie service -----
-# (``tie_sign`` returns 0 only where the operands are equal near x: either one is right then)
+# (``ray_compare`` gives 0 only where the operands are equal near x: either one is right then)
 
 def _operands(*xs):
     """``(xp, xs)``: the namespace of the operands, each an array of it on the same device
@@ -155,8 +153,6 @@ def _snap_pair(xs, rs, **_):
     out = np.broadcast_shapes(a.shape, b.shape)
     a_b, b_b = np.broadcast_to(a, out), np.broadcast_to(b, out)
     near = within_reach(a_b, b_b, np.broadcast_to(rs[0], out) + np.broadcast_to(rs[1], out))
-    if not near.any():
-        return xs, 0
     if a.shape == out:
         return [np.where(near, b_b, a).astype(a.dtype), b], int(np.count_nonzero(near))
     if b.shape == out:
@@ -202,37 +198,69 @@ clip_p = Primitive("clip", _clip_impl, array_api=True)
 @clip_p.defrule
 def clip_rule(xs, dxs):
     """The sequential program ``minimum(maximum(x, lo), hi)``: each tie goes to the side the
-    sweep enters (`tie_sign`: tangents, exact series, then the next lexicographic direction
+    sweep enters (`ray_compare`: tangents, exact series, then the next lexicographic direction
     where the ray runs along the bound; the first operand ``x`` only where ``x`` equals the
     bound near the point, when both sides agree). One exception: where ``lo == hi`` near the
-    point the interval is a point, so the output follows the bound whatever ``x`` does."""
+    point the interval is a point, so the output follows the bound whatever ``x`` does.
+
+    The minimum step compares what the maximum step chose: ``x`` against ``hi`` where it chose
+    ``x``, ``lo`` against ``hi`` where it chose ``lo``; each comparison is stated on those
+    entries only (`_only`), so the ties decided and reported are the sequential program's."""
     x, lo, hi = xs
     ans = _clip_impl(x, lo, hi)
     out = tuple(np.shape(ans))
     xp, arrays = _operands(x, lo, hi)
     x_b, lo_b, hi_b = (xp.broadcast_to(a, out) for a in arrays)
-    pick_x = xp.asarray(x_b > lo_b, copy=True)  # the maximum step: x (else lo)
-    low_tie = x_b == lo_b
-    if low_tie.any():
-        pick_x = set_at(pick_x, low_tie, tie_sign(x, dxs[0], lo, dxs[1], low_tie) >= 0)
+    # the maximum step: x (else lo), ties by the ray
+    pick_x = xp.where(x_b == lo_b, _ray_sign(dxs, x, dxs[0], lo, dxs[1]) >= 0, x_b > lo_b)
     mid = xp.where(pick_x, x_b, lo_b)
-    pick_mid = xp.asarray(mid < hi_b, copy=True)  # the minimum step: max(x, lo) (else hi)
     high_tie = mid == hi_b
-    if high_tie.any():
-        at_x, at_lo = high_tie & pick_x, high_tie & ~pick_x
-        if at_x.any():
-            pick_mid = set_at(pick_mid, at_x, tie_sign(x, dxs[0], hi, dxs[2], at_x) <= 0)
-        if at_lo.any():
-            pick_mid = set_at(pick_mid, at_lo, tie_sign(lo, dxs[1], hi, dxs[2], at_lo) < 0)
-        point = high_tie & (lo_b == hi_b)
-        if point.any():
-            pick_mid = set_at(pick_mid, point, pick_mid[point] & (
-                tie_sign(lo, dxs[1], hi, dxs[2], point) != 0))
+    at_x, at_lo = high_tie & pick_x, high_tie & ~pick_x
+    # the minimum step: max(x, lo) (else hi); x == hi where x was chosen, lo == hi elsewhere
+    pick_mid = xp.where(at_x, _ray_sign(dxs, _only(at_x, x_b), dxs[0], hi, dxs[2]) <= 0,
+                        xp.where(at_lo, _ray_sign(dxs, _only(at_lo, lo_b), dxs[1], hi, dxs[2])
+                                 < 0, mid < hi_b))
+    # lo == hi near the point: the interval is a point, the output is the bound
+    point = high_tie & (lo_b == hi_b)
+    pick_mid = pick_mid & ~(point & (_ray_sign(dxs, _only(point, lo_b), dxs[1], hi, dxs[2])
+                                     == 0))
     d_x = pick_mid & pick_x
     d_lo = pick_mid & ~pick_x
     return ans, FanIn(Diagonal(d_x, tuple(np.shape(x)), out),
                       Diagonal(d_lo, tuple(np.shape(lo)), out),
                       Diagonal(~pick_mid, tuple(np.shape(hi)), out))
+
+
+def _ray_sign(dxs, a, da, b, db):
+    """`ray_compare` of ``a`` and ``b`` in a rule whose lazy tangents are ``dxs``. Where
+    neither operand moves with the direction (constant bounds), or both are one traced value
+    (``clip(x, lo, lo)``), a tie is an equality near the point, so the sign is the values'
+    (0 at a tie): the eager sweep proves it by the series, a staged sweep is told it here
+    (`ray_compare` learns of the sweep from its operands' lazy tangents only, and first order
+    cannot tell an equality from a flat tie)."""
+    if _sweep_mode(dxs) and (_same_node(da, db) or not (_lazy(da) or _lazy(db))):
+        xp, (a, b) = _operands(a, b)
+        return xp.astype(a > b, xp.int8) - xp.astype(a < b, xp.int8)
+    return ray_compare(a, da, b, db)
+
+
+def _lazy(dx) -> bool:
+    """Whether ``dx`` is a sweep's lazy tangent (its operand moves with the direction)."""
+    return getattr(dx, "trace", None) is not None
+
+
+def _sweep_mode(dxs):
+    """The staged mode of the sweep the rule's lazy tangents ``dxs`` belong to (False:
+    eager)."""
+    trace = next((d.trace for d in dxs if _lazy(d)), None)
+    return getattr(trace, "staged", False)
+
+
+def _only(mask, a):
+    """``a`` at the entries ``mask``, NaN elsewhere: an operand of `ray_compare` whose ties
+    can only be at ``mask`` (NaN ties nothing), so a rule states a comparison on some
+    entries without indexing them (no data-dependent shape)."""
+    return namespace(mask, a).where(mask, a, np.nan)
 
 
 @clip_p.defsnap
@@ -404,10 +432,10 @@ def piecewise_polynomial(breakpoints, pieces, name: str = "piecewise_polynomial"
     asd.errors.NotLipschitzError: piecewise_polynomial: piece 0 ends at 0.0 but piece 1 ...
     """
     breakpoints = [float(b) for b in breakpoints]
-    if np.any(np.diff(breakpoints) <= 0):
+    if breakpoints != sorted(set(breakpoints)):
         raise ValueError(f"{name}: breakpoints must be strictly increasing, got {breakpoints}")
     for piece in pieces:
-        if callable(piece) or (isinstance(piece, tuple) and any(callable(p) for p in piece)):
+        if callable(piece) or (isinstance(piece, tuple) and [p for p in piece if callable(p)]):
             raise ValueError(f"{name}: pieces are coefficient lists [c0, c1, ...]; for other "
                              "smooth pieces use asd.extend.defpiecewise")
     return defpiecewise(name, breakpoints, [list(p) for p in pieces])
@@ -443,9 +471,27 @@ comparison_prims = {op: Primitive(fn.__name__, COMPARE[op], comparison=op, array
 # it jumps only where they do: no jump of its own, and the engine's continuity check replays
 # it with each side. `where` reads a tree of them as one condition (`where_logic_p`).
 
+def _all_host(xs) -> bool:
+    """Whether every operand is a numpy value (a type test: numpy's own function applies)."""
+    return all(map(is_host, xs))
+
+
+def _all_boolean(xs) -> bool:
+    """Whether every operand has a boolean dtype (a type test)."""
+    return all(map(_boolean, xs))
+
+
+def _boolean(x) -> bool:
+    """Whether ``x`` holds booleans: its dtype named ``bool`` in any library (numpy cannot
+    read torch's dtypes)."""
+    dtype = getattr(x, "dtype", None)
+    return type(x) is bool or str(np.result_type(x) if dtype is None else dtype).rsplit(
+        ".")[-1] == "bool"
+
+
 def _logical_impl(np_fn, xp_name):
     def impl(*xs):
-        if all(is_host(x) for x in xs):
+        if _all_host(xs):
             return np_fn(*xs)
         xp, xs = _operands(*xs)
         return getattr(xp, xp_name)(*xs)
@@ -464,9 +510,9 @@ def _truth(x, name: str):
     """``x`` as booleans: a traced boolean as it is, other traced values as ``x != 0`` (a
     comparison, deciding its ties along the ray); constants as numpy booleans."""
     if is_traced(x):
-        if np.dtype(x.dtype) == np.bool_:
+        if _boolean(x):
             return x
-        if not np.issubdtype(np.dtype(x.dtype), np.number):
+        if not np.issubdtype(numpy_dtype(x), np.number):
             raise UnsupportedError(f"numpy.{name} of a traced {x.dtype} array")
         return comparison_prims["!="](x, 0.0)
     return np.asarray(x, dtype=bool) if is_host(x) else x
@@ -476,7 +522,7 @@ def _logical(kind: str):
     name = LOGICAL[kind].__name__
 
     def logical(*xs, **kwargs):
-        if any(v is not None for k, v in kwargs.items() if k != "out") or kwargs.get("out"):
+        if [k for k, v in kwargs.items() if v is not None]:
             raise UnsupportedError(f"numpy.{name} with {', '.join(kwargs)} on traced arrays: "
                                    "call it with its operands only and use the result")
         return logical_prims[kind](*(_truth(x, name) for x in xs))
@@ -498,8 +544,7 @@ def _bitwise(kind: str, numpy_fn):
     logical = _logical(kind)
 
     def bitwise(*xs, **kwargs):
-        if all(np.dtype(getattr(x, "dtype", np.result_type(x))) == np.bool_ or (
-                type(x) is bool) for x in xs):
+        if _all_boolean(xs):
             return logical(*xs, **kwargs)
         raise UnsupportedError(
             f"numpy.{numpy_fn.__name__} of traced non-boolean values "
@@ -529,37 +574,76 @@ where_cmp_p = Primitive("where", _where_cmp_impl, array_api=True)
 
 @where_cmp_p.defrule
 def where_cmp_rule(xs, dxs, op):
+    """``a`` where ``lhs op rhs`` on the ray, else ``b``. A tied condition takes the side the
+    ray enters (`ray_compare`); where that side is not an equality near the point and
+    ``a != b`` the output jumps, which is refused (`refuse_where`)."""
     lhs, rhs, a, b = xs
     cond = COMPARE[op](lhs, rhs)
     ans = _where_impl(cond, a, b)
     out = tuple(np.shape(ans))
     xp, (cond, lhs_, rhs_, a_, b_) = _operands(cond, lhs, rhs, a, b)
-    cond = xp.asarray(xp.broadcast_to(cond, out), copy=True)
-    cond_moves = not (dxs[0].is_zero and dxs[1].is_zero)
-    tie = xp.asarray(xp.broadcast_to(lhs_ == rhs_, out))
-    if cond_moves and tie.any():
+    cond = xp.broadcast_to(cond, out)
+    if not (dxs[0].is_zero and dxs[1].is_zero):  # the condition moves with the direction
         # the side changes the result unless both sides are the same traced value
-        same = getattr(dxs[2], "k", None) is not None and getattr(dxs[2], "k", None) == getattr(
-            dxs[3], "k", None)
-        side = tie_sign(lhs, dxs[0], rhs, dxs[1], tie, record=True, strict=not same)
+        same = _same_node(dxs[2], dxs[3])
+        side = ray_compare(lhs, dxs[0], rhs, dxs[1], record=True, strict=not same)
+        tie = xp.broadcast_to(lhs_ == rhs_, out)
+        a_b, b_b = xp.broadcast_to(a_, out), xp.broadcast_to(b_, out)
         # a tie that is an equality near x keeps one side there; any other switches sides
-        a_tie = xp.broadcast_to(a_, out)[tie]
-        b_tie = xp.broadcast_to(b_, out)[tie]
-        jump = (a_tie != b_tie) & (side != 0)
-        if jump.any():
-            jump, a_tie, b_tie = to_host(jump), to_host(a_tie), to_host(b_tie)
-            bad = np.flatnonzero(jump)[:3]
-            raise NotLipschitzError(
-                f"where(lhs {op} rhs, a, b) jumps: the condition is tied (lhs == rhs) at "
-                f"{int(np.count_nonzero(jump))} entries where a != b (e.g. a = "
-                f"{a_tie[bad].tolist()}, b = {b_tie[bad].tolist()}), so the function is "
-                "discontinuous there. Make both branches agree on the boundary, or use a "
-                "continuous primitive."
-            )
+        jump = tie & (a_b != b_b) & (side != 0)
+        refuse_where(jump, lambda: _where_jump(f"where(lhs {op} rhs, a, b) jumps: the "
+                                               "condition is tied (lhs == rhs) at", jump,
+                                               a_b, b_b))
+        _count_open_sides(tie & (side == 0), a_b, b_b, dxs, same)
         # side 0: lhs == rhs on a whole neighbourhood, so the comparison reads its exact value
-        cond = set_at(cond, tie, OPERATORS[op](side, 0))
+        cond = xp.where(tie, OPERATORS[op](side, 0), cond)
     return ans, FanIn(None, None, Diagonal(cond, tuple(np.shape(a)), out),
                       Diagonal(~cond, tuple(np.shape(b)), out))
+
+
+def _same_node(da, db) -> bool:
+    """Whether two lazy tangents are those of one traced value (``where(c, x, x)``)."""
+    k = getattr(da, "k", None)
+    return k is not None and k == getattr(db, "k", None)
+
+
+def _where_jump(what: str, jump, a, b, which: str = "where a != b") -> NotLipschitzError:
+    """The refusal of a ``where`` whose tied condition switches between ``a != b``."""
+    jump, a, b = to_host(jump), to_host(a), to_host(b)
+    return NotLipschitzError(
+        f"{what} {int(np.count_nonzero(jump))} entries {which} (e.g. a = "
+        f"{a[jump][:3].tolist()}, b = {b[jump][:3].tolist()}), so the function is "
+        "discontinuous there. Make both branches agree on the boundary, or use a "
+        "continuous primitive."
+    )
+
+
+def _count_open_sides(flat, a, b, dxs, same: bool) -> None:
+    """In a staged sweep: count as undecided the tied entries ``flat`` whose side the first
+    order left at 0 (a condition whose composite linearization is 0, taken as either side by
+    `ray_compare`) where the side matters: ``a != b`` there, or ``a`` and ``b`` move with
+    the direction (their linearizations differ unless they are one value). The eager sweep
+    decides those by the exact series; nothing is counted there. ``dxs`` are the rule's
+    lazy tangents, ``a``'s and ``b``'s last."""
+    trace = _staged_trace(*dxs)
+    if trace is None:
+        return
+    xp = namespace(flat)
+    matters = a != b
+    if not same:
+        for d in dxs[-2:]:
+            k = getattr(d, "k", None)
+            if k is not None:
+                reach = trace.reach(k)
+                matters = matters | (True if reach is None
+                                     else xp.broadcast_to(reach != 0, tuple(flat.shape)))
+    refuse_where(flat & matters, lambda: None)
+
+
+def _staged_trace(*dxs):
+    """The sweep of the lazy tangents ``dxs`` if it is a full staged sweep, else None."""
+    trace = next((d.trace for d in dxs if _lazy(d)), None)
+    return trace if getattr(trace, "staged", False) == "full" else None
 
 
 select_p = Primitive("select", _where_impl, array_api=True)
@@ -579,21 +663,27 @@ def select_rule(xs, dxs):
 # ----- where of a logical combination of comparisons -----
 # The condition is a tree (``&``, ``|``, ``^``, ``~``) over comparisons and constant masks,
 # its leaves' operands inputs of one node. Each tied comparison takes the side its ray enters
-# (`tie_sign`, as `where_cmp_rule` does); the output jumps at an entry where a != b and the
+# (`ray_compare`, as `where_cmp_rule` does); the output jumps at an entry where a != b and the
 # tree's value changes when its tied comparisons take other truth values (each can, near x:
 # both sides of a tie that is not an equality on a neighbourhood are entered by some ray).
 
 def _leaf_values(xs, leaves, out):
-    """Each leaf's booleans at the point, broadcast to ``out``, and the inputs it reads."""
+    """Each leaf's booleans at the point, broadcast to ``out`` (``xs`` are arrays of one
+    library, `_operands`)."""
+    xp = namespace(*xs)
     values, pos = [], 0
     for leaf in leaves:
         if leaf[0] == "cmp":
-            values.append(np.broadcast_to(COMPARE[leaf[1]](xs[pos], xs[pos + 1]), out))
+            values.append(xp.broadcast_to(COMPARE[leaf[1]](xs[pos], xs[pos + 1]), out))
             pos += 2
         else:
-            values.append(np.broadcast_to(np.asarray(xs[pos], dtype=bool), out))
+            values.append(xp.broadcast_to(xp.astype(xp.asarray(xs[pos]), xp.bool), out))
             pos += 1
     return values
+
+
+BOOLEAN = {"and": operator.and_, "or": operator.or_, "xor": operator.xor}
+"""The logical operators on boolean arrays of any library (numpy's ``&`` is logical_and)."""
 
 
 def _evaluate(tree, leaves: list):
@@ -601,70 +691,64 @@ def _evaluate(tree, leaves: list):
     if kind == "leaf":
         return leaves[tree[1]]
     if kind == "not":
-        return np.logical_not(_evaluate(tree[1], leaves))
-    return LOGICAL[kind](_evaluate(tree[1], leaves), _evaluate(tree[2], leaves))
+        return ~_evaluate(tree[1], leaves)
+    return BOOLEAN[kind](_evaluate(tree[1], leaves), _evaluate(tree[2], leaves))
 
 
 def _where_logic_impl(*xs, tree, leaves):
-    a, b = xs[-2:]
-    out = np.broadcast_shapes(*(np.shape(x) for x in xs))
-    return np.where(_evaluate(tree, _leaf_values(xs, leaves, out)), a, b)
+    xp, xs = _operands(*xs)
+    out = tuple(np.broadcast_shapes(*(tuple(np.shape(x)) for x in xs)))
+    return xp.where(_evaluate(tree, _leaf_values(xs, leaves, out)), xs[-2], xs[-1])
 
 
-where_logic_p = Primitive("where_logic", _where_logic_impl)
+where_logic_p = Primitive("where_logic", _where_logic_impl, array_api=True)
 
 
 @where_logic_p.defrule
 def where_logic_rule(xs, dxs, tree, leaves):
-    a, b = (np.asarray(x) for x in xs[-2:])
-    out = np.broadcast_shapes(*(np.shape(x) for x in xs))
-    point = _leaf_values(xs, leaves, out)
-    cond = _evaluate(tree, point)
-    ans = np.where(cond, a, b)
-    same = getattr(dxs[-2], "k", None) is not None and getattr(dxs[-2], "k", None) == getattr(
-        dxs[-1], "k", None)
-    ray, free, pos = [], [], 0  # free: tied entries whose comparison can take either value
-    for leaf, value in zip(leaves, point, strict=True):
+    """``where`` of a logical tree of comparisons: each tied comparison takes the side its
+    ray enters (`ray_compare`); the output jumps, and is refused, where ``a != b`` and the
+    tree's value changes when the tied comparisons that are not equalities near the point
+    take other truth values (each can: both sides of such a tie are entered by some ray)."""
+    xp, arrays = _operands(*xs)
+    out = tuple(np.broadcast_shapes(*(tuple(np.shape(x)) for x in xs)))
+    a, b = (xp.broadcast_to(x, out) for x in arrays[-2:])
+    ans = _where_logic_impl(*xs, tree=tree, leaves=leaves)
+    same = _same_node(dxs[-2], dxs[-1])
+    ray, free, open_, pos = [], [], None, 0  # free: tied entries that can take either value
+    for leaf, value in zip(leaves, _leaf_values(arrays, leaves, out), strict=True):
         width = 2 if leaf[0] == "cmp" else 1
         lhs, dl = xs[pos], dxs[pos]
         rhs, dr = (xs[pos + 1], dxs[pos + 1]) if width == 2 else (None, None)
+        tie = None if width == 1 or (dl.is_zero and dr.is_zero) else xp.broadcast_to(
+            arrays[pos] == arrays[pos + 1], out)
         pos += width
-        tie = (np.broadcast_to(np.equal(lhs, rhs), out) if width == 2 and not (
-            dl.is_zero and dr.is_zero) else np.zeros(out, bool))
-        if not tie.any():
+        if tie is None:  # a constant mask, or a comparison of constants: no tie to decide
             ray.append(value)
             free.append(None)
             continue
-        side = tie_sign(lhs, dl, rhs, dr, tie, record=True, strict=not same)
-        value = np.array(value, copy=True)
-        value[tie] = OPERATORS[leaf[1]](side, 0)
-        moves = np.zeros(out, bool)
-        moves[tie] = side != 0
-        ray.append(value)
-        free.append(moves if moves.any() else None)
+        side = ray_compare(lhs, dl, rhs, dr, record=True, strict=not same)
+        ray.append(xp.where(tie, OPERATORS[leaf[1]](side, 0), value))
+        free.append(tie & (side != 0))
+        open_ = tie & (side == 0) if open_ is None else open_ | (tie & (side == 0))
     cond_ray = _evaluate(tree, ray)
-    differ = np.broadcast_to(a != b, out)
     tied = [i for i, m in enumerate(free) if m is not None]
-    if tied and differ.any():
-        jump = np.zeros(out, bool)
+    if tied:  # which tied comparisons, taking another value, change the tree's value
+        jump = xp.zeros_like(cond_ray)
         for bits in range(1 << len(tied)):
             leaf_vals = list(ray)
             for j, i in enumerate(tied):
-                leaf_vals[i] = np.where(free[i], bool(bits >> j & 1), ray[i])
-            jump |= _evaluate(tree, leaf_vals) != cond_ray
-        jump &= differ
-        if jump.any():
-            bad = np.flatnonzero(jump)[:3]
-            raise NotLipschitzError(
-                f"where(condition, a, b) jumps: the condition combines comparisons that are "
-                f"tied (lhs == rhs) at {int(np.count_nonzero(jump))} entries where its value "
-                f"changes with their sides and a != b (e.g. a = "
-                f"{np.broadcast_to(a, out).ravel()[bad].tolist()}, b = "
-                f"{np.broadcast_to(b, out).ravel()[bad].tolist()}), so the function is "
-                "discontinuous there. Make both branches agree on the boundary, or use a "
-                "continuous primitive.")
+                leaf_vals[i] = xp.where(free[i], bool(bits >> j & 1), ray[i])
+            jump = jump | (_evaluate(tree, leaf_vals) != cond_ray)
+        jump = jump & (a != b)
+        refuse_where(jump, lambda: _where_jump(
+            "where(condition, a, b) jumps: the condition combines comparisons that are tied "
+            "(lhs == rhs) at", jump, a, b,
+            "where its value changes with their sides and a != b"))
+        _count_open_sides(open_, a, b, dxs, same)
     maps = [None] * (len(xs) - 2)
-    return ans, FanIn(*maps, Diagonal(cond_ray, a.shape, out), Diagonal(~cond_ray, b.shape, out))
+    return ans, FanIn(*maps, Diagonal(cond_ray, tuple(np.shape(xs[-2])), out),
+                      Diagonal(~cond_ray, tuple(np.shape(xs[-1])), out))
 
 
 def _condition_tree(cond, operands: list, leaves: list):
@@ -685,7 +769,7 @@ def _condition_tree(cond, operands: list, leaves: list):
     if kind is None:
         return None
     subtrees = [_condition_tree(x, operands, leaves) for x in made[1]]
-    return None if any(t is None for t in subtrees) else (kind, *subtrees)
+    return None if None in subtrees else (kind, *subtrees)
 
 
 def where(cond, a=None, b=None):

@@ -55,6 +55,7 @@ from asd.extend import (
     is_host,
     is_traced,
     namespace,
+    refuse_where,
     register_method,
     register_numpy,
     register_reduce,
@@ -107,15 +108,19 @@ def _unary(np_fn, xp_name: str):
 
 
 def _refuse(name: str, bad, x, where: str, fix: str) -> None:
-    """Raise NotLipschitzError if any entry of ``x`` sits where ``name`` has an infinite slope."""
+    """Refuse the entries ``bad`` of ``x``, where ``name`` has an infinite slope: eagerly
+    `NotLipschitzError`, in a staged sweep counted undecided (`refuse_where`)."""
     bad = np.asarray(bad) if is_host(bad) else bad
-    if bad.any():
-        bad, x = to_host(bad), to_host(x)
-        examples = np.asarray(x)[bad].ravel()[:3].tolist() if np.ndim(x) else [float(x)]
-        raise NotLipschitzError(
-            f"{name} is not Lipschitz at {where} (infinite slope) and {int(bad.sum())} input "
+
+    def error() -> NotLipschitzError:
+        b, v = to_host(bad), to_host(x)
+        examples = np.asarray(v)[b].ravel()[:3].tolist() if np.ndim(v) else [float(v)]
+        return NotLipschitzError(
+            f"{name} is not Lipschitz at {where} (infinite slope) and {int(b.sum())} input "
             f"entries sit there (e.g. {examples}). {fix}"
         )
+
+    refuse_where(bad, error)
 
 
 # ----- structured linear maps used by the rules below -----
@@ -555,9 +560,12 @@ def _root_map(name: str, x, dx, slope, p: Fraction, fallback: str, odd: bool = F
     series (`root_limit`), the map rerouted there; any other root at 0 is refused."""
     shape = shape_of(x)
     zero = x == 0
-    if not zero.any():
-        return Diagonal(slope, shape)
     trace = getattr(dx, "trace", None)
+    if getattr(trace, "staged", False):  # no exact series inside a trace: counted undecided
+        refuse_where(zero, lambda: None)
+        return Diagonal(slope, shape)
+    if not zero.any():  # eager only: the exact series below runs on the host
+        return Diagonal(slope, shape)
     order = even_order(trace, dx.k) if trace is not None and hasattr(trace, "nodes") else None
     limit = None if order is None or p * order < 1 else root_limit(dx, zero, p, odd)
     if limit is None:
@@ -1032,8 +1040,13 @@ def broadcast_to(x, shape, subok=False):
 
 # ----- Structure: joining and padding -----
 
+def _all_host(xs) -> bool:
+    """Whether every operand is a numpy value (a type test: numpy's own function applies)."""
+    return all(map(is_host, xs))
+
+
 def _concatenate_impl(*xs, axis):
-    if all(map(is_host, xs)):
+    if _all_host(xs):
         return np.concatenate(xs, axis=axis)
     like = next(x for x in xs if not is_host(x))
     return namespace(like).concat([x if not is_host(x) else from_host(x, like, "like")
@@ -1075,7 +1088,7 @@ def concatenate(arrays, axis=0, out=None, dtype=None, casting=None):
 
 
 def _stack_impl(*xs, axis):
-    if all(map(is_host, xs)):
+    if _all_host(xs):
         return np.stack(xs, axis=axis)
     like = next(x for x in xs if not is_host(x))
     return namespace(like).stack([x if not is_host(x) else from_host(x, like, "like")

@@ -272,8 +272,6 @@ def test_jax_projection_under_jit_is_the_eager_element(f, x, v):
     check_jit(f, x, v)
 
 
-@pytest.mark.xfail(strict=True, reason="jnp.clip reaches library/piecewise.py's clip rule, "
-                   "made declarative by helper h24b; remove this mark when it is merged")
 def test_jax_clip_box_under_jit_is_the_eager_element():
     check_jit(jnp_clip_box, [1.0, -1.0, 0.5], [1.0, -1.0, -1.0])
 

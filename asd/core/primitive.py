@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from asd.core import backend
 from asd.errors import ASDError, NestingError, UnsupportedError
 
 Rule = Callable[..., tuple[Any, Any]]
@@ -331,6 +332,14 @@ class Jump:
             np.asarray(s) for s in sides)
         self.fix = fix
 
+    @classmethod
+    def staged(cls, at, mask, sides, fix: str | None = None) -> Jump:
+        """A jump met by a staged sweep: its arrays stay in their library (traced values
+        cannot come to the host); the sweep counts its entries, never replays them."""
+        jump = cls.__new__(cls)
+        jump.at, jump.mask, jump.sides, jump.fix = at, mask, tuple(sides), fix
+        return jump
+
 
 def record_jump(at, mask, sides, fix: str | None = None) -> None:
     """Report that the running rule's value jumps at the entries ``mask`` (see `Jump`).
@@ -340,10 +349,29 @@ def record_jump(at, mask, sides, fix: str | None = None) -> None:
     jumps' sides (and with their values at the point) gives the same value, i.e. the
     composite is continuous there (``x * sign(x)`` at 0). ``fix`` replaces the refusal's
     generic advice (use a continuous primitive) where the rule knows better.
+
+    A rule states its jump mask without testing it (no Python branch on the data): an eager
+    sweep records the jump only where some entry holds (then on the host); a staged sweep
+    cannot replay an output across it, so a probe flags the entries as ties (the call then
+    runs the full staged sweep) and the full sweep records them, and `asd.core.staged.pull`
+    counts the entries of every jump that reaches a differentiated output as undecided.
     """
     trace = rule_context.trace
-    if trace is not None:
-        trace.record_jump(rule_context.node, Jump(at, mask, sides, fix))
+    if trace is None:
+        return
+    mode = getattr(trace, "staged", False)
+    if mode == "values":
+        trace.flag_tie(rule_context.node, mask)
+        return
+    if mode:
+        trace.record_jump(rule_context.node, Jump.staged(at, mask, sides, fix))
+        return
+    xp = backend.namespace(mask)
+    if not (bool(np.any(mask)) if xp is np else bool(xp.any(mask))):
+        return
+    host = backend.to_host
+    trace.record_jump(rule_context.node,
+                      Jump(host(at), host(mask), tuple(host(s) for s in sides), fix))
 
 
 DECIDED_BY = ("tangent", "series", "lexicographic", "equal", "flat", "tolerance")

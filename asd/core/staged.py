@@ -11,9 +11,11 @@ count the tied entries first order leaves open, per node, in ``undecided``. Wher
 same first-order signs); otherwise the caller sees the count and may re-run eagerly or refuse.
 
 What a staged sweep cannot do is what needs a concrete value: an exact series, a refusal that
-depends on a value (a root at 0, a jump), a finiteness screen. Rules that meet such a case
-raise `StagedUnsupported` (an `asd.UnsupportedError`) naming the node, so nothing silently
-departs from the eager contract.
+depends on a value (a root at 0, a domain), the continuity check of a jump, a finiteness
+screen. A refusing check (`asd.core.ties.refuse_where`) counts its entries as undecided for
+its node, and so does a jump that reaches a differentiated output (`count_jumps`); rules that
+still decide on the host raise `StagedUnsupported` (an `asd.UnsupportedError`) naming the
+node, so nothing silently departs from the eager contract.
 """
 
 from __future__ import annotations
@@ -54,9 +56,25 @@ def pull(trace: Trace, outs: Sequence, cts: Sequence, ids: Sequence[int],
     for o, c in zip(outs, cts, strict=True):
         if isinstance(o, Tracer) and c is not None:
             seeds[o._id] = c if o._id not in seeds else seeds[o._id] + c
+    for k in seeds:
+        count_jumps(trace, k)
     ct = trace.pull_seeds(seeds) if seeds else []
     return [ct[i] if i < len(ct) and ct[i] is not None
             else backend.namespace(x).zeros_like(x) for i, x in zip(ids, leaves, strict=True)]
+
+
+def count_jumps(trace: Trace, k: int) -> None:
+    """Count as undecided the entries of every jump that reaches output ``k``: the eager
+    sweep refuses such an output unless replaying it across the jump shows it continuous
+    (``x * sign(x)``), a host computation a staged sweep cannot make. A discontinuous
+    primitive without a rule (no mask) counts once."""
+    for j in trace.jumps_reaching(k):
+        jump = trace.jumps[j]
+        if jump is None:
+            xp = backend.namespace(trace.values[j])
+            trace.count_undecided(j, xp.ones((), dtype=xp.bool))
+        else:
+            trace.count_undecided(j, jump.mask)
 
 
 def undecided(trace: Trace, like) -> Any:

@@ -313,8 +313,10 @@ class Trace:
             xs = [t.values[r] if type(r) is int else r.value for r in node.args]
             wants = [type(r) is int and nodes_[r].active for r in node.args]
             taint = next((t.taint[r] for r in node.args if type(r) is int), None)
-            _, lin, _, _ = t.run_rule(k, node.prim, node.args, node.params, xs, wants,
-                                      node.active, taint)
+            # the rule runs where an input moves (a discontinuous node's own output does not
+            # move, yet its rule states its jump)
+            _, lin, _, t.taint[k] = t.run_rule(k, node.prim, node.args, node.params, xs,
+                                               wants, any(wants), taint)
             t.lins[k] = lin if node.active else None
         return t
 
@@ -938,8 +940,10 @@ class Trace:
         ``(value, None)``, or ``(None, j)`` if discontinuous node ``j`` would move."""
         vals = dict(fixed)
         # jumps record their sides on the host: a torch/JAX sweep replays there (rare: only
-        # outputs that jumps reach), and the value returns to the sweep's library
-        host = (lambda v: v) if self.like is None else backend.to_host
+        # outputs that jumps reach), and the value returns to the sweep's library; a staged
+        # sweep's jumps keep their traced values, and it replays on them
+        here = self.like is None or self.staged
+        host = (lambda v: v) if here else backend.to_host
         for j in range(min(fixed) + 1, k + 1):
             node = self.nodes[j]
             if j in fixed or node.prim is None or not any(
@@ -956,7 +960,7 @@ class Trace:
                 raise SideUndefined(j, exc) from exc
         if k not in vals:
             return self.values[k], None
-        if self.like is not None:
+        if not here:
             return backend.from_host(vals[k], self.values[k], dtype="like"), None
         return vals[k], None
 

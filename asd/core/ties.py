@@ -510,6 +510,8 @@ def ray_compare(a, da, b, db=None, *, record: bool = False, strict: bool = False
     tie = xp.broadcast_to(a_ == b_, shape)
     trace = _trace_of(da, db)
     mode = getattr(trace, "staged", False)  # a re-run's tangents (asd.clarke) read eagerly
+    if trace is None and getattr(rule_context.trace, "staged", False):
+        return sign  # constant operands in a staged sweep: equal where they tie, nothing to read
     if mode:
         if mode == "values":  # a probe: the values' side, ties only flagged
             trace.flag_tie(rule_context.node, tie)
@@ -609,13 +611,19 @@ def staged_sign(trace: Trace, a, da, b, db, tie):
     # otherwise the push of ones through |maps| (`Trace.reach`) proves it.
     if trace.lex.levels > len(trace.lex.given):
         open_ = open_ & moved
-    else:
+    else:  # open only where some side moves: the push of ones through |maps| proves the rest
+        moving = None
         for side in (left, right):
             if side.moves:
                 reach = trace.reach(side.dx.k) if isinstance(side.dx, LazyTangent) else None
                 if reach is None:
+                    moving = None
                     break
-                open_ = open_ & (xp.broadcast_to(reach, shape) != 0)
+                here = xp.broadcast_to(reach, shape) != 0
+                moving = here if moving is None else moving | here
+        else:
+            if moving is not None:
+                open_ = open_ & moving
     trace.count_undecided(rule_context.node, open_)
     return sign
 
