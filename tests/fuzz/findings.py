@@ -1,0 +1,186 @@
+"""What the fuzz campaigns found, one `Finding` per defect (tests/fuzz/FINDINGS.md says more).
+
+Each finding recognises its failures (``matches``: a check's `harness.Outcome` on a `Case`),
+names the ops that trigger it (``triggers``: the campaign's ``deep`` phase leaves them out, so
+that a known defect cannot hide the others behind it) and pins a minimal reproducer
+(``reproducer``), which test_fuzz_numpy.py / test_fuzz_frameworks.py run under an explicit
+``xfail(strict=True)``: when the defect is fixed the test passes, strict xfail turns that into a
+failure, and the finding is removed from here -- then the random tests stop tolerating it too.
+
+The random CI tests tolerate a failure only where a finding here matches it, and report it
+under the finding's name (hypothesis ``event``); anything else fails them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tests.fuzz.harness import Case, Outcome
+from tests.programs import Op, Program
+
+
+@dataclass(frozen=True)
+class Finding:
+    id: str
+    title: str
+    known: bool  # listed among issue 23's known defects (being fixed elsewhere)
+    fault: str  # the file most probably at fault
+    matches: Callable[[Case, Outcome], bool]
+    triggers: tuple[str, ...] = ()  # ops (or "structure:<name>", "check:<name>") it needs
+    reproducer: Callable[[], Case] | None = None
+    frameworks: tuple[str, ...] = field(default=())  # the reproducer runs through these
+
+
+def _uses(case: Case, *names: str) -> bool:
+    return any(op.name in names for op in case.program.ops)
+
+
+def _text(outcome: Outcome) -> str:
+    return f"{outcome.kind} {outcome.detail}"
+
+
+def _case(ops: list[Op], shapes: list[tuple[int, ...]], x: list, v: list, *, reduce: bool = True,
+          dtype: str = "float64", structure: str = "array", seed: int = 0,
+          split: int = 0) -> Callable[[], Case]:
+    def build() -> Case:
+        return Case(Program(tuple(ops), tuple(shapes), reduce), np.array(x, dtype=float),
+                    np.array(v, dtype=float), dtype, structure, split, seed)
+
+    return build
+
+
+FINDINGS: list[Finding] = [
+    Finding(
+        "F1", "`& | ~ ^` on comparisons of traced arrays raise a raw TypeError", True,
+        "asd/core/tracing.py (Tracer has no __and__/__or__/__xor__/__invert__)",
+        lambda c, o: bool(re.search(r"operand type\(s\) for [&|^]|unary ~", _text(o))),
+        ("where_logic",),
+        _case([Op("where_logic", (0, 0, 0, 0, 0, 0), {"cmps": (">", ">="), "expr": ("and", 0, 1),
+                                                       "spelling": "operators"})],
+              [(2,), (2,)], [0.0, 1.0], [1.0, -1.0])),
+    Finding(
+        "F2", "`x.var()` / `x.std()` on a traced array: raw AttributeError", True,
+        "asd/core/tracing.py (Tracer methods)",
+        lambda c, o: "has no attribute 'var'" in o.detail or "has no attribute 'std'" in o.detail,
+        ("method_var", "method_std"),
+        _case([Op("method_var", (0,), {"axis": None})], [(2,), ()], [0.0, 1.0], [1.0, 0.0])),
+    Finding(
+        "F3", "a dict direction whose keys are in another order than the argument's is refused",
+        True, "asd/api.py / asd/tree.py (direction structure compared with key order)",
+        lambda c, o: c.structure == "dict" and "direction has structure" in o.detail,
+        ("structure:dict",),
+        _case([Op("abs", (0,))], [(2,), (2,)], [0.0, 1.0], [1.0, -1.0], structure="dict",
+              split=1)),
+    Finding(
+        "F4", "asd.jit replays the program traced for static 0.0 when called with -0.0", True,
+        "asd/core/jit.py (signature keys 0.0 and -0.0 alike)",
+        lambda c, o: o.check == "jit-zero", ("check:jit-zero",),
+        _case([Op("abs", (0,))], [(), ()], 0.0, 1.0)),
+    Finding(
+        "F5", "`c[np.argmax(x)]` (a constant indexed by a traced argmax) raises TracerBoolError",
+        True, "asd/core/tracing.py (__index__ of an argmax tracer)",
+        lambda c, o: "from argmax" in o.detail, ("argmax_take",),
+        _case([Op("argmax_take", (0,), {"table": (1.0, 2.0)}), Op("multiply", (1, 0))],
+              [(2,), (), (2,)], [0.0, 1.0], [1.0, 1.0])),
+    Finding(
+        "F6", "writing a traced value into a constant array (`c[0] = x[0]`) raises "
+              "TracerBoolError", True, "asd/core/tracing.py (ndarray.__setitem__ of a Tracer)",
+        lambda c, o: _uses(c, "setitem_constant") and o.status in ("raw", "bad-refusal"),
+        ("setitem_constant",),
+        _case([Op("setitem_constant", (0,), {"key": 0, "fill": 0.0})], [(2,), (2,)],
+              [0.5, 1.0], [1.0, 1.0])),
+    Finding(
+        "F7", "`a % b` and `a // b` with a traced divisor are refused (UnsupportedError)", True,
+        "library/discontinuous.py (remainder/floor_divide rules)",
+        lambda c, o: "with a traced divisor" in o.detail,
+        ("remainder_traced", "floor_divide_traced"),
+        _case([Op("abs", (0,)), Op("add_constant", (1,), {"constant": 1.0}),
+               Op("remainder_traced", (0, 2))], [(2,)] * 4, [0.5, 1.25], [1.0, 1.0])),
+    Finding(
+        "F8", "a write through a view of a traced copy (`y = x.copy(); y[:1][...] = b`) is lost:"
+              " the value and derivatives ignore it", True,
+        "asd/core/tracing.py (views of traced copies)",
+        lambda c, o: _uses(c, "setitem_view") and o.status == "wrong", ("setitem_view",),
+        _case([Op("setitem_view", (0, 0), {"key": 0})], [(2,), (2,)], [0.5, 1.0],
+              [1.0, 1.0])),
+    Finding(
+        "F9", "floor_divide / remainder / floor ... refuse (NotLipschitzError) on an input that "
+              "is locally constant (a clipped entry, a dead relu), where the program is "
+              "constant near the point", False,
+        "library/discontinuous.py (the jump test reads the value, not whether the input moves)",
+        lambda c, o: o.status == "bad-refusal" and "jumps here" in o.detail, (),
+        _case([Op("np_clip", (0,), {"lo": None, "hi": 0.5}), Op("floor_divide", (1,), {"c": 0.5})],
+              [(1,), (1,), (1,)], [1.0], [1.0])),
+    Finding(
+        "F10", "np.hypot of float32/float16 traced arrays returns float64 (numpy keeps the "
+               "dtype)", False, "library/ (hypot rule)",
+        lambda c, o: _uses(c, "hypot") and c.dtype != "float64" and o.status == "wrong", (),
+        _case([Op("hypot", (0, 0))], [(), ()], 0.5, 1.0, dtype="float32")),
+    Finding(
+        "F11", "asd.torch.function refuses any program using a view of its input (`x.T`): "
+               "ArgumentError 'uses a tensor that requires grad ... cannot see where it is "
+               "kept'", False, "asd/frontends/torch.py (_Unseen / _check_reach)",
+        lambda c, o: "cannot see where it is kept" in o.detail, (),
+        _case([Op("method_T", (0,)), Op("multiply_constant", (1,), {"constant": 2.0})],
+              [(2, 1), (1, 2), (1, 2)], [[0.0], [0.75]], [[1.0], [1.0]], reduce=False),
+        frameworks=("torch",)),
+]
+
+FINDINGS += [
+    Finding(
+        "F12", "the exact tie decision of transcendental functions (cbrt, tanh, sinh, exp) can "
+               "take minutes: `max(cbrt(|x| + 0.25))` at a tie the direction leaves open at "
+               "first order takes 75 s per call", False,
+        "asd/core/series.py (_elementary / _horner on Fractions: coefficients grow without "
+        "bound)",
+        lambda c, o: o.status == "slow", (),
+        _case([Op("abs", (0,)), Op("add_constant", (1,), {"constant": 0.25}),
+               Op("cbrt", (2,)), Op("method_max", (3,), {"axis": 1, "keepdims": True})],
+              [(3, 2), (3, 2), (3, 2), (3, 2), (3, 1)],
+              [[0.5, 0.5], [-2.0, -0.0], [0.0, -2.0]], [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]])),
+    Finding(
+        "F13", "asd.jax.function: an asd error in the backward (a refusal such as "
+               "NotLipschitzError) reaches the caller as a raw JaxRuntimeError from the host "
+               "callback", False, "asd/frontends/jax.py (_custom_vjp: errors inside "
+                                  "jax.pure_callback)",
+        lambda c, o: "CpuCallback error" in o.detail or "JaxRuntimeError" in o.kind, (),
+        _case([Op("abs", (0,)), Op("sqrt", (1,))], [(2,), (2,), (2,)], [0.0, 1.0],
+              [1.0, 1.0], reduce=False),
+        frameworks=("jax",)),
+    Finding(
+        "F14", "a huge direction (entries near 1e300) with float32 arguments: raw "
+               "OverflowError 'cannot convert Infinity to integer ratio' from the exact series",
+        True, "asd/core/series.py:to_fraction (the direction overflows float32 first)",
+        lambda c, o: "Infinity to integer ratio" in o.detail, (),
+        _case([Op("add_constant", (0,), {"constant": (-2.0, -1.75, -2.0)}),
+               Op("np_median", (1,), {"axis": None})], [(3,), (3,), ()], [-1.0, 0.75, -1.0],
+              [-2.0**1000] * 3, dtype="float32")),
+]
+
+BY_ID = {f.id: f for f in FINDINGS}
+
+
+def match(case: Case, outcome: Outcome) -> Finding | None:
+    """The finding that explains a failed outcome, if any."""
+    for finding in FINDINGS:
+        if finding.matches(case, outcome):
+            return finding
+    return None
+
+
+def triggers() -> tuple[set[str], set[str], set[str]]:
+    """``(ops, structures, checks)`` the findings need: what the deep phase leaves out."""
+    names, structures, checks = set(), set(), set()
+    for finding in FINDINGS:
+        for t in finding.triggers:
+            if t.startswith("structure:"):
+                structures.add(t.split(":", 1)[1])
+            elif t.startswith("check:"):
+                checks.add(t.split(":", 1)[1])
+            else:
+                names.add(t)
+    return names, structures, checks
