@@ -161,6 +161,67 @@ FINDINGS += [
               [-2.0**1000] * 3, dtype="float32")),
 ]
 
+MEANS = ("mean", "method_mean", "average", "percentile", "quantile", "np_median", "median")
+
+FINDINGS += [
+    Finding(
+        "F15", "asd.clarke ignores the direction at a comparison used as a number: for "
+               "`x * (x < 0)` at 0 every direction gets the first one's gradient (the sample is"
+               " {0}; the Clarke set is [0, 1])", False,
+        "asd/analysis/clarke.py (the re-sweep per direction re-runs only the rules that "
+        "declared a tie; piecewise-constant ops decide their side without declaring one)",
+        lambda c, o: o.check == "clarke" and o.status == "wrong", (),
+        _case([Op("multiply_constant", (0,), {"constant": 0.0}),
+               Op("step_multiply", (0, 0, 1), {"cmp": "<"})], [(1,), (1,), (1,)], [0.0],
+              [1.0])),
+    Finding(
+        "F16", "where-NaN trap: `np.where(x > 0, x * np.sqrt(x), 0)` with some x < 0 raises "
+               "NonFiniteError for the branch not taken", True,
+        "asd/core/sweep.py / library where rule (finiteness checked before the selection)",
+        lambda c, o: _uses(c, "where_nan") and "NonFiniteError" in o.kind, ("where_nan",),
+        _case([Op("where_nan", (0,))], [(2,), (2,)], [-1.0, 1.0], [1.0, 1.0])),
+    Finding(
+        "F17", "asd.clarke of a program with `%` or `//`: raw AttributeError '_Resweep' object "
+               "has no attribute 'record_jump'", False,
+        "asd/core/primitive.py:record_jump (called on the clarke re-sweep)",
+        lambda c, o: "record_jump" in o.detail, ()),
+    Finding(
+        "F18", "UndecidedTieError ('which side is taken changes the result') at ties whose two "
+               "sides coincide: `where(a >= a, g + (a - a) p, g)` with a transcendental `a`, or"
+               " `max(x1 % 2, x1)` where `x1 % 2 - x1` is locally constant", False,
+        "asd/core/ties.py (sides compared by structure, not by their linearizations)",
+        lambda c, o: "UndecidedTieError" in o.kind, (),
+        _case([Op("arctan", (0,)), Op("abs", (0,)), Op("add_constant", (2,), {"constant": 0.25}),
+               Op("cbrt", (3,)), Op("where", (1, 1, 1, 4), {"cmp": ">="})],
+              [(1, 1)] * 6, [[0.75]], [[1.0]])),
+    Finding(
+        "F19", "after an in-place write on a traced copy (`y = x.copy(); y[0] += x[0]`), a tie "
+               "decided by the exact series fails: ArgumentTypeError \"expected an int, float or "
+               "Fraction, got ndarray: array(Series(...))\"", False,
+        "asd/core/tracing.py setitem / asd/core/series.py (the written entry's series is an "
+        "object array inside an object array)",
+        lambda c, o: "expected an int, float or Fraction, got ndarray" in o.detail, (),
+        _case([Op("iadd", (0, 0), {"key": 0}), Op("add_constant", (1,), {"constant": (0.0,)}),
+               Op("fmin", (2, 1))], [(1,)] * 4, [0.0], [1.0])),
+    Finding(
+        "F20", "`(x * c).real` / `.imag` with a complex constant c: the constant is truncated to "
+               "its real part and the result stays complex, so the next op raises a raw "
+               "TypeError (hypot, %) or an ArgumentTypeError (round)", True,
+        "asd/core/tracing.py (complex constants; Tracer.real/.imag)",
+        lambda c, o: _uses(c, "complex_part") and o.status in ("raw", "bad-refusal", "wrong"),
+        ("complex_part",),
+        _case([Op("complex_part", (0,), {"c": (0.0, 1.0), "part": "imag", "spelling": "method"}),
+               Op("remainder", (1,), {"c": 0.5})], [(1,)] * 3, [-0.5], [1.0])),
+    Finding(
+        "F21", "np.mean (and x.mean(), np.average) of traced arrays is sum * (1/n), not numpy's "
+               "sum / n: the value differs from numpy's in the last bit in about a third of "
+               "random cases, float64 included (`np.mean([1., 2., 4.])`)", False,
+        "library/ (the mean rule)",
+        lambda c, o: o.status == "wrong" and o.kind in ("value", "clarke value") and _uses(
+            c, *MEANS), (),
+        _case([Op("mean", (0,), {"axis": None})], [(3,), ()], [1.0, 2.0, 4.0], [1.0, 0.0, 0.0])),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 

@@ -285,7 +285,7 @@ def _error_key(e: BaseException) -> str:
 
 
 DOCUMENTED_REFUSALS: dict[tuple[str, tuple], tuple[tuple[str, ...], str]] = {
-    ("complex_part", ()): (("OutputError", "UnsupportedError"),
+    ("complex_part", ()): (("OutputError", "UnsupportedError", "ArgumentTypeError"),
                            "complex values (docs/numpy-coverage.md: angle refused, complex)"),
     ("rollaxis", ()): (("UnsupportedError",), "docs/numpy-coverage.md: rollaxis not yet"),
     ("where_nan", ()): (("NotLipschitzError",), "sqrt at 0 (DESIGN.md's error policy: "

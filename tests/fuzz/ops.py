@@ -1729,7 +1729,7 @@ def source_line(k: int, op: Op) -> str:
 
 # ----- the helpers a reproducer's source calls -----
 
-where_ramp = base._where
+where_ramp = base.IMPLEMENTATIONS["where"]
 setitem, setitem_view, iadd, setitem_constant = _setitem, _setitem_view, _iadd, _into_constant
 
 
