@@ -222,6 +222,27 @@ FINDINGS += [
         _case([Op("mean", (0,), {"axis": None})], [(3,), ()], [1.0, 2.0, 4.0], [1.0, 0.0, 0.0])),
 ]
 
+JUMPS = ("floor_divide", "remainder", "np_floor", "np_ceil", "np_trunc", "np_rint",
+         "method_round", "np_sign", "heaviside", "step_multiply", "argmax_take",
+         "remainder_traced", "floor_divide_traced", "sorted_by")
+
+FINDINGS += [
+    Finding(
+        "F22", "a jump is missed: `(x4 - x2) * (x4 >= x2)` with `x2 = (x + [-0.25, 0]) % 4`, "
+               "`x4 = x2 / 2 + [0.375, 1]` at x = [1, 0], v = [1, -1]: asd returns the value "
+               "[0, -0] (the ray's side) where numpy's is [0, 1], and no NotLipschitzError -- "
+               "a harmless tie of the comparison in entry 0 seems to excuse the remainder's "
+               "jump in entry 1", False,
+        "asd/core/sweep.py check_lipschitz (jumps and ties matched across entries)",
+        lambda c, o: o.status == "wrong" and (o.kind.startswith("value") or o.kind.startswith(
+            "number where asd must refuse")) and _uses(c, *JUMPS), (),
+        _case([Op("add_constant", (0,), {"constant": (-0.25, 0.0)}),
+               Op("remainder", (1,), {"c": 4.0}), Op("divide_by_constant", (2,), {"constant": 2.0}),
+               Op("add_constant", (3,), {"constant": (0.375, 1.0)}), Op("subtract", (4, 2)),
+               Op("step_multiply", (5, 4, 2), {"cmp": ">="})], [(2,)] * 7, [1.0, 0.0],
+              [1.0, -1.0], reduce=False)),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
