@@ -243,6 +243,22 @@ FINDINGS += [
               [1.0, -1.0], reduce=False)),
 ]
 
+FINDINGS += [
+    Finding(
+        "F23", "`exp(log(|x|))` at 0: asd's one-sided derivative is 0 (|x|'s is 1) and no "
+               "NonFiniteError although log produced -inf; asd.jax imports jnp.linalg.det as "
+               "sign * exp(log|.|) (slogdet), so asd.jax.subgrad / function of det at a singular"
+               " matrix return 0 or refuse with NonFiniteError, depending on the run (`det([[x]])`"
+               " at x = 0: exact 1, jax.grad 1)", False,
+        "asd/core/sweep.py (finiteness of tangents through exp(-inf)) and asd/frontends/jax.py "
+        "(det imported through slogdet)",
+        lambda c, o: o.check.startswith("jax.") and o.status in ("wrong", "bad-refusal")
+        and _uses(c, "det"), (),
+        _case([Op("reshape", (0,), {"shape": (1, 1)}), Op("det", (1,))], [(), (1, 1), ()], 0.0,
+              1.0),
+        frameworks=("jax",)),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
