@@ -1085,7 +1085,27 @@ def _sorted_by_builder(d: Draft) -> None:
     d.emit(Op("sorted_by", (a, b), {"axis": axis}))
 
 
+def _exact_argsort_take(a: Any, b: Any, *, axis: int) -> Any:
+    """``take_along_axis(a, argsort(b))`` on oracle elements, recording a jump where ``b`` ties
+    at the point between positions whose ``a`` values differ (the permutation then jumps)."""
+    a, b = np.asarray(a, dtype=object), np.asarray(b, dtype=object)
+    base_a = np.vectorize(lambda e: _base_and_side(e)[0] if _is_lazy(e) else Fraction(e),
+                          otypes=[object])(a)
+    base_b = np.vectorize(lambda e: _base_and_side(e)[0] if _is_lazy(e) else Fraction(e),
+                          otypes=[object])(b)
+    lanes_a = np.moveaxis(base_a, axis, -1).reshape(-1, a.shape[axis])
+    lanes_b = np.moveaxis(base_b, axis, -1).reshape(-1, b.shape[axis])
+    lazy = next((e for e in b.flat if _is_lazy(e)), None)
+    for la, lb in zip(lanes_a, lanes_b, strict=True):
+        for i in range(len(lb)):
+            for j in range(i + 1, len(lb)):
+                if lb[i] == lb[j] and la[i] != la[j] and lazy is not None:
+                    _record_jump(lazy)
+    return _argsort_take(np, a, b, axis=axis)
+
+
 register("sorted_by", **_xp(_argsort_take), builder=_sorted_by_builder, kind="jump",
+         exact=_exact_argsort_take,
          source="np.take_along_axis({0}, np.argsort({1}, axis={axis}, stable=True), "
                 "axis={axis})", torch=_t_argsort_take)
 
