@@ -111,6 +111,15 @@ def _record_jump(e: Any) -> None:
     record_jump(e)
 
 
+def _undecided_side(e: Any) -> None:
+    """The ray runs along a jump (its input stays on it): the gradient oracles cannot tell
+    which side's piece the limiting gradient belongs to (asd decides by a later direction),
+    so a Jet raises DegenerateTie (the oracle then tries [v, w]) and an MpDual Undecided."""
+    from tests.fuzz.oracle import undecided_side
+
+    undecided_side(e)
+
+
 def _piecewise_constant(fn: Callable[[Fraction, int], Fraction]) -> Callable[[Any], Any]:
     """An elementwise piecewise-constant function for the oracle: ``fn(c, side)`` is its value
     just to the ``side`` of ``c`` (side 0: at ``c`` itself). Where the two sides differ the
@@ -122,6 +131,8 @@ def _piecewise_constant(fn: Callable[[Fraction, int], Fraction]) -> Callable[[An
         c, side = _base_and_side(e)
         if fn(c, 1) != fn(c, -1) or fn(c, 0) != fn(c, 1):
             _record_jump(e)
+            if side == 0:
+                _undecided_side(e)
         return _constant_like(e, fn(c, side))
 
     return _elementwise(apply)

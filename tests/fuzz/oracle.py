@@ -77,6 +77,15 @@ def recording_jumps():
         del _JUMPS[start:]
 
 
+def undecided_side(e: Any) -> None:
+    """A piecewise-constant op whose input stays on its jump along the ray (see
+    `ops._undecided_side`); harmless where the input has no gradient."""
+    if isinstance(e, Jet) and any(g.coefficient(0) for g in e.grad):
+        raise DegenerateTie("a piecewise-constant op's input stays on its jump along the ray")
+    if isinstance(e, MpDual) and MpDual.decide_ties and any(e.g):
+        raise Undecided("a piecewise-constant op's input stays on its jump along the ray")
+
+
 def base_and_side(e: Any) -> tuple[Fraction, int]:
     """The value of an oracle element at the point and the side (-1, 0, 1) the ray takes."""
     if isinstance(e, Jet):
