@@ -257,12 +257,18 @@ def main(argv: list[str] | None = None) -> None:
               f"{sum(e['count'] for e in report.failures.values())} failures in "
               f"{len(report.failures)} signatures, {round(time.time() - report.started)} s",
               flush=True)
-    if not args.no_shrink:
+    if not args.no_shrink:  # the failures no finding explains, once per kind (not per check)
+        shrunk: dict[str, Any] = {}
         for sig, entry in report.failures.items():
-            entry["minimal"] = shrink(strategy, check, entry["batch_seed"], args.batch, sig,
+            if entry["finding"] is not None:
+                continue
+            kind = sig.split("|", 2)[::2] and f"{sig.split('|')[0]}|{sig.split('|', 2)[-1]}"
+            if kind not in shrunk:
+                shrunk[kind] = shrink(strategy, check, entry["batch_seed"], args.batch, sig,
                                       entry["examples"][0]["check"])
+                print(f"shrunk {sig}", flush=True)
+            entry["minimal"] = shrunk[kind]
             _write(report, args.out)
-            print(f"shrunk {sig}", flush=True)
     _write(report, args.out)
 
 
