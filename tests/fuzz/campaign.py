@@ -262,7 +262,8 @@ def main(argv: list[str] | None = None) -> None:
         for sig, entry in report.failures.items():
             if entry["finding"] is not None:
                 continue
-            kind = sig.split("|", 2)[::2] and f"{sig.split('|')[0]}|{sig.split('|', 2)[-1]}"
+            status, _, what = sig.split("|", 2)
+            kind = f"{status}|{what}"
             if kind not in shrunk:
                 shrunk[kind] = shrink(strategy, check, entry["batch_seed"], args.batch, sig,
                                       entry["examples"][0]["check"])
