@@ -222,6 +222,14 @@ FINDINGS += [
         _case([Op("mean", (0,), {"axis": None})], [(3,), ()], [1.0, 2.0, 4.0], [1.0, 0.0, 0.0])),
 ]
 
+def _missed_jump(c: Case, o: Outcome) -> bool:
+    """A number (or a value other than numpy's) where a piecewise-constant op jumps."""
+    return o.status == "wrong" and (o.kind.startswith("value") or o.kind.startswith(
+        "number where asd must refuse")) and _uses(c, *JUMPS)
+
+
+TRANSPOSES = ("transpose", "method_T", "method_transpose", "method_swapaxes", "moveaxis",
+              "rollaxis", "rot90")
 JUMPS = ("floor_divide", "remainder", "np_floor", "np_ceil", "np_trunc", "np_rint",
          "method_round", "np_sign", "heaviside", "step_multiply", "argmax_take",
          "remainder_traced", "floor_divide_traced", "sorted_by")
@@ -234,8 +242,7 @@ FINDINGS += [
                "a harmless tie of the comparison in entry 0 seems to excuse the remainder's "
                "jump in entry 1", False,
         "asd/core/sweep.py check_lipschitz (jumps and ties matched across entries)",
-        lambda c, o: o.status == "wrong" and (o.kind.startswith("value") or o.kind.startswith(
-            "number where asd must refuse")) and _uses(c, *JUMPS), (),
+        lambda c, o: _missed_jump(c, o) and not _uses(c, *TRANSPOSES), (),
         _case([Op("add_constant", (0,), {"constant": (-0.25, 0.0)}),
                Op("remainder", (1,), {"c": 4.0}), Op("divide_by_constant", (2,), {"constant": 2.0}),
                Op("add_constant", (3,), {"constant": (0.375, 1.0)}), Op("subtract", (4, 2)),
@@ -257,6 +264,20 @@ FINDINGS += [
         _case([Op("reshape", (0,), {"shape": (1, 1)}), Op("det", (1,))], [(), (1, 1), ()], 0.0,
               1.0),
         frameworks=("jax",)),
+]
+
+FINDINGS += [
+    Finding(
+        "F24", "the jump of np.floor (and the other piecewise-constant ufuncs) on a transposed "
+               "array is checked on the ray's side only: `np.floor(x.T)[0].sum()` at x = 0 "
+               "along +1 returns the derivative 0 with no NotLipschitzError (f jumps from the "
+               "left), where `np.floor(x)[0].sum()` refuses", False,
+        "asd/core/sweep.py check_lipschitz / library/discontinuous.py (the other side's "
+        "value read in the wrong memory order for a non-contiguous input)",
+        lambda c, o: _missed_jump(c, o) and _uses(c, *TRANSPOSES), (),
+        _case([Op("transpose", (0,)), Op("np_floor", (1,)), Op("index", (2,), {"key": 0})],
+              [(2, 2), (2, 2), (2, 2), (2,)], [[0.0, 0.0], [0.0, 0.0]],
+              [[1.0, 1.0], [1.0, 1.0]])),
 ]
 
 BY_ID = {f.id: f for f in FINDINGS}
