@@ -6,7 +6,8 @@ ties planted at the point, constants of every dtype and structured arguments, go
 with the exact oracle (Fractions along the ray) or, for smooth programs, with mpmath
 (tests/fuzz/oracle.py). Any raw exception, wrong number or unwarranted refusal fails, except
 where a finding of tests/fuzz/findings.py explains it: those are tolerated by name (see the
-hypothesis statistics) and each has a pinned reproducer below under ``xfail(strict=True)``.
+hypothesis statistics) and each has a pinned reproducer below under ``xfail(strict=True)``
+(not strict for those already fixed on main, `findings.FIXED_ON_MAIN`).
 The long campaign: ``python tests/fuzz/campaign.py --programs 100000``.
 """
 
@@ -68,7 +69,8 @@ def test_vector_programs_agree_with_the_oracle(case):
 
 def _reproducers(frameworks: bool) -> list:
     return [pytest.param(f, id=f.id, marks=pytest.mark.xfail(
-        strict=True, reason=f"tests/fuzz/FINDINGS.md {f.id}: {f.title}"))
+        strict=f.id not in findings.FIXED_ON_MAIN,
+        reason=f"tests/fuzz/FINDINGS.md {f.id}: {f.title}"))
         for f in FINDINGS if f.reproducer is not None and bool(f.frameworks) == frameworks]
 
 
