@@ -1,0 +1,172 @@
+"""Differential fuzzing of asd's numpy surface: a short, deterministic campaign for CI.
+
+Random programs over the numpy API and ndarray methods asd claims (tests/fuzz/ops.py), with
+ties planted at the point, constants of every dtype and structured arguments, go through
+``directional``, ``subgrad``/``jacobian``, ``vjp``, ``clarke`` and ``jit`` and are compared
+with the exact oracle (Fractions along the ray) or, for smooth programs, with mpmath
+(tests/fuzz/oracle.py). Any raw exception, wrong number or unwarranted refusal fails, except
+where a finding of tests/fuzz/findings.py explains it: those are tolerated by name (see the
+hypothesis statistics) and each has a pinned reproducer below under ``xfail(strict=True)``
+(not strict for those already fixed on main, `findings.FIXED_ON_MAIN`).
+The long campaign: ``python tests/fuzz/campaign.py --programs 100000``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+
+import asd
+from tests.fuzz import findings, harness, oracle
+from tests.fuzz.findings import FINDINGS
+from tests.programs import Op, Program
+
+CI = settings(max_examples=60, derandomize=True, deadline=None, database=None,
+              suppress_health_check=list(HealthCheck))
+
+
+def assert_explained(case: harness.Case, outcomes: list[harness.Outcome],
+                     note: Callable[[str], None] = event) -> None:
+    """Every failed check is explained by a finding (tolerated by name), or the test fails."""
+    unexplained = []
+    for o in outcomes:
+        if not o.failed:
+            note(f"{o.check}: {o.status}")
+            continue
+        finding = findings.match(case, o)
+        if finding is None:
+            unexplained.append(o)
+        else:
+            note(f"tolerated {finding.id}")
+    assert not unexplained, "\n".join(
+        f"{o.check} {o.status}: {o.detail}\n  {o.where}" for o in unexplained) + f"\n{case!r}"
+
+
+@CI
+@given(harness.cases(vector=False))
+def test_scalar_programs_agree_with_the_oracle(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected, outcomes = harness.run_checks(case)
+    event(f"oracle: {expected.oracle_kind if expected else 'none'}")
+    assert_explained(case, outcomes)
+
+
+@CI
+@given(harness.cases(vector=True))
+def test_vector_programs_agree_with_the_oracle(case):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected, outcomes = harness.run_checks(case)
+    event(f"oracle: {expected.oracle_kind if expected else 'none'}")
+    assert_explained(case, outcomes)
+
+
+def _reproducers(frameworks: bool) -> list:
+    return [pytest.param(f, id=f.id, marks=pytest.mark.xfail(
+        strict=f.id not in findings.FIXED_ON_MAIN,
+        reason=f"tests/fuzz/FINDINGS.md {f.id}: {f.title}"))
+        for f in FINDINGS if f.reproducer is not None and bool(f.frameworks) == frameworks]
+
+
+def own_failures(finding, outcomes):
+    """The outcomes of a reproducer that ``finding`` explains (another finding's failures
+    in the same program, F4's ``jit-zero`` say, do not keep this one's test red)."""
+    case = finding.reproducer()
+    return [o for o in outcomes if o.failed and findings.match(case, o) is finding]
+
+
+@pytest.mark.parametrize("finding", _reproducers(frameworks=False))
+def test_finding_is_fixed(finding):
+    """Each finding's minimal reproducer: xfail until the defect is fixed (then strict xfail
+    fails, and the finding is to be removed from tests/fuzz/findings.py)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, outcomes = harness.run_checks(finding.reproducer())
+    failed = own_failures(finding, outcomes)
+    assert failed == [], [f"{o.check} {o.status}: {o.detail}" for o in failed]
+
+
+@pytest.mark.parametrize("finding", [f for f in FINDINGS if f.reproducer is not None
+                                     and not f.frameworks], ids=lambda f: f.id)
+def test_finding_reproducer_is_recognised(finding):
+    """Each reproducer fails as its finding says (the CI tests tolerate exactly that), and
+    every other failure in it is explained by some finding too."""
+    case = finding.reproducer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, outcomes = harness.run_checks(case)
+    if not own_failures(finding, outcomes):
+        pytest.skip(f"{finding.id} no longer reproduces (test_finding_is_fixed says so)")
+    assert_explained(case, outcomes, note=lambda _: None)
+
+
+# ----- the harness catches what it is there to catch -----
+
+
+def _relu_identity() -> harness.Case:
+    ops = (Op("relu", (0,)), Op("negative", (0,)), Op("relu", (2,)), Op("subtract", (1, 3)))
+    program = Program(ops, ((2,), (2,), (2,), (2,), (2,)), True)
+    return harness.Case(program, np.zeros(2), np.array([1.0, -1.0]))
+
+
+def test_the_exact_oracle_on_the_relu_identity():
+    case = _relu_identity()
+    e = oracle.exact_oracle(case.program, case.x, case.v)
+    assert e.value[()] == 0 and e.derivative[()] == 0  # f(x) = x0 + x1, v = (1, -1)
+    jac, w = oracle.exact_jacobian(case.program, case.x, case.v)
+    assert w is None and list(jac) == [Fraction(1), Fraction(1)]
+    _, outcomes = harness.run_checks(case, ("directional", "subgrad", "vjp", "clarke"))
+    assert outcomes and not [o for o in outcomes if o.failed]
+
+
+def test_a_wrong_derivative_is_reported(monkeypatch):
+    """The checks fail on a wrong number: asd.directional and asd.value_and_subgrad bent."""
+    case = _relu_identity()
+    directional, value_and_subgrad = asd.directional, asd.value_and_subgrad
+
+    def bent_directional(f, argnums=0):
+        g = directional(f, argnums)
+        return lambda *a: (lambda r: (r[0], r[1] + 1.0))(g(*a))
+
+    def bent_subgrad(f, argnums=0, **kw):
+        g = value_and_subgrad(f, argnums, **kw)
+        return lambda *a: (lambda r: (r[0], r[1] * 0.0))(g(*a))
+
+    monkeypatch.setattr(asd, "directional", bent_directional)
+    monkeypatch.setattr(asd, "value_and_subgrad", bent_subgrad)
+    expected = harness.expect(case)
+    assert harness.check_directional(case, expected)[0].status == "wrong"
+    jac, w, why = harness._jacobian_oracle(case, expected)
+    assert harness.check_subgrad(case, expected, jac, w, why)[0].status == "wrong"
+
+
+def test_a_raw_exception_and_a_refusal_are_told_apart():
+    case = _relu_identity()
+    expected = harness.expect(case)
+    raw = harness._classify("x", IndexError("boom"), expected)
+    refused = harness._classify("x", asd.NotLipschitzError("jump"), expected)
+    assert raw.status == "raw" and refused.status == "bad-refusal"
+
+
+def test_a_jump_along_the_ray_must_be_refused():
+    """``x // 1`` at 0 along -1: the oracle finds the jump, so any number is wrong."""
+    program = Program((Op("floor_divide", (0,), {"c": 1.0}),), ((), ()), True)
+    case = harness.Case(program, np.array(0.0), np.array(-1.0))
+    expected = harness.expect(case)
+    assert expected.must_refuse and "NotLipschitzError" in expected.refusals
+    outcomes = harness.check_directional(case, expected)
+    assert [o.status for o in outcomes] == ["refused"], outcomes
+
+
+def test_the_drawn_direction_is_asds():
+    """`oracle.drawn_direction` follows asd's own draw (what the framework checks rely on)."""
+    x = np.zeros((2, 3))
+    result = asd.asd(lambda a: asd.relu(a).sum(), seed=11)(x)
+    (d,) = oracle.drawn_direction(11, [x.shape])
+    assert np.allclose(result.direction, d / np.linalg.norm(d), rtol=1e-15, atol=0)
