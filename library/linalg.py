@@ -32,6 +32,7 @@ from asd.extend import (
     Primitive,
     is_traced,
     read_value,
+    numpy_dtype,
     record_jump,
     refuse_where,
     register_alternative,
@@ -88,9 +89,9 @@ def _square_shape(a, name: str) -> tuple:
 
 
 def _float_dtype(a, floor) -> np.dtype:
-    """``a``'s floating dtype (at least ``floor``), read without reading its value."""
-    dtype = getattr(a, "dtype", None)
-    return np.result_type(np.asarray(a) if dtype is None else np.dtype(dtype), floor)
+    """``a``'s floating dtype (at least ``floor``), read without reading its value (a torch
+    dtype reads as numpy's, `asd.extend.numpy_dtype`)."""
+    return np.result_type(numpy_dtype(a), floor)
 
 
 def _value(x) -> np.ndarray:

@@ -464,7 +464,7 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
 
     >>> import asd
     >>> s = asd.clarke(asd.abs, seed=0)(0.0)
-    >>> sorted(s.gradients.tolist()), s.contains(0.0), float(s.min_norm())
+    >>> sorted(s.gradients.tolist()), bool(s.contains(0.0)), float(s.min_norm())
     ([-1.0, 1.0], True, 0.0)
     >>> near = asd.clarke(asd.abs, seed=0, radius=1e-6)(1e-9)   # 1e-9 from the kink
     >>> sorted(near.gradients.tolist()), near.is_stationary()

@@ -211,7 +211,8 @@ def test_audit_runs_a_model_in_its_own_dtype(dtype):
     w = [p.detach().to(DOUBLE) for p in mlp.parameters()]
     want = w[2][0, :3] @ w[0][:3]
     np.testing.assert_allclose(report["asd"], want.numpy(), rtol=1e-6, atol=1e-6)
-    assert report["verdict"] == "outside (the Clarke set is a single gradient)"
+    # proven outside: the enclosure separates torch's zero gradient with a positive margin
+    assert report["verdict"].startswith("outside") and report["margin"] > 0
     np.testing.assert_array_equal(report["framework_gradient"], np.zeros(3))
     away = audit.audit(f, np.array([0.31, -0.2, 0.45]), framework="torch", samples=8)
     assert away["verdict"] == "inside"
