@@ -396,7 +396,7 @@ def test_lp_degenerate_vertex_against_diffcp():
     theirs = np.stack([D(sp.csc_matrix((3, 2)), e, np.zeros(2))[0] for e in np.eye(3)], axis=1)
     assert not any(np.allclose(theirs, J, atol=1e-3) for J in _piece_jacobians())
     theta = [Fraction(float(v)) for v in H3]
-    for d in (np.array([0.0, 0.0, -1.0]), np.array([0.0, 0.0, 1.0]), np.array([1.0, -1, 0])):
+    for d in np.array([[0.0, 0.0, -1.0], [0.0, 0.0, 1.0], [-1.0, 0.0, 0.0], [0.0, -1.0, 0.0]]):
         want = quotient(exact_lp_h, theta, [Fraction(float(v)) for v in d])
         assert np.max(np.abs(theirs @ d - want)) > 0.1
         np.testing.assert_allclose(asd.directional(lp_h)(H3, d)[1], want, atol=1e-12)
