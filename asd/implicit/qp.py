@@ -139,6 +139,9 @@ def _multipliers(g, A, G_act, rb=None, rh=None):
         nu = np.linalg.lstsq(A.T, -g, rcond=None)[0] if m else np.zeros(0)
         return nu, np.zeros(0), np.zeros(0, bool)
     A_eq = np.hstack([A.T, G_act.T])
+    if np.linalg.matrix_rank(A_eq) == m + k:  # independent constraints: one multiplier
+        mult = np.linalg.lstsq(A_eq, -g, rcond=None)[0]
+        return mult[:m], mult[m:], mult[m:] > SUPPORT * (1.0 + float(np.max(np.abs(g))))
     bounds = [(None, None)] * m + [(0, None)] * k
     A_ub = b_ub = None
     if rb is not None:  # first the best value of the stage-one dual, then kept within it
