@@ -1465,10 +1465,13 @@ def _pow_root(x: float, y: float, z: float, alpha: float) -> tuple[float, float,
     and ``r ∈ (0, |z|)`` the root of ``X^α Y^(1-α) - r`` (decreasing), by bisection."""
     a = abs(z)
 
+    def root_of(u, g):  # (u + √(u² + g))/2, without cancellation where u < 0
+        s = np.sqrt(u * u + g)
+        return 0.5 * (u + s) if u >= 0 else 0.5 * g / (s - u)
+
     def xy(r):
         g = r * (a - r)
-        return (0.5 * (x + np.sqrt(x * x + 4 * alpha * g)),
-                0.5 * (y + np.sqrt(y * y + 4 * (1 - alpha) * g)))
+        return root_of(x, 4 * alpha * g), root_of(y, 4 * (1 - alpha) * g)
 
     def f(r):
         X, Y = xy(r)

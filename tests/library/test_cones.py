@@ -327,3 +327,15 @@ def test_exp_cone_agrees_with_diffcp_off_the_boundaries(x):
         np.testing.assert_allclose(proj(x), diffcp.cones.pi(x, [("ep", 1)], dual), atol=1e-7)
         theirs = np.asarray(_diffcp.dprojection_dense(x, cones, dual))
         np.testing.assert_allclose(asd.jacobian(proj, seed=0)(x), theirs, atol=1e-6)
+
+
+@pytest.mark.parametrize("alpha", [0.3, 0.5, 0.7])
+def test_power_cone_value_near_the_plane(alpha):
+    """Where y < 0 and z is tiny the projection's y-root cancels (y + √(y² + g))/2 unless it
+    is computed as g / (2(√(y² + g) - y)); it made P_z = 1e-62 instead of z/3 at α = 1/2.
+    Every coordinate to rounding of |v| there."""
+    for z in (1e-7, -1e-12):
+        v = np.array([1.0, -1.0, z])
+        want = np.array([float(e) for e in mp_power_cone(alpha)(v.astype(object))])
+        got = P.power_cone(v, alpha)
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-15)
