@@ -6,16 +6,19 @@ The rule polishes the solver's answer on its active set, then differentiates by 
 ray ``θ + δθ̇`` enters, exactly, also where the problem is degenerate (Shapiro's directional
 derivative of a parametric QP):
 
-1. The active constraints ``𝒜`` and the multiplier set ``Λ``. ``S ⊆ 𝒜``: the constraints some
-   multiplier holds with ``λ_i > 0`` (one LP: the support of a maximal multiplier), ``W = 𝒜∖S``
-   the weakly active ones. Without weakly active constraints the piece is fixed and the
+1. The active constraints ``𝒜`` and the support ``S`` of the multiplier set ``Λ`` (the
+   constraints some multiplier holds with ``λ_i > 0``; one multiplier by least squares where
+   the active constraints are independent, else one LP per active constraint). If every
+   active constraint is in ``S`` and they are independent, the piece is fixed and the
    direction is never read.
-2. Otherwise ``ẋ`` solves the directional QP over the critical set: minimize
+2. Otherwise the direction decides. ``S`` becomes the support of the multipliers that are
+   optimal for the directional problem's first stage (``max -(νᵀ(ḃ - Ȧx) + λᵀ(ḣ - Ġx))`` over
+   ``Λ``), ``W = 𝒜∖S``, and ``ẋ`` solves the directional QP over the critical set: minimize
    ``½dᵀPd + (Ṗx + q̇ + Ȧᵀν + Ġᵀλ)ᵀd`` subject to ``Ad = ḃ - Ȧx``, ``G_S d = ḣ_S - Ġ_S x``,
-   ``G_W d <= ḣ_W - Ġ_W x``: its active subset ``T ⊆ W`` is found by enumerating subsets
-   (smallest first) and solving each equality-constrained KKT system exactly, keeping the
-   first that is primal and dual feasible. ``T`` is the set of weakly active constraints the
-   ray keeps active.
+   ``G_W d <= ḣ_W - Ġ_W x``. Its active subset ``T ⊆ W`` is found by enumerating subsets
+   (smallest first), each an equality-constrained KKT system on independent rows (at a
+   degenerate vertex ``S`` can hold more constraints than variables), keeping the first that
+   is primal and dual feasible.
 3. The linearization is the derivative of the equality-constrained QP on ``E ∪ S ∪ T``:
    ``K [ẋ; μ̇] = -[Ṗx + q̇ + Ṁᵀμ; Ṁx - ṁ]`` with ``K = [[P, Mᵀ], [M, 0]]``, pushed and pulled
    through one factorization. At a degenerate LP vertex (more active constraints than
@@ -281,8 +284,9 @@ class QPLayer:
                 "is not Lipschitz there. Add a small strongly convex term or remove redundant "
                 "constraints.")
         _, mu = out
-        self.last = {"active": idx, "strongly_active": np.flatnonzero(S),
-                     "kept": np.flatnonzero(on)}
+        self.last = {"element": "Jacobian of the equality-constrained QP on the constraints "
+                                "the ray keeps active (kept)", "active": idx,
+                     "strongly_active": np.flatnonzero(S), "kept": np.flatnonzero(on)}
         return x, _qp_maps(K, x, mu, on, A.shape[0], [np.shape(v) for v in xs])
 
 
