@@ -400,3 +400,21 @@ def test_lp_degenerate_vertex_against_diffcp():
         want = quotient(exact_lp_h, theta, [Fraction(float(v)) for v in d])
         assert np.max(np.abs(theirs @ d - want)) > 0.1
         np.testing.assert_allclose(asd.directional(lp_h)(H3, d)[1], want, atol=1e-12)
+
+
+def test_conic_psd_and_power_cone_blocks():
+    """min <C, X> s.t. tr X = 1, X ⪰ 0 is the bottom eigenvector's outer product (SCS's
+    scaled lower triangle); max z s.t. (x, y, z) in the power cone (α = ½), x = h1, y = h2 is
+    z = √(h1 h2), whose gradient in h is (√(h2/h1), √(h1/h2))/2."""
+    C = np.array([[2.0, 0.5], [0.5, 1.0]])
+    c = np.array([C[0, 0], np.sqrt(2) * C[1, 0], C[1, 1]])
+    A = np.vstack([[1.0, 0.0, 1.0], -np.eye(3)])
+    x = asd.implicit.conic(A, np.array([1.0, 0, 0, 0]), c, {"z": 1, "s": [2]})[0]
+    v = np.linalg.eigh(C)[1][:, 0]
+    np.testing.assert_allclose(x, [v[0] ** 2, np.sqrt(2) * v[0] * v[1], v[1] ** 2], atol=1e-9)
+    A2 = np.vstack([[[1.0, 0, 0], [0, 1, 0]], -np.eye(3)])
+    b2 = np.array([1.0, 4.0, 0, 0, 0])
+    c2 = np.array([0, 0, -1.0])
+    g = asd.subgrad(lambda b: asd.implicit.conic(A2, b, c2, {"z": 2, "p": [0.5]})[0][2],
+                    seed=0)(b2)
+    np.testing.assert_allclose(g[:2], [1.0, 0.25], atol=1e-8)
