@@ -73,6 +73,7 @@ _LAZY = {
     "ClarkeSample": ("asd.analysis.clarke", "ClarkeSample"),
     "testing": ("asd.testing", None),
     "optimize": ("asd.optimize", None),
+    "implicit": ("asd.implicit", None),
     "numpy": ("asd.numpy", None),
     "torch": ("asd.frontends.torch", None),
     "jax": ("asd.frontends.jax", None),

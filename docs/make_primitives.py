@@ -98,6 +98,12 @@ KINKS: dict[str, str] = {
     "proj_standard_simplex": "x_i = tau, sum max(x, 0) = r",
     "proj_l1_ball": "|x_i| = tau, ||x||_1 = r",
     "proj_soc": "the cone's boundary and its polar's",
+    "proj_exp_cone": "the cone's and its polar's curved boundaries, the face s = 0 and the region "
+                     "r, s < 0 projecting onto it, their edges, the apex",
+    "proj_exp_cone_dual": "the exponential cone's kinks at -x (Moreau)",
+    "proj_power_cone": "the cone's and its polar's curved boundaries, the plane z = 0 outside "
+                       "both, the edges (x, 0, 0) and (0, y, 0), the apex",
+    "proj_power_cone_dual": "the power cone's kinks at -x (Moreau)",
     "proj_rsoc": "the cone's boundary and its polar's",
     "proj_psd": "zero eigenvalues",
     "proj_nuclear_ball": "singular values at the threshold, nuclear norm = r",

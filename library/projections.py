@@ -1368,3 +1368,465 @@ def distance(x, set, *params):
 __all__ = ["box", "distance", "halfspace", "hyperplane", "l1_ball", "l2_ball", "linf_ball",
            "nonneg", "nonpos", "nuclear_ball", "psd", "reals", "rsoc", "simplex", "soc",
            "standard_simplex", "zeros"]
+
+
+# ----- exponential and power cones (MathOptInterface's coordinate order) -----
+#
+# ExponentialCone (r, s, t): s e^(r/s) <= t, s > 0 (closure: r <= 0, s = 0, t >= 0);
+# DualExponentialCone (u, v, w): -u e^(v/u) <= e w, u < 0 (closure: u = 0, v >= 0, w >= 0);
+# PowerCone(α) (x, y, z): x^α y^(1-α) >= |z|, x, y >= 0;
+# DualPowerCone(α) (u, v, w): (u/α)^α (v/(1-α))^(1-α) >= |w|, u, v >= 0.
+# Each projection is one 3-vector primitive. Its rule finds the region the ray x + δd enters
+# (the cone, its polar, a flat face, the smooth region between) from the signs of the
+# coordinates along the ray (`ray_compare`, decided by the engine) and of the curved
+# boundaries' defining functions (`_curved_sign`), and returns the limiting Jacobian there:
+# the smooth region's Jacobian at the point, its limits on the curved boundaries (the tangent
+# projection outside the cone, the rank-one map onto the generator outside the polar) and
+# the closed-form limits where the smooth region meets an edge of a face (derived in
+# docs/projections.md and checked against 60-digit solutions in tests/library/test_cones.py).
+# The duals are the cones' Moreau complements: P_K*(x) = x + P_K(-x), J_K*(x; d) =
+# I - J_K(-x; -d).
+
+from asd.extend import Dense  # noqa: E402  (kept beside the cones they serve)
+
+E = float(np.e)
+
+
+def _cone3(x, name: str) -> np.ndarray:
+    x = _floats(x)
+    if x.shape != (3,):
+        raise ShapeError(f"projections.{name} projects one 3-vector (MathOptInterface's order), "
+                         f"got shape {x.shape}; project each cone's block separately")
+    return x
+
+
+def _alpha(alpha, name: str) -> float:
+    if np.ndim(alpha) != 0 or not 0 < float(alpha) < 1:
+        raise ASDError(f"projections.{name}: alpha = {alpha!r} must be a number in (0, 1)")
+    return float(alpha)
+
+
+def _curved_sign(h: float, grad: np.ndarray, x: np.ndarray, dx, scale: float) -> int:
+    """The sign of a curved boundary's defining function ``h`` along the ray ``x + δẋ``.
+
+    Clear of 0 the value decides; at a near-tie the first-order term ``∇h · ẋ`` does. A ray
+    tangent to the boundary leaves the cone unless it runs along the generator through ``x``
+    (the boundary of a convex cone is curved everywhere else), which is decided on the float
+    tangent and reported as a tolerance decision: the input's own curvature is not read.
+    """
+    if abs(h) > tie_tolerance(3, scale):
+        return 1 if h > 0 else -1
+    d = np.asarray(dx(), dtype=float).reshape(3)
+    h_dot = float(grad @ d)
+    if abs(h_dot) > tie_tolerance(3, vnorm(grad) * vnorm(d)):
+        return 1 if h_dot > 0 else -1
+    record_tie_decision("tolerance", 1)
+    along = vnorm(np.cross(x, d)) <= tie_tolerance(3, vnorm(x) * vnorm(d))
+    return 0 if along else 1
+
+
+def _rank_one_cone(g: np.ndarray) -> np.ndarray:
+    """``ĝĝᵀ``: the limit Jacobian on the polar's boundary, onto the generator ``g``."""
+    g = g / vnorm(g)
+    return np.outer(g, g)
+
+
+def _tangent_cone_map(n: np.ndarray) -> np.ndarray:
+    """``I - n̂n̂ᵀ``: the limit Jacobian on the cone's curved boundary, leaving it."""
+    n = n / vnorm(n)
+    return np.eye(3) - np.outer(n, n)
+
+
+def _sym3(J: np.ndarray) -> np.ndarray:
+    return (J + J.T) / 2
+
+
+def _bisect(f: Callable[[float], float], lo: float, hi: float, iters: int = 200) -> float:
+    """A root of ``f`` in ``[lo, hi]`` with ``f(lo) < 0 < f(hi)``, by bisection to rounding."""
+    for _ in range(iters):
+        mid = 0.5 * (lo + hi)
+        if mid in (lo, hi):
+            break
+        if f(mid) < 0:
+            lo = mid
+        else:
+            hi = mid
+    return 0.5 * (lo + hi)
+
+
+def _exp_scaled(rho: float, r: float, s: float, t: float) -> float:
+    """Friberg's root function ``((ρ-1)r + s)e^ρ - (r - ρs)e^-ρ - (ρ²-ρ+1)t`` times
+    ``e^-|ρ|`` (no overflow; the same sign)."""
+    if rho >= 0:
+        return ((rho - 1) * r + s) - (r - rho * s) * np.exp(-2 * rho) - (
+            rho * rho - rho + 1) * t * np.exp(-rho)
+    return ((rho - 1) * r + s) * np.exp(2 * rho) - (r - rho * s) - (
+        rho * rho - rho + 1) * t * np.exp(rho)
+
+
+def _exp_root(r: float, s: float, t: float) -> tuple[float, float, float]:
+    """``(ρ, y, λ)`` of the projection in the smooth region: ``P = y(ρ, 1, e^ρ)``, residual
+    ``λ(e^ρ, (1-ρ)e^ρ, -1)`` (Friberg 2021). The root is bracketed where ``y > 0`` and
+    ``λ > 0``, on a log scale in ``η = r - ρs`` where ``s > 0`` and else in ``ε = (ρ-1)r + s``,
+    so that ρ keeps its digits however small ``r`` or ``s`` is."""
+    lo, hi = -745.0, 709.0
+    if s <= 0:  # then r > 0
+        def rho_of(le):
+            return 1 + (np.exp(le) - s) / r
+
+        def f(le):
+            return _exp_scaled(rho_of(le), r, s, t)
+    else:
+        def rho_of(le):
+            return (r - np.exp(le)) / s
+        if r > 0:  # y > 0 needs η < (r² - rs + s²)/r
+            hi = float(np.log((r * r - r * s + s * s) / r))
+
+        def f(le):
+            return -_exp_scaled(rho_of(le), r, s, t)
+    le = _bisect(f, lo, hi)
+    rho = rho_of(le)
+    q = rho * rho - rho + 1
+    eps, eta = (np.exp(le), r - rho * s) if s <= 0 else ((rho - 1) * r + s, np.exp(le))
+    return float(rho), float(eps / q), float(eta * np.exp(-rho) / q)
+
+
+def _exp_smooth(rho: float, y: float, lam: float) -> np.ndarray:
+    """The Jacobian in the smooth region: implicit differentiation of
+    ``v = y(ρ, 1, e^ρ) + λ(e^ρ, (1-ρ)e^ρ, -1)`` in ``(y, ρ, λ)``. Columns are scaled by
+    ``e^-ρ`` where ``e^ρ`` is large (the map ``[∂P/∂y, ∂P/∂ρ, 0] M⁻¹`` does not change)."""
+    e = np.exp(min(rho, 700.0))
+    a = np.array([rho, 1.0, e])
+    b = y * np.array([1.0, 0.0, e])
+    n = np.array([e, (1 - rho) * e, -1.0])
+    dn = lam * np.array([e, -rho * e, 0.0])
+    c = 1.0 / max(1.0, e)
+    M = np.stack([a * c, (b + dn) * c, n * c], axis=1)
+    P = np.stack([a * c, b * c, np.zeros(3)], axis=1)
+    return _sym3(P @ np.linalg.inv(M))
+
+
+def _exp_params(x: np.ndarray, on_cone: bool, on_polar: bool) -> tuple[float, float, float]:
+    r, s, t = (float(v) for v in x)
+    if on_cone:  # on the cone's curved boundary: λ = 0
+        return r / s, s, 0.0
+    if on_polar:  # on the polar's curved boundary: y = 0
+        rho = 1 - s / r
+        return rho, 0.0, r * float(np.exp(-rho))
+    return _exp_root(r, s, t)
+
+
+@np.errstate(over="ignore")  # s e^(r/s) = inf compares right: that point is outside the cone
+def _exp_value(x: np.ndarray) -> np.ndarray:
+    r, s, t = (float(v) for v in x)
+    if (s > 0 and s * np.exp(r / s) <= t) or (s == 0 and r <= 0 and t >= 0):
+        return x.copy()
+    if (r > 0 and r * np.exp(s / r) <= -E * t) or (r == 0 and s <= 0 and t <= 0):
+        return np.zeros_like(x)
+    if r <= 0 and s <= 0:
+        return np.array([r, 0.0, max(t, 0.0)], dtype=x.dtype)
+    rho, y, lam = _exp_root(r, s, t)
+    return np.array([y * rho, y, t + lam], dtype=x.dtype)  # y e^ρ = t + λ, without overflow
+
+
+DIAG = {key: np.diag(np.array(key, dtype=float)) for key in
+        [(1, 0, 1), (1, 0, 0), (0, 0, 1), (1, 1, 0), (0, 1, 1), (0, 1, 0), (1, 0, 0)]}
+
+
+@np.errstate(over="ignore")  # an infinite s e^(r/s) or r e^(s/r) only decides a side
+def exp_jacobian(x: np.ndarray, dx, signs: np.ndarray, depth: int = 0) -> np.ndarray:
+    """The limiting Jacobian of the exponential cone's projection at ``x`` along the ray.
+
+    ``signs`` are the signs of ``(r, s, t)`` along the ray (0: the coordinate stays 0, the
+    side "inside the set" is taken). The regions: the cone (I), its polar (0), the face
+    ``r < 0, s < 0`` (``P = (r, 0, max(t, 0))``) and the smooth region between; on its
+    boundary the smooth region's Jacobian has the limits named case by case below.
+    """
+    r, s, t = (float(v) for v in x)
+    sr, ss, st = (int(v) for v in signs)
+    scale = max(abs(r), abs(s), abs(t))
+    if scale == 0:  # the apex: P is positively homogeneous, so J(0; d) = J(d; d)
+        d = np.asarray(dx(), dtype=float).reshape(3)
+        if depth or vnorm(d) == 0:
+            return np.eye(3)
+        record_tie_decision("tolerance", 1)
+        return exp_jacobian(d, lambda: d, np.sign(d).astype(int), depth + 1)
+
+    def face(t_sign):  # P = (r, 0, max(t, 0)): t decides along the ray
+        return DIAG[(1, 0, 1)] if t_sign >= 0 else DIAG[(1, 0, 0)]
+
+    def smooth(on_cone=False, on_polar=False):
+        return _exp_smooth(*_exp_params(x, on_cone, on_polar))
+
+    if s > 0:
+        ex = float(np.exp(r / s))
+        h_cone = _curved_sign(s * ex - t, np.array([ex, ex * (1 - r / s), -1.0]), x, dx, scale)
+        if h_cone <= 0:
+            return np.eye(3)
+        if r > 0:
+            ep = float(np.exp(s / r))
+            h_polar = _curved_sign(r * ep + E * t, np.array([ep * (1 - s / r), ep, E]), x, dx,
+                                   scale)
+            if h_polar <= 0:
+                return np.zeros((3, 3))
+            if abs(r * ep + E * t) <= tie_tolerance(3, scale):
+                return _rank_one_cone(np.array([1 - s / r, 1.0, np.exp(1 - s / r)]))
+        if abs(s * ex - t) <= tie_tolerance(3, scale):
+            return _tangent_cone_map(np.array([ex, ex * (1 - r / s), -1.0]))
+        return smooth()
+    if r > 0:  # s <= 0: outside the cone; the polar or the smooth region
+        ep = float(np.exp(s / r))
+        h_polar = _curved_sign(r * ep + E * t, np.array([ep * (1 - s / r), ep, E]), x, dx,
+                               scale)
+        if h_polar <= 0:
+            return np.zeros((3, 3))
+        if abs(r * ep + E * t) <= tie_tolerance(3, scale):
+            return _rank_one_cone(np.array([1 - s / r, 1.0, np.exp(1 - s / r)]))
+        return smooth()
+    # r <= 0 and s <= 0 from here on
+    t_side = int(np.sign(t)) if t else st
+    if s < 0 and r < 0:
+        return face(t_side)
+    if s < 0:  # r = 0: the face (r < 0), or r > 0 where the polar (t < 0) or the smooth
+        if sr < 0:  # region meets the edge (0, 0, t): its Jacobian tends to diag(0, 0, 1)
+            return face(t_side)
+        return DIAG[(0, 0, 1)] if t_side >= 0 else np.zeros((3, 3))
+    if r < 0:  # s = 0: the face (s < 0), the cone (t >= 0) or, for t < 0, the smooth
+        if ss < 0:  # region along the edge (r, 0, 0): diag(1, 1, 0) there
+            return face(t_side)
+        return np.eye(3) if t_side > 0 or (t_side == 0 and ss == 0) else DIAG[(1, 1, 0)]
+    # r = s = 0, t != 0: the edges (0, 0, t) of the cone (t > 0) and of the polar (t < 0)
+    if t > 0:
+        if ss > 0 or (ss == 0 and sr <= 0):
+            return np.eye(3)
+        return DIAG[(1, 0, 1)]  # the face (r < 0) or the smooth region's limit (r > 0)
+    if sr > 0 or (sr == 0 and ss <= 0):
+        return np.zeros((3, 3))
+    if sr == 0:
+        raise UnsupportedError(
+            "projections.exp_cone at (0, 0, t < 0) with r held at 0 and s moving up: this "
+            "limit of the smooth region is not derived; perturb r or use another direction")
+    return DIAG[(1, 0, 0)]  # the edge of the face (s < 0) or the smooth region's limit
+
+
+exp_cone_p = Primitive("proj_exp_cone", lambda x: _exp_value(_cone3(x, "exp_cone")))
+
+
+@exp_cone_p.defrule
+def exp_cone_rule(xs, dxs):
+    x = _cone3(xs[0], "exp_cone")
+    signs = ray_compare(x, dxs[0], 0.0)
+    J = exp_jacobian(x, dxs[0], signs)
+    return _exp_value(x), Dense(J.astype(x.dtype), x.shape, x.shape)
+
+
+exp_cone_dual_p = Primitive("proj_exp_cone_dual",
+                            lambda x: _cone3(x, "exp_cone_dual") + _exp_value(-_cone3(x, "")))
+
+
+@exp_cone_dual_p.defrule
+def exp_cone_dual_rule(xs, dxs):
+    """Moreau: ``P_K*(x) = x + P_K(-x)``; the ray of ``-x`` is ``-d``."""
+    x = _cone3(xs[0], "exp_cone_dual")
+    signs = -ray_compare(x, dxs[0], 0.0)
+    J = exp_jacobian(-x, lambda: -np.asarray(dxs[0](), dtype=float), signs)
+    return x + _exp_value(-x), Dense((np.eye(3) - J).astype(x.dtype), x.shape, x.shape)
+
+
+def _pow_root(x: float, y: float, z: float, alpha: float) -> tuple[float, float, float]:
+    """``(X, Y, r)`` of the power cone's projection ``(X, Y, sign(z) r)`` in the smooth
+    region (Hien 2015): ``X = (x + √(x² + 4αr(|z| - r)))/2``, ``Y`` likewise with ``1 - α``,
+    and ``r ∈ (0, |z|)`` the root of ``X^α Y^(1-α) - r`` (decreasing), by bisection."""
+    a = abs(z)
+
+    def root_of(u, g):  # (u + √(u² + g))/2, without cancellation where u < 0
+        s = np.sqrt(u * u + g)
+        return 0.5 * (u + s) if u >= 0 else 0.5 * g / (s - u)
+
+    def xy(r):
+        g = r * (a - r)
+        return root_of(x, 4 * alpha * g), root_of(y, 4 * (1 - alpha) * g)
+
+    def f(r):
+        X, Y = xy(r)
+        return r - X ** alpha * Y ** (1 - alpha)
+
+    r = _bisect(f, 0.0, a)
+    X, Y = xy(r)
+    return float(X), float(Y), float(r)
+
+
+def _pow_smooth(X: float, Y: float, r: float, mu: float, alpha: float) -> np.ndarray:
+    """The Jacobian in the smooth region (``z > 0``), from the KKT system of
+    ``min ½|p - v|²`` s.t. ``g(p) = p_z - p_x^α p_y^(1-α) <= 0``: with ``H = I + μ∇²g``,
+    ``J = H⁻¹ - H⁻¹∇g (∇gᵀH⁻¹∇g)⁻¹ ∇gᵀH⁻¹``."""
+    g = np.array([-alpha * r / X, -(1 - alpha) * r / Y, 1.0])
+    c = alpha * (1 - alpha) * r
+    hess = c * np.array([[1 / X**2, -1 / (X * Y), 0.0], [-1 / (X * Y), 1 / Y**2, 0.0],
+                         [0.0, 0.0, 0.0]])  # ∇²g = -∇²(p_x^α p_y^(1-α))
+    Hi = np.linalg.inv(np.eye(3) + mu * hess)
+    Hg = Hi @ g
+    return _sym3(Hi - np.outer(Hg, Hg) / float(g @ Hg))
+
+
+def _pow_value(v: np.ndarray, alpha: float) -> np.ndarray:
+    x, y, z = (float(e) for e in v)
+    if x >= 0 and y >= 0 and x**alpha * y**(1 - alpha) >= abs(z):
+        return v.copy()
+    if x <= 0 and y <= 0 and (-x / alpha)**alpha * (-y / (1 - alpha))**(1 - alpha) >= abs(z):
+        return np.zeros_like(v)
+    if z == 0:
+        return np.array([max(x, 0.0), max(y, 0.0), 0.0], dtype=v.dtype)
+    X, Y, r = _pow_root(x, y, z, alpha)
+    return np.array([X, Y, np.copysign(r, z)], dtype=v.dtype)
+
+
+def _edge_slope(near: float, far: float, alpha: float) -> float:
+    """``lim ∂P_z/∂z`` at ``(x > 0, y < 0, 0)`` (``near = x``, ``far = |y|``, exponent α),
+    where the projection lands on the edge ``(x, 0, 0)``: the cross-section ``y =
+    (|z|/x^α)^(1/(1-α))`` has curvature 0 (α > ½), ``2/x`` (α = ½) or ∞ (α < ½) there, and
+    the slope along a curve of curvature κ at distance ``|y|`` is ``1/(1 + κ|y|)``."""
+    if alpha > 0.5:
+        return 1.0
+    if alpha < 0.5:
+        return 0.0
+    return near / (near + 2 * far)
+
+
+def pow_jacobian(v: np.ndarray, dx, signs: np.ndarray, alpha: float,
+                 depth: int = 0) -> np.ndarray:
+    """The limiting Jacobian of the power cone's projection at ``v`` along the ray.
+
+    Regions: the cone (I), its polar (0), the plane ``z = 0`` outside both (``P = (x⁺, y⁺,
+    0)``) and the smooth region. ``z < 0`` is the mirror image of ``z > 0``. On the curved
+    boundaries the smooth Jacobian tends to the tangent projection (leaving the cone) or to
+    the rank-one map onto the generator orthogonal to ``v`` (leaving the polar); at the
+    cone's edges ``(x, 0, 0)``, ``(0, y, 0)`` a ray leaving the cone meets the surface where
+    its curvature times the distance vanishes, so the limit is the projection onto the
+    edge's tangent plane ``diag(1, 0, 1)``, ``diag(0, 1, 1)``; the polar's edges likewise.
+    """
+    x, y, z = (float(e) for e in v)
+    sx, sy, sz = (int(e) for e in signs)
+    scale = max(abs(x), abs(y), abs(z))
+    if scale == 0:  # the apex: homogeneous, J(0; d) = J(d; d)
+        d = np.asarray(dx(), dtype=float).reshape(3)
+        if depth or vnorm(d) == 0:
+            return np.eye(3)
+        record_tie_decision("tolerance", 1)
+        return pow_jacobian(d, lambda: d, np.sign(d).astype(int), alpha, depth + 1)
+    if z < 0 or (z == 0 and sz < 0):  # mirror z -> -z
+        S = np.diag([1.0, 1.0, -1.0])
+        return S @ pow_jacobian(S @ v, lambda: S @ np.asarray(dx(), dtype=float).reshape(3),
+                                signs * np.array([1, 1, -1]), alpha, depth) @ S
+    if z > 0:
+        tol = tie_tolerance(3, scale)
+        if x > 0 and y > 0:
+            phi = x**alpha * y**(1 - alpha)
+            grad = np.array([alpha * phi / x, (1 - alpha) * phi / y, -1.0])
+            if _curved_sign(phi - z, grad, v, dx, scale) >= 0:
+                return np.eye(3)
+            if abs(phi - z) <= tol:
+                return _tangent_cone_map(grad)
+        if x < 0 and y < 0:
+            a, b = -x, -y
+            psi = (a / alpha)**alpha * (b / (1 - alpha))**(1 - alpha)
+            grad = np.array([-alpha * psi / a, -(1 - alpha) * psi / b, -1.0])
+            if _curved_sign(psi - z, grad, v, dx, scale) >= 0:
+                return np.zeros((3, 3))
+            if abs(psi - z) <= tol:  # the generator of the cone orthogonal to v
+                gx, gy = alpha / a, (1 - alpha) / b
+                return _rank_one_cone(np.array([gx, gy, gx**alpha * gy**(1 - alpha)]))
+        X, Y, r = _pow_root(x, y, z, alpha)
+        return _pow_smooth(X, Y, r, z - r, alpha)
+    # z = 0 and the ray keeps z >= 0 (sz = 0: z stays 0, its column is never read)
+    if x > 0 and y > 0:
+        return np.eye(3)
+    if x < 0 and y < 0:
+        return np.zeros((3, 3))
+    if x > 0 and y < 0:
+        return np.diag([1.0, 0.0, _edge_slope(x, -y, alpha)])
+    if x < 0 and y > 0:
+        return np.diag([0.0, 1.0, _edge_slope(y, -x, 1 - alpha)])
+    if y > 0:  # x = 0: the cone's edge (0, y, 0)
+        return np.eye(3) if sx > 0 else DIAG[(0, 1, 1)]
+    if x > 0:  # y = 0: the cone's edge (x, 0, 0)
+        return np.eye(3) if sy > 0 else np.diag([1.0, 0.0, 1.0])
+    if y < 0:  # x = 0: the polar's edge (0, y, 0)
+        return np.zeros((3, 3)) if sx < 0 else np.diag([1.0, 0.0, 0.0])
+    return np.zeros((3, 3)) if sy < 0 else DIAG[(0, 1, 0)]  # the polar's edge (x < 0, 0, 0)
+
+
+def _pow_dual_value(v: np.ndarray, alpha: float) -> np.ndarray:
+    return v + _pow_value(-v, alpha)
+
+
+power_cone_p = Primitive(
+    "proj_power_cone",
+    lambda x, alpha: _pow_value(_cone3(x, "power_cone"), _alpha(alpha, "power_cone")))
+
+
+@power_cone_p.defrule
+def power_cone_rule(xs, dxs):
+    x, alpha = _cone3(xs[0], "power_cone"), _alpha(xs[1], "power_cone")
+    _static("power_cone", dxs[1:], ("alpha",))
+    J = pow_jacobian(x, dxs[0], ray_compare(x, dxs[0], 0.0), alpha)
+    return _pow_value(x, alpha), FanIn(Dense(J.astype(x.dtype), x.shape, x.shape), None)
+
+
+power_cone_dual_p = Primitive(
+    "proj_power_cone_dual",
+    lambda x, alpha: _pow_dual_value(_cone3(x, "power_cone_dual"),
+                                     _alpha(alpha, "power_cone_dual")))
+
+
+@power_cone_dual_p.defrule
+def power_cone_dual_rule(xs, dxs):
+    """Moreau: ``P_K*(x) = x + P_K(-x)``; the ray of ``-x`` is ``-d``."""
+    x, alpha = _cone3(xs[0], "power_cone_dual"), _alpha(xs[1], "power_cone_dual")
+    _static("power_cone_dual", dxs[1:], ("alpha",))
+    J = pow_jacobian(-x, lambda: -np.asarray(dxs[0](), dtype=float),
+                     -ray_compare(x, dxs[0], 0.0), alpha)
+    return _pow_dual_value(x, alpha), FanIn(Dense((np.eye(3) - J).astype(x.dtype), x.shape,
+                                                  x.shape), None)
+
+
+def exp_cone(x):
+    """Projection onto the exponential cone ``{(r, s, t) : s e^(r/s) <= t, s > 0}`` (closed;
+    MathOptInterface's ``ExponentialCone`` order).
+
+    >>> import numpy as np, asd
+    >>> asd.projections.exp_cone(np.array([-1.0, -1.0, 2.0]))  # the face s = 0
+    array([-1.,  0.,  2.])
+    >>> asd.jacobian(asd.projections.exp_cone, direction=np.array([0.0, -1.0, 0.0]))(
+    ...     np.array([-1.0, 0.0, 2.0]))
+    array([[1., 0., 0.],
+           [0., 0., 0.],
+           [0., 0., 1.]])
+    """
+    return exp_cone_p(x)
+
+
+def exp_cone_dual(x):
+    """Projection onto the dual exponential cone ``{(u, v, w) : -u e^(v/u) <= e w, u < 0}``
+    (closed; ``DualExponentialCone``)."""
+    return exp_cone_dual_p(x)
+
+
+def power_cone(x, alpha):
+    """Projection onto the power cone ``{(x, y, z) : x^α y^(1-α) >= |z|, x, y >= 0}``
+    (``PowerCone(α)``, ``0 < α < 1``; α is a constant).
+
+    >>> import numpy as np, asd
+    >>> asd.projections.power_cone(np.array([1.0, 1.0, 2.0]), 0.5)
+    array([1.33333333, 1.33333333, 1.33333333])
+    """
+    return power_cone_p(x, alpha)
+
+
+def power_cone_dual(x, alpha):
+    """Projection onto the dual power cone ``{(u, v, w) : (u/α)^α (v/(1-α))^(1-α) >= |w|,
+    u, v >= 0}`` (``DualPowerCone(α)``)."""
+    return power_cone_dual_p(x, alpha)
+
+
+__all__ = [*__all__, "exp_cone", "exp_cone_dual", "power_cone", "power_cone_dual"]

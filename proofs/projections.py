@@ -102,6 +102,15 @@ PROOFS = [
     proof(P.psd_p, P.psd, np.diag([1.0, 0.0])),
     proof(P.nuclear_ball_p, lambda X: P.nuclear_ball(X, 1.0), np.diag([1.0, 0.5])),
     proof(P.distance_p, lambda x: P.distance(x, "nonneg"), X3),
+    # the cones of MathOptInterface: curved boundaries, faces, the smooth region
+    proof(P.exp_cone_p, P.exp_cone, np.array([0.0, 1.0, 1.0]), np.array([-1.0, 0.0, 2.0]),
+          np.array([1.0, 1.0, 1.0])),
+    proof(P.exp_cone_dual_p, P.exp_cone_dual, np.array([-1.0, -1.0, 1.0]),
+          np.array([0.0, 1.0, 1.0])),
+    proof(P.power_cone_p, lambda x: P.power_cone(x, 0.5), np.array([1.0, 4.0, 2.0]),
+          np.array([1.0, -1.0, 0.0]), np.array([-1.0, -1.0, 2.0])),
+    proof(P.power_cone_dual_p, lambda x: P.power_cone_dual(x, 0.3),
+          np.array([1.0, 2.0, 0.5]), np.array([-1.0, 1.0, 1.0])),
 ]
 
 __all__ = ["PROOFS"]

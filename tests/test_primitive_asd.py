@@ -124,6 +124,10 @@ CASES: dict[str, tuple[tuple, dict, object]] = {
     "nuclear_ball": ((np.diag([1.0, 0.0]),), {}, DM), "psd": ((np.diag([1.0, 0.0]),), {}, DM),
     "rsoc": ((np.array([1.0, 1.0, np.sqrt(2.0)]),), {}, V3),
     "soc": ((np.array([1.0, 1.0, 0.0]),), {}, V3),
+    "exp_cone": ((np.array([0.0, 1.0, 1.0]),), {}, V3),
+    "exp_cone_dual": ((np.array([-1.0, 0.0, 2.0]),), {}, V3),
+    "power_cone": ((np.array([1.0, 4.0, 2.0]),), {"alpha": 0.5}, V3),
+    "power_cone_dual": ((np.array([1.0, -1.0, 0.0]),), {"alpha": 0.5}, V3),
     "simplex": ((np.array([0.5, 0.5, 0.0]),), {}, V3),
     "standard_simplex": ((np.array([0.5, 0.5, 0.0]),), {}, V3),
     # spectral: on repeated eigenvalues

@@ -76,7 +76,8 @@ def prove_library(console: Console, family: str | None = None, as_markdown: bool
     table = Table(title="asd prove: certificates of the library primitives", show_lines=False)
     for col in ("family", "primitive", "constraints", "CQ", "continuity", "gradient check",
                 "ok"):
-        table.add_column(col, overflow="fold")
+        # a primitive's name is what users grep for: never split it across lines
+        table.add_column(col, overflow="fold", no_wrap=col == "primitive")
     for r in rows:
         table.add_row(r.family, r.primitive, _short(r.constraints), _style(r.cq),
                       _style(r.continuity), _style(r.gradient),
