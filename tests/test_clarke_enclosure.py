@@ -212,12 +212,23 @@ def test_not_regular_is_not_called_exact():
 
 
 def test_unknown_ties_make_the_enclosure_unbounded_and_say_why():
-    s = asd.clarke(lambda x: np.sort(x) @ np.array([1.0, 2.0]), seed=0)(np.zeros(2))
-    assert s.enclosure.unbounded and "sort" in s.enclosure.unbounded[0]
+    s = asd.clarke(lambda x: np.linalg.eigvalsh(np.diag(x)) @ np.array([1.0, 2.0]),
+                   seed=0)(np.zeros(2))
+    assert s.enclosure.unbounded and "eigvalsh" in s.enclosure.unbounded[0]
     m = s.contains(np.array([10.0, 10.0]))
     assert m == "undetermined" and "unbounded" in m.settle
     assert s.stationarity.lower == 0.0
 
+
+
+def test_inside_is_not_called_for_a_point_within_the_lp_tolerance():
+    """The hull of {(0, 0), (0, 6)} and g = (5.5e-7, 9.3e-3): 9e-8 away once scaled, below
+    HiGHS's feasibility tolerance, so its optimum read 0 and ``contains`` said inside (found
+    by the relu battery). The distance is now what the LP's weights achieve."""
+    s = asd.clarke(lambda z: 3 * asd.relu(2 * z[1]), n=64, seed=0)(np.zeros(2))
+    g = np.array([5.52530791e-07, 9.26058223e-03])
+    assert s.distance(g) == pytest.approx(5.52530791e-07, rel=1e-9)
+    assert s.contains(g) == "outside"
 
 # ----- the hypothesis battery -----
 
@@ -307,3 +318,105 @@ def test_battery_epsilon_samples_hold_only_pieces_active_in_the_ball(case, eps):
         assert np.max(V @ d) <= enc.support(d)[0] + 1e-9 * np.abs(d).sum()
     true = min_norm(V)
     assert s.stationarity.lower <= true + 1e-9 <= s.stationarity.upper + 2e-9
+
+
+# ----- order primitives: sort, topk_sum, max_pool (issue 26: the hull of tied candidates) -----
+
+def ordered_pieces(A: np.ndarray, y: np.ndarray, groups: list[np.ndarray]):
+    """Every way the tied groups of ``y = A x + b`` can be ordered near ``x`` (each group a
+    permutation, listed smallest first), kept where the open cone of directions giving it
+    is nonempty (LP). Pairs with equal rows of ``A`` stay tied near ``x``: no constraint."""
+    for perms in itertools.product(*(itertools.permutations(g) for g in groups)):
+        rows = [A[b] - A[a] for p in perms for a, b in itertools.pairwise(p)
+                if np.any(A[b] != A[a])]
+        if realizable(np.asarray(rows).reshape(-1, A.shape[1]), np.ones(len(rows))):
+            yield perms
+
+
+def sorted_clarke(A, b, c, x) -> np.ndarray:
+    """Vertices of the exact Clarke set of ``c · sort(A x + b)`` at ``x``: each realizable
+    order of the tied values is a piece with gradient ``Σ_j c_j A[order_j]``."""
+    y = A @ x + b
+    base = np.argsort(y, kind="stable")
+    groups = [base[y[base] == v] for v in np.unique(y) if np.count_nonzero(y == v) > 1]
+    out = []
+    for perms in ordered_pieces(A, y, groups):
+        order = base.copy()
+        for g, p in zip(groups, perms, strict=True):
+            order[np.isin(base, g)] = p
+        out.append(c @ A[order])
+    return np.unique(np.round(np.asarray(out), 12), axis=0)
+
+
+def pooled_clarke(A, b, w, windows, x) -> np.ndarray:
+    """Vertices of the exact Clarke set of ``Σ_k w_k max(y[windows_k])``, ``y = A x + b``:
+    a choice of maximizer per window is a piece where some direction makes each chosen entry
+    strictly above the other tied entries of its window (one LP for all windows: they
+    overlap)."""
+    y = A @ x + b
+    tied = [win[y[win] == y[win].max()] for win in windows]
+    out = []
+    for pick in itertools.product(*tied):
+        rows = [A[p] - A[q] for p, win in zip(pick, tied, strict=True) for q in win
+                if np.any(A[p] != A[q])]
+        if realizable(np.asarray(rows).reshape(-1, A.shape[1]), np.ones(len(rows))):
+            out.append(sum(wk * A[p] for wk, p in zip(w, pick, strict=True)))
+    return np.unique(np.round(np.asarray(out), 12), axis=0)
+
+
+@st.composite
+def tied_affine_maps(draw, n: int):
+    """``A x + b`` with ``n`` small-integer rows whose values at ``x = 0`` are drawn from
+    {0, 1}: ties in groups of up to ``n``, rows sometimes equal (ties that persist)."""
+    d = draw(st.integers(1, 3))
+    ints = st.integers(-2, 2).map(float)
+    A = np.array(draw(st.lists(st.lists(ints, min_size=d, max_size=d), min_size=n,
+                               max_size=n)))
+    b = np.array(draw(st.lists(st.sampled_from([0.0, 0.0, 1.0]), min_size=n, max_size=n)))
+    return A, b, np.zeros(d), draw(st.integers(0, 2**16))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(tied_affine_maps(4), st.lists(st.integers(-2, 2).map(float), min_size=4, max_size=4))
+def test_battery_sort(case, c):
+    A, b, x, seed = case
+    c = np.asarray(c)
+    V = sorted_clarke(A, b, c, x)
+    s = asd.clarke(lambda z: np.sort(A @ z + b) @ c, n=64, seed=seed)(x)
+    check_sides(s, V, np.random.default_rng(seed))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(tied_affine_maps(5), st.integers(1, 4))
+def test_battery_topk_sum(case, k):
+    A, b, x, seed = case
+    c = (np.arange(5) >= 5 - k).astype(float)           # the k largest: the last k sorted
+    V = sorted_clarke(A, b, c, x)
+    s = asd.clarke(lambda z: asd.topk_sum(A @ z + b, k), n=64, seed=seed)(x)
+    counts = check_sides(s, V, np.random.default_rng(seed))
+    if s.enclosure.exact:                                 # convex: exact where one copy
+        assert counts["undetermined"] == 0
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(tied_affine_maps(6), st.lists(st.integers(0, 2).map(float), min_size=2, max_size=2))
+def test_battery_max_pool_overlapping_windows(case, w):
+    """``y`` as a 2 x 3 image, 2 x 2 windows at stride 1: two windows sharing a column."""
+    A, b, x, seed = case
+    w = np.asarray(w)
+    windows = [np.array([0, 1, 3, 4]), np.array([1, 2, 4, 5])]
+    V = pooled_clarke(A, b, w, windows, x)
+    s = asd.clarke(lambda z: asd.max_pool2d((A @ z + b).reshape(1, 1, 2, 3), 2, stride=1)
+                   .ravel() @ w, n=64, seed=seed)(x)
+    assert s.enclosure.exact                              # nonnegative sum of maxima: regular
+    counts = check_sides(s, V, np.random.default_rng(seed))
+    assert counts["undetermined"] == 0
+
+
+def test_sort_at_a_full_tie_certifies_outside_by_the_sum():
+    """``2 sort(x)_1 + sort(x)_0`` at 0: every element sums to 3, so 0 is certified outside
+    (the hull of the permutations of (1, 2, 0) does not reach it) and the centroid inside."""
+    s = asd.clarke(lambda x: 2 * np.sort(x)[1] + np.sort(x)[0], seed=0)(np.zeros(3))
+    assert s.contains(np.zeros(3)) == "outside"
+    assert s.contains(np.ones(3)) == "inside"
+    assert s.stationarity.lower == pytest.approx(np.sqrt(3.0), rel=1e-9)

@@ -324,10 +324,9 @@ class ClarkeSample:
     def distance(self, g) -> float:
         """The max-norm distance from ``g`` to the hull of the sampled gradients.
 
-        The LP ``min t  s.t.  λ >= 0, Σλ = 1, -t <= Gλ - g <= t``, solved by HiGHS. Asking
-        HiGHS for the distance rather than for the feasibility of ``|Gλ - g| <= tol`` keeps
-        the answer right when ``tol`` is below its own feasibility tolerance (1e-7): a
-        thin feasible region is an optimization problem's optimum, not a presolve verdict.
+        The LP ``min t  s.t.  λ >= 0, Σλ = 1, -t <= Gλ - g <= t``, solved by HiGHS, whose
+        weights' distance is recomputed in float64: an upper bound, never below the true
+        distance by HiGHS's feasibility tolerance (1e-7), so ``inside`` stays proven.
 
         >>> import asd
         >>> float(asd.clarke(asd.abs, n=8, seed=0)(0.0).distance(1.5))
@@ -351,7 +350,12 @@ class ClarkeSample:
         if res.status != 0:
             raise ASDError(f"the hull distance LP did not finish: {res.message} (HiGHS "
                            f"status {res.status})")
-        return float(res.fun) * scale
+        # HiGHS meets its constraints to 1e-7 only, so its optimum can read 0 for a point
+        # 1e-7 away: the distance is what its weights achieve, recomputed here (an upper
+        # bound on the true distance, so `contains` never calls a point inside that is not)
+        lam = np.clip(res.x[:m], 0.0, None)
+        lam = lam / lam.sum()
+        return float(np.max(np.abs(G @ lam - g), initial=0.0)) * scale
 
     def min_norm(self) -> np.ndarray:
         """The minimum-norm element of the inner hull, shaped like one gradient.

@@ -255,6 +255,110 @@ def pnorm_jacobian(node, xs, ans) -> TieJacobian | None:
                        cat(vert), np.zeros(len(comp_), int), cat(index), cat(coef), True)
 
 
+def _hulls(entries: np.ndarray, members: np.ndarray, lo: np.ndarray, counts: np.ndarray,
+           regular: bool) -> TieJacobian:
+    """One component per tied entry ``entries[i]``: the hull of the unit vectors of the input
+    entries ``members[lo[i] : lo[i] + counts[i]]``."""
+    order = np.argsort(entries, kind="stable")
+    entries, lo, counts = entries[order], lo[order], counts[order]
+    comp = np.repeat(np.arange(len(entries)), counts)
+    vert = np.arange(len(comp)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return TieJacobian(entries, entries, counts, comp, vert, np.zeros(len(comp), int),
+                       members[np.repeat(lo, counts) + vert], np.ones(len(comp)), regular)
+
+
+def _rows_along(x: np.ndarray, axis: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``x`` as rows along ``axis`` (None: one row, flattened) and the flat index in ``x`` of
+    each row entry; row-major over the other axes, the order of a reduction's output."""
+    idx = np.arange(x.size).reshape(x.shape)
+    if axis is None:
+        return x.reshape(1, -1), idx.reshape(1, -1)
+    n = x.shape[axis]
+    return np.moveaxis(x, axis, -1).reshape(-1, n), np.moveaxis(idx, axis, -1).reshape(-1, n)
+
+
+def sort_jacobian(node, xs, ans) -> TieJacobian:
+    """sort at equal entries: a block of ``m`` tied values can leave in any order, so the
+    block's Jacobian is the hull of its permutation matrices (the Birkhoff polytope). Each
+    output row of the block is given the hull of the block's unit vectors independently:
+    that holds every doubly stochastic matrix (an outer set, not exact). Not regular."""
+    rows, at = _rows_along(np.asarray(xs[0]), node.params["axis"])
+    order = np.argsort(rows, axis=-1, kind="stable")
+    s = np.take_along_axis(rows, order, axis=-1)
+    src = np.take_along_axis(at, order, axis=-1).ravel()
+    new = np.ones(rows.shape, bool)
+    new[:, 1:] = s[:, 1:] != s[:, :-1]
+    group = np.cumsum(new.ravel()) - 1
+    sizes, start = np.bincount(group), np.flatnonzero(new.ravel())
+    tied = np.flatnonzero(sizes[group] > 1)       # sorted position p: output entry at[p]
+    return _hulls(at.ravel()[tied], src, start[group[tied]], sizes[group[tied]], False)
+
+
+def max_pool_jacobian(node, xs, ans) -> TieJacobian:
+    """max_pool at a window whose maximum is shared: the hull of the tied entries' unit
+    vectors (padding copies of an edge entry are not candidates). Each window is a max of
+    linear functions: regular."""
+    from asd.library.order import _pool_padding, _pool_positions
+
+    x = np.asarray(xs[0])
+    window, stride, padding = (node.params[k] for k in ("window", "stride", "padding"))
+    spatial = x.shape[-len(window):]
+    positions, _ = _pool_positions(spatial, window, stride, padding)
+    valid = ~_pool_padding(spatial, window, stride, padding)
+    at = np.arange(x.size).reshape(x.shape)[(Ellipsis, *positions)]
+    vals = x[(Ellipsis, *positions)]
+    valid = np.broadcast_to(valid, vals.shape)
+    top = np.max(np.where(valid, vals, -np.inf), axis=-1, keepdims=True)
+    hit = (valid & (vals == top)).reshape(-1, vals.shape[-1])
+    counts = hit.sum(axis=1)
+    tied = np.flatnonzero(counts > 1)
+    members = at.reshape(hit.shape)[tied][hit[tied]]
+    return _hulls(tied, members, np.cumsum(counts[tied]) - counts[tied], counts[tied], True)
+
+
+def topk_sum_jacobian(node, xs, ans) -> TieJacobian:
+    """topk_sum where the k-th and (k+1)-th largest tie at ``t``: the row is 1 on the ``a``
+    entries above ``t`` and ``w`` on the ``m`` tied ones, ``w ∈ [0, 1]^m`` with ``Σw = k - a``
+    (a hypersimplex). Given as a fixed vertex plus ``r`` copies of the hull of ``±e_i``
+    (``r = k - a`` or ``m - (k - a)``, whichever is smaller): exact where ``r = 1``, an outer
+    set otherwise. The sum of the k largest is convex: regular where exact."""
+    k = node.params["k"]
+    rows, at = _rows_along(np.asarray(xs[0]), node.params["axis"])
+    n = rows.shape[1]
+    if k >= n:
+        return _hulls(*(np.zeros(0, int),) * 4, True)
+    s = -np.sort(-rows, axis=-1)
+    tied_rows = np.flatnonzero(s[:, k] == s[:, k - 1])
+    parts: list[tuple[int, np.ndarray, float]] = []  # (row, vertex entries, coefficient)
+    exact = True
+    for r in tied_rows:                                # per tied row, not per entry
+        t = s[r, k - 1]
+        above, group = at[r][rows[r] > t], at[r][rows[r] == t]
+        need, m = k - len(above), len(group)
+        take = need <= m - need                          # r copies of co{e_i}, else of co{-e_i}
+        fixed = above if take else np.concatenate([above, group])
+        copies = need if take else m - need
+        exact &= copies == 1
+        if len(fixed):
+            parts.append((r, fixed[None, :], 1.0))
+        parts.extend((r, group[:, None], 1.0 if take else -1.0) for _ in range(copies))
+    comp, vert, index, coef, entry_of, nverts = [], [], [], [], [], []
+    for c, (r, verts, sign) in enumerate(parts):
+        nv, width = verts.shape
+        comp.append(np.full(verts.size, c))
+        vert.append(np.repeat(np.arange(nv), width))
+        index.append(verts.ravel())
+        coef.append(np.full(verts.size, sign))
+        entry_of.append(r)
+        nverts.append(nv)
+    if not parts:
+        return _hulls(*(np.zeros(0, int),) * 4, True)
+    cat = np.concatenate
+    index_ = cat(index)
+    return TieJacobian(tied_rows, np.asarray(entry_of), np.asarray(nverts), cat(comp),
+                       cat(vert), np.zeros(len(index_), int), index_, cat(coef), bool(exact))
+
+
 TIE_JACOBIANS: dict[str, Callable] = {
     "relu": elementwise_jacobian, "abs": elementwise_jacobian,
     "leaky_relu": elementwise_jacobian, "relu6": elementwise_jacobian,
@@ -262,7 +366,8 @@ TIE_JACOBIANS: dict[str, Callable] = {
     "soft_threshold": elementwise_jacobian, "hinge": elementwise_jacobian,
     "huber": elementwise_jacobian, "elu": elementwise_jacobian,
     "maximum": pair_jacobian, "minimum": pair_jacobian,
-    "reduce_max": extreme_jacobian,
+    "reduce_max": extreme_jacobian, "max_pool": max_pool_jacobian,
+    "sort": sort_jacobian, "topk_sum": topk_sum_jacobian,
     "pnorm": pnorm_jacobian,
 }
 """Primitive name -> ``fn(node, xs, ans) -> TieJacobian | None``: the generalized Jacobian
