@@ -212,9 +212,9 @@ def test_not_regular_is_not_called_exact():
 
 
 def test_unknown_ties_make_the_enclosure_unbounded_and_say_why():
-    s = asd.clarke(lambda x: np.linalg.eigvalsh(np.diag(x)) @ np.array([1.0, 2.0]),
+    s = asd.clarke(lambda x: np.linalg.svd(np.diag(x), compute_uv=False) @ np.array([1.0, 2.0]),
                    seed=0)(np.zeros(2))
-    assert s.enclosure.unbounded and "eigvalsh" in s.enclosure.unbounded[0]
+    assert s.enclosure.unbounded and "svdvals" in s.enclosure.unbounded[0]
     m = s.contains(np.array([10.0, 10.0]))
     assert m == "undetermined" and "unbounded" in m.settle
     assert s.stationarity.lower == 0.0
@@ -420,3 +420,50 @@ def test_sort_at_a_full_tie_certifies_outside_by_the_sum():
     assert s.contains(np.zeros(3)) == "outside"
     assert s.contains(np.ones(3)) == "inside"
     assert s.stationarity.lower == pytest.approx(np.sqrt(3.0), rel=1e-9)
+
+
+@st.composite
+def repeated_eigenvalues(draw):
+    """``λ_k(D + Σ x_i B_i)`` at ``x = 0``: ``D`` diagonal with repeated entries (exact
+    eigenvalues, so the cluster is known), ``B_i`` small-integer symmetric matrices."""
+    n, d = 3, draw(st.integers(1, 3))
+    mu = np.sort(np.array(draw(st.lists(st.sampled_from([0.0, 0.0, 1.0]), min_size=n,
+                                        max_size=n))))
+    ints = st.integers(-2, 2).map(float)
+    B = [np.array(draw(st.lists(ints, min_size=n * n, max_size=n * n))).reshape(n, n)
+         for _ in range(d)]
+    B = [M + M.T for M in B]
+    return mu, B, draw(st.integers(0, n - 1)), draw(st.integers(0, 2**16))
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(repeated_eigenvalues())
+def test_battery_eigvalsh_at_a_repeated_eigenvalue(case):
+    """Every eigenvalue of a cluster with eigenspace basis ``U`` has the Clarke set
+    ``{(⟨B_i, U Z Uᵀ⟩)_i : Z ⪰ 0, tr Z = 1}``, whose support function is
+    ``h(d) = λ_max(Uᵀ B(d) U)`` (closed form, not asd): sampled gradients satisfy
+    ``d·g <= h(d)``, the enclosure's support is at least ``h(d)``, and every ``outside``
+    verdict's direction separates ``g`` from the true set."""
+    mu, B, k, seed = case
+    rng = np.random.default_rng(seed)
+    D = np.diag(mu)
+    s = asd.clarke(lambda x: asd.spectral.eigvalsh(D + sum(xi * Bi for xi, Bi in
+                                                        zip(x, B, strict=True)))[k],
+                   n=64, seed=seed)(np.zeros(len(B)))
+    U = np.eye(3)[:, mu == mu[k]]
+
+    def h(d):
+        return np.linalg.eigvalsh(U.T @ sum(di * Bi for di, Bi in zip(d, B, strict=True)) @ U)[-1]
+
+    enc = s.enclosure
+    assert not enc.unbounded
+    for _ in range(8):
+        d = rng.standard_normal(len(B))
+        assert enc.support(d)[0] >= h(d) - 1e-9 * np.abs(d).sum()          # true ⊆ outer
+        for g in np.asarray(s.gradients).reshape(len(s), -1):
+            assert g @ d <= h(d) + 1e-9 * np.abs(d).sum()                 # inner ⊆ true
+    for _ in range(12):
+        g = rng.standard_normal(len(B)) * rng.choice([0.1, 1.0, 5.0])
+        m = s.contains(g)
+        if m == "outside":
+            assert m.direction @ g - h(m.direction) >= m.margin - 1e-9      # truly outside

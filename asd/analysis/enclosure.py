@@ -45,6 +45,7 @@ derivative's range. Nodes it cannot range make the enclosure unbounded, with the
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -359,6 +360,53 @@ def topk_sum_jacobian(node, xs, ans) -> TieJacobian:
                        cat(vert), np.zeros(len(index_), int), index_, cat(coef), bool(exact))
 
 
+def eigvalsh_jacobian(node, xs, ans) -> TieJacobian:
+    """eigvalsh at a repeated eigenvalue: with ``U`` an orthonormal basis of its eigenspace
+    (``m`` eigenvalues), every eigenvalue of the cluster has the Clarke set
+    ``{U Z Uᵀ : Z ⪰ 0, tr Z = 1}`` (the limits of ``u uᵀ`` over unit ``u`` in the space; the
+    rule reads ``sym(X)``, so a symmetric ``M`` is also the row over ``X``'s entries). Given as
+    the hull of ``u_i u_iᵀ`` (``diag Z`` in the simplex) plus, per pair ``i < j``, the segment
+    ``±(u_i u_jᵀ + u_j u_iᵀ)/2`` (``|Z_ij| <= 1/2``): a polytope holding that spectraplex, an
+    outer set. Clusters are eigenvalues within eigh's rounding tolerance of each other."""
+    from asd.library.spectral import clusters, eigh_ties, sym
+
+    X = np.asarray(xs[0], dtype=float)
+    n = X.shape[-1]
+    lam, V, tol = eigh_ties(sym(X))
+    lam, V = lam.reshape(-1, n), V.reshape(-1, n, n)
+    tol = np.broadcast_to(np.asarray(tol, dtype=float), lam.shape[:1])
+    entries, entry_of, nverts, comp, vert, index, coef = [], [], [], [], [], [], []
+    square = np.arange(n * n)
+    c = 0
+    for b in range(len(lam)):                        # per matrix and cluster, not per entry
+        labels = clusters(lam[b], float(tol[b]))
+        for label in np.flatnonzero(np.bincount(labels) > 1):
+            members = np.flatnonzero(labels == label)
+            U = V[b][:, members]
+            diag = [np.outer(u, u).ravel() for u in U.T]
+            pairs = [(np.outer(U[:, i], U[:, j]) + np.outer(U[:, j], U[:, i])).ravel() / 2
+                     for i, j in itertools.combinations(range(len(members)), 2)]
+            for k in members:                        # every eigenvalue of the cluster
+                entries.append(b * n + k)
+                shapes = [diag] + [[p, -p] for p in pairs]
+                for verts in shapes:
+                    for v_i, row in enumerate(verts):
+                        comp.append(np.full(n * n, c))
+                        vert.append(np.full(n * n, v_i))
+                        index.append(b * n * n + square)
+                        coef.append(row)
+                    entry_of.append(b * n + k)
+                    nverts.append(len(verts))
+                    c += 1
+    if not entries:
+        return _hulls(*(np.zeros(0, int),) * 4, False)
+    cat = np.concatenate
+    index_ = cat(index)
+    return TieJacobian(np.asarray(entries), np.asarray(entry_of), np.asarray(nverts),
+                       cat(comp), cat(vert), np.zeros(len(index_), int), index_, cat(coef),
+                       False)
+
+
 TIE_JACOBIANS: dict[str, Callable] = {
     "relu": elementwise_jacobian, "abs": elementwise_jacobian,
     "leaky_relu": elementwise_jacobian, "relu6": elementwise_jacobian,
@@ -367,7 +415,7 @@ TIE_JACOBIANS: dict[str, Callable] = {
     "huber": elementwise_jacobian, "elu": elementwise_jacobian,
     "maximum": pair_jacobian, "minimum": pair_jacobian,
     "reduce_max": extreme_jacobian, "max_pool": max_pool_jacobian,
-    "sort": sort_jacobian, "topk_sum": topk_sum_jacobian,
+    "sort": sort_jacobian, "topk_sum": topk_sum_jacobian, "eigvalsh": eigvalsh_jacobian,
     "pnorm": pnorm_jacobian,
 }
 """Primitive name -> ``fn(node, xs, ans) -> TieJacobian | None``: the generalized Jacobian
