@@ -267,3 +267,49 @@ def test_torch_fast_paths_decide_as_the_general_rules(lib, kind, values, pool, m
                                       np.atleast_1d(b).view(np.uint8))
     assert fast[4:] == general[4:]
     assert any("max_pool" in t for t in fast[4])  # tied windows were met
+
+
+def layout_program(move: str, smooth):
+    def program(x):
+        h = asd.relu(smooth(x) - 0.5)
+        h = h.transpose(0, 1, 3, 2) if move == "transpose" else h.reshape(2, 1, 8, 8)
+        p = asd.max_pool2d(h, window=2)
+        return asd.numpy.sum(p * p)
+    return program
+
+
+def layout_sweep(lib, program, x, v):
+    conv, _ = LIBRARIES[lib]
+    r = asd.value_and_subgrad(program, direction=conv(v), full=True)(conv(x))
+    return host(r.value), host(r.subgradient), host(r.dini), [str(t) for t in r.ties]
+
+
+@pytest.mark.parametrize("move", ["transpose", "reshape"])
+@pytest.mark.parametrize("lib", ["numpy-float64", "torch-float32"])
+def test_dead_windows_behind_a_layout_change_need_no_exact_series(lib, move, monkeypatch):
+    """JAX's pooling transposes its input before the window reduction, so the pooled entries
+    are a transpose of the dead relus: still constant pieces. With a transcendental (tanh) in
+    the cone the exact-series fallback took minutes (equinox's CNN with a LayerNorm); now no
+    entry of the cone is evaluated on series."""
+    def no_series(*args, **kwargs):
+        raise AssertionError("a tied window was decided on exact series")
+
+    monkeypatch.setattr(ties, "_evaluate_cone", no_series)
+    got = layout_sweep(lib, layout_program(move, asd.numpy.tanh), planted((1, 2, 8, 8), 4,
+                       "normal"), direction((1, 2, 8, 8), "random", 7))
+    assert any("max_pool" in t for t in got[3])            # tied windows were met
+
+
+@pytest.mark.parametrize("move", ["transpose", "reshape"])
+@pytest.mark.parametrize("lib", ["numpy-float64", "torch-float32"])
+def test_dead_windows_behind_a_layout_change_decide_as_the_exact_series(lib, move,
+                                                                       monkeypatch):
+    program = layout_program(move, lambda x: x * x)
+    x, v = planted((1, 2, 8, 8), 4, "normal"), direction((1, 2, 8, 8), "random", 7)
+    fast = layout_sweep(lib, program, x, v)
+    monkeypatch.setattr(ties, "node_jet", no_jets)
+    monkeypatch.setattr(ties, "selected_constants", lambda *a: None)
+    exact = layout_sweep(lib, program, x, v)
+    for a, b in zip(fast[:3], exact[:3], strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert fast[3] == exact[3]

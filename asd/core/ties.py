@@ -53,7 +53,7 @@ import numpy as np
 from asd.core import backend
 from asd.core.jet import ORDER, Jet, JetMask, JetUnsupported, jet_sign
 from asd.core.jet import basis as jet_basis
-from asd.core.linear import Dense, Diagonal, FanIn, Mask, Zero
+from asd.core.linear import Dense, Diagonal, FanIn, Mask, Reshape, Transpose, Zero
 from asd.core.primitive import (
     FixedTangent,
     record_degenerate_tie,
@@ -344,10 +344,19 @@ def selected_constants(trace, k: int) -> np.ndarray | None:
     `Diagonal` by a bool mask, a `Mask`, or `Zero`) with an empty row there: the piece the
     rule took does not read its inputs, so it is constant near the point along the ray. (A
     zero derivative of a smooth piece, ``x**2`` at 0, is a float `Diagonal`: it does not
-    qualify.) A bool array broadcastable to the node's shape, in the maps' array library."""
+    qualify.) A node that only moves its input's entries (a transpose, a reshape) has the
+    constant entries of its input, moved. A bool array broadcastable to the node's shape, in
+    the maps' array library."""
     if type(trace) is not Trace or trace.lins[k] is None:
         return None
     lin = trace.lins[k]
+    if type(lin) in _MOVES:  # a layout change (JAX's pooling transposes): the input's entries
+        (arg,) = trace.nodes[k].args
+        inner = selected_constants(trace, arg) if type(arg) is int else None
+        if inner is None:
+            return None
+        xp = backend.namespace(inner)
+        return lin.push(xp.broadcast_to(inner, tuple(lin.in_shape)))
     parts = [m for m in lin.maps if m is not None] if type(lin) is FanIn else [lin]
     out = None
     for m in parts:
@@ -358,6 +367,10 @@ def selected_constants(trace, k: int) -> np.ndarray | None:
         zero = m.zero_rows()
         out = zero if out is None else out & zero
     return out
+
+
+_MOVES = (Transpose, Reshape)
+"""Maps that only move entries: a moved constant entry stays constant."""
 
 
 def _stages(depth: int) -> list[tuple[int, bool]]:
