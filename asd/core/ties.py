@@ -696,6 +696,9 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
         return sign
     if record:
         record_degenerate_tie(int(np.count_nonzero(open_)))
+    if _same_quantity(left, right):  # a - a: zero on every ray, whatever its series
+        record_tie_decision("equal", int(np.count_nonzero(open_)))
+        return sign
     where = np.flatnonzero(tie.ravel())
     flat = np.zeros(sign.shape, bool)  # open entries whose series could not be proven
     levels = min((n for n in (left.levels(), right.levels()) if n is not None), default=0)
@@ -728,6 +731,66 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
                 "polynomial operations near the tie, or move the point off the tie."
             )
     return sign
+
+
+def _same_quantity(left: _Side, right: _Side) -> bool:
+    """Whether both sides of a tie are one traced quantity: the same node, or nodes that
+    compute the same thing from the same operands (``np.arctan(x) >= np.arctan(x)``).
+
+    Their difference is then 0 on a whole neighbourhood of the point, an equality proven
+    without a series: a transcendental cone (whose exact series is out of reach) would
+    otherwise leave the tie flat, and rules whose result depends on the side (``where``)
+    would refuse it though either side gives the same result."""
+    a, b = left.dx, right.dx
+    if not (isinstance(a, LazyTangent) and isinstance(b, LazyTangent)) or a.trace is not b.trace:
+        return False
+    return left.shape == right.shape and same_node(a.trace.nodes, a.k, b.k)
+
+
+def same_node(nodes: list, i: int, j: int) -> bool:
+    """Whether nodes ``i`` and ``j`` compute the same value: one node, or one primitive with
+    equal parameters applied to operands that are the same (compared structurally, down to
+    the program's inputs, which are equal only to themselves)."""
+    todo, seen = [(i, j)], set()
+    while todo:
+        i, j = todo.pop()
+        if i == j or (i, j) in seen:
+            continue
+        seen.add((i, j))
+        a, b = nodes[i], nodes[j]
+        if (a.prim is None or a.prim is not b.prim or len(a.args) != len(b.args)
+                or a.shape != b.shape or a.dtype != b.dtype
+                or not _same_params(a.params, b.params)):
+            return False
+        for r, s in zip(a.args, b.args, strict=True):
+            if type(r) is int and type(s) is int:
+                todo.append((r, s))
+            elif type(r) is int or type(s) is int or not _same_constant(r.value, s.value):
+                return False
+    return True
+
+
+def _same_params(p: dict, q: dict) -> bool:
+    """Equal static parameters (arrays compared by value, bit for bit)."""
+    return p.keys() == q.keys() and all(_same_constant(p[k], q[k]) for k in p)
+
+
+def _same_constant(a, b) -> bool:
+    """Whether two constants (numbers, arrays, tuples, strings, callables) are the same, bit
+    for bit; anything that cannot be compared so counts as different."""
+    if a is b:
+        return True
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        return (type(a) is type(b) and len(a) == len(b)
+                and all(map(_same_constant, a, b)))
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+    except Exception:  # an object numpy cannot hold: only identity counts
+        return False
+    if x.dtype == object or y.dtype == object:
+        return False
+    return (x.dtype == y.dtype and x.shape == y.shape
+            and x.tobytes() == y.tobytes())
 
 
 SMALL = 2.0 ** -20

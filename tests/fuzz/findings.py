@@ -194,15 +194,6 @@ FINDINGS += [
         _case([Op("remainder", (0,), {"c": -0.25}), Op("add_constant", (1,), {"constant": 0.5}),
                Op("soft_threshold", (2,), {"lam": 0.5})], [(1,)] * 4, [1.25], [1.0])),
     Finding(
-        "F18", "UndecidedTieError ('which side is taken changes the result') at ties whose two "
-               "sides coincide: `where(a >= a, g + (a - a) p, g)` with a transcendental `a`, or"
-               " `max(x1 % 2, x1)` where `x1 % 2 - x1` is locally constant", False,
-        "asd/core/ties.py (sides compared by structure, not by their linearizations)",
-        lambda c, o: "UndecidedTieError" in o.kind, (),
-        _case([Op("arctan", (0,)), Op("abs", (0,)), Op("add_constant", (2,), {"constant": 0.25}),
-               Op("cbrt", (3,)), Op("where", (1, 1, 1, 4), {"cmp": ">="})],
-              [(1, 1)] * 6, [[0.75]], [[1.0]])),
-    Finding(
         "F19", "after an in-place write on a traced copy (`y = x.copy(); y[0] += x[0]`), a tie "
                "decided by the exact series fails: ArgumentTypeError \"expected an int, float or "
                "Fraction, got ndarray: array(Series(...))\"", False,

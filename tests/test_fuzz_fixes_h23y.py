@@ -1,0 +1,59 @@
+"""Regression tests of fuzz findings F6, F12, F18, F19 and F23 (tests/fuzz/findings.py), fixed
+in the engine's tie service, series and tracer: each reproducer runs through the fuzz harness
+(every transform against the exact or mpmath oracle), and the defect's own spelling is
+checked against an oracle along the ray."""
+
+from __future__ import annotations
+
+import warnings
+
+import mpmath
+import numpy as np
+
+import asd
+from tests.fuzz import harness
+from tests.programs import Op, Program
+
+
+def _case(ops: list[Op], shapes: list[tuple[int, ...]], x, v, *, reduce: bool = True,
+          dtype: str = "float64") -> harness.Case:
+    return harness.Case(Program(tuple(ops), tuple(shapes), reduce), np.array(x, dtype=float),
+                        np.array(v, dtype=float), dtype, "array", 0, 0)
+
+
+def _failures(case: harness.Case) -> list[str]:
+    """Every check of the fuzz harness that fails on ``case`` (none may)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected, outcomes = harness.run_checks(case)
+    assert expected is not None, outcomes
+    return [f"{o.check} {o.status}: {o.detail}" for o in outcomes if o.failed]
+
+
+# ----- F18: a tie between one quantity and itself is an equality, not an open question -----
+
+
+def test_f18_reproducer_passes_every_check():
+    """``where(a >= a, a + (a - a) * cbrt(|x| + 1/4), a)`` with ``a = arctan(x)``: the tie of
+    ``a`` with itself is an equality on a neighbourhood, though its series is out of reach."""
+    case = _case([Op("arctan", (0,)), Op("abs", (0,)), Op("add_constant", (2,), {"constant": 0.25}),
+                  Op("cbrt", (3,)), Op("where", (1, 1, 1, 4), {"cmp": ">="})],
+                 [(1, 1)] * 6, [[0.75]], [[1.0]])
+    assert _failures(case) == []
+
+
+def test_f18_structurally_equal_nodes_tie_as_equal():
+    """Two separate ``np.arctan(x)`` nodes compared: the condition holds near x, so the
+    result is arctan's derivative (mpmath), along both directions, and the decision is
+    reported as an equality."""
+    def f(x):
+        a = np.arctan(x)
+        return np.where(a >= np.arctan(x), a + (np.arctan(x) - np.arctan(x)) * np.cbrt(x + 1),
+                        np.arctan(x)).sum()
+
+    x = np.array([0.75])
+    want = float(mpmath.diff(mpmath.atan, mpmath.mpf(0.75)))
+    for d in (1.0, -1.0):
+        r = asd.asd(f, direction=np.array([d]))(x)
+        assert np.isclose(r.subgradient[0], want, rtol=1e-15, atol=0)
+        assert any("equal" in str(dec) for dec in r.decisions), r.decisions
