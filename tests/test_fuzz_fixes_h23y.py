@@ -6,9 +6,11 @@ checked against an oracle along the ray."""
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 
 import mpmath
 import numpy as np
+import pytest
 
 import asd
 from tests.fuzz import harness
@@ -57,3 +59,40 @@ def test_f18_structurally_equal_nodes_tie_as_equal():
         r = asd.asd(f, direction=np.array([d]))(x)
         assert np.isclose(r.subgradient[0], want, rtol=1e-15, atol=0)
         assert any("equal" in str(dec) for dec in r.decisions), r.decisions
+
+
+# ----- F23: a smooth function of a pole's infinity is a limit, not a selection -----
+
+
+@pytest.mark.parametrize("g", [
+    lambda x: np.exp(np.log(np.abs(x))),  # |x|: slope 1, absorbed as 0 before
+    lambda x: 1.0 / np.log(np.abs(x)),  # not Lipschitz at 0: slope -inf
+    lambda x: np.arctan(np.log(np.abs(x))),  # not Lipschitz at 0
+], ids=["exp", "reciprocal", "arctan"])
+@pytest.mark.parametrize("d", [1.0, -1.0])
+def test_f23_smooth_function_of_log_at_zero_is_refused(g, d):
+    """exp(-inf) = 0 meets log's infinite slope: ``0 * inf`` is a limit the sweep cannot read
+    (the derivative was 0, with no refusal). Every transform refuses, naming log at 0."""
+    f = lambda x: g(x).sum()  # noqa: E731
+    x, v = np.zeros(1), np.array([d])
+    calls = [lambda: asd.directional(f)(x, v), lambda: asd.subgrad(f, direction=v)(x),
+             lambda: asd.jacobian(g, direction=v)(x)]
+    for call in calls:
+        with pytest.raises(asd.NonFiniteError, match=r"%2 = log %1 produced \[-inf\].*x \*\* p"):
+            call()
+
+
+def test_f23_the_advice_works_and_selections_still_absorb():
+    """The refusal's fix, ``np.abs(x) ** 1.0``, gives |x|'s one-sided derivative |v| (exact
+    oracle); a pole behind a selection (relu, clip, maximum: constant near the point) keeps
+    its exact derivative 0."""
+    for d in (1.0, -1.0, 0.5):
+        value, dot = asd.directional(lambda x: (np.abs(x) ** 1.0).sum())(np.zeros(1),
+                                                                          np.array([d]))
+        assert (value, dot) == (0.0, abs(Fraction(d)))
+    for g in (lambda y: asd.relu(y), lambda y: np.clip(y, -1.0, 1.0),
+              lambda y: np.maximum(y, -1.0)):
+        for d in (1.0, -1.0):
+            _, dot = asd.directional(lambda x: g(np.log(np.abs(x))).sum())(  # noqa: B023
+                np.zeros(1), np.array([d]))
+            assert dot == 0.0

@@ -251,13 +251,13 @@ FINDINGS += [
 
 FINDINGS += [
     Finding(
-        "F23", "`exp(log(|x|))` at 0: asd's one-sided derivative is 0 (|x|'s is 1) and no "
-               "NonFiniteError although log produced -inf; asd.jax imports jnp.linalg.det as "
-               "sign * exp(log|.|) (slogdet), so asd.jax.subgrad / function of det at a singular"
-               " matrix return 0 or refuse with NonFiniteError, depending on the run (`det([[x]])`"
-               " at x = 0: exact 1, jax.grad 1)", False,
-        "asd/core/sweep.py (finiteness of tangents through exp(-inf)) and asd/frontends/jax.py "
-        "(det imported through slogdet)",
+        "F23", "asd.jax imports jnp.linalg.det as sign * exp(log|.|) (slogdet), so "
+               "asd.jax.subgrad / function of det at a singular matrix refuse with "
+               "NonFiniteError (log at 0; `det([[x]])` at x = 0: exact 1, jax.grad 1). The "
+               "numpy part, `exp(log(|x|))` at 0 returning the slope 0 (|x|'s is 1) with no "
+               "refusal, is fixed: a smooth function of a pole's infinity is refused "
+               "(tests/test_fuzz_fixes_h23y.py)", False,
+        "asd/frontends/jax.py (det imported through slogdet)",
         lambda c, o: o.check.startswith("jax.") and o.status in ("wrong", "bad-refusal")
         and _uses(c, "det"), (),
         _case([Op("reshape", (0,), {"shape": (1, 1)}), Op("det", (1,))], [(), (1, 1), ()], 0.0,
