@@ -96,3 +96,30 @@ def test_f23_the_advice_works_and_selections_still_absorb():
             _, dot = asd.directional(lambda x: g(np.log(np.abs(x))).sum())(  # noqa: B023
                 np.zeros(1), np.array([d]))
             assert dot == 0.0
+
+
+# ----- F19: an item assignment's series holds series, not arrays of them -----
+
+
+def test_f19_reproducer_passes_every_check():
+    """``y = x.copy(); y[0] += x[0]`` then ``fmin(y + 0, y)``: a tie the series decides."""
+    case = _case([Op("iadd", (0, 0), {"key": 0}), Op("add_constant", (1,), {"constant": (0.0,)}),
+                  Op("fmin", (2, 1))], [(1,)] * 4, [0.0], [1.0])
+    assert _failures(case) == []
+
+
+@pytest.mark.parametrize("d", [1.0, -1.0])
+def test_f19_a_written_entry_decides_a_tie_at_second_order(d):
+    """``h = y - x = x0²`` after ``y[0] += x[0] * x[0]``: first order leaves the tie open and
+    the series (δ² > 0 along both directions) selects ``3x``: f = 3x near 0, so the one-sided
+    derivative is 3v (exact) and the gradient 3."""
+    def f(x):
+        y = x.copy()
+        y[0] += x[0] * x[0]
+        return np.where(y >= x, 3.0 * x, -x).sum()
+
+    value, dot = asd.directional(f)(np.zeros(1), np.array([d]))
+    assert (value, dot) == (0.0, 3 * Fraction(d))
+    r = asd.asd(f, direction=np.array([d]))(np.zeros(1))
+    assert r.subgradient.tolist() == [3.0]
+    assert any("series" in str(dec) for dec in r.decisions), r.decisions

@@ -92,10 +92,21 @@ def as_series(a, order: int = ORDERS[-1]) -> np.ndarray:
     """``a`` as an object array of series; plain numbers become exact constant series."""
     a = backend.to_host(a)
     if a.dtype == object:
+        flat = [_unwrapped(e) for e in a.flat]
         return object_array([e if isinstance(e, Series) or is_infinite(e)
-                             else RaySeries([e], order) for e in a.flat], a.shape)
+                             else RaySeries([e], order) for e in flat], a.shape)
     return object_array([float(e) if is_infinite(float(e)) else RaySeries([float(e)], order)
                          for e in a.ravel()], a.shape)
+
+
+def _unwrapped(e):
+    """An entry of an object array as a number or series: numpy stores a 0-d array assigned
+    into one entry of an object array as the array itself (``out[0] = new`` in an item
+    assignment's implementation run on series, ``y[0] += x[0]``), which arithmetic on series
+    cannot read."""
+    while isinstance(e, np.ndarray) and e.ndim == 0:
+        e = e[()]
+    return e
 
 
 def line(x, tangents: list, order: int = ORDERS[-1]) -> np.ndarray:

@@ -194,15 +194,6 @@ FINDINGS += [
         _case([Op("remainder", (0,), {"c": -0.25}), Op("add_constant", (1,), {"constant": 0.5}),
                Op("soft_threshold", (2,), {"lam": 0.5})], [(1,)] * 4, [1.25], [1.0])),
     Finding(
-        "F19", "after an in-place write on a traced copy (`y = x.copy(); y[0] += x[0]`), a tie "
-               "decided by the exact series fails: ArgumentTypeError \"expected an int, float or "
-               "Fraction, got ndarray: array(Series(...))\"", False,
-        "asd/core/tracing.py setitem / asd/core/series.py (the written entry's series is an "
-        "object array inside an object array)",
-        lambda c, o: "expected an int, float or Fraction, got ndarray" in o.detail, (),
-        _case([Op("iadd", (0, 0), {"key": 0}), Op("add_constant", (1,), {"constant": (0.0,)}),
-               Op("fmin", (2, 1))], [(1,)] * 4, [0.0], [1.0])),
-    Finding(
         "F20", "`(x * c).real` / `.imag` with a complex constant c: the constant is truncated to "
                "its real part and the result stays complex, so the next op raises a raw "
                "TypeError (hypot, %) or an ArgumentTypeError (round)", True,
