@@ -123,3 +123,53 @@ def test_f19_a_written_entry_decides_a_tie_at_second_order(d):
     r = asd.asd(f, direction=np.array([d]))(np.zeros(1))
     assert r.subgradient.tolist() == [3.0]
     assert any("series" in str(dec) for dec in r.decisions), r.decisions
+
+
+# ----- F12: the exact series has a budget; past it the tie is undecided, never guessed -----
+
+
+def test_f12_reproducer_is_not_slow():
+    """``max(cbrt(|x| + 1/4))`` over rows, one row tied along v: the nested exact series of
+    cbrt at an irrational constant took 75 s; past its budget it is unavailable, and the
+    order rule reads first order along v, w (harness: 3 s per check, mpmath oracle)."""
+    case = _case([Op("abs", (0,)), Op("add_constant", (1,), {"constant": 0.25}),
+                  Op("cbrt", (2,)), Op("method_max", (3,), {"axis": 1, "keepdims": True})],
+                 [(3, 2), (3, 2), (3, 2), (3, 2), (3, 1)],
+                 [[0.5, 0.5], [-2.0, -0.0], [0.0, -2.0]], [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]])
+    assert _failures(case) == []
+
+
+def test_f12_series_past_the_budget_raise():
+    """A product of series past the running budget raises `SeriesTooLarge`; outside a budget
+    nothing is counted, and an exhausted budget stays exhausted for its next block."""
+    from asd.core.series import Budget, RaySeries, SeriesTooLarge
+
+    s = RaySeries([Fraction(1, 3), 1], 64) ** 8
+    assert s.coefficient(8) == 1
+    budget = Budget(100)
+    with pytest.raises(SeriesTooLarge, match="budget"), budget:
+        _ = s * s
+    with pytest.raises(SeriesTooLarge), budget:
+        _ = RaySeries([1, 1], 2) * RaySeries([1, 1], 2)
+    with Budget(10 ** 9):
+        assert (s * s).coefficient(16) == 1
+
+
+def test_f12_where_past_the_budget_is_undecided(monkeypatch):
+    """A ``where`` tie that only the exact series decides: with the budget exhausted it is
+    refused (`UndecidedTieError` naming the node and the budget), not guessed; with the
+    budget it is decided (h = cbrt(x² + 1/8) - 1/2 = (4/3) x² + ... > 0 along both
+    directions: f = 2x near 0, slope 2v exactly)."""
+    import asd.core.series as series
+
+    def f(x):
+        h = np.cbrt(x * x + 0.125) - 0.5
+        return np.where(h >= 0, 2.0 * x, -x).sum()
+
+    x = np.zeros(1)
+    for d in (1.0, -1.0):
+        assert asd.directional(f)(x, np.array([d])) == (0.0, 2 * Fraction(d))
+    v = np.array([1.0])
+    monkeypatch.setattr(series, "BUDGET", 10)
+    with pytest.raises(asd.UndecidedTieError, match=r"= where .*BUDGET"):
+        asd.directional(f)(x, v)

@@ -39,7 +39,9 @@ took a constant piece (a dead ReLU) has a constant series, read from the sweep's
 (`selected_constants`), so a pool of them is decided without evaluating anything
 (`index_decided`, `first_order_keys`). Other cones are re-run once on jets (a few float
 passes per node, memoized per sweep); the exact series runs only on the entries the jets
-cannot settle, or where a node of the cone has no jet (`asd.core.jet.JetUnsupported`).
+cannot settle, or where a node of the cone has no jet (`asd.core.jet.JetUnsupported`),
+within a budget per evaluation (`asd.core.series.Budget`): past it the series is unavailable,
+as for an operation without one (first order decides the order rules, ``where`` refuses).
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ from asd.core.primitive import (
     rule_context,
 )
 from asd.core.series import (
+    Budget,
     RaySeries,
     Series,
+    SeriesTooLarge,
     TranscendentalConstant,
     UnprovenSign,
     is_infinite,
@@ -194,6 +198,7 @@ def _evaluate_cone(trace: Trace, k: int, memo: dict, input_line, order: int,
     of order 1e-17 where the program's own value is 0, which would otherwise read as the
     leading term of a quantity that vanishes at the point."""
     nodes = trace.nodes
+    work = Budget()  # one evaluation's bound: a cone too large to compute is unavailable
     for j in missing_cone(nodes, k, memo):
         node = nodes[j]
         if node.prim is None:
@@ -203,7 +208,10 @@ def _evaluate_cone(trace: Trace, k: int, memo: dict, input_line, order: int,
                 else backend.to_host(trace.values[r]) if type(r) is int
                 else backend.to_host(r.value) for r in node.args]
         try:
-            out = node.prim.impl(*args, **node.params)
+            with work:
+                out = node.prim.impl(*args, **node.params)
+        except SeriesTooLarge as exc:
+            raise SeriesUnavailable(f"{node.name}: {exc}") from exc
         except UnprovenSign as exc:
             kind = SeriesTruncated if exc.truncated else SeriesUnavailable
             raise kind(f"{node.name}: {exc}") from exc
@@ -737,7 +745,8 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
                 f"{entries(a, shape, tie)[open_ & flat][:3].tolist()}) are flat to first "
                 "order along every direction tried, and their series along the ray could not "
                 "be computed exactly (a transcendental function at a point with irrational "
-                "Taylor coefficients, or a very large program). Which side is taken changes "
+                "Taylor coefficients, a very large program, or coefficients that outgrew the "
+                "exact series' budget, asd.core.series.BUDGET). Which side is taken changes "
                 "the result here, so asd refuses to guess: write the condition with "
                 "polynomial operations near the tie, or move the point off the tie."
             )

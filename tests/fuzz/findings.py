@@ -138,17 +138,6 @@ FINDINGS: list[Finding] = [
 
 FINDINGS += [
     Finding(
-        "F12", "the exact tie decision of transcendental functions (cbrt, tanh, sinh, exp) can "
-               "take minutes: `max(cbrt(|x| + 0.25))` at a tie the direction leaves open at "
-               "first order takes 75 s per call", False,
-        "asd/core/series.py (_elementary / _horner on Fractions: coefficients grow without "
-        "bound)",
-        lambda c, o: o.status == "slow", (),
-        _case([Op("abs", (0,)), Op("add_constant", (1,), {"constant": 0.25}),
-               Op("cbrt", (2,)), Op("method_max", (3,), {"axis": 1, "keepdims": True})],
-              [(3, 2), (3, 2), (3, 2), (3, 2), (3, 1)],
-              [[0.5, 0.5], [-2.0, -0.0], [0.0, -2.0]], [[0.0, 0.0], [1.0, 0.0], [1.0, 1.0]])),
-    Finding(
         "F13", "asd.jax.function: an asd error in the backward (a refusal such as "
                "NotLipschitzError) reaches the caller as a raw JaxRuntimeError from the host "
                "callback", False, "asd/frontends/jax.py (_custom_vjp: errors inside "
