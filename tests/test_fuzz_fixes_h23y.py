@@ -173,3 +173,56 @@ def test_f12_where_past_the_budget_is_undecided(monkeypatch):
     monkeypatch.setattr(series, "BUDGET", 10)
     with pytest.raises(asd.UndecidedTieError, match=r"= where .*BUDGET"):
         asd.directional(f)(x, v)
+
+
+# ----- F6: a traced value written into a plain numpy array: refused, with spellings that work -----
+# numpy stores the item itself (``ndarray.__setitem__`` does not dispatch), so the value would
+# drop out of the program: the write cannot be recorded, and asd refuses it by name.
+
+SOURCE = """
+def into_constant(x):
+    out = np.full(np.shape(x), 1.5)
+    out[0] = (x[0]
+              * 2.0)
+    return out
+"""
+
+
+def _into_constant_without_source():
+    """The fuzz op's spelling, compiled from a string (no source line to read, as under
+    ``python -c`` or ``exec``), its statement over two lines."""
+    scope = {"np": np}
+    exec(compile(SOURCE, "<fuzz F6>", "exec"), scope)
+    return scope["into_constant"]
+
+
+def test_f6_refusal_names_the_array_even_without_source():
+    """Without a readable source line numpy's wrapping ValueError ('setting an array element
+    with a sequence') escaped raw; the instruction storing the item tells it apart."""
+    f = _into_constant_without_source()
+    x = np.array([0.5, 1.0])
+    for call in (lambda: asd.jacobian(f)(x), lambda: asd.subgrad(lambda x: f(x).sum())(x),
+                 lambda: asd.jit(asd.jacobian(f))(x)):
+        with pytest.raises(asd.TracerBoolError, match=r"written into the plain numpy array "
+                                                      r"'out'.*out = np.zeros\(n\) \+ x\[:0\]"):
+            call()
+
+
+def test_f6_the_refusals_advice_works():
+    """Both spellings the refusal names record the write: the Jacobian of
+    ``[2 x0, 1.5]`` is exact, and a relu on the written entry at its kink follows the ray."""
+    def traced_zeros(x):
+        out = np.full(np.shape(x), 1.5) + x[:0].sum()
+        out[0] = x[0] * 2.0
+        return out
+
+    def stacked(x):
+        return asd.numpy.stack([x[0] * 2.0, 1.5])
+
+    x = np.array([0.5, 1.0])
+    for g in (traced_zeros, stacked):
+        assert asd.jacobian(g)(x).tolist() == [[2.0, 0.0], [0.0, 0.0]]
+        for d in (1.0, -1.0):
+            _, dot = asd.directional(lambda x: asd.relu(g(x) - 1.0).sum())(  # noqa: B023
+                x, np.array([d, 3.0]))
+            assert dot == max(0, 2 * Fraction(d))
