@@ -61,6 +61,24 @@ def test_f18_structurally_equal_nodes_tie_as_equal():
         assert any("equal" in str(dec) for dec in r.decisions), r.decisions
 
 
+@pytest.mark.parametrize("d", [1.0, -1.0])
+def test_f18_operations_with_an_identity_constant_keep_the_quantity(d):
+    """``arctan(x) * 1 + 0 > arctan(x)`` is false near x (the fuzz CI's ``hypot(x, x) +
+    [0, 0, 0] > hypot(x, x)`` in ``where_logic``): ``-x`` is taken, slope -v exactly."""
+    def f(x):
+        a = np.arctan(x)
+        return np.where((a * 1.0 + np.zeros(1) > a) & (a >= np.arctan(x)), 2.0 * x, -x).sum()
+
+    assert asd.directional(f)(np.array([0.75]), np.array([d])) == (0.0 * 0.75 - 0.75, -d)
+
+    def g(x):  # identity in entry 0 only: there the tie is an equality, entry 1 is untied
+        a = np.arctan(x)
+        return np.where(a + np.array([0.0, 1.0]) > a, 2.0 * x, -x).sum()
+
+    _, dot = asd.directional(g)(np.array([0.75, 0.75]), np.array([d, 3.0]))
+    assert dot == -d + 6.0
+
+
 # ----- F23: a smooth function of a pole's infinity is a limit, not a selection -----
 
 

@@ -715,9 +715,13 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
         return sign
     if record:
         record_degenerate_tie(int(np.count_nonzero(open_)))
-    if _same_quantity(left, right):  # a - a: zero on every ray, whatever its series
-        record_tie_decision("equal", int(np.count_nonzero(open_)))
-        return sign
+    same = _same_quantity(left, right)
+    if same is not None:  # a - a: zero on every ray, whatever its series
+        equal = open_ & entries(same, shape, tie)
+        record_tie_decision("equal", int(np.count_nonzero(equal)))
+        open_ &= ~equal
+        if not open_.any():
+            return sign
     where = np.flatnonzero(tie.ravel())
     flat = np.zeros(sign.shape, bool)  # open entries whose series could not be proven
     levels = min((n for n in (left.levels(), right.levels()) if n is not None), default=0)
@@ -753,9 +757,11 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
     return sign
 
 
-def _same_quantity(left: _Side, right: _Side) -> bool:
-    """Whether both sides of a tie are one traced quantity: the same node, or nodes that
-    compute the same thing from the same operands (``np.arctan(x) >= np.arctan(x)``).
+def _same_quantity(left: _Side, right: _Side) -> np.ndarray | None:
+    """Where both sides of a tie are one traced quantity (a bool mask of the tie's shape;
+    None: nowhere): the same node, or nodes that compute the same thing from the same
+    operands (``np.arctan(x) >= np.arctan(x)``), past operations with identity constants
+    (``a + [0, 0, 1] > a`` in its first two entries).
 
     Their difference is then 0 on a whole neighbourhood of the point, an equality proven
     without a series: a transcendental cone (whose exact series is out of reach) would
@@ -763,8 +769,12 @@ def _same_quantity(left: _Side, right: _Side) -> bool:
     would refuse it though either side gives the same result."""
     a, b = left.dx, right.dx
     if not (isinstance(a, LazyTangent) and isinstance(b, LazyTangent)) or a.trace is not b.trace:
-        return False
-    return left.shape == right.shape and same_node(a.trace.nodes, a.k, b.k)
+        return None
+    nodes = a.trace.nodes
+    (i, kept_i), (j, kept_j) = _peeled(nodes, a.k), _peeled(nodes, b.k)
+    if left.shape != right.shape or not same_node(nodes, i, j):
+        return None
+    return np.broadcast_to(kept_i & kept_j, left.shape)
 
 
 def same_node(nodes: list, i: int, j: int) -> bool:
@@ -774,6 +784,7 @@ def same_node(nodes: list, i: int, j: int) -> bool:
     todo, seen = [(i, j)], set()
     while todo:
         i, j = todo.pop()
+        i, j = _peeled(nodes, i, whole=True)[0], _peeled(nodes, j, whole=True)[0]
         if i == j or (i, j) in seen:
             continue
         seen.add((i, j))
@@ -788,6 +799,36 @@ def same_node(nodes: list, i: int, j: int) -> bool:
             elif type(r) is int or type(s) is int or not _same_constant(r.value, s.value):
                 return False
     return True
+
+
+IDENTITIES = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "divide": 1.0}
+"""Binary operations that leave an operand unchanged where the other is this constant."""
+
+
+def _peeled(nodes: list, k: int, whole: bool = False) -> tuple[int, np.ndarray]:
+    """``(j, kept)``: node ``k`` computes node ``j``'s value at the entries ``kept`` (a bool
+    array broadcastable to its shape), past operations with a constant that is an identity
+    there (``x + 0``, ``x * 1``) and keep the shape and dtype. ``whole``: only constants that
+    are an identity at every entry."""
+    kept = np.ones((), bool)
+    while True:
+        node = nodes[k]
+        unit = IDENTITIES.get(node.name) if node.prim is not None else None
+        if unit is None or len(node.args) != 2:
+            return k, kept
+        r, c = node.args
+        if type(r) is not int and node.name in ("add", "multiply"):
+            r, c = c, r
+        if (type(r) is not int or type(c) is int or nodes[r].shape != node.shape
+                or nodes[r].dtype != node.dtype):
+            return k, kept
+        try:
+            here = np.asarray(np.asarray(c.value) == unit, dtype=bool)
+        except Exception:  # a constant numpy cannot compare: keep the node
+            return k, kept
+        if not here.any() or (whole and not here.all()):
+            return k, kept
+        kept, k = kept & here, r
 
 
 def _same_params(p: dict, q: dict) -> bool:
