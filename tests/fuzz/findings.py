@@ -142,6 +142,33 @@ FINDINGS: list[Finding] = [
         frameworks=("torch",)),
 ]
 
+SINH_1 = 1.1752011936438014  # np.sinh(1.0)
+
+FINDINGS += [
+    Finding(
+        "F12", "a call whose ties only the exact series of a transcendental function decides "
+               "takes about a second: each evaluation of a tie's cone is bounded (the first "
+               "reproducer, `max(cbrt(|x| + 0.25))`, took 75 s and now 0.2 s: "
+               "tests/test_fuzz_fixes_h23y.py), but ties of `sinh(x) - sinh(1.0)` climb the "
+               "orders 2, 4, ..., 64 on every call, so the jit check's ten calls run past 3 s",
+        False, "asd/core/ties.py (_decide_by_series re-runs the cone at each order)",
+        lambda c, o: o.status == "slow", (),
+        _case([Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (1,)), Op("abs", (2,)),
+               Op("maximum", (3, 2)),
+               Op("add_constant", (4,), {"constant": ((-2.0, 0.0, -2.0), (0.0, -2.0, SINH_1))}),
+               Op("cummax", (5,), {"axis": 1}),
+               Op("multiply_constant", (6,), {"constant": ((-0.5, 1.0, -2.0),
+                                                            (-0.5, 2.0, -0.25))}),
+               Op("add_constant", (2,), {"constant": ((-2.0, -SINH_1, -SINH_1),
+                                                      (-2.0, SINH_1, SINH_1))}),
+               Op("sort", (8,), {"axis": 1}),
+               Op("multiply_constant", (9,), {"constant": ((-0.25, 2.0, 3.0), (-1.0, -2.0, -0.5))}),
+               Op("sum", (7,), {"axis": None}), Op("add", (10, 11))],
+              [(2, 3)] * 11 + [(), (2, 3)], [[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]],
+              [[1.0, 3.0, 1.0], [3.0, 3.0, 3.0]], reduce=False, structure="int_array",
+              seed=11005)),
+]
+
 FINDINGS += [
     Finding(
         "F13", "asd.jax.function: an asd error in the backward (a refusal such as "
