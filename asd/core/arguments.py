@@ -533,6 +533,10 @@ def check_finite_tangents(trace, outs: list, dots: list) -> None:
     """For directional derivatives: name the first node whose tangent is not finite."""
     if all(backend.all_finite(d) for d in dots):
         return
+    for o in outs:  # a non-finite value it passes through (log at 0) is named as such
+        k = trace.first_nonfinite(o._id) if isinstance(o, Traced) else None
+        if k is not None:
+            trace.raise_nonfinite(k, "a value the directional derivative passes through")
     from asd.core.program import format_node
 
     for k, t in enumerate(trace.tangents):

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import numbers
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from fractions import Fraction
 from itertools import zip_longest
@@ -20,10 +21,13 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "BUDGET",
     "DEFAULT_ORDER",
+    "Budget",
     "Interval",
     "RaySeries",
     "Series",
+    "SeriesTooLarge",
     "TranscendentalConstant",
     "UnprovenSign",
     "object_array",
@@ -77,6 +81,68 @@ def object_array(items: Sequence[Any], shape: tuple[int, ...]) -> np.ndarray:
     out = np.empty(len(items), dtype=object)
     out[:] = items
     return out.reshape(shape)
+
+
+class SeriesTooLarge(ArithmeticError):
+    """The exact series ran past its budget (`budget`): its coefficients grew too large to
+    compute in reasonable time (a transcendental constant's interval at a high order)."""
+
+
+BUDGET = 5 * 10 ** 7
+"""The work one exact evaluation may spend (`budget`): the bits of the coefficients each
+product of two series multiplies, summed. Exact rational series of polynomial programs stay
+far below it; a transcendental function of a nested ray at order 64, whose interval
+coefficients reach thousands of bits, meets it within about a second instead of minutes."""
+
+
+class _Running(threading.local):
+    budget: Budget | None = None
+
+
+_running = _Running()
+
+
+class Budget:
+    """A bound on exact series arithmetic: ``with b:`` charges every product of series inside
+    the block to ``b`` (the bits of the coefficients multiplied, summed), and a product past
+    what is left raises `SeriesTooLarge`. One budget serves several blocks (one evaluation
+    of a tie's cone, node by node); outside every block nothing is counted."""
+
+    __slots__ = ("left", "outer")
+
+    def __init__(self, work: float | None = None):
+        self.left, self.outer = BUDGET if work is None else work, None
+
+    def __enter__(self) -> Budget:
+        self.outer, _running.budget = _running.budget, self
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        _running.budget, self.outer = self.outer, None
+
+
+def _bits(coeffs: tuple) -> int:
+    """The largest coefficient's size in bits among ``coeffs`` (series count 1: their own
+    products spend for their coefficients)."""
+    size = 1
+    for c in coeffs:
+        if type(c) is Fraction:
+            size = max(size, c.numerator.bit_length() + c.denominator.bit_length())
+        elif isinstance(c, Interval):
+            size = max(size, _bits((c.lo, c.hi)))
+    return size
+
+
+def _spend(a: tuple, b: tuple) -> None:
+    """Charge the product of coefficient tuples ``a`` and ``b`` to the running `Budget`."""
+    running = _running.budget
+    if running is None:
+        return
+    running.left -= len(a) * len(b) * (_bits(a) + _bits(b))
+    if running.left < 0:
+        raise SeriesTooLarge(
+            f"the exact series ran past its budget of {BUDGET:.0e} bit operations "
+            f"(coefficients of {max(_bits(a), _bits(b))} bits)")
 
 
 def _comparison(test: Callable[[int, int], bool]) -> Callable[[Any, Any], Any]:
@@ -274,6 +340,7 @@ class Series:
         other = coerced
         order = min(self.order, other.order)
         a, b = self.coeffs, other.coeffs
+        _spend(a, b)
         coeffs: list[Any] = [Fraction(0)] * max(0, min(len(a) + len(b) - 1, order + 1))
         for i, ai in enumerate(a[: order + 1]):
             if ai:
@@ -403,28 +470,40 @@ def _quotient(num: list[Fraction], den: list[Fraction]) -> list[Fraction]:
     return out
 
 
-def _taylor(name: str, c: Fraction, n: int) -> list[Fraction]:
-    """``f^(k)(c) / k!`` for ``k <= n``, where they are rational; else `TranscendentalConstant`."""
+def _at_zero_coefficients(name: str, n: int) -> list[Fraction]:
+    """The Taylor coefficients of ``name`` at 0 up to ``n`` (only that function's: tan's
+    quotient alone costs more than a low-order series)."""
     inv = _factorials(n)
     alt = [Fraction((-1) ** (k // 2)) for k in range(n + 1)]
-    odd = [alt[k] * inv[k] if k % 2 else Fraction(0) for k in range(n + 1)]
-    even = [Fraction(0) if k % 2 else alt[k] * inv[k] for k in range(n + 1)]
-    log = [Fraction(0)] + [Fraction((-1) ** (k + 1), k) for k in range(1, n + 1)]
-    at_zero = {
-        "exp": inv, "expm1": [Fraction(0), *inv[1:]], "log1p": log,
-        "sin": odd, "cos": even,
-        "sinh": [inv[k] if k % 2 else Fraction(0) for k in range(n + 1)],
-        "cosh": [Fraction(0) if k % 2 else inv[k] for k in range(n + 1)],
-        "arctan": [Fraction(0)] + [alt[k] / k if k % 2 else Fraction(0) for k in range(1, n + 1)],
-        "arctanh": [Fraction(0)] + [Fraction(1, k) if k % 2 else Fraction(0)
-                                    for k in range(1, n + 1)],
+    zero = Fraction(0)
+    tables: dict[str, Callable[[], list[Fraction]]] = {
+        "exp": lambda: inv,
+        "expm1": lambda: [zero, *inv[1:]],
+        "log1p": lambda: [zero] + [Fraction((-1) ** (k + 1), k) for k in range(1, n + 1)],
+        "sin": lambda: [alt[k] * inv[k] if k % 2 else zero for k in range(n + 1)],
+        "cos": lambda: [zero if k % 2 else alt[k] * inv[k] for k in range(n + 1)],
+        "sinh": lambda: [inv[k] if k % 2 else zero for k in range(n + 1)],
+        "cosh": lambda: [zero if k % 2 else inv[k] for k in range(n + 1)],
+        "arctan": lambda: [zero] + [alt[k] / k if k % 2 else zero for k in range(1, n + 1)],
+        "arctanh": lambda: [zero] + [Fraction(1, k) if k % 2 else zero
+                                     for k in range(1, n + 1)],
+        "tan": lambda: _quotient(tables["sin"](), tables["cos"]()),
+        "tanh": lambda: _quotient(tables["sinh"](), tables["cosh"]()),
     }
-    at_zero["tan"] = _quotient(at_zero["sin"], at_zero["cos"])
-    at_zero["tanh"] = _quotient(at_zero["sinh"], at_zero["cosh"])
-    if name in at_zero and c == 0:
-        return at_zero[name]
+    return tables[name]()
+
+
+_AT_ZERO = frozenset({"exp", "expm1", "log1p", "sin", "cos", "sinh", "cosh", "arctan",
+                      "arctanh", "tan", "tanh"})
+"""The functions whose Taylor coefficients at 0 are rational (`_at_zero_coefficients`)."""
+
+
+def _taylor(name: str, c: Fraction, n: int) -> list[Fraction]:
+    """``f^(k)(c) / k!`` for ``k <= n``, where they are rational; else `TranscendentalConstant`."""
+    if name in _AT_ZERO and c == 0:
+        return _at_zero_coefficients(name, n)
     if name == "log" and c == 1:
-        return log
+        return _at_zero_coefficients("log1p", n)
     if name in ("sqrt", "cbrt") and c > 0:
         p = 2 if name == "sqrt" else 3
         root = _exact_root(c, p)

@@ -21,7 +21,17 @@ from typing import Any
 import numpy as np
 
 from asd.core import backend
-from asd.core.linear import FanIn, Reroute
+from asd.core.linear import (
+    Diagonal,
+    FanIn,
+    Index,
+    Mask,
+    Reroute,
+    Reshape,
+    Take,
+    Transpose,
+    Zero,
+)
 from asd.core.primitive import (
     ConstantTangent,
     Primitive,
@@ -1023,7 +1033,22 @@ class Trace:
                     _has_infinity(values[r] if type(r) is int else r.value) for r in node.args):
                 made.add(k)
         return not any(nodes[k].name in FINITENESS_SELECTORS and any(
-            type(r) is int and r in made for r in nodes[k].args) for k in range(upto + 1))
+            type(r) is int and r in made for r in nodes[k].args) for k in range(upto + 1)
+        ) and not any(k not in made and self._limit_at_pole(k, made) for k in range(upto + 1))
+
+    def _limit_at_pole(self, k: int, made: set) -> bool:
+        """Whether node ``k`` makes a finite value of a pole's infinity (``made``) through a
+        map that is not a selection: ``exp(log|x|)`` at 0, where exp's slope 0 at -inf meets
+        log's infinite one, ``0 * inf``, a limit (``exp(log|x|) = |x|`` has slope 1) that
+        absorbing would read as 0, a wrong number. A selection's 0 (a dead relu, the other
+        side of ``where`` or ``maximum``) takes nothing from the pole and absorbs it."""
+        lin = self.lins[k]
+        if lin is None:
+            return False
+        args = self.nodes[k].args if k not in self.dargs else self.dargs[k]
+        maps = lin.maps if type(lin) is FanIn else (lin,)
+        return any(type(r) is int and r in made and not _selects(m)
+                   for r, m in zip(args, maps))
 
     def raise_nonfinite(self, k: int, what: str) -> None:
         node = self.nodes[k]
@@ -1049,7 +1074,8 @@ FINITENESS_SELECTORS = frozenset({"nan_to_num"})
 """Primitives that pick their branch by whether a value is finite at the point (`absorbable`)."""
 NONFINITE_FIX = {
     "log": "Keep the input of log in its domain, positive (for example "
-           "asd.numpy.where(x > 0, x, 1) before log, with the result selected by where).",
+           "asd.numpy.where(x > 0, x, 1) before log, with the result selected by where); "
+           "exp(p * log(x)) at x = 0 is x ** p: write the power itself (np.abs(x) ** p).",
     "divide": _DIVISOR, "reciprocal": _DIVISOR, "integer_pow": _DIVISOR,
     "sqrt": "Keep the input of sqrt in its domain, nonnegative.",
     "real_pow": "Keep the base nonnegative (and nonzero for a negative exponent).",
@@ -1058,6 +1084,18 @@ NONFINITE_FIX = {
            "(asd.logsumexp, asd.numpy.logaddexp, softplus).",
 }
 """What to do about a non-finite value, by the primitive that made it (`Trace.raise_nonfinite`)."""
+
+
+def _selects(m) -> bool:
+    """Whether the map ``m`` only selects or moves its input's entries (a bool mask, a 0/1
+    `Mask`, an index, a reshape): its zeros are choices, not slopes."""
+    if m is None or isinstance(m, Zero | Mask | Index | Take | Reshape | Transpose):
+        return True
+    if isinstance(m, Diagonal):
+        d = m.d
+        return d is None or (np.asarray(d).dtype == bool if backend.is_host(d)
+                             else backend.namespace(d).isdtype(d.dtype, "bool"))
+    return False
 
 
 def _has_infinity(v) -> bool:

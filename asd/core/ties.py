@@ -39,7 +39,9 @@ took a constant piece (a dead ReLU) has a constant series, read from the sweep's
 (`selected_constants`), so a pool of them is decided without evaluating anything
 (`index_decided`, `first_order_keys`). Other cones are re-run once on jets (a few float
 passes per node, memoized per sweep); the exact series runs only on the entries the jets
-cannot settle, or where a node of the cone has no jet (`asd.core.jet.JetUnsupported`).
+cannot settle, or where a node of the cone has no jet (`asd.core.jet.JetUnsupported`),
+within a budget per evaluation (`asd.core.series.Budget`): past it the series is unavailable,
+as for an operation without one (first order decides the order rules, ``where`` refuses).
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ from asd.core.primitive import (
     rule_context,
 )
 from asd.core.series import (
+    Budget,
     RaySeries,
     Series,
+    SeriesTooLarge,
     TranscendentalConstant,
     UnprovenSign,
     is_infinite,
@@ -92,10 +96,21 @@ def as_series(a, order: int = ORDERS[-1]) -> np.ndarray:
     """``a`` as an object array of series; plain numbers become exact constant series."""
     a = backend.to_host(a)
     if a.dtype == object:
+        flat = [_unwrapped(e) for e in a.flat]
         return object_array([e if isinstance(e, Series) or is_infinite(e)
-                             else RaySeries([e], order) for e in a.flat], a.shape)
+                             else RaySeries([e], order) for e in flat], a.shape)
     return object_array([float(e) if is_infinite(float(e)) else RaySeries([float(e)], order)
                          for e in a.ravel()], a.shape)
+
+
+def _unwrapped(e):
+    """An entry of an object array as a number or series: numpy stores a 0-d array assigned
+    into one entry of an object array as the array itself (``out[0] = new`` in an item
+    assignment's implementation run on series, ``y[0] += x[0]``), which arithmetic on series
+    cannot read."""
+    while isinstance(e, np.ndarray) and e.ndim == 0:
+        e = e[()]
+    return e
 
 
 def line(x, tangents: list, order: int = ORDERS[-1]) -> np.ndarray:
@@ -183,6 +198,7 @@ def _evaluate_cone(trace: Trace, k: int, memo: dict, input_line, order: int,
     of order 1e-17 where the program's own value is 0, which would otherwise read as the
     leading term of a quantity that vanishes at the point."""
     nodes = trace.nodes
+    work = Budget()  # one evaluation's bound: a cone too large to compute is unavailable
     for j in missing_cone(nodes, k, memo):
         node = nodes[j]
         if node.prim is None:
@@ -192,7 +208,10 @@ def _evaluate_cone(trace: Trace, k: int, memo: dict, input_line, order: int,
                 else backend.to_host(trace.values[r]) if type(r) is int
                 else backend.to_host(r.value) for r in node.args]
         try:
-            out = node.prim.impl(*args, **node.params)
+            with work:
+                out = node.prim.impl(*args, **node.params)
+        except SeriesTooLarge as exc:
+            raise SeriesUnavailable(f"{node.name}: {exc}") from exc
         except UnprovenSign as exc:
             kind = SeriesTruncated if exc.truncated else SeriesUnavailable
             raise kind(f"{node.name}: {exc}") from exc
@@ -709,6 +728,13 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
         return sign
     if record:
         record_degenerate_tie(int(np.count_nonzero(open_)))
+    same = _same_quantity(left, right)
+    if same is not None:  # a - a: zero on every ray, whatever its series
+        equal = open_ & entries(same, shape, tie)
+        record_tie_decision("equal", int(np.count_nonzero(equal)))
+        open_ &= ~equal
+        if not open_.any():
+            return sign
     where = np.flatnonzero(tie.ravel())
     flat = np.zeros(sign.shape, bool)  # open entries whose series could not be proven
     levels = min((n for n in (left.levels(), right.levels()) if n is not None), default=0)
@@ -736,11 +762,109 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
                 f"{entries(a, shape, tie)[open_ & flat][:3].tolist()}) are flat to first "
                 "order along every direction tried, and their series along the ray could not "
                 "be computed exactly (a transcendental function at a point with irrational "
-                "Taylor coefficients, or a very large program). Which side is taken changes "
+                "Taylor coefficients, a very large program, or coefficients that outgrew the "
+                "exact series' budget, asd.core.series.BUDGET). Which side is taken changes "
                 "the result here, so asd refuses to guess: write the condition with "
                 "polynomial operations near the tie, or move the point off the tie."
             )
     return sign
+
+
+def _same_quantity(left: _Side, right: _Side) -> np.ndarray | None:
+    """Where both sides of a tie are one traced quantity (a bool mask of the tie's shape;
+    None: nowhere): the same node, or nodes that compute the same thing from the same
+    operands (``np.arctan(x) >= np.arctan(x)``), past operations with identity constants
+    (``a + [0, 0, 1] > a`` in its first two entries).
+
+    Their difference is then 0 on a whole neighbourhood of the point, an equality proven
+    without a series: a transcendental cone (whose exact series is out of reach) would
+    otherwise leave the tie flat, and rules whose result depends on the side (``where``)
+    would refuse it though either side gives the same result."""
+    a, b = left.dx, right.dx
+    if not (isinstance(a, LazyTangent) and isinstance(b, LazyTangent)) or a.trace is not b.trace:
+        return None
+    nodes = a.trace.nodes
+    (i, kept_i), (j, kept_j) = _peeled(nodes, a.k), _peeled(nodes, b.k)
+    if left.shape != right.shape or not same_node(nodes, i, j):
+        return None
+    return np.broadcast_to(kept_i & kept_j, left.shape)
+
+
+def same_node(nodes: list, i: int, j: int) -> bool:
+    """Whether nodes ``i`` and ``j`` compute the same value: one node, or one primitive with
+    equal parameters applied to operands that are the same (compared structurally, down to
+    the program's inputs, which are equal only to themselves)."""
+    todo, seen = [(i, j)], set()
+    while todo:
+        i, j = todo.pop()
+        i, j = _peeled(nodes, i, whole=True)[0], _peeled(nodes, j, whole=True)[0]
+        if i == j or (i, j) in seen:
+            continue
+        seen.add((i, j))
+        a, b = nodes[i], nodes[j]
+        if (a.prim is None or a.prim is not b.prim or len(a.args) != len(b.args)
+                or a.shape != b.shape or a.dtype != b.dtype
+                or not _same_params(a.params, b.params)):
+            return False
+        for r, s in zip(a.args, b.args, strict=True):
+            if type(r) is int and type(s) is int:
+                todo.append((r, s))
+            elif type(r) is int or type(s) is int or not _same_constant(r.value, s.value):
+                return False
+    return True
+
+
+IDENTITIES = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "divide": 1.0}
+"""Binary operations that leave an operand unchanged where the other is this constant."""
+
+
+def _peeled(nodes: list, k: int, whole: bool = False) -> tuple[int, np.ndarray]:
+    """``(j, kept)``: node ``k`` computes node ``j``'s value at the entries ``kept`` (a bool
+    array broadcastable to its shape), past operations with a constant that is an identity
+    there (``x + 0``, ``x * 1``) and keep the shape and dtype. ``whole``: only constants that
+    are an identity at every entry."""
+    kept = np.ones((), bool)
+    while True:
+        node = nodes[k]
+        unit = IDENTITIES.get(node.name) if node.prim is not None else None
+        if unit is None or len(node.args) != 2:
+            return k, kept
+        r, c = node.args
+        if type(r) is not int and node.name in ("add", "multiply"):
+            r, c = c, r
+        if (type(r) is not int or type(c) is int or nodes[r].shape != node.shape
+                or nodes[r].dtype != node.dtype):
+            return k, kept
+        try:
+            here = np.asarray(np.asarray(c.value) == unit, dtype=bool)
+        except Exception:  # a constant numpy cannot compare: keep the node
+            return k, kept
+        if not here.any() or (whole and not here.all()):
+            return k, kept
+        kept, k = kept & here, r
+
+
+def _same_params(p: dict, q: dict) -> bool:
+    """Equal static parameters (arrays compared by value, bit for bit)."""
+    return p.keys() == q.keys() and all(_same_constant(p[k], q[k]) for k in p)
+
+
+def _same_constant(a, b) -> bool:
+    """Whether two constants (numbers, arrays, tuples, strings, callables) are the same, bit
+    for bit; anything that cannot be compared so counts as different."""
+    if a is b:
+        return True
+    if isinstance(a, tuple | list) and isinstance(b, tuple | list):
+        return (type(a) is type(b) and len(a) == len(b)
+                and all(map(_same_constant, a, b)))
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+    except Exception:  # an object numpy cannot hold: only identity counts
+        return False
+    if x.dtype == object or y.dtype == object:
+        return False
+    return (x.dtype == y.dtype and x.shape == y.shape
+            and x.tobytes() == y.tobytes())
 
 
 SMALL = 2.0 ** -20

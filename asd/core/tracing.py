@@ -12,6 +12,7 @@ dtypes and constants from the library of the sweep's values (numpy, torch or JAX
 from __future__ import annotations
 
 import ast
+import dis
 import functools
 import linecache
 import os
@@ -298,10 +299,12 @@ def user_source_line(frame=None) -> str:
     return f" at {frame.f_code.co_filename}:{frame.f_lineno}" + (f": `{line}`" if line else "")
 
 
-def assigned_array(frame, augmented_only: bool = False) -> str | None:
+def assigned_array(frame, augmented_only: bool = False, lasti: int | None = None) -> str | None:
     """``c`` when the user's line at ``frame`` assigns into an item of ``c`` (``c[0] = t``,
     ``c[1:] += t``; with ``augmented_only`` only the latter), else None: numpy converts a
-    traced value stored into a plain array."""
+    traced value stored into a plain array. Where the line cannot be read (``python -c``,
+    ``exec``, a statement over several lines) the instruction running in ``frame`` tells
+    (``lasti``: the traceback's, once the frame has returned)."""
     frame = user_frame(frame)
     if frame is None:
         return None
@@ -309,7 +312,11 @@ def assigned_array(frame, augmented_only: bool = False) -> str | None:
     try:
         tree = ast.parse(line)
     except SyntaxError:  # a statement over several lines
-        return None
+        tree = None
+    if tree is None or not line:
+        if augmented_only:
+            return None
+        return _stored_item(frame.f_code, frame.f_lasti if lasti is None else lasti)
     for stmt in tree.body:
         targets = ([] if augmented_only else stmt.targets if isinstance(stmt, ast.Assign)
                    else [stmt.target] if isinstance(stmt, ast.AugAssign) else [])
@@ -321,6 +328,21 @@ def assigned_array(frame, augmented_only: bool = False) -> str | None:
     return None
 
 
+def _stored_item(code, lasti: int) -> str | None:
+    """The array an item assignment stores into when the instruction at ``lasti`` of ``code``
+    is one (``STORE_SUBSCR``): its name where the bytecode loads it by name, else a
+    description; None for any other instruction."""
+    instructions = list(dis.get_instructions(code))
+    at = next((i for i, ins in enumerate(instructions) if ins.offset == lasti), None)
+    if at is None or instructions[at].opname != "STORE_SUBSCR":
+        return None
+    target = instructions[at - 2] if at >= 2 else None  # loaded before the key
+    if target is not None and target.opname in ("LOAD_FAST", "LOAD_NAME", "LOAD_GLOBAL",
+                                                "LOAD_DEREF"):
+        return str(target.argval)
+    return "out"
+
+
 def stored_by_numpy(e: BaseException) -> bool:
     """Whether ``e`` is numpy's own error for the item assignment on the user's line where
     it was raised (``c[0] = t`` into a plain array): numpy wraps asd's refusal, which the
@@ -328,7 +350,7 @@ def stored_by_numpy(e: BaseException) -> bool:
     tb = e.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
-    return tb is not None and assigned_array(tb.tb_frame) is not None
+    return tb is not None and assigned_array(tb.tb_frame, lasti=tb.tb_lasti) is not None
 
 
 def store_refusal(x: Tracer, target: str) -> TracerBoolError:
