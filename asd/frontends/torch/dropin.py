@@ -569,12 +569,14 @@ def _resolve(token: int, desc) -> str:
         if not prog.reach_checked:
             _check_reach(prog, args, kwargs)
         call = state.native_call(prog, leaves)
-    if call is None:
-        why = getattr(prog, "native_refused", None) or "asd.torch.NATIVE_BACKWARD is False"
-        raise UnsupportedError(
-            f"asd.torch.function({prog.label}) under torch.compile needs the program's native "
-            f"form, and it has none ({why}): call it outside the compiled region.")
-    return call.key
+    return "" if call is None else call.key
+
+
+@torch.compiler.disable(recursive=True)
+def _swept(state: _DropIn, args: tuple, kwargs: dict):
+    """A program without a native form under ``torch.compile``: a graph break, the call runs
+    eagerly through asd's sweep (``fullgraph=True`` refuses it, with dynamo's error)."""
+    return _eager(state, args, kwargs)
 
 
 def _compiled(state: _DropIn, args: tuple, kwargs: dict):
@@ -584,6 +586,8 @@ def _compiled(state: _DropIn, args: tuple, kwargs: dict):
     dynamo lifts them as inputs."""
     state.fn(*args, **kwargs)
     key = _resolve(state.token, _describe((args, kwargs)))
+    if not key:
+        return _swept(state, args, kwargs)
     call = _CALLS[key]
     leaves = pytree.tree_leaves((args, kwargs))
     return call.prog.structured(call.run(leaves))

@@ -422,14 +422,22 @@ class NativeProgram:
         self.n_outputs = len(user)
         self.n_margins = len(margins)
         sources = prog.sources()
+        self.names = placeholders
         self.template = [sources.get(name) for name in placeholders]
         self.positions = [placeholders.index(name) for name in prog.user_inputs]
         n = len(placeholders)
         self.tail = self.positions == list(range(n - len(self.positions), n))
         self.prefix = self.template[:n - len(self.positions)] if self.tail else None
 
-    def flat(self, leaves: Sequence) -> list:
-        """The graph's placeholders for these user inputs."""
+    def flat(self, leaves: Sequence, replace: dict | None = None) -> list:
+        """The graph's placeholders for these user inputs (and, by placeholder name, other
+        tensors in place of the program's own)."""
+        if replace:
+            flat = [replace.get(name, t) for name, t in zip(self.names, self.template,
+                                                               strict=True)]
+            for pos, leaf in zip(self.positions, leaves, strict=True):
+                flat[pos] = leaf
+            return flat
         if self.tail:
             return [*self.prefix, *leaves]
         flat = list(self.template)
