@@ -335,6 +335,43 @@ def test_compiled_drop_in_recompiles_when_the_function_changes():
     assert float(compiled(x)) == pytest.approx(float(fn(x)))
 
 
+def test_several_drop_ins_compile_through_the_same_step_code():
+    """A second drop-in traced through the same code recompiles it: its token must stay a
+    constant of the graph (an int token turned dynamic there, and `_resolve` failed)."""
+
+    def make(f):
+        def step(x):
+            return f(x).pow(2).sum()
+        return step
+
+    torch._dynamo.reset()
+    for k in range(3):
+        torch.manual_seed(k)
+        model = nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 1)).double()
+        f = asd.torch.function(model, seed=0)
+        x = torch.randn(5, 3, dtype=torch.float64)
+        model.zero_grad()
+        torch.compile(make(f), backend="aot_eager", fullgraph=True)(x).backward()
+        got = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        make(f)(x).backward()
+        for g, p in zip(got, model.parameters(), strict=True):
+            assert torch.equal(g, p.grad), k
+
+
+def test_a_drop_in_no_longer_referenced_leaves_the_registry():
+    """The registry of drop-ins (what `_resolve` reads while dynamo traces) holds them weakly,
+    so a training loop creating drop-ins does not keep every model alive."""
+    import gc
+
+    f = asd.torch.function(nn.Linear(2, 2))
+    token = f.asd_state.token
+    assert dropin._DROPINS[token] is f.asd_state
+    del f
+    gc.collect()
+    assert token not in dropin._DROPINS
+
+
 def test_gradient_checkpointing_recomputes_the_same_gradient():
     from torch.utils.checkpoint import checkpoint
 

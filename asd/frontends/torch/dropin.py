@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import weakref
 from collections.abc import Callable
 
 import numpy as np
@@ -452,7 +453,7 @@ class _DropIn:
     def __init__(self, fn: Callable, seed, direction):
         self.fn, self.seed, self.direction = fn, seed, direction
         self.calls: dict = {}
-        self.token = next(_KEYS)
+        self.token = f"dropin-{next(_KEYS)}"   # a str: dynamo passes it as a constant
         _DROPINS[self.token] = self
 
     def refuse(self, prog: TorchProgram, call: _NativeCall, why: str) -> None:
@@ -491,7 +492,8 @@ class _DropIn:
         return call
 
 
-_DROPINS: dict[int, _DropIn] = {}
+_DROPINS: weakref.WeakValueDictionary[str, _DropIn] = weakref.WeakValueDictionary()
+"""Every live drop-in, by token (`_resolve` finds its state from the traced graph)."""
 
 
 def _settings():
@@ -556,7 +558,7 @@ def _example(desc):
 
 
 @torch.compiler.assume_constant_result
-def _resolve(token: int, desc) -> str:
+def _resolve(token: str, desc) -> str:
     """Run while dynamo traces a step calling the drop-in (not traced itself): import (or
     find) the program for these arguments and its native call; the key of `_CALLS` (a
     constant of the traced graph). What the import read is guarded by dynamo itself: the
