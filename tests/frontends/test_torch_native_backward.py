@@ -359,6 +359,32 @@ def test_several_drop_ins_compile_through_the_same_step_code():
             assert torch.equal(g, p.grad), k
 
 
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_a_compiled_step_with_a_new_batch_size_gives_the_eager_gradient(dynamic):
+    """A second batch size makes dynamo recompile with dynamic sizes (or ``dynamic=True``
+    from the start): the drop-in specialises them (the program is imported per shape), and
+    its import runs outside the step's tracing context (inside it, the export's graph called
+    the step's own guards and failed)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 5), nn.ReLU(), nn.Linear(5, 3)).double()
+    f = asd.torch.function(model, seed=0)
+
+    def loss(x):
+        return f(x).pow(2).sum()
+
+    torch._dynamo.reset()
+    compiled = torch.compile(loss, backend="aot_eager", fullgraph=True, dynamic=dynamic)
+    for n in (4, 7, 9):
+        x = torch.randn(n, 6, dtype=torch.float64)
+        model.zero_grad()
+        compiled(x).backward()
+        got = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        loss(x).backward()
+        for g, p in zip(got, model.parameters(), strict=True):
+            assert torch.equal(g, p.grad), n
+
+
 def test_a_drop_in_no_longer_referenced_leaves_the_registry():
     """The registry of drop-ins (what `_resolve` reads while dynamo traces) holds them weakly,
     so a training loop creating drop-ins does not keep every model alive."""

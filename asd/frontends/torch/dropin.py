@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import operator
 import weakref
 from collections.abc import Callable
 
@@ -534,7 +535,10 @@ def _describe(tree):
     """The arguments' structure, shapes, dtypes, devices and ``requires_grad`` as Python
     constants (what a program is imported for), read while dynamo traces."""
     if isinstance(tree, torch.Tensor):
-        return ("tensor", tuple(tree.shape), tree.dtype, str(tree.device), tree.requires_grad)
+        # operator.index makes dynamo specialise a dynamic size (a guard, a recompile per
+        # size): the program is imported for concrete shapes
+        return ("tensor", tuple(operator.index(d) for d in tree.shape), tree.dtype,
+                str(tree.device), tree.requires_grad)
     if isinstance(tree, dict):
         return ("dict", tuple((k, _describe(v)) for k, v in tree.items()))
     if isinstance(tree, list | tuple):
@@ -565,7 +569,9 @@ def _resolve(token: str, desc) -> str:
     traced step also traces ``fn`` (`_compiled`), whose reads become the graph's guards."""
     state = _DROPINS[token]
     args, kwargs = _example(desc)
-    with torch.compiler.set_stance("force_eager"):
+    # outside the step's tracing context: an export inside it reads the step's guards
+    # (after a recompile with dynamic sizes its graph calls a guard on the step's locals)
+    with torch.compiler.set_stance("force_eager"), torch._guards.tracing(None):
         prog = import_program(state.fn, *args, **kwargs)
         leaves = prog.leaves(args, kwargs)
         if not prog.reach_checked:
