@@ -144,7 +144,6 @@ def _by_autograd(prog: TorchProgram, tensors: tuple, nums):
     it = iter(grads)
     g = tuple(dict(zip(fresh, (next(it) for _ in fresh), strict=True)) if i == n else next(it)
               for i in positions)
-    prog.backend = "torch"
     return out.detach().reshape(()), (g[0] if isinstance(nums, int) else g)
 
 
