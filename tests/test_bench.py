@@ -50,16 +50,21 @@ def test_quick_run_prints_the_table_and_writes_json(quick_run, capsys):
 
 def test_pytorch_models_run_on_their_device_and_match_torch(quick_run):
     """The PyTorch rows: value+subgradient and a training step per model on the CPU (and CUDA
-    when present), each checked against torch's own gradients at a tie-free point."""
+    when present), each checked against torch's own gradients at a tie-free point, and the
+    rows with ties against asd's full sweep at every call."""
     pytest.importorskip("torch")
     report = json.loads(quick_run.read_text())
     rows = report["torch_models"]
     names = {(r["name"], r["device"]) for r in rows}
-    for model in ("cnn", "mlp", "residual"):
+    for model in ("cnn", "mlp", "residual", "transformer", "dead windows"):
         assert {(model, "cpu"), (f"train-step {model}", "cpu")} <= names
+    assert ("train-step zero-init conv", "cpu") in names
     for r in rows:
         assert r["check"]["ok"], (r["name"], r["check"])
         assert set(r["check"]["relative_error"]) == {r["ratio_of"].split(" / ")[0]}
+        want = "asd full sweep" if r["name"].endswith("zero-init conv") else \
+            r["ratio_of"].split(" / ")[1]
+        assert r["check"]["reference"] == want, r["name"]
         assert r["ratio"] > 0
     assert {t["program"] for t in report["targets"]} >= {"cnn", "train-step cnn"}
 
@@ -177,3 +182,15 @@ def test_gpu_benchmark_runs_in_smoke_mode_on_the_cpu(tmp_path):
         (m, d) for m in ("resnet18", "transformer") for d in ("float32", "bfloat16")}
     for r in rows:
         assert r["relative_error"] <= (1e-5 if r["dtype"] == "float32" else 5e-2), r
+
+
+def test_only_torch_selects_every_pytorch_row_and_nothing_else(capsys):
+    """``asd bench --only torch`` runs the PyTorch rows (their names do not say torch)."""
+    pytest.importorskip("torch")
+    from asd.benchmarks import torch_models
+
+    assert torch_models._wanted("torch", "train-step cnn")
+    assert torch_models._wanted("torch cnn", "compiled-step cnn") is False
+    assert torch_models._wanted("torch cnn", "cnn-1ms")
+    assert not torch_models._wanted("jax", "cnn")
+    assert not [b for b in QUICK if "torch" in b.name]    # no numpy program is selected

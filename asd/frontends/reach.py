@@ -15,6 +15,7 @@ Library code (torch, jax, numpy, asd...) is not walked: its globals are not prog
 from __future__ import annotations
 
 import functools
+import operator
 import os
 import sys
 import sysconfig
@@ -151,6 +152,12 @@ def walk(fn, opaque: Callable[[Any], bool] = lambda v: False,
     Paths are variable names: closure cells and defaults under the function's path, globals at
     the top level (they are module-level names), then keys, indices and attribute names.
     """
+    for path, value, _ in _walk(fn, opaque, expand):
+        yield path, value
+
+
+def _walk(fn, opaque, expand):
+    """`walk`, with whether each value's children were read (not beyond `MAX_DEPTH`)."""
     seen: set[int] = set()
     queue = deque([((), fn, 0)])
     while queue:
@@ -159,8 +166,9 @@ def walk(fn, opaque: Callable[[Any], bool] = lambda v: False,
             if id(value) in seen:
                 continue
             seen.add(id(value))
-        yield path, value
-        if depth >= MAX_DEPTH:
+        descend = depth < MAX_DEPTH
+        yield path, value, descend
+        if not descend:
             continue
         kids = _children(path, value, opaque)
         if expand is not None and opaque(value):
@@ -191,20 +199,155 @@ def token(value, framework_token: Callable[[Any], Hashable | None]) -> Hashable:
 
 def fingerprint(fn, framework_token: Callable[[Any], Hashable | None],
                 opaque: Callable[[Any], bool] = lambda v: False,
-                expand=None) -> tuple[tuple, list]:
+                expand=None, framework_guard=None) -> tuple[tuple, list]:
     """A hashable summary of everything ``fn``'s trace can depend on (see the module doc),
-    and the reachable objects.
+    and the reachable objects (with ``framework_guard``, also a `Guard` of that walk).
 
     Two calls give equal fingerprints unless a reachable value changed, so a program cached
     under it is the program ``fn`` would trace now. Objects without a better summary count by
     identity, so the cache entry must hold the returned objects: their ids are then not reused.
     """
     key, held = [], []
-    for path, v in walk(fn, opaque, expand):
+    guard = Guard() if framework_guard is not None else None
+    for path, v, descend in _walk(fn, opaque, expand):
         key.append((path, token(v, framework_token)))
         if not isinstance(v, SCALARS):
             held.append(v)
+        if guard is not None:
+            guard.read(v, descend, opaque, framework_guard)
+    if guard is not None:
+        return tuple(key), held, guard
     return tuple(key), held
 
 
-__all__ = ["LIBRARIES", "fingerprint", "is_library", "token", "user_line", "walk"]
+_MISSING = object()
+
+# the kinds of check a Guard makes
+_DICT, _LIST, _CELLS, _NAMES, _ATTR, _ARRAY, _CUSTOM, _ENTRIES = range(8)
+
+
+class Guard:
+    """What a walk read, checked by identity: the cheap test that a fingerprint still holds.
+
+    A fingerprint costs a full walk (hundreds of microseconds for a model of a few dozen
+    modules). The guard records, for every object whose children the walk read, the very
+    objects it found there (a dict's keys and values, a list's items, a function's closure
+    cells, defaults, code and the globals it names, an object's class and attributes, and
+    what the front end reads of its own objects: a module's flags and parameters, a
+    tensor's shape and dtype). `holds` compares them by identity: if every one is the same
+    object, the walk would read the same values, so the fingerprint is the one recorded. A
+    failed check only means "walk again": an equal value in a new object (a float assigned
+    anew) gives the same fingerprint, and the program is found in the cache.
+    """
+
+    __slots__ = ("checks",)
+
+    def __init__(self):
+        self.checks: list[tuple] = []
+
+    def dict_of(self, d) -> None:
+        """``d``'s keys and values, by identity (a dict, or an object's ``__dict__``)."""
+        self.checks.append((_DICT, d, tuple(d), tuple(d.values())))
+
+    def entries(self, d, names: tuple) -> None:
+        """The entries ``names`` of ``d`` and its size, by identity (what a walk reads of a
+        dict it does not read whole: a module's flags and plain attributes)."""
+        self.checks.append((_ENTRIES, d, names, tuple(map(d.get, names)), len(d)))
+
+    def read(self, v, descend: bool, opaque, framework_guard) -> None:
+        """Record what `_children` (or the front end's ``framework_guard``) reads of ``v``."""
+        if isinstance(v, np.ndarray):        # by content, as the fingerprint counts it
+            self.checks.append((_ARRAY, v, hash(np.ascontiguousarray(v).tobytes())))
+            return
+        if isinstance(v, SCALARS) or not descend:
+            return
+        if opaque(v):
+            framework_guard(v, self)
+            return
+        if isinstance(v, functools.partial):
+            self.dict_of(v.keywords)
+        elif isinstance(v, types.FunctionType):
+            if is_library(v):
+                return
+            for attr in ("__code__", "__defaults__", "__kwdefaults__", "__closure__"):
+                self.checks.append((_ATTR, v, attr, getattr(v, attr)))
+            if v.__kwdefaults__:
+                self.dict_of(v.__kwdefaults__)
+            cells = v.__closure__ or ()
+            self.checks.append((_CELLS, cells, tuple(_cell(c) for c in cells)))
+            glob, names = v.__globals__, tuple(sorted(_code_names(v.__code__)))
+            self.checks.append((_NAMES, glob, names, tuple(glob.get(n, _MISSING)
+                                                            for n in names)))
+            for name in names:
+                g = glob.get(name)
+                if isinstance(g, types.ModuleType) and not is_library(g):
+                    attrs = vars(g)
+                    self.checks.append((_NAMES, attrs, names, tuple(attrs.get(n, _MISSING)
+                                                                     for n in names)))
+        elif isinstance(v, dict):
+            if len(v) <= MAX_ITEMS:
+                self.dict_of(v)
+        elif isinstance(v, list):
+            if len(v) <= MAX_ITEMS:
+                self.checks.append((_LIST, v, tuple(v)))
+        elif isinstance(v, type):
+            if not is_library(v):
+                self.dict_of(v.__dict__)
+        elif isinstance(v, tuple | types.MethodType | types.ModuleType |
+                        types.BuiltinFunctionType):
+            return                                  # immutable, or not walked
+        elif not is_library(type(v)):
+            self.checks.append((_ATTR, v, "__class__", type(v)))
+            try:
+                self.dict_of(vars(v))
+            except TypeError:
+                pass
+
+    def custom(self, check: Callable[[], Any], expected) -> None:
+        """A front end's own check: ``check()`` must return ``expected`` (compared with ``==``)."""
+        self.checks.append((_CUSTOM, check, expected))
+
+    def holds(self) -> bool:
+        """Whether every object the walk read is still the one it found."""
+        is_ = operator.is_
+        for check in self.checks:
+            kind = check[0]
+            if kind == _ENTRIES:
+                d = check[1]
+                if len(d) != check[4] or not all(map(is_, map(d.get, check[2]), check[3])):
+                    return False
+            elif kind == _DICT:
+                d, keys, values = check[1], check[2], check[3]
+                if len(d) != len(keys) or not all(map(is_, d.values(), values)) \
+                        or not all(map(is_, d, keys)):
+                    return False
+            elif kind == _LIST:
+                if len(check[1]) != len(check[2]) or not all(map(is_, check[1], check[2])):
+                    return False
+            elif kind == _ATTR:
+                if getattr(check[1], check[2]) is not check[3]:
+                    return False
+            elif kind == _CELLS:
+                if not all(map(is_, map(_cell, check[1]), check[2])):
+                    return False
+            elif kind == _NAMES:
+                get = check[1].get
+                if not all(get(n, _MISSING) is v for n, v in zip(check[2], check[3],
+                                                                   strict=True)):
+                    return False
+            elif kind == _CUSTOM:
+                if check[1]() != check[2]:
+                    return False
+            elif hash(np.ascontiguousarray(check[1]).tobytes()) != check[2]:
+                return False
+        return True
+
+
+def _cell(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:                  # an empty cell: not assigned yet
+        return _MISSING
+
+
+__all__ = ["LIBRARIES", "Guard", "fingerprint", "is_library", "token", "user_line", "walk"]

@@ -30,6 +30,13 @@ def tol(dtype) -> dict:
         "rtol": 1e-4, "atol": 1e-5}
 
 
+@pytest.fixture(autouse=True)
+def sweep_every_call(monkeypatch):
+    """This file compares asd's sweep on torch tensors with the sweep on numpy: PyTorch's
+    own backward where no tie matters (test_torch_native_backward.py) is turned off."""
+    monkeypatch.setattr(frontend, "NATIVE_BACKWARD", False)
+
+
 @pytest.fixture
 def numpy_path(monkeypatch):
     """Run the body's calls on the numpy path (the documented switch)."""

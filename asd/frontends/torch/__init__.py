@@ -96,9 +96,15 @@ from asd.frontends.torch.ops import ATEN, USED, NotComputed
 CACHE_SIZE = 64
 """How many imported programs the cache keeps (the oldest goes first)."""
 
+NATIVE_BACKWARD = True
+"""Whether `function` runs the imported graph under PyTorch's own autograd wherever no tie
+matters (`asd.frontends.torch.native`), and asd's sweep only where one does. Set it to False
+to sweep every call with asd (the reference the native path is tested against)."""
+
 NATIVE = True
 """Whether sweeps try the torch path first (see `TorchProgram.backend`). Set it to False to
 run every program on numpy, as before the native path existed (to compare the two)."""
 
-__all__ = ["ATEN", "CACHE_SIZE", "IMPORTS", "NATIVE", "USED", "NotComputed", "TorchProgram",
-           "dtype_of", "function", "import_program", "program", "subgrad", "value_and_subgrad"]
+__all__ = ["ATEN", "CACHE_SIZE", "IMPORTS", "NATIVE", "NATIVE_BACKWARD", "USED", "NotComputed",
+           "TorchProgram", "dtype_of", "function", "import_program", "program", "subgrad",
+           "value_and_subgrad"]

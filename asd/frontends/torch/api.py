@@ -6,6 +6,7 @@ copies (`_sweep`); results come back as tensors in each argument's dtype and dev
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 
 import numpy as np
@@ -14,7 +15,8 @@ import torch
 import asd
 from asd.errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from asd.frontends import common
-from asd.frontends.torch.convert import _native, _to_numpy
+from asd.frontends.torch import native
+from asd.frontends.torch.convert import HALF, _native, _to_numpy
 from asd.frontends.torch.importer import TorchProgram, import_program
 
 
@@ -101,9 +103,59 @@ def _like(g: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
     return g.to(device=t.device, dtype=t.dtype)
 
 
+def _settings():
+    return importlib.import_module(__package__)
+
+
+def _by_autograd(prog: TorchProgram, tensors: tuple, nums):
+    """``(value, gradient)`` by PyTorch's own autograd on the native program, when no tie
+    matters there (`asd.frontends.torch.native`: then it is asd's element, up to rounding);
+    None when one may (or the program has no native form, or computes in half precision,
+    which asd sweeps in float32), and asd's sweep answers."""
+    params = prog.tensors()
+    positions = (nums,) if isinstance(nums, int) else nums
+    n = len(tensors)
+    if any(isinstance(t, torch.Tensor) and t.dtype in HALF
+           for t in (*tensors, *params.values())):
+        return None
+    wanted_params = n in positions
+    diff = frozenset([prog.user_inputs[i] for i in positions if i < n]
+                     + (list(prog.param_names) if wanted_params else []))
+    form = prog.native_program(diff)
+    if isinstance(form, str):
+        return None
+    leaves = [t.detach().requires_grad_(True) if i in positions else
+              (t.detach() if isinstance(t, torch.Tensor) else t) for i, t in enumerate(tensors)]
+    fresh = {k: v.detach().requires_grad_(True) if wanted_params else v.detach()
+             for k, v in params.items()}
+    with torch.enable_grad():
+        res = form.module(*form.flat(leaves, {p: fresh[t] for p, t in prog.param_names.items()}))
+        out, finite, margins = res[0], res[1], res[2:]
+        if form.n_outputs != 1 or out.numel() != 1 or not out.is_floating_point():
+            return None                 # asd's sweep says what is wrong with the output
+        tied = (native.flag_on_host(margins, finite) if finite.device.type == "cpu"
+                else bool(native.flag(margins, finite)))
+        if tied:
+            return None
+        wrt = [leaves[i] for i in positions if i < n] + (list(fresh.values())
+                                                         if wanted_params else [])
+        grads = torch.autograd.grad(out.reshape(()), wrt, allow_unused=True)
+    grads = [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt, strict=True)]
+    it = iter(grads)
+    g = tuple(dict(zip(fresh, (next(it) for _ in fresh), strict=True)) if i == n else next(it)
+              for i in positions)
+    return out.detach().reshape(()), (g[0] if isinstance(nums, int) else g)
+
+
 def value_and_subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=None):
-    """``(value, subgradient)`` of a scalar PyTorch function, both as torch tensors."""
+    """``(value, subgradient)`` of a scalar PyTorch function, both as torch tensors: by
+    PyTorch's own autograd where no tie matters (its derivative is then asd's element), by
+    asd's sweep along ``direction`` (or a random one from ``seed``) where one may."""
     prog, nums = _prepare(fn, tensors, argnums)
+    if _settings().NATIVE_BACKWARD and prog.native:
+        done = _by_autograd(prog, tensors, nums)
+        if done is not None:
+            return done
 
     def run(arrays, params, native):
         def f(*xs):

@@ -1,19 +1,32 @@
 """``asd.torch.function``: a drop-in replacement whose backward is asd's subgradient.
+
+The imported program runs natively under PyTorch's autograd (`asd.frontends.torch.native`)
+with a flag of any tie that matters: without one, PyTorch's backward is exact and is used;
+with one, the backward is asd's sweep of the same program (`_Correct`). Programs without a
+native form are swept by asd at every call (`_ASDFunction`). Under ``torch.compile`` the call
+is traced (`_compiled`): the native program inline, asd's part an opaque op.
 """
 
 from __future__ import annotations
 
+import importlib
+import itertools
+import operator
+import weakref
 from collections.abc import Callable
 
+import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 import asd
-from asd.errors import ArgumentError, UnsupportedError
-from asd.frontends.torch.api import _as_torch_result, _like, _sweep
+from asd.errors import ArgumentError, ArgumentTypeError, UnsupportedError
+from asd.frontends.torch import native
+from asd.frontends.torch.api import _as_torch_result, _direction, _like, _sweep
 from asd.frontends.torch.convert import _flat_values, _native, _to_numpy
 from asd.frontends.torch.importer import TorchProgram, import_program
 
-# ----- the drop-in autograd function -----
+# ----- what the importer cannot see -----
 
 class _Unseen(torch.overrides.TorchFunctionMode):
     """Watches the forward for a tensor that requires grad but is no input of the autograd
@@ -41,45 +54,123 @@ class _Unseen(torch.overrides.TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+# ----- asd's sweep of the program: the reference, and the correction where a tie matters -----
+
+def _check_direction(prog: TorchProgram, direction, n_inputs: int) -> None:
+    """A drop-in's ``direction=``: a dict from parameter names (as ``argnums='params'``
+    names them) and input positions (the leaves of the arguments, in order) to tensors."""
+    if direction is None:
+        return
+    if not isinstance(direction, dict):
+        raise ArgumentTypeError(
+            f"direction={type(direction).__name__}: asd.torch.function takes a dict from "
+            "parameter names (as asd.torch.subgrad(..., argnums='params') names them) and "
+            "input positions to tensors; leaves left out have direction 0")
+    names = set(prog.tensors())
+    bad = [k for k in direction if not (k in names or (isinstance(k, int) and 0 <= k < n_inputs))]
+    if bad:
+        raise ArgumentError(
+            f"direction names {bad!r}, which {prog.label} does not differentiate; its "
+            f"parameters are {sorted(names)!r} and its inputs positions 0..{n_inputs - 1}")
+
+
+class _Sweep:
+    """asd's sweep (`asd.vjp`) of a program at given leaves and tensors, differentiating the
+    flat positions ``wanted`` (inputs, then the program's tensors) along ``direction`` (or a
+    random one from ``seed``): the others are constants of the sweep, as they are of torch's
+    autograd (a frozen parameter is not a direction of the sweep)."""
+
+    def __init__(self, prog: TorchProgram, seed, direction, n_inputs: int, wanted: list[int]):
+        self.prog, self.seed, self.direction = prog, seed, direction
+        self.n_inputs, self.wanted = n_inputs, wanted
+        self.names = list(prog.tensors())
+        self.inputs = [i for i in wanted if i < n_inputs]
+        self.params = [self.names[i - n_inputs] for i in wanted if i >= n_inputs]
+
+    def vjp(self, flat: list):
+        """``(value, pullback, native)``: the output and ``cts -> grads over flat`` (None
+        where not wanted), on the path `_sweep` chose."""
+        prog, n = self.prog, self.n_inputs
+        inputs, params = flat[:n], dict(zip(self.names, flat[n:], strict=True))
+
+        def run(arrays, values, native):
+            xs = [arrays[i] for i in self.inputs]
+            if self.params:
+                xs.append({k: values[k] for k in self.params})
+
+            def f(*xs_):
+                ins = list(arrays)
+                for i, x in zip(self.inputs, xs_, strict=False):
+                    ins[i] = x
+                ps = {**values, **xs_[-1]} if self.params else values
+                return prog.numpy_fn(*ins, params=ps)
+
+            out = asd.vjp(f, tuple(range(len(xs))), seed=self.seed,
+                          direction=self._direction(xs, native))(*xs)
+            return out, native
+
+        (value, pull), native = _sweep(prog, inputs, params, run)
+
+        def pullback(cts):
+            conv = _native if native else _to_numpy
+            cts_ = tuple(conv(c) if c is not None else None for c in cts)
+            g = pull(cts_ if len(cts_) > 1 else cts_[0])
+            grads: list = [None] * len(flat)
+            for i, gi in zip(self.inputs, g, strict=False):
+                grads[i] = _like(_as_torch_result(gi), flat[i])
+            if self.params:
+                for k, gk in g[-1].items():
+                    j = n + self.names.index(k)
+                    grads[j] = _like(_as_torch_result(gk), flat[j])
+            return grads
+
+        return value, pullback, native
+
+    def _direction(self, xs: list, native: bool):
+        if self.direction is None:
+            return None
+        d = self.direction
+        out = [d[i] if i in d else torch.zeros_like(x) if isinstance(x, torch.Tensor)
+               else np.zeros_like(x) for i, x in zip(self.inputs, xs, strict=False)]
+        if self.params:
+            out.append({k: d[k] if k in d else (torch.zeros_like(v) if isinstance(
+                v, torch.Tensor) else np.zeros_like(v)) for k, v in xs[-1].items()})
+        return _direction(tuple(out), native)
+
+
+def _wanted(prog: TorchProgram, flat: list, needs) -> list[int]:
+    """The flat positions (inputs, then the program's tensors) that get a gradient: floating
+    tensors that require grad (``needs``) and that a gradient reaches (an unused parameter
+    keeps ``.grad`` None, as in torch, so that an optimizer leaves it alone)."""
+    return [i for i, (t, need, reached) in enumerate(zip(flat, needs, prog.reached,
+                                                         strict=True))
+            if need and reached and isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
 class _ASDFunction(torch.autograd.Function):
-    """The forward is asd's sweep (`asd.vjp`) of the program imported for exactly this call:
-    its value is the output, and the linearizations it chose wait in ``ctx``; the backward
-    pulls the incoming gradient back through them. So a training step costs one sweep and one
-    reverse pass, as torch's own does, and the direction decides every tie before any
-    cotangent exists (the branch chosen cannot depend on the loss downstream)."""
+    """asd's sweep at every call (programs without a native form, `NATIVE_BACKWARD` off,
+    and ``create_graph``): the forward is `asd.vjp` of the program imported for exactly this
+    call, its value the output and its linearizations waiting in ``ctx``; the backward pulls
+    the incoming gradient back through them. One sweep and one reverse pass per step, and the
+    direction decides every tie before any cotangent exists."""
 
     @staticmethod
-    def forward(ctx, prog, seed, n_inputs, *flat):
-        inputs, params = flat[:n_inputs], flat[n_inputs:]
+    def forward(ctx, prog, seed, direction, n_inputs, *flat):
         tensors = [t for t in flat if isinstance(t, torch.Tensor)]
-        # only what requires grad and what a gradient reaches (an unused parameter keeps
-        # .grad None, as in torch, so that an optimizer leaves it alone)
-        ctx.reached = prog.reached
-        wants = [i for i, t in enumerate(inputs) if ctx.needs_input_grad[3 + i]
-                 and ctx.reached[i] and isinstance(t, torch.Tensor) and t.is_floating_point()]
-        want_params = any(need and reached for need, reached in zip(
-            ctx.needs_input_grad[3 + n_inputs:], ctx.reached[n_inputs:], strict=True))
-        nums = tuple(wants) + ((n_inputs,) if want_params else ())
-        ctx.n_inputs, ctx.nums, ctx.pullback, ctx.label = n_inputs, nums, None, prog.label
+        wanted = _wanted(prog, list(flat), ctx.needs_input_grad[4:])
+        ctx.pullback, ctx.label, ctx.n = None, prog.label, len(flat)
         ctx.is_tensor = [isinstance(t, torch.Tensor) for t in flat]
         # the linearizations read these tensors' storage: saved, so that one changed in place
         # before the backward raises torch's usual error instead of bending the gradient (and
         # each gradient comes back in its tensor's dtype and device)
         ctx.save_for_backward(*tensors)
-        if not nums:                 # nothing to differentiate: torch's own forward
+        if not wanted:                 # nothing to differentiate: torch's own forward
             with torch.no_grad():
-                outs = prog.call(inputs)
+                outs = prog.call(flat[:n_inputs])
             return _detached(tuple(outs) if len(outs) > 1 else outs[0], flat)
-
-        def run(arrays, values, native):
-            def f(*xs):
-                return prog.numpy_fn(*xs[:-1], params=xs[-1])
-
-            return asd.vjp(f, nums, seed=seed)(*arrays, values), native
-
-        names = list(prog.tensors())
-        (value, ctx.pullback), ctx.native = _sweep(
-            prog, inputs, dict(zip(names, params, strict=True)), run)
+        with _no_autocast(tensors):
+            value, ctx.pullback, _ = _Sweep(prog, seed, direction, n_inputs,
+                                            wanted).vjp(list(flat))
         outs = value if isinstance(value, tuple) else (value,)
         device = tensors[0].device
         typed = tuple(_detached(_as_torch_result(o).to(device=device, dtype=d), flat)
@@ -107,28 +198,209 @@ def _detached(out, flat):
 
 @torch.compiler.disable(recursive=True)
 def _backward(ctx, *cts):
-    """The incoming gradient pulled back through the forward's sweep (a graph break under
-    torch.compile: it runs eagerly)."""
-    n, nums = ctx.n_inputs, ctx.nums
-    grads: list = [None] * len(ctx.is_tensor)
+    """The incoming gradient pulled back through the forward's sweep."""
     if ctx.pullback is None:
-        return (None, None, None, *grads)
-    saved = iter(ctx.saved_tensors)   # torch checks that none was changed in place since
-    flat = [next(saved) if is_tensor else None for is_tensor in ctx.is_tensor]
-    conv = _native if ctx.native else _to_numpy
-    with torch.no_grad():
-        cts_ = tuple(conv(c) if c is not None else None for c in cts)
-        g = ctx.pullback(cts_ if len(cts_) > 1 else cts_[0])   # freed with the graph
-        for i, gi in zip(nums, g, strict=True):
-            if i == n:
-                for j, v in enumerate(gi.values()):
-                    if ctx.reached[n + j]:
-                        grads[n + j] = _like(_as_torch_result(v), flat[n + j])
-            else:
-                grads[i] = _like(_as_torch_result(gi), flat[i])
+        return (None, None, None, None, *([None] * ctx.n))
+    saved = ctx.saved_tensors      # torch checks that none was changed in place since
+    with torch.no_grad(), _no_autocast(saved):
+        grads = ctx.pullback(cts)  # freed with the graph
     if torch.is_grad_enabled():     # create_graph=True: the gradient will be differentiated
         grads = _first_order_only(grads, ctx.label)
-    return (None, None, None, *grads)
+    return (None, None, None, None, *grads)
+
+
+# ----- the native path: PyTorch's own backward, and asd's where a tie matters -----
+
+def _no_autocast(tensors):
+    """asd's sweep runs the program in its own dtypes: an enclosing ``torch.autocast`` (the
+    backward may run inside one) would round its products to half precision."""
+    device = next((t.device.type for t in tensors if isinstance(t, torch.Tensor)), "cpu")
+    return torch.autocast(device, enabled=False)
+
+
+class _NoNativeForm(Exception):
+    """The native program met an operation PyTorch's autograd does not differentiate."""
+
+
+class _NativeCall:
+    """One drop-in over one program and one pattern of differentiated leaves: the program's
+    native form (`asd.frontends.torch.native`), and what its backward needs where a tie
+    matters. Registered in `_CALLS` under `key`, which the compiled correction op names."""
+
+    def __init__(self, prog: TorchProgram, native, seed, direction, leaves: list,
+                 needs: tuple):
+        self.prog, self.native, self.seed, self.direction = prog, native, seed, direction
+        self.tensors = list(prog.tensors().values())
+        flat = [*leaves, *self.tensors]
+        self.n_inputs, self.needs = len(leaves), needs
+        self.is_tensor = tuple(isinstance(t, torch.Tensor) for t in flat)
+        # Python numbers among the leaves are part of the program's signature: fixed here
+        self.scalars = [v for v, is_t in zip(flat, self.is_tensor, strict=True) if not is_t]
+        self.wanted = _wanted(prog, flat, needs)
+        position = list(itertools.accumulate(self.is_tensor))
+        self.wanted_saved = [position[i] - 1 for i in self.wanted]
+        """The positions among the saved tensors (tensor leaves, then the program's
+        tensors) that get a gradient."""
+        self.float_outputs = [d.is_floating_point for d in prog.output_dtypes]
+        self.n_saved = sum(self.is_tensor)
+        self.n_out = native.n_outputs
+        self.verified = False
+        """Whether the native program has run once (an operation autograd does not
+        differentiate raises then, and the call moves to asd's sweep)."""
+        self.key = f"{next(_KEYS)}"
+        _register(self)
+
+    def run(self, leaves: list):
+        """The program natively, its outputs passed through `_Correct` with the flag of a
+        tie that matters: as a tensor when traced, else the margins, read in the backward."""
+        if self.verified:
+            res = self.native.module(*self.native.flat(leaves))
+        else:
+            try:
+                res = self.native.module(*self.native.flat(leaves))
+            except RuntimeError as e:
+                if "derivative for" not in str(e):
+                    raise
+                raise _NoNativeForm(str(e).splitlines()[0]) from e
+            self.verified = True
+        n = self.n_out
+        tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+        test = (res[n], res[n + 1:])
+        if torch.compiler.is_compiling():
+            test = native.flag(res[n + 1:], res[n])
+        return _Correct.apply(self, test, *res[:n], *tensors, *self.tensors)
+
+    def tied(self, test) -> bool:
+        """Whether a tie matters (eagerly: on the host for CPU tensors, else with one
+        synchronisation)."""
+        finite, margins = test
+        if finite.device.type == "cpu":
+            return native.flag_on_host(margins, finite)
+        return bool(native.flag(margins, finite))
+
+    def gradients(self, saved: list, cts) -> list:
+        """asd's gradient at the saved leaves and tensors: one per saved tensor (None where
+        none is wanted)."""
+        it, sc = iter(saved), iter(self.scalars)
+        flat = [next(it) if is_t else next(sc) for is_t in self.is_tensor]
+        cts = tuple(c if f else None for c, f in zip(cts, self.float_outputs, strict=True))
+        with torch.no_grad(), _no_autocast(saved):
+            _, pullback, _ = _Sweep(self.prog, self.seed, self.direction, self.n_inputs,
+                                    self.wanted).vjp(flat)
+            grads = pullback(cts)
+        return [g for g, is_t in zip(grads, self.is_tensor, strict=True) if is_t]
+
+
+_KEYS = itertools.count()
+_CALLS: dict[str, _NativeCall] = {}
+_CALLS_SIZE = 256
+
+
+def _register(call: _NativeCall) -> None:
+    if len(_CALLS) >= _CALLS_SIZE:
+        _CALLS.pop(next(iter(_CALLS)))
+    _CALLS[call.key] = call
+
+
+class _Correct(torch.autograd.Function):
+    """The native outputs, unchanged, whose backward reads the tie flag: without a tie that
+    matters the incoming gradient goes on to PyTorch's backward of the graph, exactly;
+    with one, asd's sweep gives the gradient (the native backward gets none, so nothing is
+    added to it). Eagerly that is one host synchronisation per call, in the backward; traced
+    (``torch.compile``), the gate is ``where(flag, 0, ct)`` and asd's part the opaque
+    `vjp_correction` op, which returns zeros without a tie."""
+
+    @staticmethod
+    def forward(call, test, *rest):
+        outs = tuple(o.view_as(o) for o in rest[:call.n_out])
+        return outs if len(outs) > 1 else outs[0]
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        # the separate context is what torch.func's transforms need of a Function
+        call, test, *rest = inputs
+        ctx.call = call
+        if isinstance(test, torch.Tensor):           # traced: the flag, saved
+            ctx.save_for_backward(test, *rest[call.n_out:])
+        else:
+            ctx.test = test
+            ctx.save_for_backward(*rest[call.n_out:])
+        for o in output if isinstance(output, tuple) else (output,):
+            if not o.is_floating_point():
+                ctx.mark_non_differentiable(o)
+
+    @staticmethod
+    def backward(ctx, *cts):
+        call = ctx.call
+        if torch.compiler.is_compiling():
+            flag, *saved = ctx.saved_tensors
+            gated = [None if c is None else torch.where(flag, torch.zeros_like(c), c)
+                     for c in cts]
+            corr = vjp_correction(call.key, flag, [c for c in cts if c is not None], saved)
+            grads: list = [None] * len(saved)
+            for i, g in zip(call.wanted_saved, corr, strict=True):
+                grads[i] = g
+            return (None, None, *gated, *grads)
+        saved = list(ctx.saved_tensors)
+        if any(torch._C._functorch.is_functorch_wrapped_tensor(s) for s in saved):
+            return _under_torch_func(call, ctx.test, cts)
+        create_graph = torch.is_grad_enabled()
+        if not create_graph and not call.tied(ctx.test):
+            return (None, None, *cts, *([None] * call.n_saved))
+        grads = _asd_gradients(call, saved, cts)
+        if create_graph:        # the gradient will be differentiated: asd's, first order only
+            grads = _first_order_only(grads, call.prog.label)
+        return (None, None, *([None] * call.n_out), *grads)
+
+
+def _under_torch_func(call: _NativeCall, test, cts) -> tuple:
+    """The backward inside ``torch.func.grad`` / ``vjp``: PyTorch's where no tie matters.
+    The transform differentiates with a graph (its own nesting), so ``create_graph`` says
+    nothing there; a second transform around the first (a Hessian) is refused, as a second
+    backward is, and so is a tie (asd's sweep cannot run on the transform's wrapped values)."""
+    if torch._C._functorch.maybe_current_level() > 1:
+        raise UnsupportedError(
+            f"asd.torch.function({call.prog.label}) is being differentiated twice by torch.func "
+            "(a Hessian, a gradient of a gradient): asd gives first derivatives only (a "
+            "limiting gradient has no derivative at a kink).")
+    if call.tied(test):
+        raise UnsupportedError(
+            f"asd.torch.function({call.prog.label}) met a tie that matters inside a "
+            "torch.func transform, where asd's sweep cannot run (its values are wrapped by "
+            "the transform): call the drop-in outside torch.func (loss.backward() or "
+            "torch.autograd.grad) for this point.")
+    return (None, None, *cts, *([None] * call.n_saved))
+
+
+@torch.compiler.disable(recursive=True)
+def _asd_gradients(call: _NativeCall, saved: list, cts) -> list:
+    """asd's gradient where a tie matters (or under ``create_graph``): its sweep at the
+    saved values, eagerly."""
+    return call.gradients(saved, cts)
+
+
+@torch.library.custom_op("asd::vjp_correction", mutates_args=(),
+                         tags=tuple(t for t in (getattr(torch.Tag, "cudagraph_unsafe", None),)
+                                    if t is not None))
+def vjp_correction(key: str, flag: torch.Tensor, cts: list[torch.Tensor],
+                   saved: list[torch.Tensor]) -> list[torch.Tensor]:
+    """asd's gradient for the differentiated saved tensors of the native call ``key`` where
+    its tie flag is set, zeros where it is not: the part of a compiled backward that the
+    values decide (it reads the flag, one synchronisation, when it runs)."""
+    call = _CALLS[key]
+    wanted = call.wanted_saved
+    if not bool(flag):
+        return [torch.zeros_like(saved[i]) for i in wanted]
+    cts_full = iter(cts)
+    cts_ = tuple(next(cts_full) if f else None for f in call.float_outputs)
+    grads = call.gradients(list(saved), cts_)
+    return [torch.empty_like(saved[i]).copy_(grads[i]) if grads[i] is not None
+            else torch.zeros_like(saved[i]) for i in wanted]     # the fake's layout
+
+
+@vjp_correction.register_fake
+def _(key, flag, cts, saved):
+    return [torch.empty_like(saved[i]) for i in _CALLS[key].wanted_saved]
 
 
 class _FirstOrderOnly(torch.autograd.Function):
@@ -169,6 +441,66 @@ def _first_order_only(grads: list, label: str) -> list:
     return out
 
 
+def _needs(leaves: list, tensors: list) -> tuple:
+    """Which leaves and tensors autograd differentiates (require grad, floating)."""
+    return tuple(isinstance(t, torch.Tensor) and t.requires_grad and t.is_floating_point()
+                 for t in (*leaves, *tensors))
+
+
+class _DropIn:
+    """The state of one `function`: the user's ``fn``, its seed and direction, and its native
+    calls per program and pattern of differentiated leaves."""
+
+    def __init__(self, fn: Callable, seed, direction):
+        self.fn, self.seed, self.direction = fn, seed, direction
+        self.calls: dict = {}
+        self.token = f"dropin-{next(_KEYS)}"   # a str: dynamo passes it as a constant
+        _DROPINS[self.token] = self
+
+    def refuse(self, prog: TorchProgram, call: _NativeCall, why: str) -> None:
+        """No native form after all (an operation autograd does not differentiate): this
+        program and pattern are swept by asd at every call."""
+        prog.native_refused = f"{why} (PyTorch's autograd)"
+        for key, (p, c) in list(self.calls.items()):
+            if c is call:
+                self.calls[key] = (p, None)
+        _CALLS.pop(call.key, None)
+
+    def native_call(self, prog: TorchProgram, leaves: list) -> _NativeCall | None:
+        """The native call for this program and these leaves (None: asd sweeps every call)."""
+        tensors = list(prog.tensors().values())
+        needs = _needs(leaves, tensors)
+        key = (id(prog), needs)
+        known = self.calls.get(key)
+        if known is not None and known[0] is prog:
+            return known[1]
+        if not _settings().NATIVE_BACKWARD:
+            return None
+        placeholders = [*(prog.user_inputs), *prog.param_names]
+        diff = frozenset(
+            name for name, need in zip(placeholders, _needs(
+                leaves, [prog.tensors()[prog.param_names[p]] for p in prog.param_names]),
+                strict=True) if need)
+        native = prog.native_program(diff)
+        if isinstance(native, str):
+            prog.native_refused = native
+            return None
+        _check_direction(prog, self.direction, len(leaves))
+        call = _NativeCall(prog, native, self.seed, self.direction, leaves, needs)
+        if len(self.calls) >= 64:
+            self.calls.pop(next(iter(self.calls)))
+        self.calls[key] = (prog, call)
+        return call
+
+
+_DROPINS: weakref.WeakValueDictionary[str, _DropIn] = weakref.WeakValueDictionary()
+"""Every live drop-in, by token (`_resolve` finds its state from the traced graph)."""
+
+
+def _settings():
+    return importlib.import_module(__package__)
+
+
 def _check_reach(prog: TorchProgram, args: tuple, kwargs: dict) -> None:
     """Run ``fn`` once, watched, the first time its program is called with gradients on: a
     tensor that requires grad but that the importer cannot reach (export bakes it in as a
@@ -179,35 +511,126 @@ def _check_reach(prog: TorchProgram, args: tuple, kwargs: dict) -> None:
     prog.reach_checked = True
 
 
-def function(fn: Callable, *, seed=None) -> Callable:
+def _eager(state: _DropIn, args: tuple, kwargs: dict):
+    prog = import_program(state.fn, *args, **kwargs)
+    if not torch.is_grad_enabled():      # no backward can follow: torch's own forward
+        return prog.fn(*args, **kwargs)
+    if not prog.reach_checked:
+        _check_reach(prog, args, kwargs)
+    leaves = prog.leaves(args, kwargs)
+    call = state.native_call(prog, leaves)
+    if call is not None:
+        try:
+            return prog.structured(call.run(leaves))
+        except _NoNativeForm as e:       # once: the program is swept by asd from now on
+            state.refuse(prog, call, str(e))
+    _check_direction(prog, state.direction, len(leaves))
+    return prog.structured(_ASDFunction.apply(prog, state.seed, state.direction, len(leaves),
+                                              *leaves, *prog.tensors().values()))
+
+
+# ----- under torch.compile -----
+
+def _describe(tree):
+    """The arguments' structure, shapes, dtypes, devices and ``requires_grad`` as Python
+    constants (what a program is imported for), read while dynamo traces."""
+    if isinstance(tree, torch.Tensor):
+        # operator.index makes dynamo specialise a dynamic size (a guard, a recompile per
+        # size): the program is imported for concrete shapes
+        return ("tensor", tuple(operator.index(d) for d in tree.shape), tree.dtype,
+                str(tree.device), tree.requires_grad)
+    if isinstance(tree, dict):
+        return ("dict", tuple((k, _describe(v)) for k, v in tree.items()))
+    if isinstance(tree, list | tuple):
+        return (type(tree).__name__, tuple(_describe(v) for v in tree))
+    return ("value", tree)
+
+
+def _example(desc):
+    """Example arguments from `_describe`'s constants (zeros: the import reads no values)."""
+    kind, body = desc[0], desc[1:]
+    if kind == "tensor":
+        shape, dtype, device, requires_grad = body
+        t = torch.zeros(shape, dtype=dtype, device=device)
+        return t.requires_grad_(True) if requires_grad else t
+    if kind == "dict":
+        return {k: _example(v) for k, v in body[0]}
+    if kind in ("list", "tuple"):
+        items = [_example(v) for v in body[0]]
+        return items if kind == "list" else tuple(items)
+    return body[0]
+
+
+@torch.compiler.assume_constant_result
+def _resolve(token: str, desc) -> str:
+    """Run while dynamo traces a step calling the drop-in (not traced itself): import (or
+    find) the program for these arguments and its native call; the key of `_CALLS` (a
+    constant of the traced graph). What the import read is guarded by dynamo itself: the
+    traced step also traces ``fn`` (`_compiled`), whose reads become the graph's guards."""
+    state = _DROPINS[token]
+    args, kwargs = _example(desc)
+    # outside the step's tracing context: an export inside it reads the step's guards
+    # (after a recompile with dynamic sizes its graph calls a guard on the step's locals)
+    with torch.compiler.set_stance("force_eager"), torch._guards.tracing(None):
+        prog = import_program(state.fn, *args, **kwargs)
+        leaves = prog.leaves(args, kwargs)
+        if not prog.reach_checked:
+            _check_reach(prog, args, kwargs)
+        call = state.native_call(prog, leaves)
+    return "" if call is None else call.key
+
+
+@torch.compiler.disable(recursive=True)
+def _swept(state: _DropIn, args: tuple, kwargs: dict):
+    """A program without a native form under ``torch.compile``: a graph break, the call runs
+    eagerly through asd's sweep (``fullgraph=True`` refuses it, with dynamo's error)."""
+    return _eager(state, args, kwargs)
+
+
+def _compiled(state: _DropIn, args: tuple, kwargs: dict):
+    """The drop-in as dynamo traces it: ``fn`` itself (its result unused and removed, but its
+    reads become the graph's guards, so a changed closure, flag or module recompiles), then
+    the native program and `_Correct`, with the program's tensors read from `_CALLS` so that
+    dynamo lifts them as inputs."""
+    state.fn(*args, **kwargs)
+    key = _resolve(state.token, _describe((args, kwargs)))
+    if not key:
+        return _swept(state, args, kwargs)
+    call = _CALLS[key]
+    leaves = pytree.tree_leaves((args, kwargs))
+    return call.prog.structured(call.run(leaves))
+
+
+def function(fn: Callable, *, seed=None, direction=None) -> Callable:
     """``fn`` with PyTorch's backward replaced by asd's (see ``asd.torch.function``).
 
     Each call first imports (or finds in the cache) the program for ``fn`` as it is now, so
-    an operation asd refuses is refused before anything runs; the forward sweeps that very
-    program and the backward pulls back through the branches it chose (only for the inputs
-    and parameters that require grad and that the output depends on: an unused parameter's
-    ``.grad`` stays None, as in torch). The parameters ``fn`` reaches are inputs of the
-    autograd function and get their gradients; a tensor requiring grad that ``fn`` uses but
-    asd cannot reach raises, checked by running ``fn`` once when its program is new.
-    Arguments may be passed by keyword and nested in tuples, lists and dicts; the result
-    has the structure ``fn`` returns. The gradient is a first derivative: differentiating
-    it again (``create_graph=True``) raises `asd.UnsupportedError`.
+    an operation asd refuses is refused before anything runs. The program runs natively,
+    under PyTorch's autograd, with a flag of any tie that matters (`asd.frontends.torch.
+    native`): without one, PyTorch's backward is exact and is used; with one, the backward
+    is asd's sweep of that very program along ``direction`` (a dict from parameter names and
+    input positions to tensors; leaves left out have direction 0) or a random direction
+    drawn from ``seed``. A program without a native form is swept by asd at every call.
+    Only the inputs and parameters that require grad and that the output depends on get a
+    gradient (an unused parameter's ``.grad`` stays None, as in torch). The parameters
+    ``fn`` reaches are inputs of the autograd function; a tensor requiring grad that ``fn``
+    uses but asd cannot reach raises, checked by running ``fn`` once when its program is
+    new. Arguments may be passed by keyword and nested in tuples, lists and dicts; the result
+    has the structure ``fn`` returns. The gradient is a first derivative: differentiating it
+    again (``create_graph=True``) raises `asd.UnsupportedError`. Under ``torch.compile`` it
+    is traced (no graph break, ``fullgraph=True`` works), guarded by dynamo's own guards on
+    what ``fn`` reads.
     """
+    state = _DropIn(fn, seed, direction)
 
     def wrapped(*args, **kwargs):
-        kwargs = dict(sorted(kwargs.items()))      # one program whatever the keyword order
-        prog = import_program(fn, *args, **kwargs)
-        if not torch.is_grad_enabled():      # no backward can follow: torch's own forward
-            return prog.fn(*args, **kwargs)
-        if not prog.reach_checked:
-            _check_reach(prog, args, kwargs)
-        leaves = prog.leaves(args, kwargs)
-        return prog.structured(_ASDFunction.apply(prog, seed, len(leaves), *leaves,
-                                                  *prog.tensors().values()))
+        if kwargs:
+            kwargs = dict(sorted(kwargs.items()))      # one program whatever the order
+        if torch.compiler.is_compiling():
+            return _compiled(state, args, kwargs)
+        return _eager(state, args, kwargs)
 
-    # torch.compile around a step calling it: a graph break here, the call runs eagerly
-    # (dynamo tracing into export and the sweep would take minutes and gain nothing)
-    wrapped = torch.compiler.disable(wrapped, recursive=True)
     wrapped.__name__ = getattr(fn, "__name__", type(fn).__name__)
     wrapped.__doc__ = f"{wrapped.__name__} with asd's subgradient as its backward."
+    wrapped.asd_state = state
     return wrapped

@@ -10,6 +10,7 @@ trace reads (`asd.frontends.reach`).
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import io
 import logging
@@ -83,6 +84,34 @@ def _token(value):
 
 def _fingerprint(fn) -> tuple[tuple, list]:
     return reach.fingerprint(fn, _token, _opaque, _expand)
+
+
+def _tensor_meta(t: torch.Tensor) -> tuple:
+    return (t.shape, t.dtype, t.device, t.requires_grad, type(t))
+
+
+def _metas(tensors: list) -> list:
+    return [(t.shape, t.dtype, t.device, t.requires_grad, type(t)) for t in tensors]
+
+
+def _guard(value, guard: reach.Guard) -> None:
+    """What `_token` and `_expand` read of a tensor or module, for `reach.Guard`: a tensor's
+    shape, dtype, device and ``requires_grad``; every submodule's class, ``training`` flag
+    and plain attributes, and its parameters', buffers' and children's dicts."""
+    if isinstance(value, torch.Tensor):
+        guard.custom(functools.partial(_tensor_meta, value), _tensor_meta(value))
+        return
+    tensors = []
+    for sub in value.modules():
+        guard.checks.append((reach._ATTR, sub, "__class__", type(sub)))
+        names = ("training", "_parameters", "_buffers", "_modules", *(
+            k for k in vars(sub) if k not in _MODULE_INTERNALS and not k.startswith("_")))
+        guard.entries(sub.__dict__, names)
+        for d in (sub._parameters, sub._buffers, sub._modules):
+            guard.dict_of(d)
+        tensors += [t for t in [*sub._parameters.values(), *sub._buffers.values()]
+                    if t is not None]
+    guard.custom(functools.partial(_metas, tensors), _metas(tensors))
 
 
 def _reached(fn) -> tuple[list[tuple[tuple, torch.nn.Module]], list[tuple[tuple, torch.Tensor]]]:
@@ -403,6 +432,8 @@ class TorchProgram:
 
     def leaves(self, args: tuple, kwargs: dict) -> list:
         """The graph's user inputs: the leaves of ``(args, kwargs)``, in export's order."""
+        if not kwargs and all(type(a) is torch.Tensor for a in args):
+            return list(args)
         return pytree.tree_leaves((args, kwargs))
 
     def call(self, leaves) -> list:
@@ -455,6 +486,25 @@ class TorchProgram:
     tensors and device), ``'numpy (because: ...)'`` when a native sweep was refused (an
     operation without an array-API rule: `refused`) or `NATIVE` is False, None before the
     first sweep. A refusal is paid once: later calls go to numpy directly."""
+
+    def sources(self) -> dict[str, Any]:
+        """The program's own tensors by graph input name: the parameters (by their target)
+        and the fixed buffers and constants, as the objects themselves (their identities are
+        part of the cache key, their values are read when the graph runs)."""
+        out: dict[str, Any] = {name: self._tensors[t] for name, t in self.param_names.items()}
+        out.update(self.fixed)
+        return out
+
+    def native_program(self, differentiated: frozenset):
+        """The program as PyTorch code with its tie flag (`asd.frontends.torch.native`), for
+        these differentiated graph inputs (the placeholders requiring grad), built once; or
+        a string saying why it has none."""
+        from asd.frontends.torch import native
+
+        cache = self.__dict__.setdefault("_native_programs", {})
+        if differentiated not in cache:
+            cache[differentiated] = native.build(self, differentiated)
+        return cache[differentiated]
 
     def tensors(self) -> dict[str, torch.Tensor]:
         """The differentiable tensors the program reads, by name (the autograd inputs)."""
@@ -552,6 +602,8 @@ def dtype_of(fn: Callable) -> torch.dtype | None:
 # ----- the cache: a program per function, signature and reachable state -----
 
 _CACHE: dict[tuple, tuple[TorchProgram, list]] = {}
+_GUARDED: dict[tuple, tuple[reach.Guard, TorchProgram]] = {}
+"""Per function and signature, the guard of the last walk and the program it found."""
 IMPORTS = {"count": 0}
 """How many programs have been exported (each cache miss adds one); tests read it."""
 
@@ -559,6 +611,23 @@ IMPORTS = {"count": 0}
 def _signature(tensors) -> tuple:
     return tuple((tuple(t.shape), t.dtype, t.requires_grad) if isinstance(t, torch.Tensor)
                  else (type(t), repr(t)) for t in tensors)
+
+
+def _same(t):
+    return t
+
+
+def _plain_examples(tree):
+    """Example arguments ``torch.export`` can trace: tensors wrapped by ``torch.func``
+    transforms become plain tensors of their shape and dtype (export reads no values)."""
+    is_wrapped = torch._C._functorch.is_functorch_wrapped_tensor
+
+    def plain(t):
+        if isinstance(t, torch.Tensor) and is_wrapped(t):
+            return torch.zeros(t.shape, dtype=t.dtype, device=t.device)
+        return t
+
+    return pytree.tree_map(plain, tree)
 
 
 def import_program(fn: Callable, *tensors, **kwargs) -> TorchProgram:
@@ -571,19 +640,46 @@ def import_program(fn: Callable, *tensors, **kwargs) -> TorchProgram:
     globals, object attributes, Python flags, ``module.training``, and the identity, shape
     and dtype of every parameter and buffer. Any change there imports anew, so a cached
     program is always the one ``fn`` would export now; tensor *values* are inputs of the
-    program, read at each call.
+    program, read at each call. The walk is paid only when something it read has changed:
+    a `reach.Guard` of the last walk (the same objects, by identity, in every container it
+    read) answers the other calls.
     """
-    state, held = _fingerprint(fn)
-    leaves, tree = pytree.tree_flatten((tensors, kwargs))
-    key = (id(fn), tree, _signature(leaves), state)
+    if not kwargs and all(type(t) is torch.Tensor for t in tensors):
+        leaves, tree = tensors, len(tensors)       # the common case, without pytree's cost
+    else:
+        leaves, tree = pytree.tree_flatten((tensors, kwargs))
+    head = (id(fn), tree, _signature(leaves))
+    last = _GUARDED.get(head)
+    if last is not None and last[1].fn is fn and last[0].holds():
+        return last[1]                  # nothing the walk read has changed: the same key
+    state, held, guard = reach.fingerprint(fn, _token, _opaque, _expand, _guard)
+    key = (*head, state)
     hit = _CACHE.get(key)
     if hit is not None and hit[0].fn is fn:
-        return hit[0]
-    if len(_CACHE) >= _settings().CACHE_SIZE:
-        _CACHE.pop(next(iter(_CACHE)))
-    prog = TorchProgram(fn, tuple(tensors), kwargs)
-    IMPORTS["count"] += 1
-    _CACHE[key] = (prog, held)
+        prog = hit[0]
+    else:
+        if len(_CACHE) >= _settings().CACHE_SIZE:
+            _CACHE.pop(next(iter(_CACHE)))
+        wrapped = any(isinstance(t, torch.Tensor)
+                      and torch._C._functorch.is_functorch_wrapped_tensor(t) for t in leaves)
+        from torch._functorch.pyfunctorch import temporarily_clear_interpreter_stack
+
+        # export traces outside torch.func's transforms (on plain example tensors), and
+        # outside an enclosing checkpoint (its saved tensors go through identity hooks)
+        hooks = (temporarily_clear_interpreter_stack() if wrapped
+                 else torch.autograd.graph.saved_tensors_hooks(_same, _same))
+        with hooks, contextlib.ExitStack() as off:
+            for device in {"cpu", *(t.device.type for t in leaves
+                                    if isinstance(t, torch.Tensor))}:
+                # the program is the function itself: autocast applies when it runs
+                off.enter_context(torch.autocast(device, enabled=False))
+            examples = _plain_examples((tensors, kwargs)) if wrapped else (tensors, kwargs)
+            prog = TorchProgram(fn, tuple(examples[0]), examples[1])
+        IMPORTS["count"] += 1
+        _CACHE[key] = (prog, held)
+    if len(_GUARDED) >= _settings().CACHE_SIZE:
+        _GUARDED.pop(next(iter(_GUARDED)))
+    _GUARDED[head] = (guard, prog)
     return prog
 
 

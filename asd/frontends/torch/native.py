@@ -1,0 +1,454 @@
+"""The imported program as PyTorch code that also says whether a tie matters.
+
+`asd.torch.function` runs the exported graph itself (``torch.export``'s ATen graph: generated
+straight-line code over torch operators, no per-node Python of asd's) under PyTorch's autograd,
+so a training step costs what PyTorch's own costs, with its fused kernels, on any device and
+inside ``torch.compile``. That is exact wherever no tie matters (proofs/README.md, "Native
+gradients where no tie matters"): with every nonsmooth operation strictly inside one of its
+pieces, the program is differentiable at the point, its derivative is unique, and PyTorch's
+backward computes it (up to rounding). So the graph is instrumented (`NativeProgram`): each
+operation on the differentiated path whose derivative can depend on a branch also computes,
+as a 0-d tensor (a *margin*, positive unless a tie may matter; no host synchronisation),
+whether one of its entries sits on a kink where the branches' gradients may differ:
+
+- ``relu``, ``abs``, ``sign``, ``leaky_relu``, ``elu`` at 0; ``clamp``/``hardtanh``/``relu6``
+  at a bound; ``maximum``/``minimum`` and the comparisons ``gt``, ``ge``, ``lt``, ``le``,
+  ``eq``, ``ne`` (read by ``where``) where their two sides are equal;
+- max pooling, ``amax``/``amin`` and ``max``/``min`` (all, per dim) where two candidates of
+  a window share its maximum, **except** windows whose maximum is exactly 0 over a ``relu``
+  whose input has no 0 (the tied candidates are dead units: each has a zero gradient row, so
+  whichever the branch, the window passes no gradient; the common case at a random
+  initialisation);
+- the points where a function is not Lipschitz or not finite: ``sqrt``/``rsqrt``/fractional
+  ``pow`` at or below 0, ``log`` at or below 0, division and ``reciprocal`` by 0, the
+  2-norm and ``std`` at 0, ``asin``/``acos``/``atanh`` at ±1; and any non-finite output.
+
+Operations that are differentiable everywhere on their domain (`SMOOTH`: arithmetic,
+matrix products, convolutions, the smooth activations, losses and normalisations, pooling
+by averages, every structural operation) need no flag. A program with any other operation
+on its differentiated path (sort, top-k, median, the linear algebra, argmax used as a
+number...) has no native form: `function` sweeps it with asd at every call, as before.
+
+Nodes that do not depend on a differentiated tensor (one requiring grad) need no flag: no
+gradient passes through them, whatever their branches.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import operator
+from collections.abc import Sequence
+
+import torch
+import torch.nn.functional as F
+
+SMOOTH = frozenset({
+    # arithmetic and products
+    "add", "sub", "rsub", "mul", "neg", "square", "matmul", "mm", "bmm", "mv", "dot", "addmm",
+    "linear", "trace", "baddbmm", "addmv", "einsum", "conv1d", "conv2d", "conv3d",
+    "convolution", "conv_transpose1d", "conv_transpose2d",
+    # smooth elementwise functions (everywhere on their domain; domains are flagged below)
+    "exp", "exp2", "expm1", "tanh", "sigmoid", "sin", "cos", "tan", "sinh", "cosh", "asinh",
+    "atan", "erf", "erfc", "gelu",
+    # losses, normalisations, attention
+    "softmax", "_softmax", "log_softmax", "_log_softmax", "cross_entropy_loss", "nll_loss",
+    "nll_loss_forward", "mse_loss", "layer_norm", "_native_batch_norm_legit_no_training",
+    "batch_norm", "native_group_norm", "_native_batch_norm_legit", "dropout",
+    "scaled_dot_product_attention", "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    # linear pooling and resampling
+    "avg_pool1d", "avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool2d",
+    "upsample_bilinear2d", "upsample_nearest2d",
+    # reductions and polynomials
+    "sum", "mean", "cumsum", "prod", "cumprod", "var",
+    # structure
+    "view", "reshape", "_unsafe_view", "flatten", "unsqueeze", "squeeze", "permute",
+    "transpose", "t", "select", "slice", "index", "expand", "broadcast_tensors", "cat", "stack",
+    "clone", "contiguous", "alias", "lift_fresh_copy", "_to_copy", "to", "detach", "split",
+    "split_with_sizes", "flip", "repeat", "gather", "index_select", "index_put", "slice_scatter",
+    "copy", "constant_pad_nd", "zeros_like", "ones_like", "full_like", "empty_like",
+    "_assert_tensor_metadata", "getitem",
+    # booleans (their ties are flagged at the comparison that made them)
+    "where", "logical_not", "logical_and", "logical_or", "bitwise_and", "bitwise_or",
+    "bitwise_not", "any", "all",
+})
+"""ATen operations (overload packets) differentiable at every point of their domain, whose
+PyTorch derivative is therefore the derivative (asd's element) wherever they are evaluated."""
+
+# ----- the tie tests: each returns a margin, a 0-d tensor computed on the device -----
+#
+# A margin is positive where no tie matters and 0, negative or NaN where one may: the flag
+# of a call is "some margin is not > 0" (`flag`). Margins are reductions to one number per
+# operation, in floating point: a comparison into a boolean tensor costs several times more
+# on CPUs, and on the host (eager, CPU tensors) reading the numbers needs no further kernel.
+
+
+def _positive(like) -> torch.Tensor:
+    return torch.ones((), dtype=torch.float32, device=like.device)
+
+
+def _plain(x):
+    """``x`` outside autograd: a margin is a number, never differentiated, so computing it
+    records no graph (and saves no tensor for a backward)."""
+    return x.detach() if isinstance(x, torch.Tensor) else x
+
+
+def off_value(x, p=None) -> torch.Tensor:
+    """``min |x - p|`` (``p`` 0 when None): 0 exactly where an entry equals ``p`` (``x - p``
+    is 0 only where ``x == p`` in floating point), the kink of an elementwise function."""
+    x, p = _plain(x), _plain(p)
+    if x.numel() == 0:
+        return _positive(x)
+    d = x if p is None or (not isinstance(p, torch.Tensor) and p == 0) else x - p
+    return torch.abs(d).amin()
+
+
+def above(x, bound) -> torch.Tensor:
+    """``min x - bound``: positive where every entry is above ``bound`` (an open domain)."""
+    x = _plain(x)
+    if x.numel() == 0:
+        return _positive(x)
+    return x.amin() - bound
+
+
+def apart(a, b) -> torch.Tensor:
+    """``min |a - b|``: 0 where the two sides of a max/min or a comparison are equal."""
+    a, b = _plain(a), _plain(b)
+    like = a if isinstance(a, torch.Tensor) else b
+    if like.numel() == 0 or (isinstance(b, torch.Tensor) and b.numel() == 0):
+        return _positive(like)
+    if like.dtype == torch.bool:
+        return 1.0 - (a == b).any().float()
+    return off_value(a - b) if isinstance(a, torch.Tensor) else off_value(b - a)
+
+
+def inside_unit(x) -> torch.Tensor:
+    """``1 - max |x|``: positive where every entry is inside (-1, 1)."""
+    x = _plain(x)
+    if x.numel() == 0:
+        return _positive(x)
+    return 1 - torch.abs(x).amax()
+
+
+def off_origin(a, b) -> torch.Tensor:
+    """``min |a| + |b|``: 0 where ``atan2(a, b)`` is evaluated at the origin."""
+    return off_value(torch.abs(a) + torch.abs(b))
+
+
+def _tuple(v, nd: int) -> tuple[int, ...]:
+    if isinstance(v, int):
+        return (v,) * nd
+    v = tuple(int(a) for a in v)
+    return v * nd if len(v) == 1 else v
+
+
+def pool_margin(x, m, nd: int, kernel, stride, padding, dilation, ceil_mode, dead
+                ) -> torch.Tensor:
+    """Max pooling of ``x`` (windows over its last ``nd`` axes) to ``m``: positive unless two
+    candidates of a window share its maximum, leaving out windows whose maximum is 0 when
+    ``dead`` (the input is a relu's output whose input has no 0: every candidate at 0 is a
+    dead unit). Per kernel offset, on strided slices of the (-inf) padded input, with no
+    unfolded copy, ``s = Σ sign(m - x_i)`` counts a window's entries below its maximum: the
+    window ties where ``s <= K - 2`` (``K`` offsets)."""
+    x, m = _plain(x), _plain(m)
+    if x.numel() == 0:
+        return _positive(x)
+    kernel = _tuple(kernel, nd)
+    stride = _tuple(stride, nd) if stride not in ((), [], None) else kernel
+    padding, dilation = _tuple(padding, nd), _tuple(dilation, nd)
+    out_shape = m.shape[-nd:]
+    pads: list[int] = []
+    for k in reversed(range(nd)):
+        need = (out_shape[k] - 1) * stride[k] + (kernel[k] - 1) * dilation[k] + 1
+        extra = max(0, need - (x.shape[-nd + k] + 2 * padding[k]))
+        pads += [padding[k], padding[k] + extra]
+    xp = F.pad(x, pads, value=-math.inf) if any(pads) else x
+    offsets = list(itertools.product(*(range(k) for k in kernel)))
+    below = step = None
+    for offset in offsets:
+        index = [slice(None)] * (xp.ndim - nd) + [
+            slice(o * d, o * d + s * (n - 1) + 1, s)
+            for o, d, s, n in zip(offset, dilation, stride, out_shape, strict=True)]
+        step = torch.sub(m, xp[tuple(index)], out=step)
+        step.sign_()
+        if below is None:
+            below, step = step, None
+        else:
+            below.add_(step)
+    if dead:            # m >= 0: windows at 0 move up by K, out of reach of the test
+        below.sub_(torch.sign(m), alpha=len(offsets))
+        return below.amin() + 1.5
+    return below.amin() - (len(offsets) - 1.5)
+
+
+def reduce_margin(x, dims, dead, largest: bool = True) -> torch.Tensor:
+    """A max (or min) reduction over ``dims`` (all when None): positive unless two entries
+    share an extremum, leaving out maxima at 0 over dead relus when ``dead``; ``Σ sign(m - x)``
+    counts the entries off the extremum, as in `pool_margin`."""
+    x = _plain(x)
+    if dims is None or (isinstance(dims, list | tuple) and len(dims) == 0):
+        dims = tuple(range(x.ndim))
+    elif isinstance(dims, int):
+        dims = (dims,)
+    dims = tuple(int(d) % max(x.ndim, 1) for d in dims)
+    if x.ndim == 0 or x.numel() == 0:
+        return _positive(x)
+    n = math.prod(x.shape[d] for d in dims)
+    m = torch.amax(x, dims, keepdim=True) if largest else torch.amin(x, dims, keepdim=True)
+    below = torch.sign(m - x if largest else x - m).sum(dims, keepdim=True)
+    if dead:
+        return (below - n * torch.sign(m)).amin() + 1.5
+    return below.amin() - (n - 1.5)
+
+
+def total(*outs) -> torch.Tensor:
+    """The sum of the floating outputs: finite unless an output is not (a margin read with
+    ``isfinite``; asd refuses where PyTorch returns inf or nan)."""
+    outs = [_plain(o) for o in outs]
+    sums = [o.sum(dtype=torch.float32) for o in outs
+            if isinstance(o, torch.Tensor) and o.is_floating_point()]
+    if not sums:
+        return _positive(next(o for o in outs if isinstance(o, torch.Tensor)))
+    return sums[0] if len(sums) == 1 else torch.stack(sums).sum()
+
+
+def flag(margins: Sequence, finite: torch.Tensor) -> torch.Tensor:
+    """Whether a tie matters, as a 0-d bool tensor on the device (no synchronisation): some
+    margin is not positive, or the outputs are not finite."""
+    bad = ~torch.isfinite(finite)
+    if margins:
+        ms = [m if m.dtype == torch.float32 else m.float() for m in margins]
+        low = ms[0] if len(ms) == 1 else torch.stack(ms).amin()
+        bad = bad | ~(low > 0)
+    return bad
+
+
+def flag_on_host(margins: Sequence, finite: torch.Tensor) -> bool:
+    """`flag` read on the host, one number at a time (CPU tensors: no kernel launched)."""
+    return not (math.isfinite(finite.item()) and all(m.item() > 0 for m in margins))
+
+
+# ----- operations whose exported form autograd does not differentiate -----
+
+def copy_into(dst, src, non_blocking=False):
+    """``aten.copy`` (``h[:, 0] = 0.1`` after export functionalises it), which eager
+    autograd does not differentiate: ``src`` broadcast to ``dst``'s shape, dtype and device
+    (``dst``'s old values are overwritten, so no derivative flows to them)."""
+    if not isinstance(src, torch.Tensor):
+        src = torch.as_tensor(src)
+    return src.to(dtype=dst.dtype, device=dst.device).expand(dst.shape).clone()
+
+
+REPLACED = {"copy": copy_into}
+"""ATen operations an exported graph holds but eager autograd refuses to differentiate,
+and the same function written with operations it does."""
+
+
+# ----- which flag each operation gets -----
+
+def _name(node) -> str:
+    if node.target is operator.getitem:
+        return "getitem"
+    packet = getattr(node.target, "overloadpacket", None)
+    return packet.__name__ if packet is not None else getattr(node.target, "__name__", "")
+
+
+def _arg(node, i: int, name: str, default=None):
+    if len(node.args) > i:
+        return node.args[i]
+    return node.kwargs.get(name, default)
+
+
+def _over_dead_relu(graph_node, flagged_relus: set) -> bool:
+    """Whether ``graph_node`` is the output of a relu whose input is tested for a 0 (so a
+    window of zeros over it, when no flag is raised, holds dead units only)."""
+    return (isinstance(graph_node, torch.fx.Node) and _name(graph_node) == "relu"
+            and graph_node.name in flagged_relus)
+
+
+def _is_int_power(p) -> bool:
+    return isinstance(p, int | float) and float(p).is_integer() and p >= 0
+
+
+class NotNative(Exception):
+    """A program without a native form (an operation outside `SMOOTH` and the flagged ones
+    on its differentiated path)."""
+
+
+def _bounds(call, x, *bounds) -> list:
+    """The margins of an input to its clamping bounds (None: no bound)."""
+    return [call(off_value, (x, b)) for b in bounds if b is not None]
+
+
+def flag_for(node, graph: torch.fx.Graph, flagged_relus: set) -> list:
+    """Insert (after ``node``) the nodes computing the margins of ``node``'s ties that may
+    matter; return them (none for a smooth operation). Raises `NotNative` for an operation
+    with neither."""
+    name = _name(node)
+    call = graph.call_function
+    a0 = node.args[0] if node.args else None
+    if name in SMOOTH:
+        return []
+    if name in ("relu", "abs", "sign", "leaky_relu", "elu"):
+        if name == "relu":
+            flagged_relus.add(node.name)
+        return [call(off_value, (a0,))]
+    if name in ("clamp", "clip"):
+        return _bounds(call, a0, _arg(node, 1, "min"), _arg(node, 2, "max"))
+    if name == "clamp_min":
+        return _bounds(call, a0, _arg(node, 1, "min"))
+    if name == "clamp_max":
+        return _bounds(call, a0, _arg(node, 1, "max"))
+    if name == "hardtanh":
+        return _bounds(call, a0, _arg(node, 1, "min_val", -1.0), _arg(node, 2, "max_val", 1.0))
+    if name == "relu6":
+        return _bounds(call, a0, 0.0, 6.0)
+    if name in ("maximum", "minimum", "gt", "ge", "lt", "le", "eq", "ne", "fmax", "fmin"):
+        return [call(apart, (a0, node.args[1]))]
+    if name in ("max_pool1d", "max_pool2d", "max_pool1d_with_indices",
+                "max_pool2d_with_indices"):
+        nd = 1 if "1d" in name else 2
+        values = node if "indices" not in name else call(operator.getitem, (node, 0))
+        args = [_arg(node, 1, "kernel_size"), _arg(node, 2, "stride", ()),
+                _arg(node, 3, "padding", 0), _arg(node, 4, "dilation", 1),
+                _arg(node, 5, "ceil_mode", False)]
+        dead = _over_dead_relu(a0, flagged_relus)
+        return [call(pool_margin, (a0, values, nd, *args, dead))]
+    if name in ("amax", "amin"):
+        dead = _over_dead_relu(a0, flagged_relus) and name == "amax"
+        return [call(reduce_margin, (a0, _arg(node, 1, "dim", None), dead, name == "amax"))]
+    if name in ("max", "min"):
+        overload = node.target._overloadname
+        if overload == "other":
+            return [call(apart, (a0, node.args[1]))]
+        dim = _arg(node, 1, "dim", None) if overload == "dim" else None
+        dead = _over_dead_relu(a0, flagged_relus) and name == "max"
+        return [call(reduce_margin, (a0, dim, dead, name == "max"))]
+    if name == "embedding":
+        # PyTorch zeroes the gradient of the padding row (a convention, not the derivative)
+        if _arg(node, 2, "padding_idx", -1) not in (None, -1):
+            raise NotNative("aten.embedding with a padding_idx (PyTorch drops that row's "
+                            "gradient)")
+        return []
+    if name in ("argmax", "argmin"):       # positions: constant away from a tie of the max
+        dim = _arg(node, 1, "dim", None)
+        return [call(reduce_margin, (a0, dim, False, name == "argmax"))]
+    if name in ("sqrt", "rsqrt", "log", "log2", "log10"):
+        return [call(above, (a0, 0.0))]
+    if name == "log1p":
+        return [call(above, (a0, -1.0))]
+    if name == "acosh":
+        return [call(above, (a0, 1.0))]
+    if name in ("asin", "acos", "atanh", "erfinv"):
+        return [call(inside_unit, (a0,))]
+    if name == "atan2":
+        return [call(off_origin, (a0, node.args[1]))]
+    if name == "reciprocal":
+        return [call(off_value, (a0,))]
+    if name == "div":
+        if _arg(node, 2, "rounding_mode") is not None:
+            raise NotNative(f"aten.{name} with rounding")
+        b = node.args[1]
+        if isinstance(b, torch.fx.Node):
+            return [call(off_value, (b,))]
+        if b == 0:
+            raise NotNative("a division by the constant 0")
+        return []
+    if name == "pow":
+        p = node.args[1]
+        if isinstance(a0, torch.fx.Node) and not isinstance(p, torch.fx.Node):
+            if _is_int_power(p):
+                return []
+            if isinstance(p, int | float) and float(p).is_integer():
+                return [call(off_value, (a0,))]        # x ** -n: a pole at 0 only
+            return [call(above, (a0, 0.0))]
+        if not isinstance(a0, torch.fx.Node) and isinstance(a0, int | float) and a0 > 0:
+            return []                          # c ** x with c > 0: exp(x log c)
+        raise NotNative("aten.pow of a tensor exponent")
+    if name in ("linalg_vector_norm", "norm"):
+        order = _arg(node, 1, "ord" if name == "linalg_vector_norm" else "p", 2)
+        if order == 2 or order is None:
+            return [call(off_value, (node,))]
+        if order == 1:
+            return [call(off_value, (a0,))]
+        raise NotNative(f"aten.{name} of order {order}")
+    if name == "std":
+        return [call(off_value, (node,))]
+    raise NotNative(f"aten.{name}")
+
+
+class NativeProgram:
+    """A `TorchProgram`'s exported graph as a ``torch.fx.GraphModule`` that returns, after
+    its outputs, the sum of its floating outputs (`total`) and the margins of its
+    nonsmooth operations (`flag_for`), for the differentiated placeholders ``differentiated``
+    (those requiring grad). ``module(*flat)`` takes the graph's placeholders in order:
+    `template` holds the program's own tensors (parameters, buffers, constants: their
+    identities are part of the program's cache key), with the user inputs at `positions`."""
+
+    def __init__(self, prog, differentiated: frozenset):
+        src = prog.exported.graph_module.graph
+        self.prog = prog
+        graph = torch.fx.Graph()
+        env: dict = {}
+        live = set(differentiated)
+        margins: list = []
+        flagged_relus: set = set()
+        placeholders: list[str] = []
+        for node in src.nodes:
+            if node.op == "placeholder":
+                env[node] = graph.placeholder(node.name)
+                env[node].meta = dict(node.meta)
+                placeholders.append(node.name)
+                continue
+            if node.op == "output":
+                break
+            new = graph.node_copy(node, lambda n: env[n])
+            if node.op == "call_function" and _name(node) in REPLACED:
+                new.target = REPLACED[_name(node)]
+            env[node] = new
+            if node.op != "call_function" or not any(a.name in live
+                                                     for a in node.all_input_nodes):
+                continue
+            if node.name in prog.point_nodes:
+                continue                      # locally constant (an isnan test)
+            live.add(node.name)
+            margins += flag_for(new, graph, flagged_relus)
+        by_name = {n.name: n for n in src.nodes}
+        user = [env[by_name[name]] for name in prog.outputs]
+        graph.output((*user, graph.call_function(total, tuple(user)), *margins))
+        self.module = torch.fx.GraphModule(torch.nn.Module(), graph)
+        self.n_outputs = len(user)
+        self.n_margins = len(margins)
+        sources = prog.sources()
+        self.names = placeholders
+        self.template = [sources.get(name) for name in placeholders]
+        self.positions = [placeholders.index(name) for name in prog.user_inputs]
+        n = len(placeholders)
+        self.tail = self.positions == list(range(n - len(self.positions), n))
+        self.prefix = self.template[:n - len(self.positions)] if self.tail else None
+
+    def flat(self, leaves: Sequence, replace: dict | None = None) -> list:
+        """The graph's placeholders for these user inputs (and, by placeholder name, other
+        tensors in place of the program's own)."""
+        if replace:
+            flat = [replace.get(name, t) for name, t in zip(self.names, self.template,
+                                                               strict=True)]
+            for pos, leaf in zip(self.positions, leaves, strict=True):
+                flat[pos] = leaf
+            return flat
+        if self.tail:
+            return [*self.prefix, *leaves]
+        flat = list(self.template)
+        for pos, leaf in zip(self.positions, leaves, strict=True):
+            flat[pos] = leaf
+        return flat
+
+
+def build(prog, differentiated: frozenset) -> NativeProgram | str:
+    """The native form of ``prog`` for these differentiated placeholders, or why it has none."""
+    try:
+        return NativeProgram(prog, differentiated)
+    except NotNative as e:
+        return f"{e} on the differentiated path has no native form"
