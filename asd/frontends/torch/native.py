@@ -62,7 +62,7 @@ SMOOTH = frozenset({
     "avg_pool1d", "avg_pool2d", "_adaptive_avg_pool2d", "adaptive_avg_pool2d",
     "upsample_bilinear2d", "upsample_nearest2d",
     # reductions and polynomials
-    "sum", "mean", "cumsum", "prod", "cumprod", "var",
+    "sum", "mean", "cumsum", "var",
     # structure
     "view", "reshape", "_unsafe_view", "flatten", "unsqueeze", "squeeze", "permute",
     "transpose", "t", "select", "slice", "index", "expand", "broadcast_tensors", "cat", "stack",
@@ -75,7 +75,10 @@ SMOOTH = frozenset({
     "bitwise_not", "any", "all",
 })
 """ATen operations (overload packets) differentiable at every point of their domain, whose
-PyTorch derivative is therefore the derivative (asd's element) wherever they are evaluated."""
+PyTorch derivative is therefore the derivative (asd's element) wherever they are evaluated.
+Not ``prod``/``cumprod``: smooth, but PyTorch's backward forms products of the other entries
+that overflow where the product itself does not (``0 * inf``: a NaN gradient where the
+derivative is 0), so they stay with asd's sweep."""
 
 # ----- the tie tests: each returns a margin, a 0-d tensor computed on the device -----
 #
