@@ -467,3 +467,45 @@ def test_battery_eigvalsh_at_a_repeated_eigenvalue(case):
         m = s.contains(g)
         if m == "outside":
             assert m.direction @ g - h(m.direction) >= m.margin - 1e-9      # truly outside
+
+
+@settings(max_examples=EXAMPLES, deadline=None)
+@given(repeated_eigenvalues(), st.sampled_from(["topk_eigsum", "lambda_max", "lambda_min"]))
+def test_battery_eigenvalue_sums_at_a_cut_cluster(case, name):
+    """Ky Fan sums (lambda_max: k = 1) and lambda_min of ``D + Σ x_i B_i`` at 0: the Clarke
+    set is ``P + {U Z Uᵀ : 0 ⪯ Z ⪯ I, tr Z = r}`` (``P`` the projector on the selected
+    eigenvalues above the cut cluster ``U``, ``r`` its selected positions), whose support
+    function is ``tr(P B(d)) +`` the sum of the ``r`` largest eigenvalues of ``Uᵀ B(d) U``."""
+    mu, B, k, seed = case
+    k = k + 1                                                  # 1 .. 3 largest
+    D = np.diag(mu)
+    fn = {"topk_eigsum": lambda X: asd.spectral.topk_eigsum(X, k),
+          "lambda_max": asd.spectral.lambda_max, "lambda_min": asd.spectral.lambda_min}[name]
+    select = {"topk_eigsum": np.arange(3) >= 3 - k, "lambda_max": np.arange(3) == 2,
+              "lambda_min": np.arange(3) == 0}[name]
+    s = asd.clarke(lambda x: fn(D + sum(xi * Bi for xi, Bi in zip(x, B, strict=True))),
+                   n=64, seed=seed)(np.zeros(len(B)))
+    cut = [v for v in np.unique(mu) if 0 < np.sum(select & (mu == v)) < np.sum(mu == v)]
+    C = mu == cut[0] if cut else np.zeros(3, bool)
+    r = int(np.sum(select & C))
+    above = select & ~C
+
+    def h(d):
+        M = sum(di * Bi for di, Bi in zip(d, B, strict=True))
+        tail = np.linalg.eigvalsh(M[np.ix_(C, C)])[::-1][:r].sum() if r else 0.0
+        return np.trace(M[np.ix_(above, above)]) + tail
+
+    enc = s.enclosure
+    assert not enc.unbounded
+    rng = np.random.default_rng(seed)
+    for _ in range(8):
+        d = rng.standard_normal(len(B))
+        tol = 1e-9 * np.abs(d).sum()
+        assert enc.support(d)[0] >= h(d) - tol                           # true ⊆ outer
+        for g in np.asarray(s.gradients).reshape(len(s), -1):
+            assert g @ d <= h(d) + tol                                    # inner ⊆ true
+    for _ in range(12):
+        g = rng.standard_normal(len(B)) * rng.choice([0.1, 1.0, 5.0])
+        m = s.contains(g)
+        if m == "outside":
+            assert m.direction @ g - h(m.direction) >= m.margin - 1e-9

@@ -360,13 +360,56 @@ def topk_sum_jacobian(node, xs, ans) -> TieJacobian:
                        cat(vert), np.zeros(len(index_), int), index_, cat(coef), bool(exact))
 
 
+def _spectral_parts(U: np.ndarray, r: int) -> tuple[np.ndarray, list[list[np.ndarray]]]:
+    """``{U Z Uᵀ : 0 ⪯ Z ⪯ I, tr Z = r}`` (``U`` an eigenspace basis with ``m`` columns)
+    inside a fixed matrix plus a Minkowski sum of polytopes, rows flattened: ``diag Z`` in
+    the hypersimplex, held by ``r`` copies of the hull of ``u_i u_iᵀ`` (or the projector
+    minus ``m - r`` copies of it, whichever is fewer), and per pair ``i < j`` the segment
+    ``±(u_i u_jᵀ + u_j u_iᵀ)/2`` (``|Z_ij| <= 1/2`` since ``Z`` and ``I - Z`` are PSD)."""
+    m = U.shape[1]
+    diag = [np.outer(u, u).ravel() for u in U.T]
+    pairs = [(np.outer(U[:, i], U[:, j]) + np.outer(U[:, j], U[:, i])).ravel() / 2
+             for i, j in itertools.combinations(range(m), 2)]
+    if r <= m - r:
+        fixed, shapes = np.zeros(U.shape[0] ** 2), [diag] * r
+    else:
+        fixed, shapes = np.sum(diag, axis=0), [[-d for d in diag]] * (m - r)
+    return fixed, shapes + [[p, -p] for p in pairs]
+
+
+class _Rows:
+    """Collects components (lists of flattened vertex rows over an input block) per output
+    entry into a `TieJacobian`."""
+
+    def __init__(self):
+        self.entries, self.entry_of, self.nverts = [], [], []
+        self.comp, self.vert, self.index, self.coef = [], [], [], []
+
+    def add(self, entry: int, verts: list[np.ndarray], offset: int) -> None:
+        c = len(self.nverts)
+        for v_i, row in enumerate(verts):
+            self.comp.append(np.full(row.size, c))
+            self.vert.append(np.full(row.size, v_i))
+            self.index.append(offset + np.arange(row.size))
+            self.coef.append(row)
+        self.entry_of.append(entry)
+        self.nverts.append(len(verts))
+
+    def jacobian(self) -> TieJacobian:
+        if not self.nverts:
+            return _hulls(*(np.zeros(0, int),) * 4, False)
+        cat = np.concatenate
+        index = cat(self.index)
+        return TieJacobian(np.unique(self.entry_of), np.asarray(self.entry_of),
+                           np.asarray(self.nverts), cat(self.comp), cat(self.vert),
+                           np.zeros(len(index), int), index, cat(self.coef), False)
+
+
 def eigvalsh_jacobian(node, xs, ans) -> TieJacobian:
-    """eigvalsh at a repeated eigenvalue: with ``U`` an orthonormal basis of its eigenspace
-    (``m`` eigenvalues), every eigenvalue of the cluster has the Clarke set
-    ``{U Z Uᵀ : Z ⪰ 0, tr Z = 1}`` (the limits of ``u uᵀ`` over unit ``u`` in the space; the
-    rule reads ``sym(X)``, so a symmetric ``M`` is also the row over ``X``'s entries). Given as
-    the hull of ``u_i u_iᵀ`` (``diag Z`` in the simplex) plus, per pair ``i < j``, the segment
-    ``±(u_i u_jᵀ + u_j u_iᵀ)/2`` (``|Z_ij| <= 1/2``): a polytope holding that spectraplex, an
+    """eigvalsh at a repeated eigenvalue: with ``U`` an orthonormal basis of its eigenspace,
+    every eigenvalue of the cluster has the Clarke set ``{U Z Uᵀ : Z ⪰ 0, tr Z = 1}`` (the
+    limits of ``u uᵀ`` over unit ``u`` in the space; the rule reads ``sym(X)``, so a
+    symmetric ``M`` is also the row over ``X``'s entries), enclosed by `_spectral_parts`: an
     outer set. Clusters are eigenvalues within eigh's rounding tolerance of each other."""
     from asd.library.spectral import clusters, eigh_ties, sym
 
@@ -375,37 +418,46 @@ def eigvalsh_jacobian(node, xs, ans) -> TieJacobian:
     lam, V, tol = eigh_ties(sym(X))
     lam, V = lam.reshape(-1, n), V.reshape(-1, n, n)
     tol = np.broadcast_to(np.asarray(tol, dtype=float), lam.shape[:1])
-    entries, entry_of, nverts, comp, vert, index, coef = [], [], [], [], [], [], []
-    square = np.arange(n * n)
-    c = 0
+    rows = _Rows()
     for b in range(len(lam)):                        # per matrix and cluster, not per entry
         labels = clusters(lam[b], float(tol[b]))
         for label in np.flatnonzero(np.bincount(labels) > 1):
             members = np.flatnonzero(labels == label)
-            U = V[b][:, members]
-            diag = [np.outer(u, u).ravel() for u in U.T]
-            pairs = [(np.outer(U[:, i], U[:, j]) + np.outer(U[:, j], U[:, i])).ravel() / 2
-                     for i, j in itertools.combinations(range(len(members)), 2)]
+            _, shapes = _spectral_parts(V[b][:, members], 1)
             for k in members:                        # every eigenvalue of the cluster
-                entries.append(b * n + k)
-                shapes = [diag] + [[p, -p] for p in pairs]
                 for verts in shapes:
-                    for v_i, row in enumerate(verts):
-                        comp.append(np.full(n * n, c))
-                        vert.append(np.full(n * n, v_i))
-                        index.append(b * n * n + square)
-                        coef.append(row)
-                    entry_of.append(b * n + k)
-                    nverts.append(len(verts))
-                    c += 1
-    if not entries:
-        return _hulls(*(np.zeros(0, int),) * 4, False)
-    cat = np.concatenate
-    index_ = cat(index)
-    return TieJacobian(np.asarray(entries), np.asarray(entry_of), np.asarray(nverts),
-                       cat(comp), cat(vert), np.zeros(len(index_), int), index_, cat(coef),
-                       False)
+                    rows.add(b * n + k, verts, b * n * n)
+    return rows.jacobian()
 
+
+def eigsum_jacobian(node, xs, ans) -> TieJacobian:
+    """topk_eigsum (lambda_max for k = 1) and lambda_min where a cluster of eigenvalues is
+    cut by the selection (``r`` of its ``m`` positions selected): the clusters above the cut
+    give their projectors, the cut one ``{U Z Uᵀ : 0 ⪯ Z ⪯ I, tr Z = r}`` (Overton and
+    Womersley), enclosed by `_spectral_parts`: an outer set, never called exact."""
+    from asd.library.spectral import clusters, eigh_ties, sym
+
+    X = np.asarray(xs[0], dtype=float)
+    n = X.shape[-1]
+    lam, V, tol = eigh_ties(sym(X))
+    k = node.params["k"] if node.name == "topk_eigsum" else 1
+    select = np.arange(n) >= n - k if node.name == "topk_eigsum" else np.arange(n) < 1
+    labels = clusters(lam, float(tol))
+    count = np.bincount(labels)
+    chosen = np.bincount(labels, weights=select.astype(float)).astype(int)
+    cut = np.flatnonzero((chosen > 0) & (chosen < count))
+    rows = _Rows()
+    if not len(cut):
+        return rows.jacobian()
+    whole = select & ~np.isin(labels, cut)
+    fixed = (V[:, whole] @ V[:, whole].T).ravel()
+    for label in cut:                                # at most one cut cluster
+        extra, shapes = _spectral_parts(V[:, labels == label], int(chosen[label]))
+        fixed = fixed + extra
+        for verts in shapes:
+            rows.add(0, verts, 0)
+    rows.add(0, [fixed], 0)
+    return rows.jacobian()
 
 TIE_JACOBIANS: dict[str, Callable] = {
     "relu": elementwise_jacobian, "abs": elementwise_jacobian,
@@ -416,6 +468,7 @@ TIE_JACOBIANS: dict[str, Callable] = {
     "maximum": pair_jacobian, "minimum": pair_jacobian,
     "reduce_max": extreme_jacobian, "max_pool": max_pool_jacobian,
     "sort": sort_jacobian, "topk_sum": topk_sum_jacobian, "eigvalsh": eigvalsh_jacobian,
+    "topk_eigsum": eigsum_jacobian, "lambda_min": eigsum_jacobian,
     "pnorm": pnorm_jacobian,
 }
 """Primitive name -> ``fn(node, xs, ans) -> TieJacobian | None``: the generalized Jacobian
