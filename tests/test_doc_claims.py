@@ -216,15 +216,22 @@ def _torch(kind: str):
         return (lambda x: (layer(x) ** 2).sum()), x4
     if kind == "ceil_max":
         return (lambda x: F.max_pool2d(x, 2, ceil_mode=True).sum()), x4
-    if kind == "ceil_avg":
+    tied4, tiedz = x4.clone(), z.clone()   # a relu on its kink: asd's sweep must run
+    tied4[0, 0, 0, 0], tiedz[0, 0] = 0.0, 0.0
+    if kind == "ceil_avg_free":
         return (lambda x: F.avg_pool2d(x, 2, ceil_mode=True).sum()), x4
+    if kind == "weights_free":
+        w = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)
+        return (lambda z: F.cross_entropy(z, t, weight=w)), z
+    if kind == "ceil_avg":
+        return (lambda x: F.avg_pool2d(torch.relu(x), 2, ceil_mode=True).sum()), tied4
     if kind == "smoothing":
         return (lambda z: F.cross_entropy(z, t, label_smoothing=0.1)), z
     if kind == "weights":
         w = torch.tensor([1.0, 2.0, 0.5], dtype=torch.float64)
-        return (lambda z: F.cross_entropy(z, t, weight=w)), z
+        return (lambda z: F.cross_entropy(torch.relu(z), t, weight=w)), tiedz
     if kind == "ignore":
-        return (lambda z: F.cross_entropy(z, torch.tensor([0, -100, 2, 1]))), z
+        return (lambda z: F.cross_entropy(torch.relu(z), torch.tensor([0, -100, 2, 1]))), tiedz
     if kind == "train_bn":
         bn = torch.nn.BatchNorm2d(2).double().train()
         return (lambda x: bn(x).sum()), x4
@@ -280,10 +287,16 @@ TORCH = [
     _torch_claim("PyTorch: transposed convolutions import", "conv_transpose"),
     _torch_claim("PyTorch: ceil-mode max pooling imports", "ceil_max"),
     _torch_claim("PyTorch: label-smoothed cross-entropy imports", "smoothing"),
-    _torch_claim("PyTorch: ceil-mode average pooling is refused", "ceil_avg", UnsupportedError),
-    _torch_claim("PyTorch: class-weighted cross-entropy is refused", "weights",
+    _torch_claim("PyTorch: ceil-mode average pooling is refused where a tie matters",
+                 "ceil_avg", UnsupportedError),
+    _torch_claim("PyTorch: class-weighted cross-entropy is refused where a tie matters",
+                 "weights", UnsupportedError),
+    _torch_claim("PyTorch: ignore_index targets are refused where a tie matters", "ignore",
                  UnsupportedError),
-    _torch_claim("PyTorch: ignore_index targets are refused", "ignore", UnsupportedError),
+    _torch_claim("PyTorch: ceil-mode average pooling runs natively where no tie matters",
+                 "ceil_avg_free"),
+    _torch_claim("PyTorch: class-weighted cross-entropy runs natively where no tie matters",
+                 "weights_free"),
     _torch_claim("PyTorch: training-mode batch norm is refused (model.eval())", "train_bn",
                  UnsupportedError, "eval()"),
     _torch_claim("PyTorch: training-mode dropout is refused", "train_dropout",
