@@ -230,6 +230,25 @@ def test_inside_is_not_called_for_a_point_within_the_lp_tolerance():
     assert s.distance(g) == pytest.approx(5.52530791e-07, rel=1e-9)
     assert s.contains(g) == "outside"
 
+
+def test_outside_is_not_stated_where_the_enclosure_contradicts_the_sample(monkeypatch):
+    """A separating half-space that cuts off one of asd's own sampled gradients (a proven
+    element) is not a proof: rounding in float32 linearizations produced such bounds in a
+    training run (issue 28's study). The verdict is then undetermined, with the reason."""
+    from asd.analysis.sets import Nearest
+
+    s = asd.clarke(asd.abs, n=8, seed=0)(0.0)
+    assert s.contains(1.5) == "outside"                     # the honest enclosure [-1, 1]
+    enc = s.enclosure
+
+    def contradicting(g):                                   # claims h(+1) = 0.3 < 1
+        return Nearest(np.array([0.3]), 1.2, 1.2, np.array([1.0]), np.ones(1),
+                       np.zeros((1, 1)))
+
+    monkeypatch.setattr(enc, "nearest", contradicting)
+    m = s.contains(1.5)
+    assert m == "undetermined" and "beyond the enclosure" in m.settle
+
 # ----- the hypothesis battery -----
 
 @st.composite

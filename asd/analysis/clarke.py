@@ -314,6 +314,15 @@ class ClarkeSample:
                 "show it inside"))
         near = enc.nearest(g)
         if near.lower > tol:
+            # the separating half-space must hold every sampled gradient (each a proven
+            # element): where rounding (float32 linearizations) put one beyond it, the
+            # enclosure is not trusted at this point and nothing is called outside
+            d = np.asarray(near.direction, dtype=float)
+            beyond = float(np.max(self._g @ d, initial=-np.inf)) - float(d @ g - near.lower)
+            if beyond > tol:
+                return Membership("undetermined", inner, 0.0, settle=(
+                    f"a sampled gradient lies {beyond:.3g} beyond the enclosure's separating "
+                    "half-space (rounding in the program's dtype): evaluate in float64"))
             return Membership("outside", inner, near.lower, near.direction, near.lower)
         settle = ("more directions (n, or asd audit --samples): the sampled hull may miss "
                   "pieces that the enclosure holds")
