@@ -46,6 +46,7 @@ This module is attached to ``asd.torch`` as ``asd.torch.audit`` (see ``asd/__ini
 
 from __future__ import annotations
 
+import functools
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -107,6 +108,7 @@ class _Census(TorchDispatchMode):
         self.live: Counter = Counter()
         self.unknown: set[str] = set()
         self.kinds = WeakIdKeyDictionary()
+        self.pending: list[tuple] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -123,22 +125,30 @@ class _Census(TorchDispatchMode):
             KIND_RULES[name](self, args, kwargs, out)
         return out
 
-    # ----- kinds -----
+    # ----- kinds, computed only when a tie asks for them -----
 
     def kind(self, t) -> torch.Tensor | int:
-        """The kinds of ``t``'s entries: a stored int8 tensor, else one kind for all
-        (`CONST` for a tensor that does not require grad, `GENERIC` otherwise)."""
+        """The kinds of ``t``'s entries: a stored int8 tensor (computed now if it was stored
+        as a thunk), else one kind for all (`CONST` for a tensor that does not require grad,
+        `GENERIC` otherwise)."""
         stored = self.kinds.get(t) if isinstance(t, torch.Tensor) else None
+        if callable(stored):
+            stored = stored()
+            if stored is None:
+                del self.kinds[t]
+            else:
+                self.kinds[t] = stored
         if stored is not None:
             return stored
         return GENERIC if isinstance(t, torch.Tensor) and t.requires_grad else CONST
 
     def store(self, t, kind) -> None:
-        if isinstance(t, torch.Tensor) and isinstance(kind, torch.Tensor):
+        """Remember ``t``'s kinds: an int8 tensor, or a zero-argument callable making one."""
+        if isinstance(t, torch.Tensor) and kind is not None:
             self.kinds[t] = kind
 
     def _follow(self, func, args, kwargs, out) -> None:
-        """Apply a layout operation to the stored kinds of its inputs."""
+        """Apply a layout operation to the kinds of its inputs (lazily)."""
         tensors = [a for a in pytree.tree_leaves(args) if isinstance(a, torch.Tensor)]
         if not any(a in self.kinds for a in tensors):
             return
@@ -146,24 +156,42 @@ class _Census(TorchDispatchMode):
         def kinds_of(a):
             if not isinstance(a, torch.Tensor) or not a.is_floating_point():
                 return a
-            k = self.kind(a)
-            return k if isinstance(k, torch.Tensor) else torch.full(a.shape, k, dtype=torch.int8,
-                                                                    device=a.device)
-        try:
-            moved = func(*pytree.tree_map(kinds_of, args), **kwargs)
-        except (RuntimeError, TypeError):     # an int8 tensor it will not take: kinds lost
+            return _full(self.kind(a), a)
+
+        @functools.cache
+        def moved():
+            try:
+                return pytree.tree_leaves(func(*pytree.tree_map(kinds_of, args), **kwargs))
+            except (RuntimeError, TypeError):     # an int8 tensor it will not take
+                return None
+
+        for i, o in enumerate(pytree.tree_leaves(out)):
+            self.store(o, lambda i=i: None if moved() is None else moved()[i])
+
+    # ----- counting: one host synchronisation per forward, at `finish` -----
+
+    def count(self, name: str, tied: torch.Tensor, live) -> None:
+        """Record ``tied`` entries of primitive ``name`` in the current layer; ``live`` (a
+        mask, or a callable making one) is evaluated only if some entry is tied."""
+        self.pending.append((f"{self.layer()}:{name}", tied.sum(), live))
+
+    def finish(self) -> None:
+        """Add up what `count` recorded (after the forward: nothing here is censused)."""
+        if not self.pending:
             return
-        for o, k in zip(pytree.tree_leaves(out), pytree.tree_leaves(moved), strict=False):
-            self.store(o, k)
-
-    # ----- counting -----
-
-    def count(self, name: str, tied: torch.Tensor, live: torch.Tensor) -> None:
-        n = int(tied.sum())
-        if n:
-            key = f"{self.layer()}:{name}"
-            self.ties[key] += n
-            self.live[key] += int(live.sum())
+        sums = torch.stack([s.to(torch.int64) for _, s, _ in self.pending]).tolist()
+        lives = []
+        for (key, _, live), n in zip(self.pending, sums, strict=True):
+            if n:
+                self.ties[key] += n
+                lives.append((key, live() if callable(live) else live))
+        if lives:
+            counts = torch.stack([torch.as_tensor(m).sum().to(torch.int64).cpu()
+                                  for _, m in lives]).tolist()
+            for (key, _), n in zip(lives, counts, strict=True):
+                if n:
+                    self.live[key] += n
+        self.pending = []
 
 
 def _full(kind, like: torch.Tensor) -> torch.Tensor:
@@ -201,14 +229,14 @@ def _elementwise(census: _Census, name: str, args, kwargs, out) -> None:
         tied = torch.zeros_like(x, dtype=torch.bool)
         for b in bounds:
             tied |= x == b
-        census.count(name, tied, tied & (_full(census.kind(x), x) != CONST))
+        census.count(name, tied, lambda: tied & (_full(census.kind(x), x) != CONST))
         return
     if not kinks:
         return
-    tied = torch.zeros_like(x, dtype=torch.bool)
-    for k in kinks:
+    tied = x == kinks[0]
+    for k in kinks[1:]:
         tied |= x == k
-    census.count(name, tied, tied & (_full(census.kind(x), x) != CONST))
+    census.count(name, tied, lambda: tied & (_full(census.kind(x), x) != CONST))
 
 
 def _flat_outside(name: str, x: torch.Tensor, args) -> torch.Tensor | None:
@@ -237,11 +265,15 @@ def _flat_outside(name: str, x: torch.Tensor, args) -> torch.Tensor | None:
 def _clamp_kind(name: str):
     def kind_rule(census: _Census, args, kwargs, out) -> None:
         x = args[0]
-        flat = _flat_outside(name, x, args)
-        if flat is None:
-            return
-        kind = _full(census.kind(x), x)
-        census.store(out, torch.where(flat, torch.tensor(CONST, dtype=torch.int8), kind))
+
+        def kinds():
+            flat = _flat_outside(name, x, args)
+            if flat is None:
+                return None
+            return torch.where(flat, torch.tensor(CONST, dtype=torch.int8, device=x.device),
+                               _full(census.kind(x), x))
+
+        census.store(out, kinds)
     return kind_rule
 
 
@@ -252,22 +284,30 @@ def _pairwise(census: _Census, name: str, args, kwargs, out) -> None:
     if not any(isinstance(t, torch.Tensor) and t.is_floating_point() for t in (a, b)):
         return
     tied = torch.as_tensor(a == b)
-    ka = census.kind(a) if isinstance(a, torch.Tensor) else CONST
-    kb = census.kind(b) if isinstance(b, torch.Tensor) else CONST
-    both = (torch.as_tensor(ka) == CONST) & (torch.as_tensor(kb) == CONST)
-    census.count(name, tied, tied & ~both)
+
+    def live():
+        ka = census.kind(a) if isinstance(a, torch.Tensor) else CONST
+        kb = census.kind(b) if isinstance(b, torch.Tensor) else CONST
+        return tied & ~((torch.as_tensor(ka) == CONST) & (torch.as_tensor(kb) == CONST))
+
+    census.count(name, tied, live)
 
 
-def _tied_sets(vals: torch.Tensor, kinds: torch.Tensor, dim: int, same_bias: bool):
-    """Along ``dim``: whether the maximum is attained twice or more (tied), and whether that
-    tie may matter (live: the maximizers are not all constant, nor all one channel's bias)."""
-    top = vals.amax(dim=dim, keepdim=True)
-    at = vals == top
-    tied = at.sum(dim=dim) >= 2
-    const = torch.where(at, kinds == CONST, True).all(dim=dim)
-    bias = torch.where(at, kinds == BIAS, True).all(dim=dim) if same_bias else \
-        torch.zeros_like(const)
-    return tied, tied & ~const & ~bias, at
+def _maximizers(vals: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Along ``dim``: the entries attaining the maximum, and whether it is attained twice or
+    more (a tie)."""
+    at = vals == vals.amax(dim=dim, keepdim=True)
+    return at, at.sum(dim=dim) >= 2
+
+
+def _live(at: torch.Tensor, tied: torch.Tensor, kinds: torch.Tensor, dim: int,
+          same_bias: bool) -> torch.Tensor:
+    """Ties that may matter: the maximizers are not all constant, nor (``same_bias``: one
+    channel's window) all that channel's bias."""
+    live = tied & (at & (kinds != CONST)).any(dim=dim)
+    if same_bias:
+        live &= (at & (kinds != BIAS)).any(dim=dim)
+    return live
 
 
 def _reduction(census: _Census, name: str, args, kwargs, out) -> None:
@@ -284,9 +324,13 @@ def _reduction(census: _Census, name: str, args, kwargs, out) -> None:
         [dims] if isinstance(dims, int) else list(dims))
     dims = [d % max(x.ndim, 1) for d in dims]
     keep = [d for d in range(x.ndim) if d not in dims]
-    vals = (sign * x).permute(*keep, *dims).reshape(*[x.shape[d] for d in keep], -1)
-    kinds = _full(census.kind(x), x).permute(*keep, *dims).reshape(vals.shape)
-    tied, live, _ = _tied_sets(vals, kinds, -1, same_bias=False)
+    shape = [*[x.shape[d] for d in keep], -1]
+    at, tied = _maximizers((sign * x).permute(*keep, *dims).reshape(shape), -1)
+
+    def live():
+        kinds = _full(census.kind(x), x).permute(*keep, *dims).reshape(at.shape)
+        return _live(at, tied, kinds, -1, same_bias=False)
+
     census.count(name, tied, live)
 
 
@@ -304,16 +348,22 @@ def _pool(census: _Census, name: str, args, kwargs, out) -> None:
     if ceil or nd == 3:
         census.unknown.add(name)
         return
-    windows = _windows(x, kernel, stride, padding, dilation, nd, -torch.inf)
-    kinds = _windows(_full(census.kind(x), x).to(x.dtype), kernel, stride, padding, dilation,
-                     nd, float(CONST)).to(torch.int8)
-    tied, live, at = _tied_sets(windows, kinds, -1, same_bias=True)
-    census.count("max_pool", tied, live)
-    all_const = torch.where(at, kinds == CONST, True).all(dim=-1)
-    all_bias = torch.where(at, kinds == BIAS, True).all(dim=-1)
-    kind = torch.where(all_const, CONST, torch.where(all_bias, BIAS, GENERIC)).to(torch.int8)
+    at, tied = _maximizers(_windows(x, kernel, stride, padding, dilation, nd, -torch.inf), -1)
+
+    @functools.cache
+    def kinds():
+        k = _full(census.kind(x), x).to(x.dtype)
+        return _windows(k, kernel, stride, padding, dilation, nd, float(CONST)).to(torch.int8)
+
+    census.count("max_pool", tied, lambda: _live(at, tied, kinds(), -1, same_bias=True))
+
+    def pooled_kinds():
+        const = ~(at & (kinds() != CONST)).any(dim=-1)
+        bias = ~(at & (kinds() != BIAS)).any(dim=-1)
+        return torch.where(const, CONST, torch.where(bias, BIAS, GENERIC)).to(torch.int8)
+
     values = out[0] if isinstance(out, tuple | list) else out
-    census.store(values, kind.reshape(values.shape))
+    census.store(values, lambda: pooled_kinds().reshape(values.shape))
 
 
 def _tuple(v, nd: int) -> tuple[int, ...]:
@@ -324,8 +374,18 @@ def _tuple(v, nd: int) -> tuple[int, ...]:
 
 
 def _windows(x: torch.Tensor, kernel, stride, padding, dilation, nd: int, fill: float):
-    """The pooling windows of ``x`` as its last axis: shape ``(*lead, *out_spatial, k)``."""
+    """The pooling windows of ``x`` as its last axis: shape ``(*lead, *out_spatial, k)``
+    (disjoint windows tiling ``x`` by a reshape, others by unfolding)."""
     lead = x.shape[: x.ndim - nd]
+    spatial = x.shape[x.ndim - nd:]
+    if (tuple(stride) == tuple(kernel) and not any(padding) and set(dilation) == {1}
+            and all(n % k == 0 for n, k in zip(spatial, kernel, strict=True))):
+        split = [a for n, k in zip(spatial, kernel, strict=True) for a in (n // k, k)]
+        t = x.reshape(*lead, *split)
+        order = [*range(len(lead)), *(len(lead) + 2 * i for i in range(nd)),
+                 *(len(lead) + 2 * i + 1 for i in range(nd))]
+        return t.permute(*order).reshape(*lead, *(n // k for n, k in zip(
+            spatial, kernel, strict=True)), -1)
     flat = x.reshape(-1, 1, *x.shape[x.ndim - nd:])
     if nd == 1:
         flat = flat.unsqueeze(-2)
@@ -355,21 +415,27 @@ def _sorting(census: _Census, name: str, args, kwargs, out) -> None:
     if name == "median" and len(args) == 1:
         x, dim = x.reshape(-1), 0
     vals, order = torch.sort(x, dim=dim)
-    kinds = torch.gather(_full(census.kind(x), x), dim, order)
-    tied = vals.narrow(dim, 1, x.shape[dim] - 1) == vals.narrow(dim, 0, x.shape[dim] - 1)
-    const = (kinds.narrow(dim, 1, x.shape[dim] - 1) == CONST) & (
-        kinds.narrow(dim, 0, x.shape[dim] - 1) == CONST)
-    census.count(name, tied, tied & ~const)
+    n = x.shape[dim]
+    tied = vals.narrow(dim, 1, n - 1) == vals.narrow(dim, 0, n - 1)
+
+    def live():
+        kinds = torch.gather(_full(census.kind(x), x), dim, order)
+        const = (kinds.narrow(dim, 1, n - 1) == CONST) & (kinds.narrow(dim, 0, n - 1) == CONST)
+        return tied & ~const
+
+    census.count(name, tied, live)
 
 
 def _norm(census: _Census, name: str, args, kwargs, out) -> None:
     """A vector norm at 0 (its Clarke set is the dual unit ball): tied where it is 0."""
     x = args[0]
     values = out if isinstance(out, torch.Tensor) else out[0]
-    kind = census.kind(x)
-    const = isinstance(kind, int) and kind == CONST
     tied = values == 0
-    census.count(name, tied, tied & (not const))
+    census.count(name, tied, lambda: tied & (not _all_const(census.kind(x))))
+
+
+def _all_const(kind) -> bool:
+    return bool((kind == CONST).all()) if isinstance(kind, torch.Tensor) else kind == CONST
 
 
 def _step(census: _Census, name: str, args, kwargs, out) -> None:
@@ -380,7 +446,7 @@ def _step(census: _Census, name: str, args, kwargs, out) -> None:
         return
     at = x == 0 if name == "sign" else (x == torch.floor(x) if name != "round" else
                                         (x - torch.floor(x)) == 0.5)
-    census.count(name, at, at & (_full(census.kind(x), x) != CONST))
+    census.count(name, at, lambda: at & (_full(census.kind(x), x) != CONST))
 
 
 def _linear_kind(census: _Census, args, kwargs, out) -> None:
@@ -388,33 +454,36 @@ def _linear_kind(census: _Census, args, kwargs, out) -> None:
     bias, x = args[0], args[1]
     if not (isinstance(bias, torch.Tensor) and x.ndim == 2 and out.ndim == 2):
         return
-    zero = ((x == 0) & (_full(census.kind(x), x) == CONST)).all(dim=1, keepdim=True)
-    if not bool(zero.any()):
-        return
-    fill = BIAS if bias.requires_grad else CONST
-    base = torch.full(out.shape, GENERIC, dtype=torch.int8, device=out.device)
-    census.store(out, torch.where(zero, torch.tensor(fill, dtype=torch.int8), base))
+
+    def kinds():
+        zero = ((x == 0) & (_full(census.kind(x), x) == CONST)).all(dim=1, keepdim=True)
+        fill = BIAS if bias.requires_grad else CONST
+        return torch.where(zero, torch.tensor(fill, dtype=torch.int8, device=out.device),
+                           torch.tensor(GENERIC, dtype=torch.int8, device=out.device)
+                           ).expand(out.shape)
+
+    census.store(out, kinds)
 
 
 def _conv_kind(census: _Census, args, kwargs, out) -> None:
     """convolution: an output whose receptive field holds only constant zeros is its bias."""
-    x, _, bias, stride, padding, dilation, transposed, _, groups = args[:9]
+    x, weight, bias, stride, padding, dilation, transposed, _, groups = args[:9]
     if transposed or x.ndim not in (3, 4):
         return
-    nonzero = ~((x == 0) & (_full(census.kind(x), x) == CONST))
-    if bool(nonzero.all()):
-        return
-    spatial = x.ndim - 2
-    conv = F.conv1d if spatial == 1 else F.conv2d
-    kernel = args[1].shape[2:]
-    per_group = nonzero.reshape(x.shape[0], groups, -1, *x.shape[2:]).sum(2).to(x.dtype)
-    ones = torch.ones(groups, 1, *kernel, dtype=x.dtype, device=x.device)
-    field = conv(per_group, ones, stride=stride, padding=padding, dilation=dilation,
-                 groups=groups)
-    blank = (field == 0).repeat_interleave(out.shape[1] // groups, dim=1)
-    fill = CONST if bias is None or not bias.requires_grad else BIAS
-    census.store(out, torch.where(blank, torch.tensor(fill, dtype=torch.int8),
-                                  torch.tensor(GENERIC, dtype=torch.int8)))
+
+    def kinds():
+        nonzero = ~((x == 0) & (_full(census.kind(x), x) == CONST))
+        conv = F.conv1d if x.ndim == 3 else F.conv2d
+        per_group = nonzero.reshape(x.shape[0], groups, -1, *x.shape[2:]).sum(2).to(x.dtype)
+        ones = torch.ones(groups, 1, *weight.shape[2:], dtype=x.dtype, device=x.device)
+        field = conv(per_group, ones, stride=stride, padding=padding, dilation=dilation,
+                     groups=groups)
+        blank = (field == 0).repeat_interleave(out.shape[1] // groups, dim=1)
+        fill = CONST if bias is None or not bias.requires_grad else BIAS
+        return torch.where(blank, torch.tensor(fill, dtype=torch.int8, device=x.device),
+                           torch.tensor(GENERIC, dtype=torch.int8, device=x.device))
+
+    census.store(out, kinds)
 
 
 RULES = {
@@ -579,6 +648,7 @@ class audit:
     def _stop_census(self) -> None:
         if self._census is not None:
             self._census.__exit__(None, None, None)
+            self._census.finish()
             self._census = None
             self._stack = []
 
@@ -614,8 +684,7 @@ class audit:
             or record.unknown)
         if not needs_asd:
             if "ties" in self.checks and not record.live_tied and not record.unknown:
-                scale = max(float(g.abs().max()) if g.numel() else 0.0 for g in framework)
-                record.equal, record.verdict, record.scale = True, "inside", scale
+                record.equal, record.verdict = True, "inside"
             record.checked = "census"
             self._append(record)
             return
