@@ -106,13 +106,15 @@ def _jsonable(v):
 
 
 def tolerance(eps: float, *grads: np.ndarray) -> float:
-    """``ULPS * eps * max |g|`` over the gradients given (0 when they are all zero).
+    """``ULPS * eps * max |g|`` over the finite entries of the gradients given (0 when they are
+    all zero).
 
     >>> tolerance(2.0 ** -23, np.array([0.5, -2.0]))
     1.52587890625e-05
     """
-    scale = max((float(np.max(np.abs(g))) for g in grads if np.size(g)), default=0.0)
-    return ULPS * eps * scale if math.isfinite(scale) else math.inf
+    finite = [np.abs(g[np.isfinite(g)]) for g in map(np.asarray, grads)]
+    scale = max((float(np.max(g)) for g in finite if g.size), default=0.0)
+    return ULPS * eps * scale
 
 
 def judge(framework: np.ndarray, element: np.ndarray | None,
@@ -128,6 +130,7 @@ def judge(framework: np.ndarray, element: np.ndarray | None,
     """
     framework = np.asarray(framework, dtype=float).reshape(-1)
     scale = float(np.max(np.abs(framework))) if framework.size else 0.0
+    scale = scale if math.isfinite(scale) else math.inf
     out: dict[str, Any] = {"scale": scale, "differs": {}, "note": ""}
     if element is None:
         out.update(equal=True, verdict="inside", checked="census")
@@ -147,6 +150,10 @@ def judge(framework: np.ndarray, element: np.ndarray | None,
         out.update(equal=True, verdict="inside")
         return out
     out["equal"] = False
+    if not np.all(np.isfinite(framework)):   # a NaN or inf is in no Clarke set
+        out.update(verdict="outside", distance=math.inf,
+                   note="the framework's gradient is not finite")
+        return out
     if sample is None:
         return out
     out["checked"] = "clarke"
