@@ -158,15 +158,40 @@ def judge(framework: np.ndarray, element: np.ndarray | None,
         return out
     out["checked"] = "clarke"
     try:
-        membership = sample().contains(framework, tol)
+        clarke = sample()
+        membership = clarke.contains(framework, tol)
+        void = (_contradiction(clarke, membership, element, tol)
+                if membership.verdict == "outside" else "")
     except Exception as e:  # a failure of the sampler is recorded, never fatal to training
         out.update(verdict="undetermined", note=f"asd.clarke failed: {type(e).__name__}: {e}")
         return out
     out.update(verdict=membership.verdict, distance=float(membership.outer),
                inner=float(membership.inner))
-    if membership.verdict == "undetermined":
+    if void:
+        out.update(verdict="undetermined", distance=0.0, note=void)
+    elif membership.verdict == "undetermined":
         out["note"] = membership.settle
     return out
+
+
+def _contradiction(clarke, membership, element: np.ndarray, tol: float) -> str:
+    """Why an ``outside`` certificate cannot stand, or ``''``.
+
+    The certificate is a lower bound on the distance to the Clarke set, from an enclosure
+    evaluated in the model's dtype. Two checks that hold in exact arithmetic: the bound is at
+    most the distance to the sampled hull (which lies in the set), and asd's element (a Clarke
+    subgradient) is not outside it. Where rounding in a low precision breaks either (a float32
+    enclosure of a 2048-wide layer, or a forward that sits exactly on a kink in one evaluation
+    and not in another), nothing is certified: ``undetermined``, with the reason.
+    """
+    if membership.outer > membership.inner + tol:
+        return (f"no certificate: the enclosure's lower bound {membership.outer:.3g} exceeds "
+                f"the distance {membership.inner:.3g} to asd's own sample (rounding in the "
+                "model's dtype); audit in float64 to decide")
+    if clarke.contains(element, tol).verdict == "outside":
+        return ("no certificate: asd's own element is outside the enclosure too (the "
+                "evaluations round the point differently); audit in float64 to decide")
+    return ""
 
 
 # ----- the log -----

@@ -56,7 +56,6 @@ import torch
 import torch.nn.functional as F
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils.weak import WeakIdKeyDictionary
 
 import asd
 from asd.analysis.training import StepRecord, TrainingLog, judge
@@ -107,7 +106,7 @@ class _Census(TorchDispatchMode):
         self.ties: Counter = Counter()
         self.live: Counter = Counter()
         self.unknown: set[str] = set()
-        self.kinds = WeakIdKeyDictionary()
+        self.kinds = _Kinds()
         self.pending: list[tuple] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -176,7 +175,15 @@ class _Census(TorchDispatchMode):
         self.pending.append((f"{self.layer()}:{name}", tied.sum(), live))
 
     def finish(self) -> None:
-        """Add up what `count` recorded (after the forward: nothing here is censused)."""
+        """Add up what `count` recorded (after the forward: nothing here is censused), then
+        let go of the forward's tensors."""
+        try:
+            self._add_up()
+        finally:
+            self.pending = []
+            self.kinds.clear()
+
+    def _add_up(self) -> None:
         if not self.pending:
             return
         sums = torch.stack([s.to(torch.int64) for _, s, _ in self.pending]).tolist()
@@ -191,7 +198,32 @@ class _Census(TorchDispatchMode):
             for (key, _), n in zip(lives, counts, strict=True):
                 if n:
                     self.live[key] += n
-        self.pending = []
+
+
+class _Kinds:
+    """The kinds of one forward's tensors, keyed by identity. Holding each tensor keeps its
+    id unique while the census lives (one forward; `_Census.finish` clears it), and costs
+    less per operation than a weak dictionary, whose references dominated a small model's
+    census."""
+
+    def __init__(self):
+        self._items: dict[int, tuple[torch.Tensor, object]] = {}
+
+    def __contains__(self, t) -> bool:
+        return id(t) in self._items
+
+    def get(self, t):
+        item = self._items.get(id(t))
+        return None if item is None else item[1]
+
+    def __setitem__(self, t, kind) -> None:
+        self._items[id(t)] = (t, kind)
+
+    def __delitem__(self, t) -> None:
+        del self._items[id(t)]
+
+    def clear(self) -> None:
+        self._items.clear()
 
 
 def _full(kind, like: torch.Tensor) -> torch.Tensor:
