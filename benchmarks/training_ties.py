@@ -15,7 +15,7 @@ initialization on the same batches:
 - ``asd``: the same network through `asd.torch.function` (asd's subgradient).
 
 ``python -m asd.benchmarks.training_ties`` runs the full settings (about 10 minutes on one
-CPU core) and rewrites the generated part of docs/training-ties.md and its figures;
+busy CPU core) and rewrites the generated part of docs/training-ties.md and its figures;
 ``--small`` runs the settings CI runs (about a minute); ``--overhead`` measures the monitor's
 cost per step on the test models in the four dtypes (the `MODELS` zoo).
 """
@@ -120,10 +120,11 @@ class SortPool(nn.Module):
 MODELS = {"mlp": mlp, "cnn": cnn, "maxout": Maxout, "sortpool": SortPool,
           "wide": lambda: mlp(2048)}
 """The test models: ReLU layers, convolution and max pooling, maxout and clamp, sort; and
-``wide``, two ReLU layers of 2048 units (the width of Bertoin et al.'s MNIST networks)."""
+``wide``, two ReLU layers of 2048 units (Bertoin et al. tie the effect of relu'(0) to the
+size of the problem)."""
 
 BATCH = {"wide": 128}
-"""Batch sizes other than 32 (the wide network trains on batches of 128, as in the paper)."""
+"""Batch sizes other than 32 (the wide network trains on batches of 128)."""
 
 
 # ----- relu'(0) = 1, and the bifurcation of relu'(0) -----

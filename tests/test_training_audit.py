@@ -35,7 +35,7 @@ from asd.benchmarks import training_ties as tt  # noqa: E402
 from asd.cli import audit as cli  # noqa: E402
 from asd.frontends import torch_audit  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[1]
 
 nn = torch.nn
 F = torch.nn.functional
@@ -533,7 +533,7 @@ def test_overhead_rows_and_their_part_of_the_page(tmp_path):
 def test_the_page_has_both_generated_parts():
     """docs/training-ties.md carries the study's part and the CPU overhead part, each
     between its markers, and its prose quotes only numbers of the generated parts."""
-    text = (ROOT / "docs" / "training-ties.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "training-ties.md").read_text(encoding="utf-8")
     generated, prose = "", text
     for part in ("", "overhead-cpu", "overhead-cuda"):
         begin, end = tt.markers(part)
