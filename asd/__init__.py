@@ -95,7 +95,7 @@ class _FrontendFinder(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
         return _importlib_util.spec_from_loader(fullname, self)
 
     def create_module(self, spec):
-        module = _importlib.import_module(_FRONTENDS[spec.name])
+        module = _frontend(_FRONTENDS[spec.name])
         spec.loader_state = module.__spec__  # the import system is about to overwrite it
         return module
 
@@ -106,13 +106,25 @@ class _FrontendFinder(_importlib_abc.MetaPathFinder, _importlib_abc.Loader):
 
 _sys.meta_path.append(_FrontendFinder())
 
+# front-end name -> (attribute, module implementing it): attached when the front end loads
+_ATTACHED = {"asd.frontends.torch": ("audit", "asd.frontends.torch_audit")}
+
+
+def _frontend(name: str):
+    """Import a front end and attach what lives in modules of its own (``asd.torch.audit``)."""
+    module = _importlib.import_module(name)
+    if name in _ATTACHED and not hasattr(module, _ATTACHED[name][0]):
+        attribute, source = _ATTACHED[name]
+        setattr(module, attribute, getattr(_importlib.import_module(source), attribute))
+    return module
+
 
 def __getattr__(name: str):
     """Load the heavy parts of the public API on first use (see the module docstring)."""
     if name not in _LAZY:
         raise AttributeError(f"module 'asd' has no attribute {name!r}")
     module, attribute = _LAZY[name]
-    value = _importlib.import_module(module)
+    value = _frontend(module)
     if attribute is not None:
         value = getattr(value, attribute)
     globals()[name] = value

@@ -353,6 +353,51 @@ def test_audit_tensorflow_float32_variables(tmp_path):
     assert report["verdict"] == "inside"             # TensorFlow's relu'(0) = 0 is a vertex
 
 
+TF_FILE = """
+    import tensorflow as tf
+
+    dense = tf.keras.layers.Dense(3, activation="relu", kernel_initializer="ones")
+    dense.build((None, 2))
+
+
+    @tf.function
+    def pooled(x):
+        return tf.reduce_sum(tf.nn.max_pool1d(tf.reshape(x, (1, 4, 1)), 2, 2, "VALID"))
+
+
+    def keras_layer(x):
+        return tf.reduce_sum(dense(x[None]))
+
+
+    def gap(x, y):
+        return tf.reduce_max(tf.abs(x - y))
+"""
+
+
+def test_audit_tensorflow_files_tf_function_keras_and_two_arguments(tmp_path, capsys):
+    """``asd audit`` takes TensorFlow files: a ``tf.function``, a Keras layer (float32, printed
+    as float32) and a function of two arguments (``--argnums``), each checked against the
+    limiting gradients of its program at a kink."""
+    pytest.importorskip("tensorflow")
+    path = write(tmp_path, "tffile.py", TF_FILE)
+    # max pooling over the tied window (1, 1): TensorFlow routes to the first entry, a vertex
+    report = audit.audit(load_target(f"{path}:pooled"), np.array([1.0, 1.0, 0.0, 2.0]),
+                         samples=16)
+    assert report["framework"] == "tensorflow" and report["verdict"] == "inside"
+    got = sorted(tuple(np.asarray(g, dtype=float)) for g in report["clarke"])
+    assert got == [(0.0, 1.0, 0.0, 1.0), (1.0, 0.0, 0.0, 1.0)]
+    # relu(x1 + x2) three times at x1 + x2 = 0: the limiting gradients are 0 and (3, 3)
+    assert audit.main([f"{path}:keras_layer", "--at", "[1, -1]", "--samples", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "(TensorFlow, float32)" in out and "TensorFlow gradient    [0.0, 0.0]" in out
+    assert all(len(line) <= 80 for line in out.splitlines())
+    # max |x - y| at x = y: both arguments differentiated together (four limiting gradients)
+    assert audit.main([f"{path}:gap", "--at", "[1, 0]", "--at", "[1, 0]", "--argnums", "0,1",
+                       "--samples", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "TensorFlow gradient (arg 1)" in out and "4 distinct limiting gradient(s)" in out
+
+
 def test_detect_keras_only_file_as_tensorflow(tmp_path):
     pytest.importorskip("tensorflow")
     keras = pytest.importorskip("keras")

@@ -205,6 +205,10 @@ def asd_ops() -> SimpleNamespace:
         topk_sum=asd.topk_sum, median=np.median, norm=l2_norm, sqrt=np.sqrt,
         max_pool1d=asd.max_pool1d, leaky_relu=asd.leaky_relu, hardtanh=asd.hardtanh,
         relu6=asd.relu6, where=np.where, stack=np.stack, asarray=np.asarray,
+        std=np.std, atan2=np.arctan2, log=np.log, rsqrt=lambda x: 1.0 / np.sqrt(x),
+        sinc=np.sinc, take_argmax=lambda x: x[np.argmax(x)],
+        pnorm=lambda x, p: asd.norm(x, p), eigvalsh=np.linalg.eigvalsh, svd=np.linalg.svd,
+        diag=np.diag,
     )
 
 
@@ -396,21 +400,24 @@ def markdown(rows: list[Row], frameworks: list[str]) -> str:
 
 
 def print_table(rows: list[Row], frameworks: list[str]) -> None:
+    """The battery in 80 columns: the pattern, the exact set and the gradients (cells wrap;
+    ``--write-docs`` has the formulas and points too)."""
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     header, body = table_rows(rows, frameworks)
-    table = Table(title="framework gradients against the exact Clarke set", show_lines=False)
-    for h in header:
-        table.add_column(h, overflow="fold")
+    keep = [0, 3, 4, *range(5, len(header))]       # not the formula and point columns
+    table = Table(title="framework gradients against the exact Clarke set", width=80,
+                  title_justify="left", show_lines=True)
+    for i in keep:
+        table.add_column(header[i], overflow="fold")
     for row in body:
-        table.add_row(*row)
-    console = Console()
-    if not console.is_terminal:       # logs and CI: no wrapping at 80 columns
-        console = Console(width=200)
+        table.add_row(*[escape(row[i]) for i in keep])
+    console = Console(width=80)
     console.print(table)
     for line in summary(rows, frameworks):
-        console.print(line)
+        console.print(line, highlight=False)
 
 
 __all__ = ["CATALOG", "Ball", "Hull", "Pattern", "Row", "asd_ops", "evaluate", "markdown",

@@ -80,6 +80,9 @@ def _torch_ops() -> SimpleNamespace:
     def max_pool1d(x, k):
         return F.max_pool1d(x[None, None], k)[0, 0]
 
+    def smooth_l1(x, beta):
+        return F.smooth_l1_loss(x, torch.zeros_like(x), beta=beta, reduction="sum")
+
     return SimpleNamespace(
         name="torch", relu=torch.relu, abs=torch.abs, maximum=torch.maximum,
         minimum=torch.minimum, clip=torch.clamp, sum=torch.sum, mean=torch.mean,
@@ -89,6 +92,10 @@ def _torch_ops() -> SimpleNamespace:
         hardtanh=F.hardtanh, relu6=F.relu6,
         where=torch.where, stack=torch.stack, asarray=lambda a: torch.as_tensor(
             np.asarray(a, dtype=np.float64)),
+        std=lambda x: torch.std(x, correction=0), atan2=torch.atan2, log=torch.log,
+        rsqrt=torch.rsqrt, sinc=torch.sinc, take_argmax=lambda x: x[torch.argmax(x)],
+        pnorm=lambda x, p: torch.linalg.vector_norm(x, ord=p), smooth_l1=smooth_l1,
+        eigvalsh=torch.linalg.eigvalsh, svd=torch.linalg.svd, diag=torch.diag,
     )
 
 
@@ -106,8 +113,13 @@ def _jax_ops() -> SimpleNamespace:
         name="jax", relu=jax.nn.relu, abs=jnp.abs, maximum=jnp.maximum, minimum=jnp.minimum,
         clip=jnp.clip, sum=jnp.sum, mean=jnp.mean, max=jnp.max, min=jnp.min, sort=jnp.sort,
         topk_sum=topk_sum, median=jnp.median, norm=jnp.linalg.norm, sqrt=jnp.sqrt,
-        max_pool1d=max_pool1d, leaky_relu=jax.nn.leaky_relu, hardtanh=jax.nn.hard_tanh,
+        max_pool1d=max_pool1d, leaky_relu=jax.nn.leaky_relu,
+        hardtanh=lambda x, lo=-1.0, hi=1.0: jnp.clip(x, lo, hi) if (lo, hi) != (-1.0, 1.0)
+        else jax.nn.hard_tanh(x),
         relu6=jax.nn.relu6, where=jnp.where, stack=jnp.stack, asarray=jnp.asarray,
+        std=jnp.std, atan2=jnp.arctan2, log=jnp.log, rsqrt=jax.lax.rsqrt, sinc=jnp.sinc,
+        take_argmax=lambda x: x[jnp.argmax(x)], pnorm=lambda x, p: jnp.linalg.norm(x, ord=p),
+        eigvalsh=jnp.linalg.eigvalsh, svd=jnp.linalg.svd, diag=jnp.diag,
     )
 
 
@@ -127,15 +139,24 @@ def _tensorflow_ops() -> SimpleNamespace:
     def max_pool1d(x, k):
         return tf.nn.max_pool1d(x[None, :, None], k, k, "VALID")[0, :, 0]
 
+    def svd(x):                 # numpy's order: u, s, vh
+        s, u, v = tf.linalg.svd(x)
+        return u, s, tf.transpose(v)
+
     return SimpleNamespace(
         name="tensorflow", relu=tf.nn.relu, abs=tf.abs, maximum=tf.maximum, minimum=tf.minimum,
         clip=tf.clip_by_value, sum=tf.reduce_sum, mean=tf.reduce_mean, max=tf.reduce_max,
         min=tf.reduce_min, sort=sort, topk_sum=topk_sum, median=median, norm=tf.norm,
         sqrt=tf.sqrt, max_pool1d=max_pool1d,
         leaky_relu=lambda x, a=0.01: tf.nn.leaky_relu(x, a),
-        hardtanh=lambda x: tf.clip_by_value(x, -1.0, 1.0), relu6=tf.nn.relu6,
+        hardtanh=lambda x, lo=-1.0, hi=1.0: tf.clip_by_value(x, lo, hi), relu6=tf.nn.relu6,
         where=tf.where, stack=tf.stack,
         asarray=lambda a: tf.constant(np.asarray(a, dtype=np.float64)),
+        std=tf.math.reduce_std, atan2=tf.math.atan2, log=tf.math.log, rsqrt=tf.math.rsqrt,
+        sinc=lambda x: tf.experimental.numpy.sinc(x),
+        take_argmax=lambda x: tf.gather(x, tf.argmax(x)),
+        pnorm=lambda x, p: tf.norm(x, ord=p), eigvalsh=tf.linalg.eigvalsh, svd=svd,
+        diag=tf.linalg.diag,
     )
 
 
@@ -154,9 +175,12 @@ def _autograd_ops() -> SimpleNamespace:
         min=anp.min, sort=anp.sort, topk_sum=topk_sum, median=anp.median,
         norm=anp.linalg.norm, sqrt=anp.sqrt, max_pool1d=max_pool1d,
         leaky_relu=lambda x, a=0.01: anp.where(x > 0, x, a * x),
-        hardtanh=lambda x: anp.clip(x, -1.0, 1.0),
+        hardtanh=lambda x, lo=-1.0, hi=1.0: anp.clip(x, lo, hi),
         relu6=lambda x: anp.clip(x, 0.0, 6.0), where=anp.where, stack=anp.stack,
-        asarray=anp.asarray,
+        asarray=anp.asarray, std=anp.std, atan2=anp.arctan2, log=anp.log,
+        rsqrt=lambda x: 1.0 / anp.sqrt(x), sinc=anp.sinc,
+        take_argmax=lambda x: x[anp.argmax(x)], pnorm=lambda x, p: anp.linalg.norm(x, ord=p),
+        eigvalsh=lambda m: anp.linalg.eigh(m)[0], svd=anp.linalg.svd, diag=anp.diag,
     )
 
 
