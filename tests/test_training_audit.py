@@ -28,10 +28,10 @@ import pytest
 torch = pytest.importorskip("torch")
 
 import asd.torch  # noqa: E402  (attaches asd.torch.audit)
+from asd.benchmarks import training_ties as tt  # noqa: E402
 
 import asd  # noqa: E402
 from asd.analysis.training import StepRecord, TrainingLog, judge, tolerance  # noqa: E402
-from asd.benchmarks import training_ties as tt  # noqa: E402
 from asd.cli import audit as cli  # noqa: E402
 from asd.frontends import torch_audit  # noqa: E402
 

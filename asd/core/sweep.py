@@ -1048,7 +1048,20 @@ class Trace:
         args = self.nodes[k].args if k not in self.dargs else self.dargs[k]
         maps = lin.maps if type(lin) is FanIn else (lin,)
         return any(type(r) is int and r in made and not _selects(m)
-                   for r, m in zip(args, maps))
+                   and self._finite_from_infinite(k, r) for r, m in zip(args, maps))
+
+    def _finite_from_infinite(self, k: int, r: int) -> bool:
+        """Whether node ``k`` has a finite value where its input ``r`` is infinite (a limit
+        taken at a pole: ``exp(-inf) = 0``); ``0 * inf`` is NaN, no limit, and stays for the
+        selection below it to absorb or for the output to report. Where the shapes do not
+        line up entry for entry (a reduction), any finite value counts."""
+        out, inp = backend.to_host(self.values[k]), backend.to_host(self.values[r])
+        finite = np.isfinite(np.asarray(out))
+        try:
+            infinite = np.isinf(np.broadcast_to(np.asarray(inp), finite.shape))
+        except ValueError:
+            return bool(finite.any())
+        return bool(np.any(finite & infinite))
 
     def raise_nonfinite(self, k: int, what: str) -> None:
         node = self.nodes[k]
