@@ -873,8 +873,9 @@ class Trace:
         ins = np.broadcast_to(self.values[ref], mask.shape)[mask][:3]
         return f"{where}, input e.g. {ins.tolist()}"
 
-    def jumps_reaching(self, k: int) -> list[int]:
-        """The nodes at a jump whose values reach node ``k`` (not through stop_gradient)."""
+    def jumps_reaching(self, k: int, among: dict | None = None) -> list[int]:
+        """The nodes at a jump whose values reach node ``k`` (not through stop_gradient):
+        of `jumps`, or of the nodes ``among``."""
         nodes, seen, stack = self.nodes, set(), [k]
         while stack:
             j = stack.pop()
@@ -883,7 +884,8 @@ class Trace:
             seen.add(j)
             if nodes[j].prim is not None and not nodes[j].prim.stops_gradient:
                 stack.extend(r for r in nodes[j].args if type(r) is int)
-        return sorted(j for j in seen if j in self.jumps)
+        jumps = self.jumps if among is None else among
+        return sorted(j for j in seen if j in jumps)
 
     def replay_jumps(self, jumps: list[int], k: int) -> str | None:
         """Re-evaluate node ``k`` with each jump at its value at the point and at every

@@ -171,28 +171,11 @@ MEANS = ("mean", "method_mean", "average", "percentile", "quantile", "np_median"
 
 FINDINGS += [
     Finding(
-        "F15", "asd.clarke ignores the direction at a comparison used as a number: for "
-               "`x * (x < 0)` at 0 every direction gets the first one's gradient (the sample is"
-               " {0}; the Clarke set is [0, 1])", False,
-        "asd/analysis/clarke.py (the re-sweep per direction re-runs only the rules that "
-        "declared a tie; piecewise-constant ops decide their side without declaring one)",
-        lambda c, o: o.check == "clarke" and o.status == "wrong", (),
-        _case([Op("multiply_constant", (0,), {"constant": 0.0}),
-               Op("step_multiply", (0, 0, 1), {"cmp": "<"})], [(1,), (1,), (1,)], [0.0],
-              [1.0])),
-    Finding(
         "F16", "where-NaN trap: `np.where(x > 0, x * np.sqrt(x), 0)` with some x < 0 raises "
                "NonFiniteError for the branch not taken", True,
         "asd/core/sweep.py / library where rule (finiteness checked before the selection)",
         lambda c, o: _uses(c, "where_nan") and "NonFiniteError" in o.kind, ("where_nan",),
         _case([Op("where_nan", (0,))], [(2,), (2,)], [-1.0, 1.0], [1.0, 1.0])),
-    Finding(
-        "F17", "asd.clarke of a program with `%` or `//`: raw AttributeError '_Resweep' object "
-               "has no attribute 'record_jump'", False,
-        "asd/core/primitive.py:record_jump (called on the clarke re-sweep)",
-        lambda c, o: "record_jump" in o.detail, (),
-        _case([Op("remainder", (0,), {"c": -0.25}), Op("add_constant", (1,), {"constant": 0.5}),
-               Op("soft_threshold", (2,), {"lam": 0.5})], [(1,)] * 4, [1.25], [1.0])),
     Finding(
         "F18", "UndecidedTieError ('which side is taken changes the result') at ties whose two "
                "sides coincide: `where(a >= a, g + (a - a) p, g)` with a transcendental `a`, or"
