@@ -37,6 +37,11 @@ REPRODUCERS = {
     "F15": _case([Op("multiply_constant", (0,), {"constant": 0.0}),
                   Op("step_multiply", (0, 0, 1), {"cmp": "<"})], [(1,), (1,), (1,)], [0.0],
                  [1.0]),
+    # np.floor(x.T)[0].sum() at 0 along +1: the jump was replayed on a transposed copy
+    # whose flat writes were lost, so the output looked continuous (a silent derivative 0)
+    "F24": _case([Op("transpose", (0,)), Op("np_floor", (1,)), Op("index", (2,), {"key": 0})],
+                 [(2, 2), (2, 2), (2, 2), (2,)], [[0.0, 0.0], [0.0, 0.0]],
+                 [[1.0, 1.0], [1.0, 1.0]]),
 }
 
 
@@ -96,3 +101,38 @@ def test_clarke_of_a_remainder_chain():
 
     s = asd.clarke(f, n=8, seed=0)(np.array([1.25]))
     assert {Fraction(float(g)) for g in s.gradients.ravel()} == _clarke_1d(exact, 1.25)
+
+
+# ----- a jump on a transposed (non-contiguous) input (F24) -----
+
+TRANSPOSED_JUMPS = [
+    (np.floor, 0.0), (np.ceil, 0.0), (np.trunc, 1.0), (np.rint, 0.5), (np.round, 0.5),
+    (np.sign, 0.0), (lambda a: a // 0.5, 1.0), (lambda a: a % 0.5 * 0 + (a >= 1.0), 1.0),
+]
+
+
+@pytest.mark.parametrize("op, x0", TRANSPOSED_JUMPS)
+@pytest.mark.parametrize("view", [lambda x: x.T, lambda x: x[:, ::-1], lambda x: x.T[::-1]])
+def test_a_jump_on_a_strided_input_is_refused(op, x0, view):
+    """Every entry of the (2, 3) input sits on the op's jump: read through a transposed or
+    reversed view, the one-sided values are replayed in the view's logical order, so the
+    jump is found and refused, on each side."""
+    x = np.full((2, 3), x0)
+    for v in (np.ones((2, 3)), -np.ones((2, 3))):
+        with pytest.raises(asd.NotLipschitzError, match="jumps here"):
+            asd.directional(lambda a: np.sum(op(view(a))[0]))(x, v)
+
+
+def test_a_continuous_product_with_sign_on_a_transposed_input():
+    """``sum(y * sign(y))``, y = x.T, is ``sum |x|``: continuous across sign's jump at 0, so
+    the replay accepts it; the derivative is the exact one-sided difference quotient."""
+    x = np.array([[0.0, 0.0, 1.0], [0.0, -2.0, 0.0]])
+    v = np.array([[1.0, -3.0, 2.0], [-0.5, 1.0, 0.0]])
+
+    def exact(t: Fraction) -> Fraction:
+        return sum(abs(Fraction(a) + t * Fraction(b)) for a, b in zip(x.ravel(), v.ravel()))
+
+    step = Fraction(1, 2 ** 20)
+    value, deriv = asd.directional(lambda a: np.sum(a.T * np.sign(a.T)))(x, v)
+    assert Fraction(float(value)) == exact(Fraction(0))
+    assert Fraction(float(deriv)) == (exact(step) - exact(Fraction(0))) / step

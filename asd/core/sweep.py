@@ -898,7 +898,7 @@ class Trace:
         at = {j: self.jumps[j].at for j in jumps}
         variants = [at]
         for pick in itertools.product(*(range(len(self.jumps[j].sides)) for j, _ in cells)):
-            variant = {j: np.array(v, copy=True) for j, v in at.items()}
+            variant = {j: np.array(v, copy=True, order="C") for j, v in at.items()}
             for (j, e), s in zip(cells, pick, strict=True):
                 variant[j].reshape(-1)[e] = self.jumps[j].sides[s].reshape(-1)[e]
             variants.append(variant)

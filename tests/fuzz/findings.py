@@ -257,20 +257,6 @@ FINDINGS += [
         frameworks=("jax",)),
 ]
 
-FINDINGS += [
-    Finding(
-        "F24", "the jump of np.floor (and the other piecewise-constant ufuncs) on a transposed "
-               "array is checked on the ray's side only: `np.floor(x.T)[0].sum()` at x = 0 "
-               "along +1 returns the derivative 0 with no NotLipschitzError (f jumps from the "
-               "left), where `np.floor(x)[0].sum()` refuses", False,
-        "asd/core/sweep.py check_lipschitz / library/discontinuous.py (the other side's "
-        "value read in the wrong memory order for a non-contiguous input)",
-        lambda c, o: _missed_jump(c, o) and _uses(c, *TRANSPOSES), (),
-        _case([Op("transpose", (0,)), Op("np_floor", (1,)), Op("index", (2,), {"key": 0})],
-              [(2, 2), (2, 2), (2, 2), (2,)], [[0.0, 0.0], [0.0, 0.0]],
-              [[1.0, 1.0], [1.0, 1.0]])),
-]
-
 BY_ID = {f.id: f for f in FINDINGS}
 
 
