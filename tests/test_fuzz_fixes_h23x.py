@@ -42,6 +42,16 @@ REPRODUCERS = {
     "F24": _case([Op("transpose", (0,)), Op("np_floor", (1,)), Op("index", (2,), {"key": 0})],
                  [(2, 2), (2, 2), (2, 2), (2,)], [[0.0, 0.0], [0.0, 0.0]],
                  [[1.0, 1.0], [1.0, 1.0]]),
+    # x2 = (x + [-0.25, 0]) % 4, x4 = x2 / 2 + [0.375, 1], (x4 - x2) * (x4 >= x2) at [1, 0]
+    # along [1, -1]: the comparison's recorded value at the point was taken on the
+    # remainder's entered side (x2 = 4), so the replay at the point kept it and missed the
+    # jump of entry 1 (a silent [0, -0] where numpy's value is [0, 1])
+    "F22": _case([Op("add_constant", (0,), {"constant": (-0.25, 0.0)}),
+                  Op("remainder", (1,), {"c": 4.0}),
+                  Op("divide_by_constant", (2,), {"constant": 2.0}),
+                  Op("add_constant", (3,), {"constant": (0.375, 1.0)}), Op("subtract", (4, 2)),
+                  Op("step_multiply", (5, 4, 2), {"cmp": ">="})], [(2,)] * 7, [1.0, 0.0],
+                 [1.0, -1.0], reduce=False),
 }
 
 
@@ -136,3 +146,61 @@ def test_a_continuous_product_with_sign_on_a_transposed_input():
     value, deriv = asd.directional(lambda a: np.sum(a.T * np.sign(a.T)))(x, v)
     assert Fraction(float(value)) == exact(Fraction(0))
     assert Fraction(float(deriv)) == (exact(step) - exact(Fraction(0))) / step
+
+
+# ----- a jump below another jump (F22) -----
+
+def _f22(x):
+    x2 = (x + np.array([-0.25, 0.0])) % 4.0
+    x4 = x2 / 2.0 + np.array([0.375, 1.0])
+    return (x4 - x2) * (x4 >= x2)
+
+
+def _exact_f22(x: list[Fraction]) -> list[Fraction]:
+    out = []
+    for xi, c, d in zip(x, (Fraction(-1, 4), 0), (Fraction(3, 8), 1)):
+        x2 = (xi + c) % 4
+        x4 = x2 / 2 + d
+        out.append((x4 - x2) * (x4 >= x2))
+    return out
+
+
+@pytest.mark.parametrize("v", [[1.0, -1.0], [-1.0, -1.0], [0.5, -2.0]])
+def test_a_jump_below_a_jump_is_refused(v):
+    """F22 in plain numpy: along any direction entering x2's jump from below, the output
+    jumps (the exact values at the point and a step along the ray differ), so asd refuses,
+    naming the remainder."""
+    x = np.array([1.0, 0.0])
+    at = _exact_f22([Fraction(1), Fraction(0)])
+    step = Fraction(1, 2 ** 20)
+    near = _exact_f22([Fraction(1) + step * Fraction(v[0]), step * Fraction(v[1])])
+    assert abs(near[1] - at[1]) > Fraction(1, 2)  # the oracle: a jump along the ray
+    for call in (lambda: asd.directional(_f22)(x, np.array(v)),
+                 lambda: asd.jacobian(_f22, direction=np.array(v))(x)):
+        with pytest.raises(asd.NotLipschitzError, match=r"remainder.*jumps here"):
+            call()
+
+
+def test_a_jump_below_a_jump_is_refused_from_the_continuous_side_too():
+    """Along [1, 1] x2's entry 1 moves up from 0, where the output is continuous along the
+    ray; f still jumps at x (from below, the exact values differ), so it is not locally
+    Lipschitz there and asd refuses whichever side the direction enters."""
+    x, v = np.array([1.0, 0.0]), np.array([1.0, 1.0])
+    step = Fraction(1, 2 ** 20)
+    below = _exact_f22([Fraction(1) - step, -step])
+    assert abs(below[1] - _exact_f22([Fraction(1), Fraction(0)])[1]) > Fraction(1, 2)
+    with pytest.raises(asd.NotLipschitzError, match=r"remainder.*jumps here"):
+        asd.jacobian(_f22, direction=v)(x)
+
+
+@pytest.mark.parametrize("v", [1.0, -1.0])
+def test_stop_gradient_keeps_the_value_at_the_point_below_a_jump(v):
+    """``stop_gradient(floor(x % 4))`` at 0: the value at the point is numpy's floor(0 % 4),
+    not floor of the remainder's entered side (4 along -1: a silent derivative -4 before),
+    and a comparison below the remainder is evaluated at the point too (it was refused)."""
+    c = float(np.floor(0.0 % 4.0))
+    value, deriv = asd.directional(lambda x: x * asd.stop_gradient(np.floor(x % 4.0)))(0.0, v)
+    assert (value, deriv) == (0.0, c * v)
+    c = float(np.greater_equal(0.0 % 4.0, 3.5))
+    value, deriv = asd.directional(lambda x: x + asd.stop_gradient((x % 4.0) >= 3.5))(0.0, v)
+    assert (value, deriv) == (c, v)

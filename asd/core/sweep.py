@@ -903,9 +903,9 @@ class Trace:
                 variant[j].reshape(-1)[e] = self.jumps[j].sides[s].reshape(-1)[e]
             variants.append(variant)
         want = backend.to_host(self.values[k])
-        for variant in variants:
+        for i, variant in enumerate(variants):
             try:
-                got, moved = self.replay(variant, k)
+                got, moved = self.replay(variant, k, point=i == 0)
             except SideUndefined as u:
                 return (f"%{u.node} ({self.nodes[u.node].name}) cannot be evaluated on another "
                         f"side of the jump ({type(u.cause).__name__}: {u.cause})")
@@ -924,7 +924,7 @@ class Trace:
         if not jumps:
             return self.values[k]
         try:
-            value, moved = self.replay({j: self.jumps[j].at for j in jumps}, k)
+            value, moved = self.replay({j: self.jumps[j].at for j in jumps}, k, point=True)
         except SideUndefined as u:
             raise NotLipschitzError(
                 f"{format_node(u.node, self.nodes[u.node])}: undefined at the point itself "
@@ -937,9 +937,16 @@ class Trace:
                 "determined. Apply stop_gradient to the first discontinuous value instead.")
         return value
 
-    def replay(self, fixed: dict, k: int):
+    def replay(self, fixed: dict, k: int, point: bool = False):
         """Node ``k``'s value with the nodes ``fixed`` set to the given values (numpy only);
-        ``(value, None)``, or ``(None, j)`` if discontinuous node ``j`` would move."""
+        ``(value, None)``, or ``(None, j)`` if discontinuous node ``j`` would move.
+
+        A jump records its value and sides for the inputs the sweep gave it, which past an
+        earlier jump are that jump's entered side: a fixed node whose inputs the replay
+        changes is re-evaluated. ``point=True`` (every jump at its value at the point) is
+        the program at the point itself, so every node below a change, discontinuous or
+        not, is its ``impl`` there; on another side a discontinuous node whose inputs move
+        could land on its own jump, whose sides the replay does not know: ``(None, j)``."""
         vals = dict(fixed)
         # jumps record their sides on the host: a torch/JAX sweep replays there (rare: only
         # outputs that jumps reach), and the value returns to the sweep's library; a staged
@@ -948,10 +955,12 @@ class Trace:
         host = (lambda v: v) if here else backend.to_host
         for j in range(min(fixed) + 1, k + 1):
             node = self.nodes[j]
-            if j in fixed or node.prim is None or not any(
-                    type(r) is int and r in vals for r in node.args):
+            moved = [r for r in node.args if type(r) is int and r in vals]
+            if node.prim is None or not moved:
                 continue
-            if node.prim.discontinuous or j in self.jumps:
+            if not point and (j in fixed or node.prim.discontinuous or j in self.jumps):
+                if all(_same_value(vals[r], host(self.values[r])) for r in moved):
+                    continue  # its inputs as the sweep had them: its recorded sides hold
                 return None, j
             args = [vals.get(r, host(self.values[r])) if type(r) is int else host(r.value)
                     for r in node.args]
@@ -1071,6 +1080,16 @@ def _has_infinity(v) -> bool:
         return False
     xp = backend.namespace(v)
     return bool(xp.any(xp.isinf(v)))
+
+
+def _same_value(a, b) -> bool:
+    """Whether a replayed value is the sweep's, bit for bit (NaN equal to NaN)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if np.issubdtype(a.dtype, np.inexact) or np.issubdtype(b.dtype, np.inexact):
+        return bool(np.array_equal(a, b, equal_nan=True))
+    return bool(np.array_equal(a, b))
 
 
 class SideUndefined(Exception):

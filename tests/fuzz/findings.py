@@ -227,22 +227,6 @@ JUMPS = ("floor_divide", "remainder", "np_floor", "np_ceil", "np_trunc", "np_rin
 
 FINDINGS += [
     Finding(
-        "F22", "a jump is missed: `(x4 - x2) * (x4 >= x2)` with `x2 = (x + [-0.25, 0]) % 4`, "
-               "`x4 = x2 / 2 + [0.375, 1]` at x = [1, 0], v = [1, -1]: asd returns the value "
-               "[0, -0] (the ray's side) where numpy's is [0, 1], and no NotLipschitzError -- "
-               "a harmless tie of the comparison in entry 0 seems to excuse the remainder's "
-               "jump in entry 1", False,
-        "asd/core/sweep.py check_lipschitz (jumps and ties matched across entries)",
-        lambda c, o: _missed_jump(c, o) and not _uses(c, *TRANSPOSES), (),
-        _case([Op("add_constant", (0,), {"constant": (-0.25, 0.0)}),
-               Op("remainder", (1,), {"c": 4.0}), Op("divide_by_constant", (2,), {"constant": 2.0}),
-               Op("add_constant", (3,), {"constant": (0.375, 1.0)}), Op("subtract", (4, 2)),
-               Op("step_multiply", (5, 4, 2), {"cmp": ">="})], [(2,)] * 7, [1.0, 0.0],
-              [1.0, -1.0], reduce=False)),
-]
-
-FINDINGS += [
-    Finding(
         "F23", "`exp(log(|x|))` at 0: asd's one-sided derivative is 0 (|x|'s is 1) and no "
                "NonFiniteError although log produced -inf; asd.jax imports jnp.linalg.det as "
                "sign * exp(log|.|) (slogdet), so asd.jax.subgrad / function of det at a singular"
