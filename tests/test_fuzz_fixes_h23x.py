@@ -52,6 +52,10 @@ REPRODUCERS = {
                   Op("add_constant", (3,), {"constant": (0.375, 1.0)}), Op("subtract", (4, 2)),
                   Op("step_multiply", (5, 4, 2), {"cmp": ">="})], [(2,)] * 7, [1.0, 0.0],
                  [1.0, -1.0], reduce=False),
+    # np.clip(x, None, 0.5) // 0.5 at 1: the clipped entry (0.5) sits on floor_divide's jump
+    # but never moves near x, so the program is constant there; it was refused
+    "F9": _case([Op("np_clip", (0,), {"lo": None, "hi": 0.5}),
+                 Op("floor_divide", (1,), {"c": 0.5})], [(1,), (1,), (1,)], [1.0], [1.0]),
 }
 
 
@@ -204,3 +208,51 @@ def test_stop_gradient_keeps_the_value_at_the_point_below_a_jump(v):
     c = float(np.greater_equal(0.0 % 4.0, 3.5))
     value, deriv = asd.directional(lambda x: x + asd.stop_gradient((x % 4.0) >= 3.5))(0.0, v)
     assert (value, deriv) == (c, v)
+
+
+# ----- a jump whose input does not move near the point (F9) -----
+
+HALF = Fraction(1, 2)
+
+
+def _clip_hi(x):
+    return min(x, HALF)
+
+
+LOCALLY_CONSTANT = [
+    # (asd/numpy program, the same on Fractions, point)
+    (lambda x: np.clip(x, None, 0.5) // 0.5, lambda x: _clip_hi(x) // HALF, 1.0),
+    (lambda x: x + np.clip(x, None, 0.5) % 0.5, lambda x: x + _clip_hi(x) % HALF, 1.0),
+    (lambda x: np.floor(np.maximum(x, 0.0)) + x, lambda x: max(x, 0).__floor__() + x, -1.0),
+    (lambda x: (np.clip(x, None, 0.5) >= 0.5) * x, lambda x: (_clip_hi(x) >= HALF) * x, 1.0),
+    (lambda x: np.sign(x - x) + x, lambda x: x, 0.25),
+]
+
+
+@pytest.mark.parametrize("f, exact, x0", LOCALLY_CONSTANT)
+@pytest.mark.parametrize("v", [1.0, -1.0])
+def test_a_jump_whose_input_is_constant_near_the_point(f, exact, x0, v):
+    """The input sits on the jump but is constant near ``x`` (clipped, a dead relu,
+    ``x - x``): the jump is never crossed, so asd gives numpy's value and the exact
+    one-sided difference quotient (it refused with NotLipschitzError)."""
+    x = Fraction(x0)
+    step = Fraction(1, 2 ** 20)
+    value, deriv = asd.directional(f)(x0, v)
+    assert value == f(x0)
+    assert Fraction(float(deriv)) == (exact(x + step * Fraction(v)) - exact(x)) / step
+
+
+@pytest.mark.parametrize("f, exact", [
+    (lambda x: np.clip(x, None, 0.5) // 0.5, lambda x: _clip_hi(x) // HALF),
+    (lambda x: np.clip(x, None, 0.5) // (0.25 + 0 * x), lambda x: _clip_hi(x) // (HALF / 2)),
+    (lambda x: np.clip(x, None, 0.5) % (0.25 + 0 * x), lambda x: _clip_hi(x) % (HALF / 2)),
+])
+@pytest.mark.parametrize("v", [1.0, -1.0])
+def test_a_jump_whose_input_moves_on_one_side_only_is_refused(f, exact, v):
+    """At the clip's corner 0.5 the input is constant to the right but moves to the left,
+    where the program jumps (the exact values there differ): refused along both directions.
+    With a traced divisor, the right-hand side returned a number before."""
+    step = Fraction(1, 2 ** 20)
+    assert exact(HALF - step) != exact(HALF)  # the oracle: a jump from the left
+    with pytest.raises(asd.NotLipschitzError, match="jumps here"):
+        asd.directional(f)(0.5, v)

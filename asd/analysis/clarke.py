@@ -794,6 +794,10 @@ class _Resweep:
         recording sweep's own, for `jumps_reaching`."""
         self.jumps[k] = jump
 
+    def settled(self, k: int, flat_ok: bool = False) -> bool:  # the rule-context hook
+        """`Trace.settled`, with this re-run's own decisions."""
+        return (flat_ok or (k, "flat") not in self.decisions) and self.trace.settled(k, flat_ok)
+
     def jumps_reaching(self, out: int) -> list[int]:
         """The nodes at a jump, met by the recording sweep or by a rule re-run along
         another direction, whose values reach node ``out``: there a direction's value past

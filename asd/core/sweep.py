@@ -261,7 +261,7 @@ class Trace:
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
                  "series_memo", "magnitudes", "like", "guards", "dargs", "staged", "undecided",
-                 "tied")
+                 "tied", "running_args")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
@@ -292,6 +292,7 @@ class Trace:
         self.staged: str | bool = False
         self.undecided: dict[int, Any] = {}
         self.tied: dict[int, Any] = {}
+        self.running_args: tuple = ()  # the inputs of the node whose rule is running
 
     def redecided(self, nodes: Sequence[int]) -> Trace:
         """A copy of this (probe) sweep in which the rules of ``nodes`` run again, staged
@@ -403,6 +404,7 @@ class Trace:
         if prim.stops_gradient and taint is not None:  # a constant: the value at the point
             xs = [self.point_value(r) if type(r) is int else x for r, x in zip(refs, xs)]
         rule_context.trace, rule_context.node = self, k
+        self.running_args = refs  # node k is recorded after its rule (`settled` reads them)
         try:
             if active and not prim.stops_gradient and (prim.rule is not None
                                                        or not prim.discontinuous):
@@ -536,6 +538,32 @@ class Trace:
 
     def record_jump(self, k: int, jump) -> None:
         self.jumps[k] = jump
+
+    def settled(self, k: int, flat_ok: bool = False) -> bool:
+        """Whether every node above node ``k`` (its inputs' cone) chose its piece by the
+        values alone: none met a tie, decided one, or sits on a jump. Then the pieces hold
+        on a neighbourhood of ``x``, so an input of ``k`` that the tie contract finds equal
+        to a jump's location along the ray (through every further direction) is equal to
+        it near ``x``: it never crosses the jump (`asd.core.primitive.record_jump`).
+        Node ``k``'s own tie must not be flat (only first order agreed: not proven equal)
+        unless ``flat_ok``.
+        """
+        if not flat_ok and (k, "flat") in self.decisions:
+            return False
+        decided = {j for j, _ in self.decisions}
+        nodes, seen = self.nodes, set()
+        args = nodes[k].args if k < len(nodes) else self.running_args
+        stack = [r for r in args if type(r) is int]
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if j in self.ties or j in self.jumps or j in decided or j in self.degenerate:
+                return False
+            if nodes[j].prim is not None:
+                stack.extend(r for r in nodes[j].args if type(r) is int)
+        return True
 
     def record_decision(self, k: int, how: str, count: int) -> None:
         self.decisions[k, how] = self.decisions.get((k, how), 0) + count

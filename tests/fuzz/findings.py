@@ -114,14 +114,6 @@ FINDINGS: list[Finding] = [
         _case([Op("setitem_view", (0, 0), {"key": 0})], [(2,), (2,)], [0.5, 1.0],
               [1.0, 1.0])),
     Finding(
-        "F9", "floor_divide / remainder / floor ... refuse (NotLipschitzError) on an input that "
-              "is locally constant (a clipped entry, a dead relu), where the program is "
-              "constant near the point", False,
-        "library/discontinuous.py (the jump test reads the value, not whether the input moves)",
-        lambda c, o: o.status == "bad-refusal" and "jumps here" in o.detail, (),
-        _case([Op("np_clip", (0,), {"lo": None, "hi": 0.5}), Op("floor_divide", (1,), {"c": 0.5})],
-              [(1,), (1,), (1,)], [1.0], [1.0])),
-    Finding(
         "F10", "np.hypot of float32/float16 traced arrays returns float64 (numpy keeps the "
                "dtype)", False, "library/ (hypot rule)",
         lambda c, o: _uses(c, "hypot") and c.dtype != "float64" and o.status == "wrong", (),
