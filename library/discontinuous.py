@@ -99,7 +99,7 @@ def defjump(name: str, impl, jumps, limits, *, discontinuous: bool = True) -> Pr
         left, right = (xp.broadcast_to(s, out) for s in limits(x, ans, **params))
         # the sign of x - (x at the jump) along the ray: its tangent, then its exact series
         side = ray_compare(x, dxs[0], _only(mask, xp.broadcast_to(x, out)), None)
-        record_jump(ans, mask, (left, right))
+        record_jump(ans, mask, (left, right), still=mask & (side == 0))
         return _on_side(ans, mask, side, left, right), lin
 
     jump_rule.__name__ = f"{name}_rule"
@@ -221,8 +221,9 @@ def _divmod_xy_rule(remainder: bool):
         q_b = xp.broadcast_to(q, out)
         side = ray_compare(t, dxs[2], _only(mask, q_b), None)
         left = xp.broadcast_to(y if remainder else q - 1, out)
-        # side 0: y divides x all along (x % x), no jump
-        record_jump(ans, mask & (side != 0), (left, ans))
+        # side 0: y divides x all along the ray (x % x: no jump where `record_jump` can
+        # tell that it does so near x; x / x's series is flat, not proven constant)
+        record_jump(ans, mask, (left, ans), still=mask & (side == 0), still_if_flat=True)
         below = mask & (side < 0)
         ans = _on_side(ans, mask, side, left, ans)
         if not remainder:
@@ -258,7 +259,8 @@ def _comparison_rule(op):
         out = tuple(ans.shape)
         mask = xp.broadcast_to(a_ == b_, out)
         side = ray_compare(a, dxs[0], b, dxs[1])
-        record_jump(ans, mask, (_full_like(mask, below), _full_like(mask, above)))
+        record_jump(ans, mask, (_full_like(mask, below), _full_like(mask, above)),
+                    still=mask & (side == 0))
         return xp.where(mask, OPERATORS[op](side, 0), ans), None
 
     comparison_rule.__name__ = f"{fn.__name__}_rule"

@@ -17,6 +17,11 @@ if the rule asked for a tangent, i.e. met a tie (the engine records those nodes 
 3. one batched reverse sweep pulls one cotangent row per final group: through the shared
    linearizations as a batch, through each tie node with that group's own map.
 
+A jump that reaches the output (continuously, or the sweep refuses: ``x * (x < 0)`` at 0)
+breaks the premise: past it the values are the side the direction enters, and the
+linearizations downstream read them (as the constant ``x < 0``). There each direction gets a
+sweep of its own, and the sample no enclosure (its support function is infinite).
+
 Directions come in antithetic pairs ``±v``, so both sides of every one-dimensional kink
 are always sampled.
 
@@ -49,7 +54,7 @@ from typing import Any
 import numpy as np
 from scipy.optimize import linprog, nnls
 
-from asd.analysis.enclosure import enclosure
+from asd.analysis.enclosure import Enclosure, enclosure
 from asd.analysis.sets import nearest, points_oracle, union_oracle
 from asd.api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along, transform
 from asd.core import backend
@@ -515,9 +520,19 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         trace.check_lipschitz(k)
         resweep = _Resweep(trace, ids, leaf_dirs)
         groups = resweep.split_at_ties(sorted(t for t in trace.ties if t <= k))
-        grads = resweep.pull(k, groups)
-        _check_finite(trace, k, [grads])
-        counts = np.array([len(g.rows) for g in groups])
+        outer = partial(enclosure, trace, k, ids, radius)
+        exact_inner = partial(enclosure, trace, k, ids, 0.0)
+        if resweep.jumps_reaching(k):
+            grads, degenerate = _per_direction(f, inputs, leaf_dirs)
+            counts = np.ones(len(grads), int)
+            resweep.degenerate = degenerate
+            outer, exact_inner = partial(_unbounded, dirs.shape[1], radius, (
+                "a jump reaches the output at the point: the per-direction gradients are "
+                "exact, but no enclosure of the Clarke set is built across a jump")), None
+        else:
+            grads = resweep.pull(k, groups)
+            _check_finite(trace, k, [grads])
+            counts = np.array([len(g.rows) for g in groups])
         near: dict[int, int] = {}
         if radius:
             grads, counts, near = _ball_sample(f, inputs, trace, k, ids, leaf_dirs, dirs,
@@ -526,9 +541,8 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         sample = ClarkeSample(np.asarray(traced.value)[()], flat, counts, dirs, shape,
                               ties_of(trace.nodes, resweep.degenerate),
                               ties_of(trace.nodes, trace.ties), radius,
-                              ties_of(trace.nodes, near),
-                              outer=partial(enclosure, trace, k, ids, radius),
-                              exact_inner=partial(enclosure, trace, k, ids, 0.0))
+                              ties_of(trace.nodes, near), outer=outer,
+                              exact_inner=exact_inner)
         if points:
             sample = sample.with_gradients(_ball_gradients(f, args, argnums, inputs, radius,
                                                            points, seed))
@@ -580,18 +594,48 @@ def _gradient_in_ball(f, inputs: _Inputs, v: np.ndarray, radius: float) -> np.nd
     if np.linalg.norm(moved) > radius:
         return None
     shifted.leaves = leaves
-    leaf_dirs = _split_leaves(unit[None], leaves)
-    trace, out, ids = sweep_along(f, shifted, [d[0] for d in leaf_dirs])
+    return _limiting_gradient(f, shifted, _split_leaves(unit[None], leaves))[0]
+
+
+def _limiting_gradient(f, inputs: _Inputs, leaf_dirs: list[np.ndarray]) -> tuple:
+    """``(gradient, degenerate ties)`` along the one direction ``leaf_dirs`` (one row per
+    leaf), from a sweep of its own: every value, a jump's side included, is the one that
+    direction enters."""
+    trace, out, ids = sweep_along(f, inputs, [d[0] for d in leaf_dirs])
     traced = _scalar_output(out, trace)
     if traced is None:
-        return np.zeros(v.size)
+        return np.zeros(sum(x.size for x in inputs.leaves)), {}
     kk = traced._id
     trace.check_lipschitz(kk)
     resweep = _Resweep(trace, ids, leaf_dirs)
     groups = resweep.split_at_ties(sorted(t for t in trace.ties if t <= kk))
+    # (a rule re-run here meets the jumps the sweep along the same direction checked)
     g = resweep.pull(kk, groups)
     _check_finite(trace, kk, [g])
-    return g[0]
+    return g[0], resweep.degenerate
+
+
+def _per_direction(f, inputs: _Inputs, leaf_dirs: list[np.ndarray]) -> tuple:
+    """The limiting gradient of each direction from a sweep of its own, and the degenerate
+    ties they met (largest count per node).
+
+    Where a jump reaches the output (continuously: ``x * (x < 0)`` at 0), the value past the
+    jump is the side the direction enters, and the linearizations downstream read it as a
+    constant: the shared re-sweep, which re-runs only the tie rules on the recording
+    direction's values, would give every direction the recording direction's gradient."""
+    grads, degenerate = [], {}
+    for i in range(len(leaf_dirs[0])):
+        g, deg = _limiting_gradient(f, inputs, [d[i:i + 1] for d in leaf_dirs])
+        grads.append(g)
+        for node, count in deg.items():
+            degenerate[node] = max(degenerate.get(node, 0), count)
+    return np.asarray(grads), degenerate
+
+
+def _unbounded(size: int, radius: float, why: str) -> Enclosure:
+    """An enclosure that proves nothing (the whole space), saying why."""
+    return Enclosure(np.zeros(size), np.zeros((0, size)), np.zeros(0, int), [], False, [],
+                     [why], radius)
 
 
 def _check_radius(radius) -> float:
@@ -745,6 +789,7 @@ class _Resweep:
         self.degenerate: dict[int, int] = {}
         self.decisions: dict[tuple[int, str], int] = {}
         self.near: dict[int, int] = {}  # node -> entries snapped onto a tie (radius > 0)
+        self.jumps: dict = {}  # node -> a jump a re-run rule met (`record_jump`)
         self.probes = np.random.default_rng(0)
         # one view per direction, kept across the tied nodes: its exact series along the
         # direction do not depend on the group (memoized once per sweep, as a sweep's are),
@@ -756,6 +801,24 @@ class _Resweep:
 
     def record_decision(self, k: int, how: str, count: int) -> None:  # the rule-context hook
         self.decisions[k, how] = self.decisions.get((k, how), 0) + count
+
+    def record_jump(self, k: int, jump) -> None:  # the rule-context hook
+        """A re-run rule's jump (`asd.core.primitive.record_jump`): kept, with the
+        recording sweep's own, for `jumps_reaching`."""
+        self.jumps[k] = jump
+
+    def settled(self, k: int, flat_ok: bool = False) -> bool:  # the rule-context hook
+        """`Trace.settled`, with this re-run's own decisions."""
+        return (flat_ok or (k, "flat") not in self.decisions) and self.trace.settled(k, flat_ok)
+
+    def jumps_reaching(self, out: int) -> list[int]:
+        """The nodes at a jump, met by the recording sweep or by a rule re-run along
+        another direction, whose values reach node ``out``: there a direction's value past
+        the jump (the side it enters) differs from the recording direction's, and only a
+        sweep of its own gives its gradient (`_per_direction`)."""
+        trace = self.trace
+        return sorted(set(trace.jumps_reaching(out)) | {
+            j for j in trace.jumps_reaching(out, among=self.jumps)})
 
     def split_at_ties(self, tie_nodes: list[int]) -> list[_Group]:
         n = len(self.leaf_dirs[0])

@@ -341,7 +341,8 @@ class Jump:
         return jump
 
 
-def record_jump(at, mask, sides, fix: str | None = None) -> None:
+def record_jump(at, mask, sides, fix: str | None = None, still=None,
+                still_if_flat: bool = False) -> None:
     """Report that the running rule's value jumps at the entries ``mask`` (see `Jump`).
 
     The engine taints the node: a differentiated output it reaches is refused with
@@ -355,6 +356,15 @@ def record_jump(at, mask, sides, fix: str | None = None) -> None:
     cannot replay an output across it, so a probe flags the entries as ties (the call then
     runs the full staged sweep) and the full sweep records them, and `asd.core.staged.pull`
     counts the entries of every jump that reaches a differentiated output as undecided.
+
+    ``still`` (optional, within ``mask``): the entries whose input stays on the jump along
+    the ray (`ray_compare` returned 0: equal near ``x`` on the pieces the sweep selected).
+    An eager sweep drops them where that means equal on a neighbourhood: where every node
+    above chose its piece by the values alone (`Trace.settled`: no tie, no jump), so the
+    input does not move near ``x`` and the jump is never crossed (a clipped or dead input).
+    A tie of the rule's own that is only flat (first order agrees along every direction
+    tried, the series unproven) keeps them, unless ``still_if_flat`` (the quotient of
+    ``x % x``, whose series the engine cannot prove constant).
     """
     trace = rule_context.trace
     if trace is None:
@@ -370,8 +380,17 @@ def record_jump(at, mask, sides, fix: str | None = None) -> None:
     if not (bool(np.any(mask)) if xp is np else bool(xp.any(mask))):
         return
     host = backend.to_host
+    mask = host(mask)
+    if still is not None:
+        still = np.broadcast_to(host(still), np.shape(mask))
+        settled = getattr(trace, "settled", None)
+        if still.any() and settled is not None and settled(rule_context.node,
+                                                           flat_ok=still_if_flat):
+            mask = mask & ~still
+            if not mask.any():
+                return
     trace.record_jump(rule_context.node,
-                      Jump(host(at), host(mask), tuple(host(s) for s in sides), fix))
+                      Jump(host(at), mask, tuple(host(s) for s in sides), fix))
 
 
 DECIDED_BY = ("tangent", "series", "lexicographic", "equal", "flat", "tolerance")

@@ -271,7 +271,7 @@ class Trace:
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
                  "series_memo", "magnitudes", "like", "guards", "dargs", "staged", "undecided",
-                 "tied")
+                 "tied", "running_args")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
@@ -302,6 +302,7 @@ class Trace:
         self.staged: str | bool = False
         self.undecided: dict[int, Any] = {}
         self.tied: dict[int, Any] = {}
+        self.running_args: tuple = ()  # the inputs of the node whose rule is running
 
     def redecided(self, nodes: Sequence[int]) -> Trace:
         """A copy of this (probe) sweep in which the rules of ``nodes`` run again, staged
@@ -413,6 +414,7 @@ class Trace:
         if prim.stops_gradient and taint is not None:  # a constant: the value at the point
             xs = [self.point_value(r) if type(r) is int else x for r, x in zip(refs, xs)]
         rule_context.trace, rule_context.node = self, k
+        self.running_args = refs  # node k is recorded after its rule (`settled` reads them)
         try:
             if active and not prim.stops_gradient and (prim.rule is not None
                                                        or not prim.discontinuous):
@@ -546,6 +548,32 @@ class Trace:
 
     def record_jump(self, k: int, jump) -> None:
         self.jumps[k] = jump
+
+    def settled(self, k: int, flat_ok: bool = False) -> bool:
+        """Whether every node above node ``k`` (its inputs' cone) chose its piece by the
+        values alone: none met a tie, decided one, or sits on a jump. Then the pieces hold
+        on a neighbourhood of ``x``, so an input of ``k`` that the tie contract finds equal
+        to a jump's location along the ray (through every further direction) is equal to
+        it near ``x``: it never crosses the jump (`asd.core.primitive.record_jump`).
+        Node ``k``'s own tie must not be flat (only first order agreed: not proven equal)
+        unless ``flat_ok``.
+        """
+        if not flat_ok and (k, "flat") in self.decisions:
+            return False
+        decided = {j for j, _ in self.decisions}
+        nodes, seen = self.nodes, set()
+        args = nodes[k].args if k < len(nodes) else self.running_args
+        stack = [r for r in args if type(r) is int]
+        while stack:
+            j = stack.pop()
+            if j in seen:
+                continue
+            seen.add(j)
+            if j in self.ties or j in self.jumps or j in decided or j in self.degenerate:
+                return False
+            if nodes[j].prim is not None:
+                stack.extend(r for r in nodes[j].args if type(r) is int)
+        return True
 
     def record_decision(self, k: int, how: str, count: int) -> None:
         self.decisions[k, how] = self.decisions.get((k, how), 0) + count
@@ -883,8 +911,9 @@ class Trace:
         ins = np.broadcast_to(self.values[ref], mask.shape)[mask][:3]
         return f"{where}, input e.g. {ins.tolist()}"
 
-    def jumps_reaching(self, k: int) -> list[int]:
-        """The nodes at a jump whose values reach node ``k`` (not through stop_gradient)."""
+    def jumps_reaching(self, k: int, among: dict | None = None) -> list[int]:
+        """The nodes at a jump whose values reach node ``k`` (not through stop_gradient):
+        of `jumps`, or of the nodes ``among``."""
         nodes, seen, stack = self.nodes, set(), [k]
         while stack:
             j = stack.pop()
@@ -893,7 +922,8 @@ class Trace:
             seen.add(j)
             if nodes[j].prim is not None and not nodes[j].prim.stops_gradient:
                 stack.extend(r for r in nodes[j].args if type(r) is int)
-        return sorted(j for j in seen if j in self.jumps)
+        jumps = self.jumps if among is None else among
+        return sorted(j for j in seen if j in jumps)
 
     def replay_jumps(self, jumps: list[int], k: int) -> str | None:
         """Re-evaluate node ``k`` with each jump at its value at the point and at every
@@ -906,14 +936,14 @@ class Trace:
         at = {j: self.jumps[j].at for j in jumps}
         variants = [at]
         for pick in itertools.product(*(range(len(self.jumps[j].sides)) for j, _ in cells)):
-            variant = {j: np.array(v, copy=True) for j, v in at.items()}
+            variant = {j: np.array(v, copy=True, order="C") for j, v in at.items()}
             for (j, e), s in zip(cells, pick, strict=True):
                 variant[j].reshape(-1)[e] = self.jumps[j].sides[s].reshape(-1)[e]
             variants.append(variant)
         want = backend.to_host(self.values[k])
-        for variant in variants:
+        for i, variant in enumerate(variants):
             try:
-                got, moved = self.replay(variant, k)
+                got, moved = self.replay(variant, k, point=i == 0)
             except SideUndefined as u:
                 return (f"%{u.node} ({self.nodes[u.node].name}) cannot be evaluated on another "
                         f"side of the jump ({type(u.cause).__name__}: {u.cause})")
@@ -932,7 +962,7 @@ class Trace:
         if not jumps:
             return self.values[k]
         try:
-            value, moved = self.replay({j: self.jumps[j].at for j in jumps}, k)
+            value, moved = self.replay({j: self.jumps[j].at for j in jumps}, k, point=True)
         except SideUndefined as u:
             raise NotLipschitzError(
                 f"{format_node(u.node, self.nodes[u.node])}: undefined at the point itself "
@@ -945,9 +975,16 @@ class Trace:
                 "determined. Apply stop_gradient to the first discontinuous value instead.")
         return value
 
-    def replay(self, fixed: dict, k: int):
+    def replay(self, fixed: dict, k: int, point: bool = False):
         """Node ``k``'s value with the nodes ``fixed`` set to the given values (numpy only);
-        ``(value, None)``, or ``(None, j)`` if discontinuous node ``j`` would move."""
+        ``(value, None)``, or ``(None, j)`` if discontinuous node ``j`` would move.
+
+        A jump records its value and sides for the inputs the sweep gave it, which past an
+        earlier jump are that jump's entered side: a fixed node whose inputs the replay
+        changes is re-evaluated. ``point=True`` (every jump at its value at the point) is
+        the program at the point itself, so every node below a change, discontinuous or
+        not, is its ``impl`` there; on another side a discontinuous node whose inputs move
+        could land on its own jump, whose sides the replay does not know: ``(None, j)``."""
         vals = dict(fixed)
         # jumps record their sides on the host: a torch/JAX sweep replays there (rare: only
         # outputs that jumps reach), and the value returns to the sweep's library; a staged
@@ -956,10 +993,12 @@ class Trace:
         host = (lambda v: v) if here else backend.to_host
         for j in range(min(fixed) + 1, k + 1):
             node = self.nodes[j]
-            if j in fixed or node.prim is None or not any(
-                    type(r) is int and r in vals for r in node.args):
+            moved = [r for r in node.args if type(r) is int and r in vals]
+            if node.prim is None or not moved:
                 continue
-            if node.prim.discontinuous or j in self.jumps:
+            if not point and (j in fixed or node.prim.discontinuous or j in self.jumps):
+                if all(_same_value(vals[r], host(self.values[r])) for r in moved):
+                    continue  # its inputs as the sweep had them: its recorded sides hold
                 return None, j
             args = [vals.get(r, host(self.values[r])) if type(r) is int else host(r.value)
                     for r in node.args]
@@ -1120,6 +1159,16 @@ def _has_infinity(v) -> bool:
         return False
     xp = backend.namespace(v)
     return bool(xp.any(xp.isinf(v)))
+
+
+def _same_value(a, b) -> bool:
+    """Whether a replayed value is the sweep's, bit for bit (NaN equal to NaN)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape:
+        return False
+    if np.issubdtype(a.dtype, np.inexact) or np.issubdtype(b.dtype, np.inexact):
+        return bool(np.array_equal(a, b, equal_nan=True))
+    return bool(np.array_equal(a, b))
 
 
 class SideUndefined(Exception):

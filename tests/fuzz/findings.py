@@ -120,14 +120,6 @@ FINDINGS: list[Finding] = [
         _case([Op("setitem_view", (0, 0), {"key": 0})], [(2,), (2,)], [0.5, 1.0],
               [1.0, 1.0])),
     Finding(
-        "F9", "floor_divide / remainder / floor ... refuse (NotLipschitzError) on an input that "
-              "is locally constant (a clipped entry, a dead relu), where the program is "
-              "constant near the point", False,
-        "library/discontinuous.py (the jump test reads the value, not whether the input moves)",
-        lambda c, o: o.status == "bad-refusal" and "jumps here" in o.detail, (),
-        _case([Op("np_clip", (0,), {"lo": None, "hi": 0.5}), Op("floor_divide", (1,), {"c": 0.5})],
-              [(1,), (1,), (1,)], [1.0], [1.0])),
-    Finding(
         "F10", "np.hypot of float32/float16 traced arrays returns float64 (numpy keeps the "
                "dtype)", False, "library/ (hypot rule)",
         lambda c, o: _uses(c, "hypot") and c.dtype != "float64" and o.status == "wrong", (),
@@ -193,28 +185,11 @@ MEANS = ("mean", "method_mean", "average", "percentile", "quantile", "np_median"
 
 FINDINGS += [
     Finding(
-        "F15", "asd.clarke ignores the direction at a comparison used as a number: for "
-               "`x * (x < 0)` at 0 every direction gets the first one's gradient (the sample is"
-               " {0}; the Clarke set is [0, 1])", False,
-        "asd/analysis/clarke.py (the re-sweep per direction re-runs only the rules that "
-        "declared a tie; piecewise-constant ops decide their side without declaring one)",
-        lambda c, o: o.check == "clarke" and o.status == "wrong", (),
-        _case([Op("multiply_constant", (0,), {"constant": 0.0}),
-               Op("step_multiply", (0, 0, 1), {"cmp": "<"})], [(1,), (1,), (1,)], [0.0],
-              [1.0])),
-    Finding(
         "F16", "where-NaN trap: `np.where(x > 0, x * np.sqrt(x), 0)` with some x < 0 raises "
                "NonFiniteError for the branch not taken", True,
         "asd/core/sweep.py / library where rule (finiteness checked before the selection)",
         lambda c, o: _uses(c, "where_nan") and "NonFiniteError" in o.kind, ("where_nan",),
         _case([Op("where_nan", (0,))], [(2,), (2,)], [-1.0, 1.0], [1.0, 1.0])),
-    Finding(
-        "F17", "asd.clarke of a program with `%` or `//`: raw AttributeError '_Resweep' object "
-               "has no attribute 'record_jump'", False,
-        "asd/core/primitive.py:record_jump (called on the clarke re-sweep)",
-        lambda c, o: "record_jump" in o.detail, (),
-        _case([Op("remainder", (0,), {"c": -0.25}), Op("add_constant", (1,), {"constant": 0.5}),
-               Op("soft_threshold", (2,), {"lam": 0.5})], [(1,)] * 4, [1.25], [1.0])),
     Finding(
         "F20", "`(x * c).real` / `.imag` with a complex constant c: the constant is truncated to "
                "its real part and the result stays complex, so the next op raises a raw "
@@ -248,22 +223,6 @@ JUMPS = ("floor_divide", "remainder", "np_floor", "np_ceil", "np_trunc", "np_rin
 
 FINDINGS += [
     Finding(
-        "F22", "a jump is missed: `(x4 - x2) * (x4 >= x2)` with `x2 = (x + [-0.25, 0]) % 4`, "
-               "`x4 = x2 / 2 + [0.375, 1]` at x = [1, 0], v = [1, -1]: asd returns the value "
-               "[0, -0] (the ray's side) where numpy's is [0, 1], and no NotLipschitzError -- "
-               "a harmless tie of the comparison in entry 0 seems to excuse the remainder's "
-               "jump in entry 1", False,
-        "asd/core/sweep.py check_lipschitz (jumps and ties matched across entries)",
-        lambda c, o: _missed_jump(c, o) and not _uses(c, *TRANSPOSES), (),
-        _case([Op("add_constant", (0,), {"constant": (-0.25, 0.0)}),
-               Op("remainder", (1,), {"c": 4.0}), Op("divide_by_constant", (2,), {"constant": 2.0}),
-               Op("add_constant", (3,), {"constant": (0.375, 1.0)}), Op("subtract", (4, 2)),
-               Op("step_multiply", (5, 4, 2), {"cmp": ">="})], [(2,)] * 7, [1.0, 0.0],
-              [1.0, -1.0], reduce=False)),
-]
-
-FINDINGS += [
-    Finding(
         "F23", "asd.jax imports jnp.linalg.det as sign * exp(log|.|) (slogdet), so "
                "asd.jax.subgrad / function of det at a singular matrix refuse with "
                "NonFiniteError (log at 0; `det([[x]])` at x = 0: exact 1, jax.grad 1). The "
@@ -276,20 +235,6 @@ FINDINGS += [
         _case([Op("reshape", (0,), {"shape": (1, 1)}), Op("det", (1,))], [(), (1, 1), ()], 0.0,
               1.0),
         frameworks=("jax",)),
-]
-
-FINDINGS += [
-    Finding(
-        "F24", "the jump of np.floor (and the other piecewise-constant ufuncs) on a transposed "
-               "array is checked on the ray's side only: `np.floor(x.T)[0].sum()` at x = 0 "
-               "along +1 returns the derivative 0 with no NotLipschitzError (f jumps from the "
-               "left), where `np.floor(x)[0].sum()` refuses", False,
-        "asd/core/sweep.py check_lipschitz / library/discontinuous.py (the other side's "
-        "value read in the wrong memory order for a non-contiguous input)",
-        lambda c, o: _missed_jump(c, o) and _uses(c, *TRANSPOSES), (),
-        _case([Op("transpose", (0,)), Op("np_floor", (1,)), Op("index", (2,), {"key": 0})],
-              [(2, 2), (2, 2), (2, 2), (2,)], [[0.0, 0.0], [0.0, 0.0]],
-              [[1.0, 1.0], [1.0, 1.0]])),
 ]
 
 BY_ID = {f.id: f for f in FINDINGS}
