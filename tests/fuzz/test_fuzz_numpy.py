@@ -13,6 +13,7 @@ The long campaign: ``python tests/fuzz/campaign.py --programs 100000``.
 
 from __future__ import annotations
 
+import json
 import warnings
 from collections.abc import Callable
 from fractions import Fraction
@@ -180,3 +181,48 @@ def test_the_drawn_direction_is_asds():
     result = asd.asd(lambda a: asd.relu(a).sum(), seed=11)(x)
     (d,) = oracle.drawn_direction(11, [x.shape])
     assert np.allclose(result.direction, d / np.linalg.norm(d), rtol=1e-15, atol=0)
+
+
+def test_a_complex_numpy_result_accepts_any_refusal_and_no_number():
+    """``(x - 2) ** 1.5`` on a Python float at 0.5: Python's value is complex, which no real
+    program has, so any refusal of asd's is right (whatever the class: the power's domain, a
+    non-finite value, the complex output) and any number is wrong."""
+    program = Program((Op("add_constant", (0,), {"constant": -2.0}),
+                       Op("float_power", (1,), {"p": 1.5})), ((), (), ()), True)
+    case = harness.Case(program, np.array(0.5), np.array(1.0), "float64", "python_float")
+    expected = harness.expect(case)
+    assert np.iscomplexobj(expected.value) and expected.must_refuse
+    for error in (asd.ArgumentTypeError, asd.OutputError, asd.UnsupportedError,
+                  asd.NonFiniteError, asd.NotLipschitzError):
+        assert harness._classify("subgrad", error("no"), expected).status == "refused", error
+    assert harness._classify("subgrad", TypeError("no"), expected).status == "raw"
+    assert all(o.status in ("refused", "ok") for o in harness.run_checks(case)[1])
+
+
+@pytest.mark.parametrize("c", [-0.75, 0.75, -4.0])
+@pytest.mark.parametrize("v", [1.0, -1.0])
+def test_the_oracles_remainder_is_numpys_floor_mod(c, v):
+    """``%`` in the oracle is numpy's remainder (the sign of the divisor), not C's fmod: the
+    value at the point and its limit along the ray, on and off the jumps (1.5 and -3.0 are
+    multiples of 0.75)."""
+    x = np.array([-1.3, 1.3, 0.4, 1.5, -3.0])
+    program = Program((Op("remainder", (0,), {"c": c}),), (x.shape, x.shape), False)
+    e = oracle.exact_oracle(program, x, np.full(x.shape, v))
+    np.testing.assert_array_equal(oracle.fractions_to_float(e.value), np.remainder(x, c))
+    step = Fraction(v) / 2**40
+    beside = [(Fraction(a) + step) % Fraction(c) for a in x]  # Python: floor mod
+    assert list(e.ray_limit) == [b - step for b in beside]
+
+
+def test_a_campaign_in_two_processes_writes_the_same_report(tmp_path):
+    """``--jobs 2`` runs the same seeded batches and merges them in batch order."""
+    from tests.fuzz import campaign
+
+    reports = []
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}.json"
+        campaign.main(["--programs", "6", "--batch", "2", "--seed", "5", "--no-shrink",
+                       "--jobs", str(jobs), "--out", str(out)])
+        report = json.loads(out.read_text())
+        reports.append({k: v for k, v in report.items() if k not in ("seconds", "command")})
+    assert reports[0] == reports[1] and reports[0]["programs"] == 6
