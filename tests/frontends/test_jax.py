@@ -400,3 +400,41 @@ def test_differentiating_the_drop_ins_gradient_again_is_refused():
 
     with pytest.raises(asd.UnsupportedError, match="first derivatives only"):
         jax.grad(penalty)(w, jnp.array([1.0, 2.0]))
+
+
+# ----- gathers at traced but constant indices (integer labels under jit) -----
+
+
+def gather_loss(x, idx):
+    """Reads relu(x) at integer positions (repeats included) and, in fill mode, out of
+    bounds: the gradient scatter-adds onto the entries read."""
+    r = jax.nn.relu(x)
+    picked = r[idx] * jnp.arange(1.0, idx.shape[0] + 1.0)
+    filled = jnp.take(r, idx + 3, mode="fill", fill_value=0.0)
+    return picked.sum() + (filled ** 2).sum()
+
+
+def gather_exact(z, idx):
+    """`gather_loss` on exact jets (the fill reads 0)."""
+    r = np.array([max(e, 0) for e in z], dtype=object)
+    shifted = idx + 3
+    filled = np.array([r[i] if i < len(r) else 0 for i in shifted], dtype=object)
+    return (r[idx] * np.arange(1, len(idx) + 1)).sum() + (filled * filled).sum()
+
+
+def test_gather_at_traced_integer_indices_matches_the_eager_sweep_under_jit_and_vmap():
+    x = jnp.array([0.0, 1.5, -2.0, 0.0, 0.5])     # relu tied at entries 0 and 3
+    idx = jnp.array([0, 3, 3, 1, 4])               # idx + 3 reads out of bounds from 2 on
+    v = jnp.array([1.0, -1.0, 0.5, 2.0, -0.5])
+    eager = asd.jax.subgrad(gather_loss, direction=v)(x, idx)
+    value, g, undecided = jax.jit(asd.jax.value_and_subgrad(
+        gather_loss, direction=v, report=True))(x, idx)
+    np.testing.assert_array_equal(g, eager)
+    assert int(undecided) == 0 and float(value) == float(gather_loss(x, idx))
+    np.testing.assert_array_equal(eager, exact(lambda z: gather_exact(z, np.asarray(idx)),
+                                               np.asarray(x, float), np.asarray(v, float)))
+    batch = jnp.stack([idx, idx[::-1]])
+    got = jax.jit(jax.vmap(asd.jax.subgrad(gather_loss, direction=v), (None, 0)))(x, batch)
+    np.testing.assert_array_equal(got[0], eager)
+    np.testing.assert_array_equal(got[1], asd.jax.subgrad(gather_loss, direction=v)(
+        x, idx[::-1]))

@@ -1,16 +1,17 @@
 """The long fuzz campaign, outside pytest: many programs, every failure kept and shrunk.
 
-    python tests/fuzz/campaign.py --programs 100000 --seed 1 --out report.json
+    python tests/fuzz/campaign.py --programs 100000 --seed 1 --jobs 2 --out report.json
     python tests/fuzz/campaign.py --programs 5000 --framework torch --out torch.json
 
 Programs come from the same hypothesis strategies as the CI tests (`harness.cases`,
 `frameworks.framework_cases`), drawn in batches (one hypothesis run of ``--batch`` examples
-per batch, seeded ``seed * 100003 + batch``), and go through every check; no check ever stops
-the campaign. The report (JSON, and a Markdown summary beside it) gives the programs run per
-check with their outcomes, the refusals by class (and why each was acceptable), the skips by
-reason, the ops drawn, and each distinct failure: its count, whether a known finding
-(`findings.FINDINGS`) explains it, and a minimal reproducer, found by replaying the batch it
-first appeared in with hypothesis shrinking towards that failure.
+per batch, seeded ``seed * 100003 + batch``; ``--jobs N`` runs the batches in N processes and
+merges their counts in batch order, so the report is the same), and go through every check; no
+check ever stops the campaign. The report (JSON, and a Markdown summary beside it) gives the
+programs run per check with their outcomes, the refusals by class (and why each was
+acceptable), the skips by reason, the ops drawn, and each distinct failure: its count,
+whether an open finding (`findings.FINDINGS`) explains it, and a minimal reproducer, found by
+replaying the batch it first appeared in with hypothesis shrinking towards that failure.
 
 ``--phase deep`` leaves out what the known findings need (their ops, structures and checks,
 `findings.triggers`, listed in the report), so that they cannot hide other defects.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -75,6 +77,7 @@ class Report:
         self.ops: Counter = Counter()
         self.failures: dict[str, dict[str, Any]] = {}
         self.generator_errors: Counter = Counter()
+        self.builder_errors: Counter = Counter()
         self.started = time.time()
 
     def record(self, case: harness.Case, expected: Any, outcomes: list[harness.Outcome],
@@ -103,6 +106,33 @@ class Report:
                     entry["examples"].append({"check": o.check, "detail": o.detail,
                                               "where": o.where, "case": repr(case)})
 
+    def part(self) -> dict[str, Any]:
+        """What this report counted (one batch's, in a worker process), to `merge`."""
+        return {"programs": self.programs, "checks": dict(self.checks),
+                "refusals": self.refusals, "skips": self.skips, "oracles": self.oracles,
+                "ops": self.ops, "failures": self.failures,
+                "generator_errors": self.generator_errors,
+                "builder_errors": self.builder_errors}
+
+    def merge(self, part: dict[str, Any]) -> None:
+        """Add a batch's counts. Merged in batch order, the report is the one a single
+        process recording the batches in turn writes (first examples, first batch seeds)."""
+        self.programs += part["programs"]
+        for check, counts in part["checks"].items():
+            self.checks[check].update(counts)
+        for name in ("refusals", "skips", "oracles", "ops", "generator_errors",
+                     "builder_errors"):
+            getattr(self, name).update(part[name])
+        for sig, theirs in part["failures"].items():
+            entry = self.failures.get(sig)
+            if entry is None:
+                self.failures[sig] = theirs
+                continue
+            entry["count"] += theirs["count"]
+            entry["checks"].update(theirs["checks"])
+            entry["finding"] = entry["finding"] or theirs["finding"]
+            entry["examples"] = (entry["examples"] + theirs["examples"])[:KEEP]
+
     def as_json(self) -> dict[str, Any]:
         return {
             "command": " ".join(sys.argv),
@@ -114,7 +144,7 @@ class Report:
             "refusals": dict(self.refusals.most_common()),
             "skips": dict(self.skips.most_common()),
             "generator_errors": dict(self.generator_errors),
-            "builder_errors": dict(harness.GENERATOR_ERRORS),
+            "builder_errors": dict(self.builder_errors),
             "ops": dict(self.ops.most_common()),
             "failures": {k: {**v, "checks": dict(v["checks"])}
                          for k, v in sorted(self.failures.items(),
@@ -159,6 +189,15 @@ def _settings(n: int, phases: list[Phase]) -> settings:
 
 def run_batch(strategy: Any, check: Any, batch_seed: int, n: int, report: Report,
               skip_checks: set[str]) -> None:
+    before = Counter(harness.GENERATOR_ERRORS)
+    try:
+        _run_batch(strategy, check, batch_seed, n, report, skip_checks)
+    finally:
+        report.builder_errors.update(Counter(harness.GENERATOR_ERRORS) - before)
+
+
+def _run_batch(strategy: Any, check: Any, batch_seed: int, n: int, report: Report,
+               skip_checks: set[str]) -> None:
     @hypothesis_seed(batch_seed)
     @_settings(n, [Phase.generate])
     @given(strategy)
@@ -230,6 +269,47 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+_WORKER: dict[str, Any] = {}
+
+
+def _start_worker(args: argparse.Namespace) -> None:
+    """A worker process's strategy and checker, built once (``--jobs``)."""
+    warnings.simplefilter("ignore")
+    harness.TIME_LIMIT = args.time_limit
+    strategy, excluded = _strategy(args)
+    _WORKER.update(args=args, strategy=strategy, check=_checker(args.framework),
+                   skip=set(excluded["checks"]), excluded=excluded)
+
+
+def _worker_batch(job: tuple[int, int]) -> dict[str, Any]:
+    """Batch ``b`` of ``n`` programs, seeded as the sequential campaign seeds it."""
+    b, n = job
+    w = _WORKER
+    part = Report(w["args"], w["excluded"])
+    run_batch(w["strategy"], w["check"], w["args"].seed * 100003 + b, n, part, w["skip"])
+    return part.part()
+
+
+def _batches(args: argparse.Namespace, report: Report, strategy: Any, check: Any,
+             skip_checks: set[str]):
+    """Run the batches (in ``--jobs`` processes when more than one), yielding after each
+    is merged into ``report``, in batch order."""
+    batches = -(-args.programs // args.batch)
+    jobs = [(b, min(args.batch, args.programs - b * args.batch)) for b in range(batches)]
+    if args.jobs <= 1:
+        for b, n in jobs:
+            run_batch(strategy, check, args.seed * 100003 + b, n, report, skip_checks)
+            yield b, batches
+        return
+    # spawn: a fresh interpreter per worker (forking a process that imported torch / JAX
+    # is unsafe); each re-imports this module, whose _bootstrap finds this checkout's tests
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(args.jobs, _start_worker, (args,)) as pool:
+        for b, part in enumerate(pool.imap(_worker_batch, jobs)):
+            report.merge(part)
+            yield b, batches
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--programs", type=int, default=1000)
@@ -241,6 +321,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-steps", type=int, default=7)
     parser.add_argument("--time-limit", type=float, default=harness.TIME_LIMIT)
     parser.add_argument("--no-shrink", action="store_true")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="processes running batches (same seeds, same report)")
     args = parser.parse_args(argv)
     warnings.simplefilter("ignore")
     harness.TIME_LIMIT = args.time_limit
@@ -248,10 +330,7 @@ def main(argv: list[str] | None = None) -> None:
     check = _checker(args.framework)
     report = Report(args, excluded)
     skip_checks = set(excluded["checks"])
-    batches = -(-args.programs // args.batch)
-    for b in range(batches):
-        n = min(args.batch, args.programs - b * args.batch)
-        run_batch(strategy, check, args.seed * 100003 + b, n, report, skip_checks)
+    for b, batches in _batches(args, report, strategy, check, skip_checks):
         _write(report, args.out)
         print(f"batch {b + 1}/{batches}: {report.programs} programs, "
               f"{sum(e['count'] for e in report.failures.values())} failures in "

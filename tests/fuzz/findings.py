@@ -3,12 +3,14 @@
 Each finding recognises its failures (``matches``: a check's `harness.Outcome` on a `Case`),
 names the ops that trigger it (``triggers``: the campaign's ``deep`` phase leaves them out, so
 that a known defect cannot hide the others behind it) and pins a minimal reproducer
-(``reproducer``), which test_fuzz_numpy.py / test_fuzz_frameworks.py run under an explicit
-``xfail(strict=True)``: when the defect is fixed the test passes, strict xfail turns that into a
-failure, and the finding is removed from here -- then the random tests stop tolerating it too.
+(``reproducer``). While a finding is open, test_fuzz_numpy.py / test_fuzz_frameworks.py run its
+reproducer under an explicit ``xfail(strict=True)``: when the defect is fixed the test passes,
+strict xfail turns that into a failure, and the finding is marked ``fixed=True`` here. A fixed
+finding's reproducer is a plain regression test (no failure it matches, none unexplained), and
+the random tests stop tolerating its failures.
 
-The random CI tests tolerate a failure only where a finding here matches it, and report it
-under the finding's name (hypothesis ``event``); anything else fails them.
+The random CI tests tolerate a failure only where an open finding here matches it, and report
+it under the finding's name (hypothesis ``event``); anything else fails them.
 """
 
 from __future__ import annotations
@@ -33,12 +35,7 @@ class Finding:
     triggers: tuple[str, ...] = ()  # ops (or "structure:<name>", "check:<name>") it needs
     reproducer: Callable[[], Case] | None = None
     frameworks: tuple[str, ...] = field(default=())  # the reproducer runs through these
-
-
-FIXED_ON_MAIN = {"F1", "F2", "F3", "F4", "F5", "F7", "F8", "F11", "F13", "F14", "F16", "F20"}
-"""Findings whose reproducers pass on main at f83ad36 (merged fixes of issue 23's other
-helpers) though they fail on this branch's base (7ea512b): their xfails are not strict, so
-that the merge does not turn them red; delete them here once merged (FINDINGS.md)."""
+    fixed: bool = False  # fixed: the reproducer is a regression test, failures not tolerated
 
 
 def _uses(case: Case, *names: str) -> bool:
@@ -67,31 +64,36 @@ FINDINGS: list[Finding] = [
         ("where_logic",),
         _case([Op("where_logic", (0, 0, 0, 0, 0, 0), {"cmps": (">", ">="), "expr": ("and", 0, 1),
                                                        "spelling": "operators"})],
-              [(2,), (2,)], [0.0, 1.0], [1.0, -1.0])),
+              [(2,), (2,)], [0.0, 1.0], [1.0, -1.0]),
+        fixed=True),
     Finding(
         "F2", "`x.var()` / `x.std()` on a traced array: raw AttributeError", True,
         "asd/core/tracing.py (Tracer methods)",
         lambda c, o: "has no attribute 'var'" in o.detail or "has no attribute 'std'" in o.detail,
         ("method_var", "method_std"),
-        _case([Op("method_var", (0,), {"axis": None})], [(2,), ()], [0.0, 1.0], [1.0, 0.0])),
+        _case([Op("method_var", (0,), {"axis": None})], [(2,), ()], [0.0, 1.0], [1.0, 0.0]),
+        fixed=True),
     Finding(
         "F3", "a dict direction whose keys are in another order than the argument's is refused",
         True, "asd/api.py / asd/tree.py (direction structure compared with key order)",
         lambda c, o: c.structure == "dict" and "direction has structure" in o.detail,
         ("structure:dict",),
         _case([Op("abs", (0,))], [(2,), (2,)], [0.0, 1.0], [1.0, -1.0], structure="dict",
-              split=1)),
+              split=1),
+        fixed=True),
     Finding(
         "F4", "asd.jit replays the program traced for static 0.0 when called with -0.0", True,
         "asd/core/jit.py (signature keys 0.0 and -0.0 alike)",
         lambda c, o: o.check == "jit-zero", ("check:jit-zero",),
-        _case([Op("abs", (0,))], [(), ()], 0.0, 1.0)),
+        _case([Op("abs", (0,))], [(), ()], 0.0, 1.0),
+        fixed=True),
     Finding(
         "F5", "`c[np.argmax(x)]` (a constant indexed by a traced argmax) raises TracerBoolError",
         True, "asd/core/tracing.py (__index__ of an argmax tracer)",
         lambda c, o: "from argmax" in o.detail, ("argmax_take",),
         _case([Op("argmax_take", (0,), {"table": (1.0, 2.0)}), Op("multiply", (1, 0))],
-              [(2,), (), (2,)], [0.0, 1.0], [1.0, 1.0])),
+              [(2,), (), (2,)], [0.0, 1.0], [1.0, 1.0]),
+        fixed=True),
     Finding(
         "F6", "writing a traced value into a constant array (`c[0] = x[0]`) raises "
               "TracerBoolError: asd's documented refusal (docs/numpy-coverage.md: conversions "
@@ -111,14 +113,16 @@ FINDINGS: list[Finding] = [
         lambda c, o: "with a traced divisor" in o.detail,
         ("remainder_traced", "floor_divide_traced"),
         _case([Op("abs", (0,)), Op("add_constant", (1,), {"constant": 1.0}),
-               Op("remainder_traced", (0, 2))], [(2,)] * 4, [0.5, 1.25], [1.0, 1.0])),
+               Op("remainder_traced", (0, 2))], [(2,)] * 4, [0.5, 1.25], [1.0, 1.0]),
+        fixed=True),
     Finding(
         "F8", "a write through a view of a traced copy (`y = x.copy(); y[:1][...] = b`) is lost:"
               " the value and derivatives ignore it", True,
         "asd/core/tracing.py (views of traced copies)",
         lambda c, o: _uses(c, "setitem_view") and o.status == "wrong", ("setitem_view",),
         _case([Op("setitem_view", (0, 0), {"key": 0})], [(2,), (2,)], [0.5, 1.0],
-              [1.0, 1.0])),
+              [1.0, 1.0]),
+        fixed=True),
     Finding(
         "F10", "np.hypot of float32/float16 traced arrays returns float64 (numpy keeps the "
                "dtype)", False, "library/ (hypot rule)",
@@ -131,7 +135,8 @@ FINDINGS: list[Finding] = [
         lambda c, o: "cannot see where it is kept" in o.detail, (),
         _case([Op("method_T", (0,)), Op("multiply_constant", (1,), {"constant": 2.0})],
               [(2, 1), (1, 2), (1, 2)], [[0.0], [0.75]], [[1.0], [1.0]], reduce=False),
-        frameworks=("torch",)),
+        frameworks=("torch",),
+        fixed=True),
 ]
 
 SINH_1 = 1.1752011936438014  # np.sinh(1.0)
@@ -170,7 +175,8 @@ FINDINGS += [
         lambda c, o: "CpuCallback error" in o.detail or "JaxRuntimeError" in o.kind, (),
         _case([Op("abs", (0,)), Op("sqrt", (1,))], [(2,), (2,), (2,)], [0.0, 1.0],
               [1.0, 1.0], reduce=False),
-        frameworks=("jax",)),
+        frameworks=("jax",),
+        fixed=True),
     Finding(
         "F14", "a huge direction (entries near 1e300) with float32 arguments: raw "
                "OverflowError 'cannot convert Infinity to integer ratio' from the exact series",
@@ -178,7 +184,8 @@ FINDINGS += [
         lambda c, o: "Infinity to integer ratio" in o.detail, (),
         _case([Op("add_constant", (0,), {"constant": (-2.0, -1.75, -2.0)}),
                Op("np_median", (1,), {"axis": None})], [(3,), (3,), ()], [-1.0, 0.75, -1.0],
-              [-2.0**1000] * 3, dtype="float32")),
+              [-2.0**1000] * 3, dtype="float32"),
+        fixed=True),
 ]
 
 MEANS = ("mean", "method_mean", "average", "percentile", "quantile", "np_median", "median")
@@ -189,7 +196,8 @@ FINDINGS += [
                "NonFiniteError for the branch not taken", True,
         "asd/core/sweep.py / library where rule (finiteness checked before the selection)",
         lambda c, o: _uses(c, "where_nan") and "NonFiniteError" in o.kind, ("where_nan",),
-        _case([Op("where_nan", (0,))], [(2,), (2,)], [-1.0, 1.0], [1.0, 1.0])),
+        _case([Op("where_nan", (0,))], [(2,), (2,)], [-1.0, 1.0], [1.0, 1.0]),
+        fixed=True),
     Finding(
         "F20", "`(x * c).real` / `.imag` with a complex constant c: the constant is truncated to "
                "its real part and the result stays complex, so the next op raises a raw "
@@ -198,7 +206,8 @@ FINDINGS += [
         lambda c, o: _uses(c, "complex_part") and o.status in ("raw", "bad-refusal", "wrong"),
         ("complex_part",),
         _case([Op("complex_part", (0,), {"c": (0.0, 1.0), "part": "imag", "spelling": "method"}),
-               Op("remainder", (1,), {"c": 0.5})], [(1,)] * 3, [-0.5], [1.0])),
+               Op("remainder", (1,), {"c": 0.5})], [(1,)] * 3, [-0.5], [1.0]),
+        fixed=True),
     Finding(
         "F21", "np.mean (and x.mean(), np.average) of traced arrays is sum * (1/n), not numpy's "
                "sum / n: the value differs from numpy's in the last bit in about a third of "
@@ -240,18 +249,24 @@ FINDINGS += [
 BY_ID = {f.id: f for f in FINDINGS}
 
 
+def open_findings() -> list[Finding]:
+    """The findings not yet fixed: the only ones whose failures are tolerated."""
+    return [f for f in FINDINGS if not f.fixed]
+
+
 def match(case: Case, outcome: Outcome) -> Finding | None:
-    """The finding that explains a failed outcome, if any."""
-    for finding in FINDINGS:
+    """The open finding that explains a failed outcome, if any (a fixed finding's failure
+    is a regression: nothing explains it)."""
+    for finding in open_findings():
         if finding.matches(case, outcome):
             return finding
     return None
 
 
 def triggers() -> tuple[set[str], set[str], set[str]]:
-    """``(ops, structures, checks)`` the findings need: what the deep phase leaves out."""
+    """``(ops, structures, checks)`` the open findings need: what the deep phase leaves out."""
     names, structures, checks = set(), set(), set()
-    for finding in FINDINGS:
+    for finding in open_findings():
         for t in finding.triggers:
             if t.startswith("structure:"):
                 structures.add(t.split(":", 1)[1])

@@ -3,9 +3,8 @@
 
 Each program is checked against the framework's own value and the exact (or mpmath) oracle
 along the direction asd draws from the seed (tests/fuzz/frameworks.py). Failures explained by a
-finding of tests/fuzz/findings.py are tolerated by name; each finding's framework reproducer
-runs below under ``xfail(strict=True)`` (not strict for those already fixed on main,
-`findings.FIXED_ON_MAIN`).
+open finding of tests/fuzz/findings.py are tolerated by name; each open finding's framework
+reproducer runs below under ``xfail(strict=True)``, a fixed one's as a regression test.
 """
 
 from __future__ import annotations
@@ -15,9 +14,9 @@ import warnings
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 
-from tests.fuzz import findings, frameworks
+from tests.fuzz import frameworks
 from tests.fuzz.findings import FINDINGS
-from tests.fuzz.test_fuzz_numpy import assert_explained
+from tests.fuzz.test_fuzz_numpy import assert_explained, own_failures, reproducer_param
 
 CI = settings(max_examples=12, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
@@ -46,9 +45,7 @@ def test_jax_function_agrees_with_the_oracle(case):
 
 
 @pytest.mark.parametrize("finding, framework", [
-    pytest.param(f, fw, id=f"{f.id}-{fw}", marks=pytest.mark.xfail(
-        strict=f.id not in findings.FIXED_ON_MAIN,
-        reason=f"tests/fuzz/FINDINGS.md {f.id}: {f.title}"))
+    reproducer_param(f, fw, name=f"{f.id}-{fw}")
     for f in FINDINGS if f.reproducer is not None for fw in f.frameworks])
 def test_framework_finding_is_fixed(finding, framework):
     pytest.importorskip(framework)
@@ -56,5 +53,5 @@ def test_framework_finding_is_fixed(finding, framework):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _, outcomes = frameworks.run_framework_checks(case, framework)
-    failed = [o for o in outcomes if o.failed and findings.match(case, o) is finding]
+    failed = own_failures(finding, outcomes, case)
     assert failed == [], [f"{o.check} {o.status}: {o.detail}" for o in failed]

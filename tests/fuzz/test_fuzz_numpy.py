@@ -5,9 +5,9 @@ ties planted at the point, constants of every dtype and structured arguments, go
 ``directional``, ``subgrad``/``jacobian``, ``vjp``, ``clarke`` and ``jit`` and are compared
 with the exact oracle (Fractions along the ray) or, for smooth programs, with mpmath
 (tests/fuzz/oracle.py). Any raw exception, wrong number or unwarranted refusal fails, except
-where a finding of tests/fuzz/findings.py explains it: those are tolerated by name (see the
-hypothesis statistics) and each has a pinned reproducer below under ``xfail(strict=True)``
-(not strict for those already fixed on main, `findings.FIXED_ON_MAIN`).
+where an open finding of tests/fuzz/findings.py explains it: those are tolerated by name (see
+the hypothesis statistics) and each has a pinned reproducer below under ``xfail(strict=True)``;
+a fixed finding's reproducer is a plain regression test.
 The long campaign: ``python tests/fuzz/campaign.py --programs 100000``.
 """
 
@@ -67,24 +67,34 @@ def test_vector_programs_agree_with_the_oracle(case):
     assert_explained(case, outcomes)
 
 
+def reproducer_param(finding, *values, name: str):
+    """A reproducer's test case: strict xfail while the finding is open, plain once fixed."""
+    marks = () if finding.fixed else pytest.mark.xfail(
+        strict=True, reason=f"tests/fuzz/FINDINGS.md {finding.id}: {finding.title}")
+    return pytest.param(finding, *values, id=name, marks=marks)
+
+
 def _reproducers(frameworks: bool) -> list:
-    return [pytest.param(f, id=f.id, marks=pytest.mark.xfail(
-        strict=f.id not in findings.FIXED_ON_MAIN,
-        reason=f"tests/fuzz/FINDINGS.md {f.id}: {f.title}"))
-        for f in FINDINGS if f.reproducer is not None and bool(f.frameworks) == frameworks]
+    return [reproducer_param(f, name=f.id)
+            for f in FINDINGS if f.reproducer is not None and bool(f.frameworks) == frameworks]
 
 
-def own_failures(finding, outcomes):
-    """The outcomes of a reproducer that ``finding`` explains (another finding's failures
-    in the same program, F4's ``jit-zero`` say, do not keep this one's test red)."""
-    case = finding.reproducer()
+def own_failures(finding, outcomes, case=None):
+    """The outcomes of a reproducer that ``finding`` explains (another open finding's
+    failures in the same program do not keep this one's test red). For a fixed finding:
+    every failure it would match, and every failure no open finding explains."""
+    case = finding.reproducer() if case is None else case
+    if finding.fixed:
+        return [o for o in outcomes if o.failed and (finding.matches(case, o)
+                                                     or findings.match(case, o) is None)]
     return [o for o in outcomes if o.failed and findings.match(case, o) is finding]
 
 
 @pytest.mark.parametrize("finding", _reproducers(frameworks=False))
 def test_finding_is_fixed(finding):
-    """Each finding's minimal reproducer: xfail until the defect is fixed (then strict xfail
-    fails, and the finding is to be removed from tests/fuzz/findings.py)."""
+    """Each finding's minimal reproducer: xfail while the defect is open (then strict xfail
+    fails, and the finding is marked ``fixed=True`` in tests/fuzz/findings.py); a regression
+    test once fixed."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         _, outcomes = harness.run_checks(finding.reproducer())
@@ -93,10 +103,10 @@ def test_finding_is_fixed(finding):
 
 
 @pytest.mark.parametrize("finding", [f for f in FINDINGS if f.reproducer is not None
-                                     and not f.frameworks], ids=lambda f: f.id)
+                                     and not f.frameworks and not f.fixed], ids=lambda f: f.id)
 def test_finding_reproducer_is_recognised(finding):
-    """Each reproducer fails as its finding says (the CI tests tolerate exactly that), and
-    every other failure in it is explained by some finding too."""
+    """Each open finding's reproducer fails as its finding says (the CI tests tolerate
+    exactly that), and every other failure in it is explained by some finding too."""
     case = finding.reproducer()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -170,3 +180,35 @@ def test_the_drawn_direction_is_asds():
     result = asd.asd(lambda a: asd.relu(a).sum(), seed=11)(x)
     (d,) = oracle.drawn_direction(11, [x.shape])
     assert np.allclose(result.direction, d / np.linalg.norm(d), rtol=1e-15, atol=0)
+
+
+def test_a_complex_numpy_result_accepts_any_refusal_and_no_number():
+    """``(x - 2) ** 1.5`` on a Python float at 0.5: Python's value is complex, which no real
+    program has, so any refusal of asd's is right (whatever the class: the power's domain, a
+    non-finite value, the complex output) and any number is wrong."""
+    program = Program((Op("add_constant", (0,), {"constant": -2.0}),
+                       Op("float_power", (1,), {"p": 1.5})), ((), (), ()), True)
+    case = harness.Case(program, np.array(0.5), np.array(1.0), "float64", "python_float")
+    expected = harness.expect(case)
+    assert np.iscomplexobj(expected.value) and expected.must_refuse
+    for error in (asd.ArgumentTypeError, asd.OutputError, asd.UnsupportedError,
+                  asd.NonFiniteError, asd.NotLipschitzError):
+        assert harness._classify("subgrad", error("no"), expected).status == "refused", error
+    assert harness._classify("subgrad", TypeError("no"), expected).status == "raw"
+    assert all(o.status in ("refused", "ok") for o in harness.run_checks(case)[1])
+
+
+@pytest.mark.parametrize("c", [-0.75, 0.75, -4.0])
+@pytest.mark.parametrize("v", [1.0, -1.0])
+def test_the_oracles_remainder_is_numpys_floor_mod(c, v):
+    """``%`` in the oracle is numpy's remainder (the sign of the divisor), not C's fmod: the
+    value at the point and its limit along the ray, on and off the jumps (1.5 and -3.0 are
+    multiples of 0.75)."""
+    x = np.array([-1.3, 1.3, 0.4, 1.5, -3.0])
+    program = Program((Op("remainder", (0,), {"c": c}),), (x.shape, x.shape), False)
+    e = oracle.exact_oracle(program, x, np.full(x.shape, v))
+    np.testing.assert_array_equal(oracle.fractions_to_float(e.value), np.remainder(x, c))
+    step = Fraction(v) / 2**40
+    beside = [(Fraction(a) + step) % Fraction(c) for a in x]  # Python: floor mod
+    assert list(e.ray_limit) == [b - step for b in beside]
+

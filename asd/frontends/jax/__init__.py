@@ -72,6 +72,8 @@ from jax.extend import core as jcore
 import asd
 from asd.core import backend
 from asd.core.arguments import check_argnums
+from asd.core.linear import FanIn, Take
+from asd.core.primitive import Primitive
 from asd.errors import (
     ArgumentError,
     NotLipschitzError,
@@ -282,11 +284,102 @@ def _positions(shape) -> np.ndarray:
     return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int32).reshape(shape)
 
 
+def _inactive(x) -> bool:
+    """Whether a traced value is a constant of the sweep: computed only from arguments that
+    are not differentiated (integer labels inside ``jax.jit``) or behind ``stop_gradient``.
+    A walk over its ancestors in the trace (shapes, not values), since a position computed
+    from the differentiated input (``argmax(x)``) is inactive too but jumps with it."""
+    if not common.is_traced(x):
+        return False
+    nodes, todo, seen = x._trace.nodes, [x._id], set()
+    while todo:
+        k = todo.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        node = nodes[k]
+        if node.active:
+            return False
+        if node.prim is None:
+            continue
+        if node.prim.stops_gradient:
+            continue
+        todo.extend(r for r in node.args if type(r) is int)
+    return True
+
+
+def _fill_for(dtype, fill_value):
+    """The value a fill-mode gather reads out of bounds: JAX's default (NaN for inexact
+    dtypes, the extreme integer otherwise) unless the program gives one."""
+    dtype = np.dtype(dtype)
+    if fill_value is not None:
+        return np.asarray(fill_value, dtype)
+    if dtype.kind in "fc":
+        return np.asarray(np.nan, dtype)
+    if dtype.kind == "b":
+        return np.asarray(True)
+    info = np.iinfo(dtype)
+    return np.asarray(info.max if dtype.kind == "u" else info.min, dtype)
+
+
+def _device_positions(shape, indices, gather: tuple):
+    """The flat operand position each gathered entry reads, ``size`` where a fill-mode read
+    is out of bounds (the fill appended to the flat operand): JAX's gather of the entry
+    positions, an array computation on the indices' device (they may be jit tracers)."""
+    dn, slice_sizes, mode, extra = gather
+    size = int(np.prod(shape, dtype=np.int64))
+    where = jax.lax.gather(jax.numpy.asarray(_positions(shape)), jax.numpy.asarray(indices),
+                           dn, slice_sizes, mode=mode, fill_value=-1, **dict(extra))
+    return jax.numpy.where(where < 0, size, where)
+
+
+def _take_gather_impl(flat, indices, *, shape, gather):
+    """``flat[positions]`` with the positions gathered from ``indices`` (`_device_positions`);
+    ``flat`` is the flattened operand with its fill appended."""
+    where = _device_positions(shape, indices, gather)
+    if backend.is_host(flat):
+        return np.asarray(flat)[np.asarray(where)]
+    return backend.namespace(flat).take(flat, jax.numpy.reshape(where, (-1,)), axis=0).reshape(
+        tuple(where.shape))
+
+
+def _take_gather_rule(xs, dxs, *, shape, gather):
+    """A gather at constant positions is linear in the operand: a `Take` map of the same
+    positions (its pull scatter-adds); the indices carry no tangent."""
+    flat, indices = xs
+    ans = _take_gather_impl(flat, indices, shape=shape, gather=gather)
+    where = jax.numpy.reshape(_device_positions(shape, indices, gather), (-1,))
+    if backend.is_host(flat):
+        where = np.asarray(where)
+    out = tuple(np.shape(ans)) if backend.is_host(ans) else tuple(ans.shape)
+    return ans, FanIn(Take(where, tuple(np.shape(flat)) if backend.is_host(flat)
+                           else tuple(flat.shape), out), None)
+
+
+take_gather_p = Primitive("jax_gather", _take_gather_impl, _take_gather_rule, array_api=True)
+
+
+def _gather_traced_indices(x, indices, dimension_numbers, slice_sizes, mode, fill_value,
+                           params):
+    """A gather whose indices are traced but constant (not differentiated: labels inside
+    ``jax.jit``): the positions are computed on the device inside the sweep, never read."""
+    dtype = backend.numpy_dtype(x.value if common.is_traced(x) else x)
+    flat = np.concatenate([np.reshape(x, (-1,)), np.reshape(_fill_for(dtype, fill_value), 1)])
+    extra = tuple(sorted((k, v) for k, v in params.items()
+                         if k in ("indices_are_sorted", "unique_indices")))
+    return take_gather_p(flat, indices, shape=tuple(np.shape(x)),
+                         gather=(dimension_numbers, tuple(slice_sizes), mode, extra))
+
+
 def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value=None,
             **params):
     """Any gather with constant indices: JAX's own gather, run on the operand's entry
     positions, says which entry each output reads; asd then indexes the flat operand (a
-    linear map whose pull scatter-adds). Out-of-bounds reads in fill mode give the fill."""
+    linear map whose pull scatter-adds). Out-of-bounds reads in fill mode give the fill.
+    Traced indices that are constants of the sweep go through `take_gather_p`."""
+    if _inactive(indices):
+        return _gather_traced_indices(x, indices, dimension_numbers, slice_sizes, mode,
+                                      fill_value, params)
     if common.is_traced(indices):
         raise NotLipschitzError(
             "gather at positions computed from the differentiated input (e.g. x[argmax(x)]): "
