@@ -100,13 +100,14 @@ FINDINGS: list[Finding] = [
               "to plain arrays), naming the array and two spellings that work (tested in "
               "tests/test_fuzz_fixes_h23y.py, also without a source line, where numpy's "
               "ValueError escaped raw); numpy stores the item without dispatching, so the "
-              "write cannot be recorded. Open until harness.DOCUMENTED_REFUSALS lists it",
+              "write cannot be recorded; harness.DOCUMENTED_REFUSALS lists it",
         True, "tests/fuzz/harness.py (DOCUMENTED_REFUSALS: setitem_constant -> "
               "TracerBoolError)",
         lambda c, o: _uses(c, "setitem_constant") and o.status in ("raw", "bad-refusal"),
         ("setitem_constant",),
         _case([Op("setitem_constant", (0,), {"key": 0, "fill": 0.0})], [(2,), (2,)],
-              [0.5, 1.0], [1.0, 1.0])),
+              [0.5, 1.0], [1.0, 1.0]),
+        fixed=True),
     Finding(
         "F7", "`a % b` and `a // b` with a traced divisor are refused (UnsupportedError)", True,
         "library/discontinuous.py (remainder/floor_divide rules)",

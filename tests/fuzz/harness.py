@@ -290,6 +290,9 @@ DOCUMENTED_REFUSALS: dict[tuple[str, tuple], tuple[tuple[str, ...], str]] = {
     ("rollaxis", ()): (("UnsupportedError",), "docs/numpy-coverage.md: rollaxis not yet"),
     ("where_nan", ()): (("NotLipschitzError",), "sqrt at 0 (DESIGN.md's error policy: "
                                                  "sqrt and x**0.5 at 0 are refused)"),
+    ("setitem_constant", ()): (("TracerBoolError",), "docs/numpy-coverage.md: a traced value "
+                               "stored into a plain array is refused (numpy stores the item "
+                               "without dispatching, so the write cannot be recorded)"),
     ("where_logic", (("spelling", "functions"),)): (
         ("UnsupportedError",), "docs/numpy-coverage.md: logical_and/or/xor/not refused "
                                "(discrete)"),
