@@ -76,6 +76,16 @@ def _code_names(code: types.CodeType) -> set[str]:
             names |= _code_names(const)
     return names
 
+def _slot_names(cls: type) -> list[str]:
+    """The ``__slots__`` attributes of ``cls`` and its bases (an object without a
+    ``__dict__`` keeps its state there; one with neither holds nothing a walk can read)."""
+    names = []
+    for base in cls.__mro__:
+        slots = base.__dict__.get("__slots__", ())
+        names += [slots] if isinstance(slots, str) else [n for n in slots
+                                                         if n not in ("__dict__", "__weakref__")]
+    return names
+
 
 def _children(path: tuple, value, opaque: Callable[[Any], bool]) -> Iterator[tuple[tuple, Any]]:
     """The values directly reachable from ``value``, each with its path."""
@@ -134,10 +144,9 @@ def _children(path: tuple, value, opaque: Callable[[Any], bool]) -> Iterator[tup
         return
     elif not is_library(type(value)):
         yield (*path, "__class__"), type(value)
-        try:
-            attrs = dict(vars(value))
-        except TypeError:               # no __dict__ (slots, C objects): counted by identity
-            attrs = {}
+        attrs = dict(vars(value)) if hasattr(value, "__dict__") else {}
+        attrs.update((k, getattr(value, k)) for k in _slot_names(type(value))
+                     if hasattr(value, k))  # a slotted object's state (C objects: none)
         for k, v in attrs.items():
             yield (*path, k), v
 
@@ -226,6 +235,7 @@ _MISSING = object()
 _DICT, _LIST, _CELLS, _NAMES, _ATTR, _ARRAY, _CUSTOM, _ENTRIES = range(8)
 
 
+
 class Guard:
     """What a walk read, checked by identity: the cheap test that a fingerprint still holds.
 
@@ -298,10 +308,11 @@ class Guard:
             return                                  # immutable, or not walked
         elif not is_library(type(v)):
             self.checks.append((_ATTR, v, "__class__", type(v)))
-            try:
+            if hasattr(v, "__dict__"):
                 self.dict_of(vars(v))
-            except TypeError:
-                pass
+            for name in _slot_names(type(v)):           # a slotted object's attributes
+                if hasattr(v, name):
+                    self.checks.append((_ATTR, v, name, getattr(v, name)))
 
     def custom(self, check: Callable[[], Any], expected) -> None:
         """A front end's own check: ``check()`` must return ``expected`` (compared with ``==``)."""
