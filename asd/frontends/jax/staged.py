@@ -111,15 +111,12 @@ def value_and_pullback(program: Callable, leaves: Sequence, active: Sequence[boo
     return values, pullback
 
 
-def value_and_subgrad(prog, args: tuple, argnums, *, seed=None, key=None, direction=None,
-                      report: bool = False):
-    """`asd.jax.value_and_subgrad` of the imported program ``prog`` at (traced) ``args``:
-    ``(value, subgradient)``, with ``undecided`` last when ``report``."""
-    nums = (int(argnums),) if isinstance(argnums, int) else tuple(int(a) for a in argnums)
+def _flat_program(prog, args: tuple) -> tuple[list, list, list, Callable]:
+    """``args``' tree structures, their leaf groups, all leaves in order, and ``prog`` as a
+    function of those leaves returning its output leaves (what `value_and_pullback` sweeps)."""
     trees = [jax.tree_util.tree_structure(a) for a in args]
     flat = [jax.tree_util.tree_leaves(a) for a in args]
     leaves = [leaf for group in flat for leaf in group]
-    active = [i in nums for i, group in enumerate(flat) for _ in group]
 
     def program(*tracers):
         it = iter(tracers)
@@ -128,6 +125,17 @@ def value_and_subgrad(prog, args: tuple, argnums, *, seed=None, key=None, direct
         return jax.tree_util.tree_leaves(prog.numpy_fn(*rebuilt),
                                          is_leaf=lambda o: hasattr(o, "_trace"))
 
+    return trees, flat, leaves, program
+
+
+def _swept(prog, args: tuple, argnums, seed, key, direction) -> tuple[list, Callable, Callable]:
+    """The staged sweep of ``prog`` at ``args`` for the arguments ``argnums``, along the given
+    ``direction`` (in the arguments' structure) or one drawn from ``seed``/``key``: the output
+    leaves, the pullback (`value_and_pullback`), and a function rebuilding the gradient leaves
+    into one tree per differentiated argument (a tuple for a tuple of argnums)."""
+    nums = (int(argnums),) if isinstance(argnums, int) else tuple(int(a) for a in argnums)
+    trees, flat, leaves, program = _flat_program(prog, args)
+    active = [i in nums for i, group in enumerate(flat) for _ in group]
     diff = [x for x, a in zip(leaves, active, strict=True) if a]
     if direction is None:
         dirs = draw_direction(diff, seed, key)
@@ -139,14 +147,26 @@ def value_and_subgrad(prog, args: tuple, argnums, *, seed=None, key=None, direct
                                 f"differentiated arguments have {len(diff)}")
         dirs = [jnp.asarray(d, jnp.result_type(x)) for d, x in zip(given, diff, strict=True)]
     values, pullback = value_and_pullback(program, leaves, active, dirs, lex_directions(seed))
+
+    def per_arg(grads: Sequence):
+        it = iter(grads)
+        trees_out = tuple(jax.tree_util.tree_unflatten(trees[i], [next(it) for _ in flat[i]])
+                          for i in nums)
+        return trees_out[0] if isinstance(argnums, int) else trees_out
+
+    return values, pullback, per_arg
+
+
+def value_and_subgrad(prog, args: tuple, argnums, *, seed=None, key=None, direction=None,
+                      report: bool = False):
+    """`asd.jax.value_and_subgrad` of the imported program ``prog`` at (traced) ``args``:
+    ``(value, subgradient)``, with ``undecided`` last when ``report``."""
+    values, pullback, per_arg = _swept(prog, args, argnums, seed, key, direction)
     if len(values) != 1 or jnp.shape(values[0]) != ():
         raise ArgumentError("value_and_subgrad needs a function with one scalar output; use "
                             "asd.jax.vjp for other outputs")
     grads, undecided = pullback([jnp.ones_like(values[0])])
-    it = iter(grads)
-    per_arg = [jax.tree_util.tree_unflatten(trees[i], [next(it) for _ in flat[i]])
-               for i in nums]
-    g = per_arg[0] if isinstance(argnums, int) else tuple(per_arg)
+    g = per_arg(grads)
     return (values[0], g, undecided) if report else (values[0], g)
 
 
@@ -154,35 +174,12 @@ def vjp(prog, args: tuple, argnums, *, seed=None, key=None, direction=None):
     """`asd.jax.vjp` of ``prog`` at (traced) ``args``: ``(out, pullback)`` where
     ``pullback(ct)`` returns the cotangents of the differentiated arguments (one tree per
     argument of ``argnums``, as ``jax.vjp`` does for its primals)."""
-    nums = (int(argnums),) if isinstance(argnums, int) else tuple(int(a) for a in argnums)
-    trees = [jax.tree_util.tree_structure(a) for a in args]
-    flat = [jax.tree_util.tree_leaves(a) for a in args]
-    leaves = [leaf for group in flat for leaf in group]
-    active = [i in nums for i, group in enumerate(flat) for _ in group]
-
-    def program(*tracers):
-        it = iter(tracers)
-        rebuilt = [jax.tree_util.tree_unflatten(t, [next(it) for _ in group])
-                   for t, group in zip(trees, flat, strict=True)]
-        return jax.tree_util.tree_leaves(prog.numpy_fn(*rebuilt),
-                                         is_leaf=lambda o: hasattr(o, "_trace"))
-
-    diff = [x for x, a in zip(leaves, active, strict=True) if a]
-    if direction is None:
-        dirs = draw_direction(diff, seed, key)
-    else:
-        given = (jax.tree_util.tree_leaves(direction) if isinstance(argnums, int) else
-                 [leaf for d in direction for leaf in jax.tree_util.tree_leaves(d)])
-        dirs = [jnp.asarray(d, jnp.result_type(x)) for d, x in zip(given, diff, strict=True)]
-    values, pullback = value_and_pullback(program, leaves, active, dirs, lex_directions(seed))
+    values, pullback, per_arg = _swept(prog, args, argnums, seed, key, direction)
     out = jax.tree_util.tree_unflatten(prog.out_tree, values)
 
     def pull(ct):
         grads, _ = pullback(jax.tree_util.tree_leaves(ct))
-        it = iter(grads)
-        per_arg = tuple(jax.tree_util.tree_unflatten(trees[i], [next(it) for _ in flat[i]])
-                        for i in nums)
-        return per_arg[0] if isinstance(argnums, int) else per_arg
+        return per_arg(grads)
 
     return out, pull
 
@@ -192,17 +189,7 @@ def vjp_leaves(prog, args: tuple, active: Sequence[bool], cts: Sequence, *, seed
     """``Jᵀ ct`` for the leaves of ``args`` marked ``active`` (flat, in leaf order): the
     reverse rule of `asd.jax.function` inside a transformation. ``cts`` are the output
     leaves' cotangents."""
-    trees = [jax.tree_util.tree_structure(a) for a in args]
-    flat = [jax.tree_util.tree_leaves(a) for a in args]
-    leaves = [leaf for group in flat for leaf in group]
-
-    def program(*tracers):
-        it = iter(tracers)
-        rebuilt = [jax.tree_util.tree_unflatten(t, [next(it) for _ in group])
-                   for t, group in zip(trees, flat, strict=True)]
-        return jax.tree_util.tree_leaves(prog.numpy_fn(*rebuilt),
-                                         is_leaf=lambda o: hasattr(o, "_trace"))
-
+    _, _, leaves, program = _flat_program(prog, args)
     diff = [x for x, a in zip(leaves, active, strict=True) if a]
     dirs = draw_direction(diff, seed, key)
     _, pullback = value_and_pullback(program, leaves, list(active), dirs, lex_directions(seed))

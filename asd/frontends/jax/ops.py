@@ -1,0 +1,615 @@
+"""The lax operator table: every lax primitive ``asd.jax`` imports, as a handler on numpy or
+traced arrays (`LAX`), and the primitive sets the interpreter consults."""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+
+import jax
+import numpy as np
+
+import asd
+from asd.core import backend
+from asd.core.linear import FanIn, Take
+from asd.core.primitive import Primitive
+from asd.errors import (
+    NotLipschitzError,
+    UnsupportedError,
+)
+from asd.frontends import common
+
+# ----- helpers -----
+
+
+def _lib(name: str) -> Callable:
+    return common.library_function(name, "JAX primitive")
+
+
+def _raw(x):
+    return common.numpy_value(x)
+
+
+
+
+
+
+def _transpose(x, perm):
+    perm = tuple(int(a) for a in perm)
+    return x if perm == tuple(range(len(perm))) else np.transpose(x, perm)
+
+
+def _move_to_end(x, axes: tuple[int, ...]):
+    """Transpose ``axes`` to the end; returns the array and the inverse permutation."""
+    rest = tuple(a for a in range(np.ndim(x)) if a not in axes)
+    perm = rest + tuple(axes)
+    inverse = tuple(int(i) for i in np.argsort(perm))
+    return _transpose(x, perm), inverse
+
+
+# ----- the lax table -----
+
+def _integer_pow(x, *, y):
+    return x ** int(y)
+
+
+def _select_n(pred, *cases):
+    if len(cases) == 1:
+        return cases[0]
+    if len(cases) != 2:
+        if common.is_traced(pred):
+            raise UnsupportedError("select_n with more than two cases and a traced selector")
+        return np.choose(np.asarray(pred, dtype=int), cases)
+    # select_n(p, a, b) is b where p else a
+    return np.where(pred, cases[1], cases[0])
+
+
+def _reduce(np_fn):
+    def reduce(x, *, axes, **_):
+        return np_fn(x, axis=tuple(int(a) for a in axes))
+
+    return reduce
+
+
+def _argminmax(np_fn):
+    def arg(x, *, axes, index_dtype):
+        index = np_fn(x, axis=int(axes[0]))  # traced: discrete, so using it as a number raises
+        return index if common.is_traced(index) else index.astype(index_dtype)
+
+    return arg
+
+
+def _dot_general(lhs, rhs, *, dimension_numbers, **_):
+    """Batch axes first, contracted axes last/first, one batched matmul, then reshape."""
+    (lc, rc), (lb, rb) = dimension_numbers
+    lc, rc, lb, rb = (tuple(int(a) for a in t) for t in (lc, rc, lb, rb))
+    ls, rs = np.shape(lhs), np.shape(rhs)
+    lf = tuple(a for a in range(len(ls)) if a not in lc + lb)
+    rf = tuple(a for a in range(len(rs)) if a not in rc + rb)
+    batch = tuple(ls[a] for a in lb)
+    size = lambda shape, axes: int(np.prod([shape[a] for a in axes], dtype=int))  # noqa: E731
+    a = _transpose(lhs, lb + lf + lc).reshape(batch + (size(ls, lf), size(ls, lc)))
+    b = _transpose(rhs, rb + rc + rf).reshape(batch + (size(rs, rc), size(rs, rf)))
+    out = a @ b
+    return out.reshape(batch + tuple(ls[i] for i in lf) + tuple(rs[i] for i in rf))
+
+
+def _conv(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+          dimension_numbers, feature_group_count, batch_group_count, **_):
+    if any(d != 1 for d in lhs_dilation):
+        raise UnsupportedError("conv_general_dilated with lhs_dilation (a transposed conv)")
+    if batch_group_count != 1:
+        raise UnsupportedError("conv_general_dilated with batch_group_count != 1")
+    if isinstance(padding, str):
+        raise UnsupportedError(f"conv_general_dilated with padding={padding!r}")
+    lhs_spec, rhs_spec, out_spec = dimension_numbers
+    x = _transpose(lhs, lhs_spec)
+    w = _transpose(rhs, rhs_spec)
+    y = asd.conv(x, w, None, tuple(window_strides), tuple(tuple(p) for p in padding),
+                 tuple(rhs_dilation), int(feature_group_count))
+    return _transpose(y, np.argsort(out_spec))
+
+
+def _window_axes(window_dimensions, window_strides, padding):
+    return tuple(a for a, (k, s, p) in enumerate(zip(window_dimensions, window_strides, padding))
+                 if k != 1 or s != 1 or tuple(p) != (0, 0))
+
+
+def _reduce_window_max(x, *, window_dimensions, window_strides, padding, base_dilation,
+                       window_dilation):
+    if any(d != 1 for d in base_dilation) or any(d != 1 for d in window_dilation):
+        raise UnsupportedError("reduce_window_max with dilation")
+    axes = _window_axes(window_dimensions, window_strides, padding)
+    if not axes:
+        return x
+    if len(axes) > 2:
+        raise UnsupportedError(f"reduce_window_max over {len(axes)} axes (1 or 2 supported)")
+    moved, inverse = _move_to_end(x, axes)
+    pads = tuple(tuple(padding[a]) for a in axes)
+    if any(lo != hi for lo, hi in pads):
+        raise UnsupportedError(f"reduce_window_max with asymmetric padding {pads}")
+    pool = _lib("max_pool1d" if len(axes) == 1 else "max_pool2d")
+    y = pool(moved, tuple(window_dimensions[a] for a in axes),
+             stride=tuple(window_strides[a] for a in axes),
+             padding=tuple(lo for lo, _ in pads))
+    return _transpose(y, inverse)
+
+
+def _reduce_window_sum(x, *, window_dimensions, window_strides, padding, base_dilation,
+                       window_dilation):
+    if any(d != 1 for d in base_dilation) or any(d != 1 for d in window_dilation):
+        raise UnsupportedError("reduce_window_sum with dilation")
+    axes = _window_axes(window_dimensions, window_strides, padding)
+    if not axes:
+        return x
+    moved, inverse = _move_to_end(x, axes)
+    lead = np.shape(moved)[:np.ndim(moved) - len(axes)]
+    spatial = np.shape(moved)[len(lead):]
+    kernel = tuple(window_dimensions[a] for a in axes)
+    pads = tuple(tuple(padding[a]) for a in axes)
+    if any(lo != hi for lo, hi in pads):
+        raise UnsupportedError(f"reduce_window_sum with asymmetric padding {pads}")
+    flat = moved.reshape((1, int(np.prod(lead, dtype=int))) + spatial)
+    y = asd.avg_pool(flat, kernel, tuple(window_strides[a] for a in axes),
+                     tuple(lo for lo, _ in pads)) * float(np.prod(kernel))
+    y = y.reshape(lead + np.shape(y)[2:])
+    return _transpose(y, inverse)
+
+
+def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **_):
+    shape = tuple(int(s) for s in shape)
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = np.shape(x)[i]
+    y = x.reshape(tuple(expanded)) if np.shape(x) != tuple(expanded) else x
+    return y + common.zeros(shape, x) if tuple(expanded) != shape else y
+
+
+def _reshape(x, *, new_sizes, dimensions=None, **_):
+    if dimensions is not None:
+        x = _transpose(x, dimensions)
+    return x.reshape(tuple(int(s) for s in new_sizes))
+
+
+def _squeeze(x, *, dimensions):
+    shape = np.shape(x)
+    return x.reshape(tuple(n for i, n in enumerate(shape) if i not in set(dimensions)))
+
+
+def _expand_dims(x, *, dimensions):
+    shape = list(np.shape(x))
+    for d in sorted(dimensions):
+        shape.insert(d, 1)
+    return x.reshape(tuple(shape))
+
+
+def _convert(x, *, new_dtype, **_):
+    new = np.dtype(new_dtype)
+    if np.issubdtype(new, np.inexact):
+        return x if np.result_type(_raw(x)) == new else x.astype(new)
+    if common.is_traced(x) and backend.numpy_dtype(x) == np.bool_:
+        return x  # a traced comparison as 0/1: its jump rule still decides its ties
+    if common.is_traced(x):
+        raise UnsupportedError(f"convert_element_type to {new} of a differentiated value (a "
+                               "step function: rounding to integers or booleans)")
+    return np.asarray(x).astype(new)
+
+
+def _slice(x, *, start_indices, limit_indices, strides=None):
+    strides = strides or (1,) * len(start_indices)
+    return x[tuple(slice(int(a), int(b), int(s))
+                   for a, b, s in zip(start_indices, limit_indices, strides))]
+
+
+def _dynamic_slice(x, *starts, slice_sizes):
+    if any(common.is_traced(s) for s in starts):
+        raise NotLipschitzError(
+            "dynamic_slice at a position computed from the differentiated input (e.g. "
+            "x[argmax(x)]): the position jumps where values tie, so the result does too. Use "
+            "a reduction such as jnp.max instead."
+        )
+    shape = np.shape(x)
+    idx = tuple(slice(s, s + n) for s, n in
+                ((int(np.clip(_raw(s), 0, dim - n)), n)
+                 for s, n, dim in zip(starts, slice_sizes, shape)))
+    return x[idx]
+
+
+def _positions(shape) -> np.ndarray:
+    return np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int32).reshape(shape)
+
+
+def _inactive(x) -> bool:
+    """Whether a traced value is a constant of the sweep: computed only from arguments that
+    are not differentiated (integer labels inside ``jax.jit``) or behind ``stop_gradient``.
+    A walk over its ancestors in the trace (shapes, not values), since a position computed
+    from the differentiated input (``argmax(x)``) is inactive too but jumps with it."""
+    if not common.is_traced(x):
+        return False
+    nodes, todo, seen = x._trace.nodes, [x._id], set()
+    while todo:
+        k = todo.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        node = nodes[k]
+        if node.active:
+            return False
+        if node.prim is None:
+            continue
+        if node.prim.stops_gradient:
+            continue
+        todo.extend(r for r in node.args if type(r) is int)
+    return True
+
+
+def _fill_for(dtype, fill_value):
+    """The value a fill-mode gather reads out of bounds: JAX's default (NaN for inexact
+    dtypes, the extreme integer otherwise) unless the program gives one."""
+    dtype = np.dtype(dtype)
+    if fill_value is not None:
+        return np.asarray(fill_value, dtype)
+    if dtype.kind in "fc":
+        return np.asarray(np.nan, dtype)
+    if dtype.kind == "b":
+        return np.asarray(True)
+    info = np.iinfo(dtype)
+    return np.asarray(info.max if dtype.kind == "u" else info.min, dtype)
+
+
+def _device_positions(shape, indices, gather: tuple):
+    """The flat operand position each gathered entry reads, ``size`` where a fill-mode read
+    is out of bounds (the fill appended to the flat operand): JAX's gather of the entry
+    positions, an array computation on the indices' device (they may be jit tracers)."""
+    dn, slice_sizes, mode, extra = gather
+    size = int(np.prod(shape, dtype=np.int64))
+    where = jax.lax.gather(jax.numpy.asarray(_positions(shape)), jax.numpy.asarray(indices),
+                           dn, slice_sizes, mode=mode, fill_value=-1, **dict(extra))
+    return jax.numpy.where(where < 0, size, where)
+
+
+def _take_gather_impl(flat, indices, *, shape, gather):
+    """``flat[positions]`` with the positions gathered from ``indices`` (`_device_positions`);
+    ``flat`` is the flattened operand with its fill appended."""
+    where = _device_positions(shape, indices, gather)
+    if backend.is_host(flat):
+        return np.asarray(flat)[np.asarray(where)]
+    return backend.namespace(flat).take(flat, jax.numpy.reshape(where, (-1,)), axis=0).reshape(
+        tuple(where.shape))
+
+
+def _take_gather_rule(xs, dxs, *, shape, gather):
+    """A gather at constant positions is linear in the operand: a `Take` map of the same
+    positions (its pull scatter-adds); the indices carry no tangent."""
+    flat, indices = xs
+    ans = _take_gather_impl(flat, indices, shape=shape, gather=gather)
+    where = jax.numpy.reshape(_device_positions(shape, indices, gather), (-1,))
+    if backend.is_host(flat):
+        where = np.asarray(where)
+    out = tuple(np.shape(ans)) if backend.is_host(ans) else tuple(ans.shape)
+    return ans, FanIn(Take(where, tuple(np.shape(flat)) if backend.is_host(flat)
+                           else tuple(flat.shape), out), None)
+
+
+take_gather_p = Primitive("jax_gather", _take_gather_impl, _take_gather_rule, array_api=True)
+
+
+def _gather_traced_indices(x, indices, dimension_numbers, slice_sizes, mode, fill_value,
+                           params):
+    """A gather whose indices are traced but constant (not differentiated: labels inside
+    ``jax.jit``): the positions are computed on the device inside the sweep, never read."""
+    dtype = backend.numpy_dtype(x.value if common.is_traced(x) else x)
+    flat = np.concatenate([np.reshape(x, (-1,)), np.reshape(_fill_for(dtype, fill_value), 1)])
+    extra = tuple(sorted((k, v) for k, v in params.items()
+                         if k in ("indices_are_sorted", "unique_indices")))
+    return take_gather_p(flat, indices, shape=tuple(np.shape(x)),
+                         gather=(dimension_numbers, tuple(slice_sizes), mode, extra))
+
+
+def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value=None,
+            **params):
+    """Any gather with constant indices: JAX's own gather, run on the operand's entry
+    positions, says which entry each output reads; asd then indexes the flat operand (a
+    linear map whose pull scatter-adds). Out-of-bounds reads in fill mode give the fill.
+    Traced indices that are constants of the sweep go through `take_gather_p`."""
+    if _inactive(indices):
+        return _gather_traced_indices(x, indices, dimension_numbers, slice_sizes, mode,
+                                      fill_value, params)
+    if common.is_traced(indices):
+        raise NotLipschitzError(
+            "gather at positions computed from the differentiated input (e.g. x[argmax(x)]): "
+            "the positions jump where values tie, so the result does too. Use a reduction "
+            "such as jnp.max instead.")
+    where = np.asarray(jax.lax.gather(
+        _positions(np.shape(x)), np.asarray(indices), dimension_numbers, tuple(slice_sizes),
+        mode=mode, fill_value=-1, **{k: v for k, v in params.items()
+                                     if k in ("indices_are_sorted", "unique_indices")}))
+    fill = np.nan if fill_value is None else float(fill_value)
+    return _lib("take_flat")(x, where, fill)
+
+
+def _scatter_targets(operand_shape, indices, updates_shape, dn, mode) -> np.ndarray:
+    """The operand position each update entry lands on (``-1``: dropped), from JAX's own
+    gather with the dimension numbers that transpose the scatter."""
+    window = iter(int(updates_shape[d]) for d in dn.update_window_dims)
+    skipped = set(dn.inserted_window_dims) | set(dn.operand_batching_dims)
+    sizes = tuple(1 if d in skipped else next(window) for d in range(len(operand_shape)))
+    gdn = jax.lax.GatherDimensionNumbers(
+        offset_dims=tuple(dn.update_window_dims),
+        collapsed_slice_dims=tuple(dn.inserted_window_dims),
+        start_index_map=tuple(dn.scatter_dims_to_operand_dims),
+        operand_batching_dims=tuple(dn.operand_batching_dims),
+        start_indices_batching_dims=tuple(dn.scatter_indices_batching_dims))
+    clip = mode is not None and "CLIP" in str(mode)
+    gmode = jax.lax.GatherScatterMode.CLIP if clip else jax.lax.GatherScatterMode.FILL_OR_DROP
+    return np.asarray(jax.lax.gather(_positions(operand_shape), np.asarray(indices), gdn,
+                                     sizes, mode=gmode, fill_value=-1))
+
+
+def _scatter_add(operand, indices, updates, *, dimension_numbers, mode=None, **_):
+    """``operand.at[indices].add(updates)``: a linear primitive (`scatter_add`) over the
+    positions the updates land on; repeated positions accumulate."""
+    if common.is_traced(indices):
+        raise NotLipschitzError("scatter-add at positions computed from the differentiated "
+                                "input: where the values land jumps with it.")
+    targets = _scatter_targets(np.shape(operand), indices, np.shape(updates),
+                               dimension_numbers, mode)
+    size = int(np.prod(np.shape(operand), dtype=np.int64))
+    added = _lib("scatter_add")(updates, targets, size)
+    return operand + np.reshape(added, np.shape(operand))
+
+
+def _scatter(operand, indices, updates, *, dimension_numbers, mode=None, **_):
+    """``operand.at[indices].set(updates)``: each written entry reads its update, the others
+    the operand (one gather from both, so linear and exact); a position written twice takes
+    the last update, as XLA does on CPU."""
+    if common.is_traced(indices):
+        raise NotLipschitzError("scatter at positions computed from the differentiated "
+                                "input: which entries are overwritten jumps with it.")
+    targets = _scatter_targets(np.shape(operand), indices, np.shape(updates),
+                               dimension_numbers, mode).ravel()
+    size = int(np.prod(np.shape(operand), dtype=np.int64))
+    writer = np.full(size, -1, np.int64)
+    kept = np.flatnonzero(targets >= 0)
+    writer[targets[kept]] = kept
+    source = np.where(writer >= 0, size + writer, np.arange(size))
+    both = np.concatenate([np.reshape(operand, (-1,)), np.reshape(updates, (-1,))])
+    return np.reshape(both[source], np.shape(operand))
+
+
+def _rev(x, *, dimensions):
+    return x[tuple(slice(None, None, -1) if a in set(dimensions) else slice(None)
+                   for a in range(np.ndim(x)))]
+
+
+def _concatenate(*xs, dimension):
+    return np.concatenate(xs, axis=int(dimension))
+
+
+def _pad(x, value, *, padding_config):
+    if any(int(i) for _, _, i in padding_config):
+        raise UnsupportedError("pad with interior padding")
+    if common.is_traced(value) or float(_raw(value)) != 0.0:
+        raise UnsupportedError("pad with a nonzero or differentiated padding value")
+    pads = tuple((int(lo), int(hi)) for lo, hi, _ in padding_config)
+    if any(lo < 0 or hi < 0 for lo, hi in pads):
+        raise UnsupportedError("pad with negative padding (cropping)")
+    return _lib("pad")(x, pads)
+
+
+def _sort(*operands, dimension, is_stable=True, num_keys=1):
+    if num_keys != 1:
+        raise UnsupportedError(f"sort with num_keys={num_keys}")
+    keys = operands[0]
+    dimension = int(dimension)
+    values = np.sort(keys, axis=dimension)
+    if len(operands) == 1:
+        return [values]
+    order = np.argsort(keys, axis=dimension, kind="stable")
+    if not common.is_traced(order):
+        order = np.asarray(order)
+    rest = []
+    for other in operands[1:]:
+        if common.is_traced(other):
+            raise UnsupportedError("sort carrying a differentiated operand along the keys")
+        other = np.asarray(other)
+        positions = np.arange(other.shape[dimension]).reshape(
+            [-1 if a == dimension else 1 for a in range(other.ndim)])
+        if common.is_traced(order) and np.array_equal(
+                other, np.broadcast_to(positions, other.shape)):
+            rest.append(order)  # argsort: the positions, discrete (refused as a number)
+        elif common.is_traced(order):
+            raise UnsupportedError("sort carrying a constant operand along differentiated keys "
+                                   "(its result jumps where keys tie); only argsort is supported")
+        else:
+            rest.append(np.take_along_axis(other, order, axis=dimension))
+    return [values, *rest]
+
+
+def _top_k(x, *, k, axis=-1, **_):
+    axis = int(axis) % np.ndim(x)
+    values = np.sort(x, axis=axis)
+    index = [slice(None)] * np.ndim(x)
+    index[axis] = slice(None, -int(k) - 1 if int(k) < np.shape(x)[axis] else None, -1)
+    order = np.take(_rev(np.argsort(x, axis=axis, kind="stable"), dimensions=(axis,)),
+                    np.arange(int(k)), axis=axis)  # traced: discrete, refused as a number
+    return [values[tuple(index)], order if common.is_traced(order) else order.astype(np.int32)]
+
+
+def _clamp(lo, x, hi):
+    return np.clip(x, lo, hi)
+
+
+def _cumlogsumexp(x, axis: int):
+    """Each prefix's logsumexp, from the triangle of prefixes (``n²`` per row, like
+    ``cumprod``): a running shift would need a Python loop over the axis."""
+    n = np.shape(x)[axis]
+    moved = np.moveaxis(x, axis, -1)
+    rows = np.broadcast_to(np.expand_dims(moved, -2), np.shape(moved)[:-1] + (n, n))
+    prefixes = np.where(np.tri(n, dtype=bool), rows, -np.inf)
+    return np.moveaxis(_lib("logsumexp")(prefixes, axis=-1), -1, axis)
+
+
+CUMULATIVE = {
+    "cumsum": lambda x, axis: np.cumsum(x, axis=axis),
+    "cumprod": lambda x, axis: np.cumprod(x, axis=axis),
+    "cummax": lambda x, axis: _lib("cummax")(x, axis=axis),
+    "cummin": lambda x, axis: -_lib("cummax")(-x, axis=axis),
+    "cumlogsumexp": _cumlogsumexp,
+}
+
+
+def _cumulative(name):
+    def op(x, *, axis, reverse=False):
+        axis = int(axis)
+        if reverse:
+            return np.flip(CUMULATIVE[name](np.flip(x, axis), axis), axis)
+        return CUMULATIVE[name](x, axis)
+
+    op.__name__ = name
+    return op
+
+
+def _round(x, *, rounding_method=1):
+    """``lax.round``: to nearest even (method 1, numpy's) or away from zero (method 0)."""
+    if int(rounding_method) == 1:
+        return np.round(x)
+    return np.where(x >= 0, np.floor(x + 0.5), np.ceil(x - 0.5))
+
+
+def _rem(x, y):
+    """``lax.rem`` (C's fmod, the sign of ``x``): ``x - y trunc(x / y)``, whose jumps the
+    discontinuous-primitive policy checks."""
+    if common.is_traced(y):
+        raise UnsupportedError("rem with a differentiated divisor (its jumps move with it)")
+    return x - y * np.trunc(x / y)
+
+
+def _split(x, *, sizes, axis):
+    return np.split(x, np.cumsum([int(s) for s in sizes])[:-1], axis=int(axis))
+
+
+def _stack(*xs, axis):
+    return np.stack(xs, axis=int(axis))
+
+
+def _signs(mine, theirs) -> np.ndarray:
+    """Per column of the vectors ``mine`` (asd's: numpy's signs at the point), the sign that
+    makes them JAX's ``theirs``: one basis up to a sign per simple value, so the flip is a
+    constant and the derivative that of JAX's vectors."""
+    dots = np.sum(_raw(mine) * np.asarray(theirs), axis=-2)
+    return np.where(dots < 0, -1.0, 1.0).astype(_raw(mine).dtype)
+
+
+def _svd(x, *, full_matrices, compute_uv, subset_by_index=None, used=None, **_):
+    """``lax.linalg.svd`` (outputs ``s`` or ``s, u, vt``) through numpy.linalg.svd's rules:
+    singular values everywhere, vectors where the singular values are simple and nonzero,
+    each pair flipped to JAX's sign at the point. Vectors nobody reads are not computed (their
+    rule refuses repeated values, which the values alone do not). A batch of matrices goes
+    to the library as it is (which refuses it where it takes one matrix only)."""
+    if subset_by_index is not None and tuple(subset_by_index) != (0, min(np.shape(x)[-2:])):
+        raise UnsupportedError(f"svd with subset_by_index={subset_by_index}")
+    s = np.linalg.svd(x, compute_uv=False)
+    if not compute_uv:
+        return [s]
+    if used is not None and not any(used[1:]):
+        return [s, None, None]
+    u, s, vt = np.linalg.svd(x, full_matrices=bool(full_matrices))
+    theirs = jax.lax.linalg.svd(_raw(x), full_matrices=bool(full_matrices), compute_uv=True)
+    d = _signs(u, theirs[0])
+    return [s, u * d[..., None, :], vt * d[..., :, None]]
+
+
+def _eigh(x, *, lower=True, sort_eigenvalues=True, subset_by_index=None, used=None, **_):
+    """``lax.linalg.eigh`` (outputs ``v, w``) through numpy.linalg.eigh's rules, reading the
+    triangle ``lower`` names, each vector flipped to JAX's sign at the point; the vectors
+    only where they are read (``jnp.linalg.eigvalsh`` drops them)."""
+    if not sort_eigenvalues:
+        raise UnsupportedError("eigh with sort_eigenvalues=False (numpy's order is ascending)")
+    if subset_by_index is not None and tuple(subset_by_index) != (0, np.shape(x)[-1]):
+        raise UnsupportedError(f"eigh with subset_by_index={subset_by_index}")
+    if used is not None and not used[0]:
+        return [None, np.linalg.eigvalsh(x, UPLO="L" if lower else "U")]
+    w, v = np.linalg.eigh(x, UPLO="L" if lower else "U")
+    d = _signs(v, jax.lax.linalg.eigh(_raw(x), lower=bool(lower))[0])
+    return [v * d[..., None, :], w]
+
+
+def _identity(x, **_):
+    return x
+
+
+def _plain(fn: Callable) -> Callable:
+    """A handler for a primitive whose parameters (``accuracy``...) do not change the math."""
+
+    def handler(*args, **_):
+        return fn(*args)
+
+    handler.__name__ = getattr(fn, "__name__", "handler")
+    return handler
+
+
+def _logistic(x, **_):
+    return _lib("sigmoid")(x)
+
+
+LAX: dict[str, Callable] = {
+    # arithmetic
+    "add": _plain(operator.add), "sub": _plain(operator.sub), "mul": _plain(operator.mul),
+    "div": _plain(operator.truediv), "neg": _plain(operator.neg), "pow": _plain(operator.pow),
+    "integer_pow": _integer_pow, "square": _plain(lambda x: x * x),
+    "dot_general": _dot_general,
+    # elementwise
+    "abs": _plain(np.abs), "exp": _plain(np.exp), "log": _plain(np.log),
+    "sqrt": _plain(np.sqrt), "tanh": _plain(np.tanh), "expm1": _plain(np.expm1),
+    "log1p": _plain(np.log1p), "logistic": _logistic, "exp2": _plain(np.exp2),
+    "rsqrt": _plain(lambda x: 1.0 / np.sqrt(x)), "cbrt": _plain(np.cbrt),
+    "sin": _plain(np.sin), "cos": _plain(np.cos), "tan": _plain(np.tan),
+    "asin": _plain(np.arcsin), "acos": _plain(np.arccos), "atan": _plain(np.arctan),
+    "sinh": _plain(np.sinh), "cosh": _plain(np.cosh), "asinh": _plain(np.arcsinh),
+    "acosh": _plain(np.arccosh), "atanh": _plain(np.arctanh), "atan2": _plain(np.arctan2),
+    # discontinuous: their jumps are checked like every jump
+    "sign": _plain(np.sign), "floor": _plain(np.floor), "ceil": _plain(np.ceil),
+    "round": _round, "rem": _plain(_rem),
+    # piecewise
+    "max": _plain(np.maximum), "min": _plain(np.minimum), "select_n": _select_n,
+    "clamp": _clamp, "gt": _plain(operator.gt), "ge": _plain(operator.ge),
+    "lt": _plain(operator.lt), "le": _plain(operator.le), "eq": _plain(operator.eq),
+    "ne": _plain(operator.ne),
+    # reductions and order
+    "reduce_sum": _reduce(np.sum), "reduce_max": _reduce(np.max), "reduce_min": _reduce(np.min),
+    "argmax": _argminmax(np.argmax), "argmin": _argminmax(np.argmin),
+    "reduce_prod": _reduce(np.prod),
+    "sort": _sort, "top_k": _top_k, **{name: _cumulative(name) for name in CUMULATIVE},
+    # nn
+    "conv_general_dilated": _conv, "reduce_window_max": _reduce_window_max,
+    "reduce_window_sum": _reduce_window_sum,
+    # structure
+    "broadcast_in_dim": _broadcast_in_dim, "reshape": _reshape, "squeeze": _squeeze,
+    "expand_dims": _expand_dims,
+    "transpose": lambda x, *, permutation: _transpose(x, permutation),
+    "convert_element_type": _convert, "slice": _slice, "dynamic_slice": _dynamic_slice,
+    "gather": _gather, "scatter-add": _scatter_add, "scatter": _scatter, "split": _split,
+    "concatenate": _concatenate, "stack": _stack, "pad": _pad, "rev": _rev,
+    "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
+    "stop_gradient": _plain(lambda x: asd.stop_gradient(x)),
+    # linear algebra
+    "svd": _svd, "eigh": _eigh,
+}
+"""lax primitive name -> handler on numpy or traced arrays (params as keywords). Handlers of
+primitives with several results return a list. Extend it to teach the importer a primitive."""
+
+MULTIPLE = {"sort", "top_k", "optimization_barrier", "split", "svd", "eigh"}
+
+USED = {"svd", "eigh"}
+"""Primitives whose handler is told which results are read (``used=``): it skips the
+others."""
+
+# Call-like primitives: the name and the parameter holding the body to interpret.
+CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_call": "call_jaxpr",
+         "remat": "jaxpr", "checkpoint": "jaxpr", "custom_jvp_call": "call_jaxpr",
+         "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
+         "custom_lin": None}
+
+# Primitives whose result is locally constant at every finite point.
+LOCALLY_CONSTANT = {"is_finite"}
