@@ -164,6 +164,24 @@ def test_scan_over_subgradients():
                                       np.asarray(asd.jax.subgrad(mlp, seed=1)(jnp.asarray(x))))
 
 
+def _conds(jaxpr) -> list:
+    return [e for e in jaxpr.eqns if e.primitive.name == "cond"]
+
+
+def test_further_directions_are_pushed_only_where_v_leaves_a_tie_open():
+    # a tie's tangent along w1, ... is a push through its whole cone: the staged sweep makes
+    # it under a lax.cond on "some tied entry is still open after v" (one per tied node and
+    # level), so a tie that v decides (almost every tie) costs no further push
+    closed = jax.make_jaxpr(asd.jax.value_and_subgrad(mlp, seed=0))(jnp.zeros(3))
+    (probe,) = _conds(closed.jaxpr)
+    _fast, full = probe.params["branches"]
+    assert len(_conds(full.jaxpr)) >= 3     # relu, abs, maximum: each tied node's levels
+    for x in POINTS:                        # taken or skipped, the eager element
+        np.testing.assert_array_equal(
+            np.asarray(jax.jit(asd.jax.subgrad(mlp, seed=0))(jnp.asarray(x))),
+            np.asarray(asd.jax.subgrad(mlp, seed=0)(jnp.asarray(x))))
+
+
 def test_undecided_ties_are_reported_under_jit():
     # a tangent far below the direction's scale along v and w1 is not trusted to first order
     # (the eager sweep bounds its rounding and decides it); the staged sweep counts it

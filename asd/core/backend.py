@@ -222,11 +222,26 @@ def _jax_scatter_add(out, flat_index, values):
     return out.at[flat_index].add(values)
 
 
+def _jax_when_any(mask, fn: Callable, carry):
+    import jax
+
+    return jax.lax.cond(jax.numpy.any(mask), fn, lambda c: c, carry)
+
+
+def when_any(mask, fn: Callable, carry):
+    """``fn(carry)`` where some entry of ``mask`` holds, else ``carry`` unchanged: for work
+    that changes nothing where ``mask`` is empty (a further tie-breaking direction). On JAX
+    a ``lax.cond`` (skipped on the device, no host read); elsewhere ``fn`` runs: the same
+    result, and no Python branch on a value."""
+    return kernel("when_any", namespace(mask), lambda m, f, c: f(c))(mask, fn, carry)
+
+
 KERNELS: dict[str, dict[str, Callable]] = {
     "set_at": {"numpy": _set_in_place, "torch": _set_in_place, "jax": _jax_set_at},
     "scatter_add": {"numpy": _np_scatter_add, "torch": _torch_scatter_add,
                     "jax": _jax_scatter_add},
     "finite_screen": {"torch": _torch_finite_screen},
+    "when_any": {"jax": _jax_when_any},
 }
 """name -> library -> kernel. A library without an entry raises `UnsupportedError` rather
 than copying to numpy; `register_kernel` adds one (``library/nn.py`` adds the convolution's)."""

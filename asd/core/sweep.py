@@ -271,7 +271,7 @@ class Trace:
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
                  "series_memo", "magnitudes", "like", "guards", "dargs", "staged", "undecided",
-                 "tied", "running_args")
+                 "tied", "running_args", "lex_leaves")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
@@ -288,6 +288,7 @@ class Trace:
         self.lex = LexDirections() if lex is None else lex
         self.leaf_index: dict[int, int] = {}  # active input node -> its leaf number
         self.lex_tangents: dict[int, dict[int, np.ndarray]] = {}  # level -> node -> tangent
+        self.lex_leaves: dict[tuple[int, int], Any] = {}  # (input, level) -> its part of w
         self.series_memo: dict = {}  # (depth, order) -> node -> series along the ray
         self.magnitudes: dict = {}  # node -> |maps| pushed on |v| (None: a map has no bound)
         self.jumps: dict = {}  # node -> Jump its rule met (None: a discontinuity without rule)
@@ -645,7 +646,16 @@ class Trace:
                               k, self.lex_tangents.setdefault(level, {}), self.like, self.dargs)
 
     def lex_leaf(self, j: int, level: int) -> np.ndarray:
-        """Input node ``j``'s part of ``w_level`` (zero for inputs not differentiated)."""
+        """Input node ``j``'s part of ``w_level`` (zero for inputs not differentiated).
+        Memoized: a staged sweep makes them before its ``lax.cond`` branches read them
+        (`asd.core.ties.staged_sign`; JAX cannot place a constant on a device inside a
+        branch under ``vmap``)."""
+        hit = self.lex_leaves.get((j, level))
+        if hit is None:
+            hit = self.lex_leaves[j, level] = self._lex_leaf(j, level)
+        return hit
+
+    def _lex_leaf(self, j: int, level: int) -> np.ndarray:
         i, shape = self.leaf_index.get(j), self.nodes[j].shape
         w = np.zeros(shape) if i is None else np.asarray(
             backend.to_host(self.lex.leaf(level, i, shape)), dtype=float)

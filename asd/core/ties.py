@@ -626,16 +626,28 @@ def staged_sign(trace: Trace, a, da, b, db, tie):
     xp = backend.namespace(tie)
     shape = tuple(tie.shape)
     left, right = _Side(a, da, shape), _Side(b, db, shape)
-    sign = xp.zeros_like(tie, dtype=xp.int8)
-    open_ = tie
     scale = trace.staged_scale()
-    moved = xp.zeros_like(tie)  # some level's tangent is nonzero, if below the threshold
-    for level in range(trace.lex.levels + 1):
+
+    def level_step(level: int, carry: tuple) -> tuple:
+        sign, open_, moved = carry
         h_dot = _level_tangent(left, level) - _level_tangent(right, level)
         clear = open_ & (xp.abs(h_dot) > SMALL * scale)
         sign = xp.where(clear, xp.astype(xp.sign(h_dot), xp.int8), sign)
-        open_ = open_ & ~clear
-        moved = moved | (h_dot != 0)
+        # moved: some level's tangent is nonzero, if below the threshold
+        return sign, open_ & ~clear, moved | (h_dot != 0)
+
+    sign, open_, moved = level_step(0, (xp.zeros_like(tie, dtype=xp.int8), tie,
+                                        xp.zeros_like(tie)))
+    # a further direction's tangent (a push through the whole cone) is computed only where
+    # an entry is still open after the levels before it: where none is, the level changes
+    # nothing (``clear`` is empty; ``moved`` is read only where open), so skipping it is
+    # the same computation. Staged on JAX it is a ``lax.cond`` (`backend.when_any`).
+    for level in range(1, trace.lex.levels + 1):
+        for j in trace.leaf_index:  # the direction's constants, made outside the branch
+            trace.lex_leaf(j, level)
+        sign, open_, moved = backend.when_any(
+            open_, _isolated_level(trace, level, lambda c, lv=level: level_step(lv, c)),
+            (sign, open_, moved))
     # Entries no input moves to first order take either side: their tied quantity's
     # composite linearization is zero there, so the choice changes nothing first order
     # computes. Where the last direction is drawn at random, a tangent that is exactly 0
@@ -658,6 +670,24 @@ def staged_sign(trace: Trace, a, da, b, db, tie):
                 open_ = open_ & moving
     trace.count_undecided(rule_context.node, open_)
     return sign
+
+
+def _isolated_level(trace: Trace, level: int, step: Callable) -> Callable:
+    """``step`` with the memo of direction ``level``'s tangents restored after it: inside a
+    ``lax.cond`` branch the pushed tangents are the branch's own tracers, which another
+    node's decision (another branch) must not read; it pushes them again if it needs them."""
+    def run(carry):
+        memo = trace.lex_tangents.get(level)
+        saved = None if memo is None else dict(memo)
+        try:
+            return step(carry)
+        finally:
+            if saved is None:
+                trace.lex_tangents.pop(level, None)
+            else:
+                trace.lex_tangents[level] = saved
+
+    return run
 
 
 def _level_tangent(side: _Side, level: int):
