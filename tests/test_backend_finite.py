@@ -46,3 +46,18 @@ def test_numpy_and_torch_arrays_together():
     assert backend.first_nonfinite_of(xs) == 0
     xs[0] = np.ones(2)
     assert backend.first_nonfinite_of(xs) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_all_finite_on_large_host_arrays_by_the_sum_of_squares(dtype):
+    # the fast path (one BLAS sum of squares) must not hide a NaN or infinity, and a sum that
+    # overflows while every entry is finite must still read finite
+    a = np.ones((128, 64), dtype)
+    assert backend.all_finite(a)
+    big = np.full((128, 64), np.finfo(dtype).max / 2, dtype)
+    assert backend.all_finite(big)
+    for bad in (np.nan, np.inf, -np.inf):
+        b = a.copy()
+        b[77, 5] = bad
+        assert not backend.all_finite(b)
+        assert not backend.all_finite(b.T)          # not contiguous: the entrywise test
