@@ -313,3 +313,19 @@ def test_refusals_are_not_their_own_cause(fn):
     with pytest.raises(asd.NotLipschitzError) as info:
         asd.subgrad(fn)(np.zeros(1))
     assert _cause_chain_is_acyclic(info.value)
+
+
+def test_qp_layer_drop_in_compiles_fullgraph_with_the_eager_gradient():
+    """The solution map's operator flags every call (`native.ALWAYS_SWEPT`), so the drop-in
+    traces without a graph break and its backward is asd's sweep, as eagerly."""
+    lin, model = _qp_model()
+    direction = {"lin.weight": torch.tensor(V[:6].reshape(3, 2)), "lin.bias": torch.tensor(V[6:])}
+    f = asd.torch.function(model, direction=direction)
+    x = torch.tensor(X_IN)
+    f(x).backward()
+    want = [p.grad.clone() for p in lin.parameters()]
+    lin.zero_grad()
+    torch._dynamo.reset()
+    torch.compile(lambda x: f(x), backend="aot_eager", fullgraph=True)(x).backward()
+    for g, p in zip(want, lin.parameters(), strict=True):
+        assert torch.equal(g, p.grad)

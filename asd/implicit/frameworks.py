@@ -105,6 +105,7 @@ def register_torch():
         return _TORCH_OP[0]
     import torch
 
+    from asd.frontends.torch.native import ALWAYS_SWEPT
     from asd.frontends.torch.ops import ATEN
 
     @torch.library.custom_op(f"asd_implicit::{OP_NAME}", mutates_args=(),
@@ -118,20 +119,28 @@ def register_torch():
     def _(xs, key):
         return xs[0].new_empty(LAYERS[key].shape(tuple(tuple(t.shape) for t in xs)))
 
+    @torch.library.custom_op(f"asd_implicit::{OP_NAME}_vjp", mutates_args=(),
+                             schema="(Tensor[] xs, Tensor ct, int key) -> Tensor[]")
+    def solution_map_vjp(xs, ct, key):
+        layer = LAYERS[key]
+        return list(_torch_pull(layer.fn, layer.seed, xs, ct))
+
+    @solution_map_vjp.register_fake
+    def _(xs, ct, key):
+        return [torch.empty_like(t) for t in xs]
+
     def setup_context(ctx, inputs, output):
         ctx.save_for_backward(*inputs[0])
         ctx.key = inputs[1]
 
     def backward(ctx, ct):
-        # traced use (torch.compile of a model calling the layer): the pullback is recomputed
-        # at the saved inputs (the eager layer keeps the forward's own)
-        xs = ctx.saved_tensors
-        layer = LAYERS[ctx.key]
-        grads = _torch_pull(layer.fn, layer.seed, xs, ct)
-        return list(grads), None
+        # traced use (torch.compile of a model calling the layer): the pullback, recomputed
+        # at the saved inputs, is one more opaque operator (the eager layer keeps its own)
+        return solution_map_vjp(list(ctx.saved_tensors), ct, ctx.key), None
 
     solution_map_op.register_autograd(backward, setup_context=setup_context)
     ATEN[OP_NAME] = imported_node
+    ALWAYS_SWEPT.add(OP_NAME)          # the drop-in's backward is always asd's sweep
     _TORCH_OP.append(solution_map_op)
     return solution_map_op
 
