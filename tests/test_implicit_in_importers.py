@@ -329,3 +329,20 @@ def test_qp_layer_drop_in_compiles_fullgraph_with_the_eager_gradient():
     torch.compile(lambda x: f(x), backend="aot_eager", fullgraph=True)(x).backward()
     for g, p in zip(want, lin.parameters(), strict=True):
         assert torch.equal(g, p.grad)
+
+
+def test_as_jax_layer_under_vmap_is_the_per_example_layer(x64):
+    """The primitive's batching rule solves per example (before: JAX's NotImplementedError
+    from pure_callback without a vmap_method)."""
+    layer = asd.implicit.as_jax(lambda q: asd.implicit.qp(P, q, None, None, G, H),
+                                out_shape=(3,))
+    Q = jnp.asarray(np.array([Q_STAR, Q_STAR + 0.25, -Q_STAR]))
+
+    def loss(q):
+        return jnp.sum(jnp.asarray(U) * layer(q))
+
+    for batched in (jax.vmap(layer), jax.jit(jax.vmap(layer))):
+        np.testing.assert_array_equal(np.asarray(batched(Q)),
+                                      np.stack([np.asarray(layer(q)) for q in Q]))
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.vmap(jax.grad(loss)))(Q)),
+                                  np.stack([np.asarray(jax.grad(loss)(q)) for q in Q]))

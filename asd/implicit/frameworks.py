@@ -215,7 +215,7 @@ def register_jax():
         return _JAX_PRIM[0]
     import jax
     from jax.extend.core import Primitive
-    from jax.interpreters import mlir
+    from jax.interpreters import batching, mlir
 
     import asd.frontends.jax as jax_frontend
 
@@ -236,6 +236,16 @@ def register_jax():
     prim.def_abstract_eval(
         lambda *avals, key: jax.core.ShapedArray(spec(avals, key).shape, avals[0].dtype))
     mlir.register_lowering(prim, mlir.lower_fun(lowered, multiple_results=False))
+
+    def batched(args, dims, *, key):
+        """``jax.vmap``: one host solve per example (``lax.map``)."""
+        size = next(a.shape[d] for a, d in zip(args, dims, strict=True)
+                    if d is not None)
+        args = [jax.numpy.broadcast_to(a, (size, *a.shape)) if d is None
+                else jax.numpy.moveaxis(a, d, 0) for a, d in zip(args, dims, strict=True)]
+        return jax.lax.map(lambda xs: prim.bind(*xs, key=key), args), 0
+
+    batching.primitive_batchers[prim] = batched
     jax_frontend.LAX[OP_NAME] = lambda *xs, key: imported_node(xs, key)
     _JAX_PRIM.append(prim)
     return prim
@@ -277,7 +287,7 @@ def as_jax(fn: Callable, *, seed=0, out_shape=None) -> Callable:
 
     def backward(arrays, ct):
         specs = tuple(jax.ShapeDtypeStruct(a.shape, a.dtype) for a in arrays)
-        return jax.pure_callback(host_pull, specs, ct, *arrays)
+        return jax.pure_callback(host_pull, specs, ct, *arrays, vmap_method="sequential")
 
     jax_layer.defvjp(forward, backward)
     jax_layer.asd_key = key
