@@ -146,10 +146,11 @@ class _Inputs:
             with np.errstate(all="ignore"):
                 out = f(*args)
         except Exception as e:
+            _cut_cause_cycles(e)
             if trace is not None:
                 arguments.check_real_program(trace)
             if isinstance(e, IndexError | ValueError | TypeError):
-                raise _explained(e) from e
+                _raise_explained(e)
             raise
         finally:
             if trace is not None:  # the call is over: values that escaped it refuse use
@@ -189,6 +190,30 @@ def _explained(e: Exception) -> Exception:
         return e.__cause__  # numpy's wrapping of asd's refusal (`c[0] = t`)
     where = None if isinstance(e, ASDError) else raised_by_asd(e)
     return e if where is None else as_asd_error(e, f"asd's {where}()", ())
+
+
+def _raise_explained(e: Exception) -> None:
+    """Raise `_explained` of ``e`` chained to ``e``, or return (the caller re-raises ``e``)
+    where that is ``e`` itself (an asd error that is also a ValueError, like
+    `NotLipschitzError`) or its own cause: ``raise e from e`` made ``e`` its own cause, a
+    cycle on which code walking ``__cause__`` never ends (JAX's error handling hung)."""
+    err = _explained(e)
+    if err is e:
+        return
+    raise err from (None if err is e.__cause__ else e)
+
+
+def _cut_cause_cycles(e: BaseException) -> None:
+    """Cut the ``__cause__`` chain of ``e`` where it returns to an exception already on it.
+    ``raise as_asd_error(e) from e`` (asd.core.tracing) makes an asd error its own cause;
+    code walking the chain (JAX's error handling in a custom VJP's backward) never ends."""
+    seen = {id(e)}
+    while e.__cause__ is not None:
+        if id(e.__cause__) in seen:
+            e.__cause__ = None
+            return
+        seen.add(id(e.__cause__))
+        e = e.__cause__
 
 
 def _lex_seed(seed):
@@ -764,7 +789,9 @@ def trace(f: Callable) -> Callable[..., Any]:
             with np.errstate(all="ignore"):
                 out = f(*unflatten(in_tree, tracers))
         except (IndexError, ValueError, TypeError) as e:
-            raise _explained(e) from e
+            _cut_cause_cycles(e)
+            _raise_explained(e)
+            raise
         finally:
             program_nodes = t.nodes
             close_trace(t)

@@ -2,12 +2,13 @@
 
     features ──Linear──▶ q ──QP layer──▶ x*(q) = argmin ½xᵀPx + qᵀx  s.t.  0 <= x <= 1, Σx = 1
 
-The layer is ``asd.implicit.qp`` wrapped by ``asd.implicit.as_torch``: its forward solves the
-QP, its backward is asd's pullback through the piece the sweep's ray enters (the limiting
-Jacobian of the solution map: at a weakly active bound, one side's, never a blend). The model
-learns to output the allocations of a teacher model with the same QP layer; many targets sit
-on the bounds, so the layer works at its kinks. The script asserts that the loss falls below a
-quarter of its start.
+The layer is ``asd.implicit.qp`` wrapped by ``asd.implicit.as_torch``, and the whole loss is
+wrapped by ``asd.torch.function``: the model is imported with the QP as one primitive, so each
+step is one asd sweep of the loss, whose ties (at a weakly active bound of the QP) are decided
+along one direction and whose backward is the limiting Jacobian of the piece that direction
+enters (never a blend). The model learns to output the allocations of a teacher model with the
+same QP layer; many targets sit on the bounds, so the layer works at its kinks. The script
+asserts that the loss falls below a quarter of its start.
 
 Run: python examples/qp_layer_torch.py
 """
@@ -40,18 +41,24 @@ def allocation(q):
 
 def main() -> int:
     torch.manual_seed(0)
-    layer = asd.implicit.as_torch(allocation, seed=0)
+    # out_shape: the layer is traced (torch.export) before it ever runs: x* is shaped like q
+    layer = asd.implicit.as_torch(allocation, seed=0, out_shape=lambda q_shape: q_shape)
     teacher = torch.nn.Linear(F, N).double()
     student = torch.nn.Linear(F, N).double()
     features = torch.randn(6, F, dtype=torch.float64)
     with torch.no_grad():
         targets = torch.stack([layer(2 * teacher(f)) for f in features])
+
+    def loss_fn(features):
+        out = torch.stack([layer(student(f)) for f in features])
+        return ((out - targets) ** 2).sum()
+
+    step = asd.torch.function(loss_fn, seed=0)   # the QP is one primitive of the loss
     opt = torch.optim.Adam(student.parameters(), lr=0.1)
     losses = []
     for epoch in range(15):
         opt.zero_grad()
-        out = torch.stack([layer(student(f)) for f in features])
-        loss = ((out - targets) ** 2).sum()
+        loss = step(features)
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))

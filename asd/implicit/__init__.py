@@ -10,11 +10,14 @@
 
 Each is a primitive, so ``asd.subgrad``, ``asd.jacobian``, ``asd.directional``, ``asd.vjp``
 differentiate losses of solution maps; `as_torch` / `as_jax` wrap any such function as a
-PyTorch autograd function / JAX ``custom_vjp`` whose backward is asd's pullback.
+PyTorch layer / JAX ``custom_vjp`` whose backward is asd's pullback, and which
+``asd.torch.function`` / ``asd.jax.function`` import as one primitive of the model's program
+(`asd.implicit.frameworks`).
 
 May import: the public API (``asd.api``), ``asd.extend``, ``asd.errors``, ``asd.library``
-(the projections); torch and JAX only inside the wrappers that need them; never the front
-ends.
+(the projections); torch and JAX only inside the wrappers that need them; of the front ends
+only their operator tables (``ATEN``, ``LAX``, ``native.ALWAYS_SWEPT``), inside
+`asd.implicit.frameworks`' registration functions, where the layers register themselves.
 """
 
 from asd.implicit.conic import conic

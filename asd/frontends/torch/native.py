@@ -228,6 +228,18 @@ def flag(margins: Sequence, finite: torch.Tensor) -> torch.Tensor:
     return bad
 
 
+ALWAYS_SWEPT: set[str] = set()
+"""Operations with no margin whose derivative is always asd's: an `asd.implicit` solution
+map registers its operator here (its degenerate points are its solver's, invisible to a
+margin). The program is flagged at every call: `function`'s backward is asd's sweep of it."""
+
+
+def always(like) -> torch.Tensor:
+    """A zero margin: a tie may matter at every point."""
+    t = like[0] if isinstance(like, list | tuple) else like
+    return torch.zeros((), dtype=torch.float32, device=t.device)
+
+
 def flag_on_host(margins: Sequence, finite: torch.Tensor) -> bool:
     """`flag` read on the host, one number at a time (CPU tensors: no kernel launched)."""
     return not (math.isfinite(finite.item()) and all(m.item() > 0 for m in margins))
@@ -294,6 +306,8 @@ def flag_for(node, graph: torch.fx.Graph, flagged_relus: set) -> list:
     a0 = node.args[0] if node.args else None
     if name in SMOOTH:
         return []
+    if name in ALWAYS_SWEPT:
+        return [call(always, (a0,))]
     if name in ("relu", "abs", "sign", "leaky_relu", "elu"):
         if name == "relu":
             flagged_relus.add(node.name)
