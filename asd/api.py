@@ -205,8 +205,9 @@ def _raise_explained(e: Exception) -> None:
 
 def _cut_cause_cycles(e: BaseException) -> None:
     """Cut the ``__cause__`` chain of ``e`` where it returns to an exception already on it.
-    ``raise as_asd_error(e) from e`` (asd.core.tracing) makes an asd error its own cause;
-    code walking the chain (JAX's error handling in a custom VJP's backward) never ends."""
+    A cycle (an error raised as its own cause, as ``raise e from e`` makes one) hangs code
+    walking the chain (JAX's error handling in a custom VJP's backward); asd no longer makes
+    one itself (`asd.core.tracing.raise_as_asd_error`), but user code and libraries can."""
     seen = {id(e)}
     while e.__cause__ is not None:
         if id(e.__cause__) in seen:

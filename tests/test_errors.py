@@ -420,3 +420,23 @@ def test_a_refusal_points_to_the_asd_spelling_that_exists():
                  np.ones(4), "numpy.linalg.matmul has no asd rule",
                  "Use numpy.matmul (the @ operator)")
     assert "register_numpy(np.linalg.matmul" in str(err)
+
+
+def test_an_asd_error_raised_through_a_traced_operation_is_not_its_own_cause():
+    """``raise as_asd_error(e) from e`` made an asd error its own cause: a cycle on which code
+    walking ``__cause__`` (JAX's error handling) never ends."""
+    from asd.core.tracing import raise_as_asd_error
+
+    own = asd.NotLipschitzError("sign jumps here")
+    with pytest.raises(asd.NotLipschitzError) as info:
+        try:
+            raise own
+        except Exception as e:
+            raise_as_asd_error(e, "numpy.sign", ())
+    assert info.value is own and info.value.__cause__ is None
+    with pytest.raises(asd.ShapeError) as info:
+        try:
+            raise ValueError("operands could not be broadcast")
+        except Exception as e:
+            raise_as_asd_error(e, "numpy.add", ())
+    assert isinstance(info.value.__cause__, ValueError)

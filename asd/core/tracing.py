@@ -18,6 +18,7 @@ import linecache
 import os
 import sys
 import weakref
+from typing import NoReturn
 
 import numpy as np
 
@@ -60,7 +61,7 @@ def _ufunc(uf):
                 raise unsupported(uf)
             return fn(self, other)
         except (IndexError, ValueError, TypeError) as e:
-            raise as_asd_error(e, f"numpy.{uf.__name__}", (self, other)) from e
+            raise_as_asd_error(e, f"numpy.{uf.__name__}", (self, other))
 
     def rop(self, other):
         fn = UFUNCS.get(uf)
@@ -71,7 +72,7 @@ def _ufunc(uf):
                 raise unsupported(uf)
             return fn(other, self)
         except (IndexError, ValueError, TypeError) as e:
-            raise as_asd_error(e, f"numpy.{uf.__name__}", (other, self)) from e
+            raise_as_asd_error(e, f"numpy.{uf.__name__}", (other, self))
 
     return op, rop
 
@@ -121,7 +122,7 @@ def _method(name):
             return fn(self, *args, **kwargs)
         except (IndexError, ValueError, TypeError) as e:
             what = "indexing" if name == "getitem" else f".{name}()"
-            raise as_asd_error(e, what, (self, *args)) from e
+            raise_as_asd_error(e, what, (self, *args))
 
     method.__name__ = name
     return method
@@ -198,6 +199,16 @@ def as_asd_error(e: Exception, what: str, operands: tuple) -> Exception:
                           "with the same number of entries, broadcastable operands).")
     return ArgumentTypeError(f"{what}: {e}. Operands of traced arrays must be real "
                              "numbers or arrays.")
+
+
+def raise_as_asd_error(e: Exception, what: str, operands: tuple) -> NoReturn:
+    """Raise `as_asd_error` of ``e`` chained to ``e``; an asd error passes through as itself
+    (``raise e from e`` would make it its own cause, a cycle that code walking ``__cause__``,
+    like JAX's error handling in a custom VJP's backward, never leaves)."""
+    err = as_asd_error(e, what, operands)
+    if err is e:
+        raise e
+    raise err from e
 
 
 def raised_by_asd(e: BaseException) -> str | None:
@@ -1258,7 +1269,7 @@ class Tracer(Traced):
         try:
             return fn(*inputs, **kwargs)
         except (IndexError, ValueError, TypeError) as e:
-            raise as_asd_error(e, f"numpy.{ufunc.__name__}{suffix}", inputs) from e
+            raise_as_asd_error(e, f"numpy.{ufunc.__name__}{suffix}", inputs)
 
     def __array_function__(self, func, types, args, kwargs):
         meta = METADATA.get(func)
@@ -1271,7 +1282,7 @@ class Tracer(Traced):
         try:
             out = fn(*args, **kwargs)
         except (IndexError, ValueError, TypeError) as e:
-            raise as_asd_error(e, f"numpy.{func.__name__}", args) from e
+            raise_as_asd_error(e, f"numpy.{func.__name__}", args)
         if args and type(args[0]) is Tracer:  # numpy's views of it alias it (`link_alias`)
             link_alias(out, args[0], copy_of_view=func in READ_ONLY_VIEWS
                        and np.ndim(args[0].value) >= 2)
