@@ -285,14 +285,34 @@ def _bounds(call, x, *bounds) -> list:
     return [call(off_value, (x, b)) for b in bounds if b is not None]
 
 
-def flag_for(node, graph: torch.fx.Graph, flagged_relus: set) -> list:
+def _decide(node, flagged_relus: set) -> bool:
+    """In a decided program: replace ``node`` by its decided form where it has one (a relu,
+    a 2-d max pooling whose indices are not read), so that its ties need no margin."""
+    name = _name(node)
+    if name == "relu":
+        node.target = decided_relu
+        flagged_relus.add(node.name)
+        return True
+    if name == "max_pool2d":
+        a0 = node.args[0]
+        dead = isinstance(a0, torch.fx.Node) and a0.target is decided_relu
+        node.target = decided_max_pool2d
+        node.kwargs = {**node.kwargs, "dead": dead}
+        return True
+    return False
+
+
+def flag_for(node, graph: torch.fx.Graph, flagged_relus: set, decided: bool = False) -> list:
     """Insert (after ``node``) the nodes computing the margins of ``node``'s ties that may
     matter; return them (none for a smooth operation). Raises `NotNative` for an operation
-    with neither."""
+    with neither. With ``decided``, a relu or 2-d max pooling becomes its decided form
+    (`decided_relu`, `decided_max_pool2d`) instead, which counts what it cannot decide."""
     name = _name(node)
     call = graph.call_function
     a0 = node.args[0] if node.args else None
     if name in SMOOTH:
+        return []
+    if decided and _decide(node, flagged_relus):
         return []
     if name in ("relu", "abs", "sign", "leaky_relu", "elu"):
         if name == "relu":
@@ -390,7 +410,7 @@ class NativeProgram:
     `template` holds the program's own tensors (parameters, buffers, constants: their
     identities are part of the program's cache key), with the user inputs at `positions`."""
 
-    def __init__(self, prog, differentiated: frozenset):
+    def __init__(self, prog, differentiated: frozenset, decided: bool = False):
         src = prog.exported.graph_module.graph
         self.prog = prog
         graph = torch.fx.Graph()
@@ -417,11 +437,12 @@ class NativeProgram:
             if node.name in prog.point_nodes:
                 continue                      # locally constant (an isnan test)
             live.add(node.name)
-            margins += flag_for(new, graph, flagged_relus)
+            margins += flag_for(new, graph, flagged_relus, decided)
         by_name = {n.name: n for n in src.nodes}
         user = [env[by_name[name]] for name in prog.outputs]
         graph.output((*user, graph.call_function(total, tuple(user)), *margins))
         self.module = torch.fx.GraphModule(torch.nn.Module(), graph)
+        self.differentiated, self.decided = differentiated, decided
         self.n_outputs = len(user)
         self.n_margins = len(margins)
         sources = prog.sources()
@@ -449,9 +470,188 @@ class NativeProgram:
         return flat
 
 
-def build(prog, differentiated: frozenset) -> NativeProgram | str:
-    """The native form of ``prog`` for these differentiated placeholders, or why it has none."""
+def build(prog, differentiated: frozenset, decided: bool = False) -> NativeProgram | str:
+    """The native form of ``prog`` for these differentiated placeholders (its decided form
+    with ``decided``), or why it has none."""
     try:
-        return NativeProgram(prog, differentiated)
+        return NativeProgram(prog, differentiated, decided)
     except NotNative as e:
         return f"{e} on the differentiated path has no native form"
+
+
+# ----- ties decided at first order: PyTorch's kernels on the decided branches -----
+#
+# Where a margin flags a tie, the decided program (`NativeProgram(..., decided=True)`) runs
+# the graph once more with forward-mode AD along the sweep's direction ``v`` (dual tensors:
+# each operation's own tangent formula) and its relus and 2-d max poolings replaced by
+# `decided_relu` / `decided_max_pool2d`: each tied entry takes the side its tangent along
+# ``v`` fixes, as the staged sweep decides (`asd.core.ties.staged_sign` at level 0: a tangent
+# counts only above ``SMALL`` times the direction's largest entry), and PyTorch's backward
+# then differentiates the decided branches with its own kernels (proofs/README.md, "Ties
+# decided at first order"). An entry first order cannot decide is counted (`Deciding`): the
+# call then goes to asd's full sweep, which decides it exactly.
+
+SMALL = 2.0 ** -20
+"""The staged sweep's threshold (`asd.core.ties.SMALL`): tangents at most ``SMALL`` times the
+direction's largest entry do not decide."""
+
+
+class Deciding:
+    """The state of one decided run: the threshold of a clear tangent and the undecided
+    counts (0-d tensors, no synchronisation) of the decided operations."""
+
+    current: Deciding | None = None
+
+    def __init__(self, threshold: torch.Tensor, random: bool):
+        self.threshold = threshold
+        self.random = random
+        """Whether the direction was drawn at random: then a tied quantity whose tangent is
+        exactly 0 has a zero composite linearization almost surely (a nonzero linear form
+        vanishes on a null set), so either side gives the same gradient (the staged sweep's
+        rule at its last, random, level)."""
+        self.undecided: list[torch.Tensor] = []
+
+    def __enter__(self):
+        self.outer, Deciding.current = Deciding.current, self
+        return self
+
+    def __exit__(self, *exc):
+        Deciding.current = self.outer
+
+    def count(self, mask: torch.Tensor) -> None:
+        self.undecided.append(mask.sum())
+
+    def total(self) -> torch.Tensor:
+        if not self.undecided:
+            return torch.zeros((), dtype=torch.int64)
+        return torch.stack([u.to("cpu") if u.device.type != "cpu" else u
+                            for u in self.undecided]).sum()
+
+
+def _deciding() -> Deciding:
+    if Deciding.current is None:
+        raise RuntimeError("a decided operation ran outside a decided program")
+    return Deciding.current
+
+
+class _DecidedRelu(torch.autograd.Function):
+    """``relu`` whose derivative at 0 is the side the tangent picks: ``x > 0``, or ``x == 0``
+    with a clearly positive tangent. Needs forward-mode AD (the tangent is its input's)."""
+
+    @staticmethod
+    def forward(x):
+        return torch.relu(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_forward(x)
+        ctx.mask = None
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        (x,) = ctx.saved_tensors
+        state = _deciding()
+        tie = x == 0
+        clear = torch.abs(x_t) > state.threshold
+        open_ = tie & ~clear
+        state.count(open_ & (x_t != 0) if state.random else open_)
+        ctx.mask = (x > 0) | (tie & (x_t > 0) & clear)
+        return torch.where(ctx.mask, x_t, torch.zeros((), dtype=x_t.dtype, device=x_t.device))
+
+    @staticmethod
+    def backward(ctx, ct):
+        mask = ctx.mask
+        if mask is None:                  # no tangent reached it: no tie was decided
+            raise RuntimeError("decided_relu was differentiated without its tangent")
+        return torch.where(mask, ct, torch.zeros((), dtype=ct.dtype, device=ct.device))
+
+
+def decided_relu(x):
+    """`_DecidedRelu` (an fx graph target)."""
+    return _DecidedRelu.apply(x)
+
+
+def _windows(x, fill, kernel, stride, padding, dilation, out_shape):
+    """The max-pooling windows of ``x`` (shape ``(B, H, W)``) as ``(B, K, L)``: padded with
+    ``fill`` (and, for ceil mode, to the last window), cropped to exactly the windows."""
+    pads: list[int] = []
+    crop = []
+    for k in (1, 0):
+        need = (out_shape[k] - 1) * stride[k] + (kernel[k] - 1) * dilation[k] + 1
+        extra = max(0, need - (x.shape[-2 + k] + 2 * padding[k]))
+        pads += [padding[k], padding[k] + extra]
+        crop.append(need)
+    xp = F.pad(x, pads, value=fill) if any(pads) else x
+    xp = xp[..., :crop[1], :crop[0]]
+    return F.unfold(xp.unsqueeze(1), tuple(kernel), dilation=tuple(dilation),
+                    stride=tuple(stride))
+
+
+class _DecidedPool(torch.autograd.Function):
+    """2-d max pooling whose winner in a tied window is the lexicographic maximum of
+    (value, tangent): candidates whose tangents are within the threshold of the best are a
+    first-order tie, counted undecided unless ``dead`` (the input is a decided relu's output)
+    and they are all dead units (value 0, tangent 0: zero gradient rows, so any one will do).
+    Its backward is PyTorch's ``max_pool2d_with_indices_backward`` with the decided indices."""
+
+    @staticmethod
+    def forward(x, kernel, stride, padding, dilation, ceil_mode, dead):
+        return F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, *args, dead = inputs
+        ctx.save_for_forward(x, output)
+        ctx.save_for_backward(x)
+        ctx.args, ctx.dead, ctx.indices = args, dead, None
+
+    @staticmethod
+    def jvp(ctx, x_t, *_):
+        x, m = ctx.saved_tensors
+        kernel, stride, padding, dilation, _ceil = ctx.args
+        state = _deciding()
+        lead, (h, w) = x.shape[:-2], x.shape[-2:]
+        out_shape = m.shape[-2:]
+        args = (kernel, stride, padding, dilation, out_shape)
+        vals = _windows(x.reshape(-1, h, w), -math.inf, *args)
+        tans = _windows(x_t.reshape(-1, h, w), 0.0, *args)
+        cand = vals == vals.amax(1, keepdim=True)
+        key = torch.where(cand, tans, -math.inf)
+        best = key.amax(1, keepdim=True)
+        exact = cand & (key == best)
+        # a candidate within the threshold of the best, not equal to it: rounding may have
+        # ordered them, so first order does not decide
+        unclear = (cand & ~exact & (tans >= best - state.threshold)).any(1)
+        if state.random:    # tangents exactly equal: the same linearization, almost surely
+            many = torch.zeros_like(unclear)
+        else:
+            many = exact.sum(1) > 1
+            if ctx.dead:    # dead units: value 0, tangent 0 (a decided relu's masked entries)
+                many = many & (exact & ~((vals == 0) & (tans == 0))).any(1)
+        state.count(unclear | many)
+        first = exact.to(torch.uint8).argmax(1, keepdim=True)
+        place = torch.arange(h * w, dtype=torch.float64, device=x.device).reshape(1, h, w)
+        places = _windows(place, -1.0, *args)
+        index = places.expand(vals.shape[0], -1, -1).gather(1, first)
+        ctx.indices = index.to(torch.int64).reshape(*lead, *out_shape)
+        return tans.gather(1, first).reshape(*lead, *out_shape)
+
+    @staticmethod
+    def backward(ctx, ct):
+        if ctx.indices is None:
+            raise RuntimeError("decided_max_pool2d was differentiated without its tangent")
+        x = ctx.saved_tensors[0]
+        kernel, stride, padding, dilation, ceil_mode = ctx.args
+        g = torch.ops.aten.max_pool2d_with_indices_backward(
+            ct, x, kernel, stride, padding, dilation, ceil_mode, ctx.indices)
+        return g, None, None, None, None, None, None
+
+
+def decided_max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False,
+                       dead=False):
+    """`_DecidedPool` with ``aten.max_pool2d``'s arguments (an fx graph target)."""
+    kernel = _tuple(kernel_size, 2)
+    stride = _tuple(stride, 2) if stride not in ((), [], None) else kernel
+    return _DecidedPool.apply(x, list(kernel), list(stride), list(_tuple(padding, 2)),
+                              list(_tuple(dilation, 2)), bool(ceil_mode), dead)
