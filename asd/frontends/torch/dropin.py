@@ -299,7 +299,8 @@ class _NativeCall:
                                                 if t.numel()]).amax()
         primals = {i: flat[i].detach().requires_grad_() for i in self.wanted}
         names = list(self.prog.tensors())
-        with torch.enable_grad(), native.Deciding(threshold, self.direction is None) as state:
+        random = self.direction is None
+        with torch.enable_grad(), _no_autocast(saved), native.Deciding(threshold, random) as state:
             with forward_ad.dual_level():
                 for i, t in zip(self.wanted, tangents, strict=True):
                     flat[i] = forward_ad.make_dual(primals[i], t)
