@@ -35,6 +35,7 @@ gradient passes through them, whatever their branches.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -588,6 +589,13 @@ def _windows(x, fill, kernel, stride, padding, dilation, out_shape):
                     stride=tuple(stride))
 
 
+@functools.lru_cache(maxsize=64)
+def _places(h, w, device, kernel, stride, padding, dilation, out_shape):
+    """Each window's flat input positions, ``(1, K, L)`` int64 (built once per geometry)."""
+    place = torch.arange(h * w, dtype=torch.float64, device=device).reshape(1, h, w)
+    return _windows(place, -1.0, kernel, stride, padding, dilation, out_shape).to(torch.int64)
+
+
 class _DecidedPool(torch.autograd.Function):
     """2-d max pooling whose winner in a tied window is the lexicographic maximum of
     (value, tangent): candidates whose tangents are within the threshold of the best are a
@@ -609,10 +617,10 @@ class _DecidedPool(torch.autograd.Function):
     @staticmethod
     def jvp(ctx, x_t, *_):
         x, m = ctx.saved_tensors
-        kernel, stride, padding, dilation, _ceil = ctx.args
+        kernel, stride, padding, dilation = (tuple(a) for a in ctx.args[:4])
         state = _deciding()
         lead, (h, w) = x.shape[:-2], x.shape[-2:]
-        out_shape = m.shape[-2:]
+        out_shape = tuple(m.shape[-2:])
         args = (kernel, stride, padding, dilation, out_shape)
         vals = _windows(x.reshape(-1, h, w), -math.inf, *args)
         tans = _windows(x_t.reshape(-1, h, w), 0.0, *args)
@@ -630,11 +638,10 @@ class _DecidedPool(torch.autograd.Function):
             if ctx.dead:    # dead units: value 0, tangent 0 (a decided relu's masked entries)
                 many = many & (exact & ~((vals == 0) & (tans == 0))).any(1)
         state.count(unclear | many)
-        first = exact.to(torch.uint8).argmax(1, keepdim=True)
-        place = torch.arange(h * w, dtype=torch.float64, device=x.device).reshape(1, h, w)
-        places = _windows(place, -1.0, *args)
+        first = key.argmax(1, keepdim=True)     # the first best (torch's argmax contract)
+        places = _places(h, w, x.device, kernel, stride, padding, dilation, out_shape)
         index = places.expand(vals.shape[0], -1, -1).gather(1, first)
-        ctx.indices = index.to(torch.int64).reshape(*lead, *out_shape)
+        ctx.indices = index.reshape(*lead, *out_shape)
         return tans.gather(1, first).reshape(*lead, *out_shape)
 
     @staticmethod
