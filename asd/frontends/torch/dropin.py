@@ -285,8 +285,10 @@ class _NativeCall:
         """PyTorch's gradient on the branches first order decides (`native.Deciding`): the
         decided program run with forward-mode AD along the sweep's direction, then its
         backward; one per saved tensor. None where first order leaves a tie open, another
-        nonsmooth operation ties, or the leaves are in half precision (asd sweeps those in
-        float32): the caller then runs asd's sweep."""
+        nonsmooth operation ties, an operation has no forward-mode derivative, or the leaves
+        are in half precision (asd sweeps those in float32): the caller then runs asd's
+        sweep. A random direction without a seed that leaves a tie open is drawn once more
+        (any random direction gives asd's element along it; a fixed seed's is kept)."""
         program = self.decided_program()
         if program is None:
             return None
@@ -294,26 +296,17 @@ class _NativeCall:
         flat = [next(it) if is_t else next(sc) for is_t in self.is_tensor]
         if any(flat[i].dtype not in (torch.float32, torch.float64) for i in self.wanted):
             return None
-        tangents = self._tangents(flat)
-        threshold = native.SMALL * torch.stack([t.abs().amax().float() for t in tangents
-                                                if t.numel()]).amax()
         primals = {i: flat[i].detach().requires_grad_() for i in self.wanted}
-        names = list(self.prog.tensors())
-        random = self.direction is None
-        with torch.enable_grad(), _no_autocast(saved), native.Deciding(threshold, random) as state:
-            with forward_ad.dual_level():
-                for i, t in zip(self.wanted, tangents, strict=True):
-                    flat[i] = forward_ad.make_dual(primals[i], t)
-                by_name = {names[i - self.n_inputs]: flat[i] for i in self.wanted
-                           if i >= self.n_inputs}
-                replace = {ph: by_name[t] for ph, t in self.prog.param_names.items()
-                           if t in by_name}
-                res = program.module(*program.flat(flat[:self.n_inputs], replace))
-        n = self.n_out
-        if int(state.total()) or native.flag_on_host(
-                [m.cpu() for m in res[n + 1:]], res[n].cpu()):
+        tries = 2 if self.direction is None and self.seed is None else 1
+        for _ in range(tries):
+            with torch.enable_grad(), _no_autocast(saved):
+                res = self._decided_run(program, flat, primals)
+            if res is not None:
+                break
+        else:
             return None
-        pairs = [(o, c) for o, c, f in zip(res[:n], cts, self.float_outputs, strict=True)
+        pairs = [(o, c) for o, c, f in zip(res[:self.n_out], cts, self.float_outputs,
+                                           strict=True)
                  if f and c is not None and o.requires_grad]
         got = torch.autograd.grad([o for o, _ in pairs], [primals[i] for i in self.wanted],
                                   [c for _, c in pairs], allow_unused=True) if pairs else \
@@ -322,6 +315,35 @@ class _NativeCall:
         for i, j, g in zip(self.wanted, self.wanted_saved, got, strict=True):
             grads[j] = torch.zeros_like(flat[i]) if g is None else g
         return grads
+
+    def _decided_run(self, program, flat: list, primals: dict):
+        """The decided program's outputs (recorded for the backward) along the direction, or
+        None where something was left undecided or tied elsewhere."""
+        tangents = self._tangents(flat)
+        threshold = native.SMALL * torch.stack([t.abs().amax().float() for t in tangents
+                                                if t.numel()]).amax()
+        names = list(self.prog.tensors())
+        duals = list(flat)
+        with native.Deciding(threshold, self.direction is None) as state, \
+                forward_ad.dual_level():
+            for i, t in zip(self.wanted, tangents, strict=True):
+                duals[i] = forward_ad.make_dual(primals[i], t)
+            by_name = {names[i - self.n_inputs]: duals[i] for i in self.wanted
+                       if i >= self.n_inputs}
+            replace = {ph: by_name[t] for ph, t in self.prog.param_names.items()
+                       if t in by_name}
+            try:
+                res = program.module(*program.flat(duals[:self.n_inputs], replace))
+            except (RuntimeError, NotImplementedError) as e:
+                if "forward AD" not in str(e) and "forward-mode" not in str(e):
+                    raise
+                self._decided = False       # an operation without a forward derivative
+                return None
+        n = self.n_out
+        if int(state.total()) or native.flag_on_host([m.cpu() for m in res[n + 1:]],
+                                                     res[n].cpu()):
+            return None
+        return res
 
     def decided_program(self):
         """The decided form of the native program (`native.build` with ``decided``), built

@@ -554,10 +554,12 @@ class _DecidedRelu(torch.autograd.Function):
         (x,) = ctx.saved_tensors
         state = _deciding()
         tie = x == 0
-        clear = torch.abs(x_t) > state.threshold
-        open_ = tie & ~clear
-        state.count(open_ & (x_t != 0) if state.random else open_)
-        ctx.mask = (x > 0) | (tie & (x_t > 0) & clear)
+        # the tangent at a tie (inf elsewhere): undecided where it is not clearly nonzero
+        at_tie = torch.where(tie, torch.abs(x_t), math.inf)
+        small = at_tie <= state.threshold
+        state.count(small & (at_tie != 0) if state.random else small)
+        # x > 0 off ties, x_t > threshold at them (a - b > 0 exactly where a > b)
+        ctx.mask = torch.where(tie, x_t - state.threshold, x) > 0
         return torch.where(ctx.mask, x_t, torch.zeros((), dtype=x_t.dtype, device=x_t.device))
 
     @staticmethod
@@ -573,27 +575,35 @@ def decided_relu(x):
     return _DecidedRelu.apply(x)
 
 
-def _windows(x, fill, kernel, stride, padding, dilation, out_shape):
-    """The max-pooling windows of ``x`` (shape ``(B, H, W)``) as ``(B, K, L)``: padded with
-    ``fill`` (and, for ceil mode, to the last window), cropped to exactly the windows."""
+def _padded(x, fill, kernel, stride, padding, dilation, out_shape):
+    """``x`` padded with ``fill`` on its last two axes (and, for ceil mode, to the last
+    window), so that each kernel offset's candidates are one strided slice."""
     pads: list[int] = []
-    crop = []
     for k in (1, 0):
         need = (out_shape[k] - 1) * stride[k] + (kernel[k] - 1) * dilation[k] + 1
         extra = max(0, need - (x.shape[-2 + k] + 2 * padding[k]))
         pads += [padding[k], padding[k] + extra]
-        crop.append(need)
-    xp = F.pad(x, pads, value=fill) if any(pads) else x
-    xp = xp[..., :crop[1], :crop[0]]
-    return F.unfold(xp.unsqueeze(1), tuple(kernel), dilation=tuple(dilation),
-                    stride=tuple(stride))
+    return F.pad(x, pads, value=fill) if any(pads) else x
+
+
+def _offsets(kernel, stride, dilation, out_shape):
+    """Per kernel offset: the index of its candidates' strided slice, and (through
+    `_places`) their flat positions in the unpadded input."""
+    for oh, ow in itertools.product(range(kernel[0]), range(kernel[1])):
+        yield (oh, ow), (..., slice(oh * dilation[0], oh * dilation[0] + stride[0] * (
+            out_shape[0] - 1) + 1, stride[0]), slice(ow * dilation[1], ow * dilation[1]
+                                                     + stride[1] * (out_shape[1] - 1) + 1,
+                                                     stride[1]))
 
 
 @functools.lru_cache(maxsize=64)
-def _places(h, w, device, kernel, stride, padding, dilation, out_shape):
-    """Each window's flat input positions, ``(1, K, L)`` int64 (built once per geometry)."""
-    place = torch.arange(h * w, dtype=torch.float64, device=device).reshape(1, h, w)
-    return _windows(place, -1.0, kernel, stride, padding, dilation, out_shape).to(torch.int64)
+def _places(w, device, offset, stride, padding, dilation, out_shape):
+    """The flat input positions ``(Ho, Wo)`` (int64) of one kernel offset's candidates."""
+    rows = torch.arange(out_shape[0], device=device) * stride[0] + offset[0] * dilation[0] \
+        - padding[0]
+    cols = torch.arange(out_shape[1], device=device) * stride[1] + offset[1] * dilation[1] \
+        - padding[1]
+    return rows[:, None] * w + cols[None, :]
 
 
 class _DecidedPool(torch.autograd.Function):
@@ -601,7 +611,8 @@ class _DecidedPool(torch.autograd.Function):
     (value, tangent): candidates whose tangents are within the threshold of the best are a
     first-order tie, counted undecided unless ``dead`` (the input is a decided relu's output)
     and they are all dead units (value 0, tangent 0: zero gradient rows, so any one will do).
-    Its backward is PyTorch's ``max_pool2d_with_indices_backward`` with the decided indices."""
+    Its backward is PyTorch's ``max_pool2d_with_indices_backward`` with the decided indices.
+    The windows are read per kernel offset, as strided slices (no unfolded copy)."""
 
     @staticmethod
     def forward(x, kernel, stride, padding, dilation, ceil_mode, dead):
@@ -619,30 +630,41 @@ class _DecidedPool(torch.autograd.Function):
         x, m = ctx.saved_tensors
         kernel, stride, padding, dilation = (tuple(a) for a in ctx.args[:4])
         state = _deciding()
-        lead, (h, w) = x.shape[:-2], x.shape[-2:]
         out_shape = tuple(m.shape[-2:])
-        args = (kernel, stride, padding, dilation, out_shape)
-        vals = _windows(x.reshape(-1, h, w), -math.inf, *args)
-        tans = _windows(x_t.reshape(-1, h, w), 0.0, *args)
-        cand = vals == vals.amax(1, keepdim=True)
-        key = torch.where(cand, tans, -math.inf)
-        best = key.amax(1, keepdim=True)
-        exact = cand & (key == best)
-        # a candidate within the threshold of the best, not equal to it: rounding may have
-        # ordered them, so first order does not decide
-        unclear = (cand & ~exact & (tans >= best - state.threshold)).any(1)
+        geometry = (kernel, stride, padding, dilation, out_shape)
+        xp = _padded(x, -math.inf, *geometry)
+        tp = _padded(x_t, 0.0, *geometry)
+        offsets = list(_offsets(kernel, stride, dilation, out_shape))
+        best = index = None
+        keys = []
+        for offset, at in offsets:          # the lexicographic best, first one on ties
+            key = torch.where(xp[at] == m, tp[at], -math.inf)
+            keys.append(key)
+            place = _places(x.shape[-1], x.device, offset, stride, padding, dilation,
+                            out_shape)
+            if best is None:
+                best, index = key, place.expand(key.shape)
+            else:
+                better = key > best
+                best = torch.where(better, key, best)
+                index = torch.where(better, place, index)
+        low = best - state.threshold
+        exact = unclear = None
+        for key in keys:                    # candidates tied with the best to first order
+            same = key == best
+            near = (key != best) & (key >= low)
+            exact = same.to(torch.int8) if exact is None else exact + same
+            unclear = near if unclear is None else unclear | near
         if state.random:    # tangents exactly equal: the same linearization, almost surely
-            many = torch.zeros_like(unclear)
+            open_ = unclear
         else:
-            many = exact.sum(1) > 1
+            many = exact > 1
             if ctx.dead:    # dead units: value 0, tangent 0 (a decided relu's masked entries)
-                many = many & (exact & ~((vals == 0) & (tans == 0))).any(1)
-        state.count(unclear | many)
-        first = key.argmax(1, keepdim=True)     # the first best (torch's argmax contract)
-        places = _places(h, w, x.device, kernel, stride, padding, dilation, out_shape)
-        index = places.expand(vals.shape[0], -1, -1).gather(1, first)
-        ctx.indices = index.reshape(*lead, *out_shape)
-        return tans.gather(1, first).reshape(*lead, *out_shape)
+                many = many & ~((m == 0) & (best == 0))
+            open_ = unclear | many
+        state.count(open_)
+        ctx.indices = index.contiguous()
+        return best     # the winner's tangent (finite: the maximum is some candidate's)
 
     @staticmethod
     def backward(ctx, ct):
