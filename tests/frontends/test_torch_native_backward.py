@@ -542,3 +542,61 @@ def test_cuda_forward_has_no_host_synchronisation_and_the_step_one():
             torch.cuda.set_sync_debug_mode("default")
     assert sum("synchroniz" in str(w.message) for w in caught) <= 1
     np.testing.assert_array_equal(np.isfinite(model[0].weight.grad.cpu().numpy()), True)
+
+
+# ----- ties decided at first order, and half precision -----
+
+def _bf16_cnn():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(1, 8, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(8, 8, 3),
+                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 5 * 5, 10))
+    return model.to(torch.bfloat16), torch.randn(8, 1, 28, 28, dtype=torch.bfloat16)
+
+
+def test_bfloat16_rounding_ties_stay_off_asds_sweep(asd_runs, decided_runs):
+    """A bfloat16 CNN at a random point: its rounded values tie (equal maxima in pooling
+    windows, 8-bit mantissas), which the margins flag, but asd's element is the float32
+    program's (asd sweeps half precision in float32), where they are no ties. The decided
+    program runs in float32 and returns the full sweep's gradient to bf16 rounding (the
+    cotangents differ by the bf16 forward's rounding, the results by their own: 2**-6
+    relative; a different branch would move an entry by O(1)); asd's node-by-node sweep
+    does not run."""
+    model, x = _bf16_cnn()
+    flagged = []
+    real = native.flag_on_host
+
+    def spy(margins, finite):
+        flagged.append(real(margins, finite))
+        return flagged[-1]
+
+    native.flag_on_host = spy
+    try:
+        got, _ = _grads(model, x, _square_loss, True)
+    finally:
+        native.flag_on_host = real
+    assert flagged[0], "no bfloat16 tie at this point: the test checks nothing"
+    assert decided_runs == [True] and not asd_runs
+    want, _ = _grads(model, x, _square_loss, False)
+    _close({k: v.float() for k, v in got.items()}, {k: v.float() for k, v in want.items()},
+           2.0 ** -6)
+
+
+def test_zero_initialised_convolution_is_decided_with_the_full_sweeps_element(asd_runs,
+                                                                               decided_runs):
+    """A zero first convolution ties every ReLU of its layer and every pooling window above
+    it (all candidates 0), and the second layer's windows whose inputs are all dead tie
+    along the whole ray (equal values and tangents: equal gradients). Along a seeded
+    random direction the decided program settles all of them: the full sweep's gradient
+    to rounding, and its one-sided derivative along the direction."""
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(4, 6, 3),
+                          nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(6 * 5 * 5, 3)
+                          ).double()
+    with torch.no_grad():
+        model[0].weight.zero_()
+        model[0].bias.zero_()
+    x = torch.randn(4, 1, 28, 28, dtype=torch.float64)
+    got, _ = _grads(model, x, _square_loss, True, seed=3)
+    assert decided_runs == [True] and not asd_runs
+    want, _ = _grads(model, x, _square_loss, False, seed=3)
+    _close(got, want, 1e-12)

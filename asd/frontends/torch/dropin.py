@@ -25,7 +25,7 @@ from asd.core.sweep import LazyDirection
 from asd.errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from asd.frontends.torch import native
 from asd.frontends.torch.api import _as_torch_result, _direction, _like, _sweep
-from asd.frontends.torch.convert import _flat_values, _native, _to_numpy
+from asd.frontends.torch.convert import HALF, _flat_values, _native, _to_numpy
 from asd.frontends.torch.importer import TorchProgram, import_program
 
 # ----- what the importer cannot see -----
@@ -220,6 +220,11 @@ def _no_autocast(tensors):
     return torch.autocast(device, enabled=False)
 
 
+def _single(t):
+    """A half-precision tensor in float32 (exactly), anything else as it is."""
+    return t.float() if isinstance(t, torch.Tensor) and t.dtype in HALF else t
+
+
 class _NoNativeForm(Exception):
     """The native program met an operation PyTorch's autograd does not differentiate."""
 
@@ -294,13 +299,22 @@ class _NativeCall:
             return None
         it, sc = iter(saved), iter(self.scalars)
         flat = [next(it) if is_t else next(sc) for is_t in self.is_tensor]
-        if any(flat[i].dtype not in (torch.float32, torch.float64) for i in self.wanted):
+        dtypes = {i: flat[i].dtype for i in self.wanted}
+        if any(flat[i].dtype in HALF for i in self.wanted):
+            # asd sweeps a half-precision program in float32 (its element is the float32
+            # program's; ties of the rounded values are not its ties): so does this run
+            flat = [_single(t) for t in flat]
+            upcast = {ph: _single(t) for ph, t in zip(program.names, program.template,
+                                                       strict=True)}
+        elif any(flat[i].dtype not in (torch.float32, torch.float64) for i in self.wanted):
             return None
+        else:
+            upcast = {}
         primals = {i: flat[i].detach().requires_grad_() for i in self.wanted}
         tries = 2 if self.direction is None and self.seed is None else 1
         for _ in range(tries):
             with torch.enable_grad(), _no_autocast(saved):
-                res = self._decided_run(program, flat, primals)
+                res = self._decided_run(program, flat, primals, upcast)
             if res is not None:
                 break
         else:
@@ -308,15 +322,17 @@ class _NativeCall:
         pairs = [(o, c) for o, c, f in zip(res[:self.n_out], cts, self.float_outputs,
                                            strict=True)
                  if f and c is not None and o.requires_grad]
-        got = torch.autograd.grad([o for o, _ in pairs], [primals[i] for i in self.wanted],
-                                  [c for _, c in pairs], allow_unused=True) if pairs else \
-            [None] * len(self.wanted)
+        got = [None] * len(self.wanted)
+        if pairs:
+            got = torch.autograd.grad([o for o, _ in pairs], [primals[i] for i in self.wanted],
+                                      [c.to(o.dtype) for o, c in pairs], allow_unused=True)
         grads: list = [None] * self.n_saved
         for i, j, g in zip(self.wanted, self.wanted_saved, got, strict=True):
-            grads[j] = torch.zeros_like(flat[i]) if g is None else g
+            g = torch.zeros_like(flat[i]) if g is None else g
+            grads[j] = g.to(dtypes[i])
         return grads
 
-    def _decided_run(self, program, flat: list, primals: dict):
+    def _decided_run(self, program, flat: list, primals: dict, upcast: dict):
         """The decided program's outputs (recorded for the backward) along the direction, or
         None where something was left undecided or tied elsewhere."""
         tangents = self._tangents(flat)
@@ -330,8 +346,8 @@ class _NativeCall:
                 duals[i] = forward_ad.make_dual(primals[i], t)
             by_name = {names[i - self.n_inputs]: duals[i] for i in self.wanted
                        if i >= self.n_inputs}
-            replace = {ph: by_name[t] for ph, t in self.prog.param_names.items()
-                       if t in by_name}
+            replace = {**upcast, **{ph: by_name[t] for ph, t in
+                                            self.prog.param_names.items() if t in by_name}}
             try:
                 res = program.module(*program.flat(duals[:self.n_inputs], replace))
             except (RuntimeError, NotImplementedError) as e:
@@ -340,10 +356,7 @@ class _NativeCall:
                 self._decided = False       # an operation without a forward derivative
                 return None
         n = self.n_out
-        if int(state.total()) or native.flag_on_host([m.cpu() for m in res[n + 1:]],
-                                                     res[n].cpu()):
-            return None
-        return res
+        return None if state.open(res[n + 1:], res[n]) else res
 
     def decided_program(self):
         """The decided form of the native program (`native.build` with ``decided``), built

@@ -522,11 +522,23 @@ class Deciding:
     def count(self, mask: torch.Tensor) -> None:
         self.undecided.append(mask.sum())
 
-    def total(self) -> torch.Tensor:
+    def total(self) -> torch.Tensor | int:
+        """The number of undecided entries, a 0-d tensor on the device (0 when nothing was
+        decided)."""
         if not self.undecided:
-            return torch.zeros((), dtype=torch.int64)
-        return torch.stack([u.to("cpu") if u.device.type != "cpu" else u
-                            for u in self.undecided]).sum()
+            return 0
+        return self.undecided[0] if len(self.undecided) == 1 else \
+            torch.stack(self.undecided).sum()
+
+    def open(self, margins: Sequence, finite: torch.Tensor) -> bool:
+        """Whether the run left something open: an undecided entry, a tie of another
+        nonsmooth operation (``margins``) or a non-finite output; one host read."""
+        total = self.total()
+        if finite.device.type == "cpu":
+            return bool(isinstance(total, torch.Tensor) and total.item()) or \
+                flag_on_host(margins, finite)
+        bad = flag(margins, finite)
+        return bool(bad | (total > 0) if isinstance(total, torch.Tensor) else bad)
 
 
 def _deciding() -> Deciding:
