@@ -148,6 +148,29 @@ def _tuple(v, nd: int) -> tuple[int, ...]:
     return v * nd if len(v) == 1 else v
 
 
+def _hashable(v):
+    return tuple(v) if isinstance(v, list | tuple) else v
+
+
+@functools.lru_cache(maxsize=256)
+def _pool_plan(in_shape, out_shape, nd, kernel, stride, padding, dilation):
+    """The padding of a max pooling's input and each kernel offset's strided slice of its
+    candidates (computed once per geometry: a step of a small model pays for no Python
+    arithmetic here)."""
+    kernel = _tuple(kernel, nd)
+    stride = _tuple(stride, nd) if stride not in ((), [], None) else kernel
+    padding, dilation = _tuple(padding, nd), _tuple(dilation, nd)
+    pads: list[int] = []
+    for k in reversed(range(nd)):
+        need = (out_shape[k] - 1) * stride[k] + (kernel[k] - 1) * dilation[k] + 1
+        extra = max(0, need - (in_shape[k] + 2 * padding[k]))
+        pads += [padding[k], padding[k] + extra]
+    indices = tuple((Ellipsis, *(slice(o * d, o * d + s * (n - 1) + 1, s) for o, d, s, n in
+                                 zip(offset, dilation, stride, out_shape, strict=True)))
+                    for offset in itertools.product(*(range(k) for k in kernel)))
+    return pads, indices
+
+
 def pool_margin(x, m, nd: int, kernel, stride, padding, dilation, ceil_mode, dead
                 ) -> torch.Tensor:
     """Max pooling of ``x`` (windows over its last ``nd`` axes) to ``m``: positive unless two
@@ -159,23 +182,14 @@ def pool_margin(x, m, nd: int, kernel, stride, padding, dilation, ceil_mode, dea
     x, m = _plain(x), _plain(m)
     if x.numel() == 0:
         return _positive(x)
-    kernel = _tuple(kernel, nd)
-    stride = _tuple(stride, nd) if stride not in ((), [], None) else kernel
-    padding, dilation = _tuple(padding, nd), _tuple(dilation, nd)
-    out_shape = m.shape[-nd:]
-    pads: list[int] = []
-    for k in reversed(range(nd)):
-        need = (out_shape[k] - 1) * stride[k] + (kernel[k] - 1) * dilation[k] + 1
-        extra = max(0, need - (x.shape[-nd + k] + 2 * padding[k]))
-        pads += [padding[k], padding[k] + extra]
+    pads, indices = _pool_plan(tuple(x.shape[-nd:]), tuple(m.shape[-nd:]), nd,
+                               _hashable(kernel), _hashable(stride), _hashable(padding),
+                               _hashable(dilation))
     xp = F.pad(x, pads, value=-math.inf) if any(pads) else x
-    offsets = list(itertools.product(*(range(k) for k in kernel)))
+    offsets = indices
     below = step = None
-    for offset in offsets:
-        index = [slice(None)] * (xp.ndim - nd) + [
-            slice(o * d, o * d + s * (n - 1) + 1, s)
-            for o, d, s, n in zip(offset, dilation, stride, out_shape, strict=True)]
-        step = torch.sub(m, xp[tuple(index)], out=step)
+    for index in indices:
+        step = torch.sub(m, xp[index], out=step)
         step.sign_()
         if below is None:
             below, step = step, None
