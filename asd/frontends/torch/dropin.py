@@ -10,6 +10,7 @@ is traced (`_compiled`): the native program inline, asd's part an opaque op.
 from __future__ import annotations
 
 import importlib
+import inspect
 import itertools
 import operator
 import weakref
@@ -17,13 +18,15 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+from torch.autograd import forward_ad
 from torch.utils import _pytree as pytree
 
 import asd
+from asd.core.sweep import LazyDirection
 from asd.errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from asd.frontends.torch import native
 from asd.frontends.torch.api import _as_torch_result, _direction, _like, _sweep
-from asd.frontends.torch.convert import _flat_values, _native, _to_numpy
+from asd.frontends.torch.convert import HALF, _flat_values, _native, _to_numpy
 from asd.frontends.torch.importer import TorchProgram, import_program
 
 # ----- what the importer cannot see -----
@@ -218,6 +221,11 @@ def _no_autocast(tensors):
     return torch.autocast(device, enabled=False)
 
 
+def _single(t):
+    """A half-precision tensor in float32 (exactly), anything else as it is."""
+    return t.float() if isinstance(t, torch.Tensor) and t.dtype in HALF else t
+
+
 class _NoNativeForm(Exception):
     """The native program met an operation PyTorch's autograd does not differentiate."""
 
@@ -244,6 +252,7 @@ class _NativeCall:
         self.float_outputs = [d.is_floating_point for d in prog.output_dtypes]
         self.n_saved = sum(self.is_tensor)
         self.n_out = native.n_outputs
+        self._decided = None
         self.verified = False
         """Whether the native program has run once (an operation autograd does not
         differentiate raises then, and the call moves to asd's sweep)."""
@@ -277,6 +286,100 @@ class _NativeCall:
         if finite.device.type == "cpu":
             return native.flag_on_host(margins, finite)
         return bool(native.flag(margins, finite))
+
+    def decided_gradients(self, saved: list, cts) -> list | None:
+        """PyTorch's gradient on the branches first order decides (`native.Deciding`): the
+        decided program run with forward-mode AD along the sweep's direction, then its
+        backward; one per saved tensor. None where first order leaves a tie open, another
+        nonsmooth operation ties, an operation has no forward-mode derivative, or the leaves
+        are in half precision (asd sweeps those in float32): the caller then runs asd's
+        sweep. A random direction without a seed that leaves a tie open is drawn once more
+        (any random direction gives asd's element along it; a fixed seed's is kept)."""
+        program = self.decided_program()
+        if program is None:
+            return None
+        it, sc = iter(saved), iter(self.scalars)
+        flat = [next(it) if is_t else next(sc) for is_t in self.is_tensor]
+        dtypes = {i: flat[i].dtype for i in self.wanted}
+        if any(flat[i].dtype in HALF for i in self.wanted):
+            # asd sweeps a half-precision program in float32 (its element is the float32
+            # program's; ties of the rounded values are not its ties): so does this run
+            flat = [_single(t) for t in flat]
+            upcast = {ph: _single(t) for ph, t in zip(program.names, program.template,
+                                                       strict=True)}
+        elif any(flat[i].dtype not in (torch.float32, torch.float64) for i in self.wanted):
+            return None
+        else:
+            upcast = {}
+        primals = {i: flat[i].detach().requires_grad_() for i in self.wanted}
+        tries = 2 if self.direction is None and self.seed is None else 1
+        for _ in range(tries):
+            with torch.enable_grad(), _no_autocast(saved):
+                res = self._decided_run(program, flat, primals, upcast)
+            if res is not None:
+                break
+        else:
+            return None
+        pairs = [(o, c) for o, c, f in zip(res[:self.n_out], cts, self.float_outputs,
+                                           strict=True)
+                 if f and c is not None and o.requires_grad]
+        got = [None] * len(self.wanted)
+        if pairs:
+            got = torch.autograd.grad([o for o, _ in pairs], [primals[i] for i in self.wanted],
+                                      [c.to(o.dtype) for o, c in pairs], allow_unused=True)
+        grads: list = [None] * self.n_saved
+        for i, j, g in zip(self.wanted, self.wanted_saved, got, strict=True):
+            g = torch.zeros_like(flat[i]) if g is None else g
+            grads[j] = g.to(dtypes[i])
+        return grads
+
+    def _decided_run(self, program, flat: list, primals: dict, upcast: dict):
+        """The decided program's outputs (recorded for the backward) along the direction, or
+        None where something was left undecided or tied elsewhere."""
+        tangents = self._tangents(flat)
+        threshold = native.SMALL * torch.stack([t.abs().amax().float() for t in tangents
+                                                if t.numel()]).amax()
+        names = list(self.prog.tensors())
+        duals = list(flat)
+        with native.Deciding(threshold, self.direction is None) as state, \
+                forward_ad.dual_level():
+            for i, t in zip(self.wanted, tangents, strict=True):
+                duals[i] = forward_ad.make_dual(primals[i], t)
+            by_name = {names[i - self.n_inputs]: duals[i] for i in self.wanted
+                       if i >= self.n_inputs}
+            replace = {**upcast, **{ph: by_name[t] for ph, t in
+                                            self.prog.param_names.items() if t in by_name}}
+            try:
+                res = program.module(*program.flat(duals[:self.n_inputs], replace))
+            except (RuntimeError, NotImplementedError) as e:
+                if "forward AD" not in str(e) and "forward-mode" not in str(e):
+                    raise
+                self._decided = False       # an operation without a forward derivative
+                return None
+        n = self.n_out
+        return None if state.open(res[n + 1:], res[n]) else res
+
+    def decided_program(self):
+        """The decided form of the native program (`native.build` with ``decided``), built
+        once; None where it has none."""
+        if self._decided is None:
+            built = native.build(self.prog, self.native.differentiated, decided=True)
+            self._decided = built if not isinstance(built, str) else False
+        return self._decided or None
+
+    def _tangents(self, flat: list) -> list:
+        """The sweep's direction at the wanted leaves, as asd's sweep draws it: the given
+        ``direction`` (zero where it names no leaf), else the seed's normals (`LazyDirection`,
+        one stream per wanted leaf, in the same order)."""
+        leaves = [flat[i].detach() for i in self.wanted]
+        if self.direction is not None:
+            names = list(self.prog.tensors())
+            keys = [i if i < self.n_inputs else names[i - self.n_inputs] for i in self.wanted]
+            return [self.direction[k].to(dtype=x.dtype, device=x.device) if k in self.direction
+                    else torch.zeros_like(x) for k, x in zip(keys, leaves, strict=True)]
+        draw = LazyDirection(self.seed, [tuple(x.shape) for x in leaves],
+                             [x.dtype for x in leaves], leaves)
+        return [draw.leaf(i) for i in range(len(leaves))]
 
     def gradients(self, saved: list, cts) -> list:
         """asd's gradient at the saved leaves and tensors: one per saved tensor (None where
@@ -347,10 +450,17 @@ class _Correct(torch.autograd.Function):
         create_graph = torch.is_grad_enabled()
         if not create_graph and not call.tied(ctx.test):
             return (None, None, *cts, *([None] * call.n_saved))
-        grads = _asd_gradients(call, saved, cts)
+        grads = None if create_graph else _decided_gradients(call, saved, cts)
+        if grads is None:
+            grads = _asd_gradients(call, saved, cts)
         if create_graph:        # the gradient will be differentiated: asd's, first order only
             grads = _first_order_only(grads, call.prog.label)
         return (None, None, *([None] * call.n_out), *grads)
+
+
+# Function.apply binds default arguments through inspect.signature at every call when
+# setup_context is defined (~0.1 ms, a tenth of a small model's step): computed once here
+_Correct.forward.__signature__ = inspect.signature(_Correct.forward)
 
 
 def _under_torch_func(call: _NativeCall, test, cts) -> tuple:
@@ -370,6 +480,13 @@ def _under_torch_func(call: _NativeCall, test, cts) -> tuple:
             "the transform): call the drop-in outside torch.func (loss.backward() or "
             "torch.autograd.grad) for this point.")
     return (None, None, *cts, *([None] * call.n_saved))
+
+
+@torch.compiler.disable(recursive=True)
+def _decided_gradients(call: _NativeCall, saved: list, cts) -> list | None:
+    """PyTorch's gradient on the branches first order decides where a tie matters, or
+    None where it cannot decide them all (`_NativeCall.decided_gradients`)."""
+    return call.decided_gradients(saved, cts)
 
 
 @torch.compiler.disable(recursive=True)

@@ -35,6 +35,7 @@ gradient passes through them, whatever their branches.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import operator
@@ -147,6 +148,29 @@ def _tuple(v, nd: int) -> tuple[int, ...]:
     return v * nd if len(v) == 1 else v
 
 
+def _hashable(v):
+    return tuple(v) if isinstance(v, list | tuple) else v
+
+
+@functools.lru_cache(maxsize=256)
+def _pool_plan(in_shape, out_shape, nd, kernel, stride, padding, dilation):
+    """The padding of a max pooling's input and each kernel offset's strided slice of its
+    candidates (computed once per geometry: a step of a small model pays for no Python
+    arithmetic here)."""
+    kernel = _tuple(kernel, nd)
+    stride = _tuple(stride, nd) if stride not in ((), [], None) else kernel
+    padding, dilation = _tuple(padding, nd), _tuple(dilation, nd)
+    pads: list[int] = []
+    for k in reversed(range(nd)):
+        need = (out_shape[k] - 1) * stride[k] + (kernel[k] - 1) * dilation[k] + 1
+        extra = max(0, need - (in_shape[k] + 2 * padding[k]))
+        pads += [padding[k], padding[k] + extra]
+    indices = tuple((Ellipsis, *(slice(o * d, o * d + s * (n - 1) + 1, s) for o, d, s, n in
+                                 zip(offset, dilation, stride, out_shape, strict=True)))
+                    for offset in itertools.product(*(range(k) for k in kernel)))
+    return pads, indices
+
+
 def pool_margin(x, m, nd: int, kernel, stride, padding, dilation, ceil_mode, dead
                 ) -> torch.Tensor:
     """Max pooling of ``x`` (windows over its last ``nd`` axes) to ``m``: positive unless two
@@ -158,23 +182,14 @@ def pool_margin(x, m, nd: int, kernel, stride, padding, dilation, ceil_mode, dea
     x, m = _plain(x), _plain(m)
     if x.numel() == 0:
         return _positive(x)
-    kernel = _tuple(kernel, nd)
-    stride = _tuple(stride, nd) if stride not in ((), [], None) else kernel
-    padding, dilation = _tuple(padding, nd), _tuple(dilation, nd)
-    out_shape = m.shape[-nd:]
-    pads: list[int] = []
-    for k in reversed(range(nd)):
-        need = (out_shape[k] - 1) * stride[k] + (kernel[k] - 1) * dilation[k] + 1
-        extra = max(0, need - (x.shape[-nd + k] + 2 * padding[k]))
-        pads += [padding[k], padding[k] + extra]
+    pads, indices = _pool_plan(tuple(x.shape[-nd:]), tuple(m.shape[-nd:]), nd,
+                               _hashable(kernel), _hashable(stride), _hashable(padding),
+                               _hashable(dilation))
     xp = F.pad(x, pads, value=-math.inf) if any(pads) else x
-    offsets = list(itertools.product(*(range(k) for k in kernel)))
+    offsets = indices
     below = step = None
-    for offset in offsets:
-        index = [slice(None)] * (xp.ndim - nd) + [
-            slice(o * d, o * d + s * (n - 1) + 1, s)
-            for o, d, s, n in zip(offset, dilation, stride, out_shape, strict=True)]
-        step = torch.sub(m, xp[tuple(index)], out=step)
+    for index in indices:
+        step = torch.sub(m, xp[index], out=step)
         step.sign_()
         if below is None:
             below, step = step, None
@@ -297,10 +312,28 @@ def _bounds(call, x, *bounds) -> list:
     return [call(off_value, (x, b)) for b in bounds if b is not None]
 
 
-def flag_for(node, graph: torch.fx.Graph, flagged_relus: set) -> list:
+def _decide(node, flagged_relus: set) -> bool:
+    """In a decided program: replace ``node`` by its decided form where it has one (a relu,
+    a 2-d max pooling whose indices are not read), so that its ties need no margin."""
+    name = _name(node)
+    if name == "relu":
+        node.target = decided_relu
+        flagged_relus.add(node.name)
+        return True
+    if name == "max_pool2d":
+        a0 = node.args[0]
+        dead = isinstance(a0, torch.fx.Node) and a0.target is decided_relu
+        node.target = decided_max_pool2d
+        node.kwargs = {**node.kwargs, "dead": dead}
+        return True
+    return False
+
+
+def flag_for(node, graph: torch.fx.Graph, flagged_relus: set, decided: bool = False) -> list:
     """Insert (after ``node``) the nodes computing the margins of ``node``'s ties that may
     matter; return them (none for a smooth operation). Raises `NotNative` for an operation
-    with neither."""
+    with neither. With ``decided``, a relu or 2-d max pooling becomes its decided form
+    (`decided_relu`, `decided_max_pool2d`) instead, which counts what it cannot decide."""
     name = _name(node)
     call = graph.call_function
     a0 = node.args[0] if node.args else None
@@ -308,6 +341,8 @@ def flag_for(node, graph: torch.fx.Graph, flagged_relus: set) -> list:
         return []
     if name in ALWAYS_SWEPT:
         return [call(always, (a0,))]
+    if decided and _decide(node, flagged_relus):
+        return []
     if name in ("relu", "abs", "sign", "leaky_relu", "elu"):
         if name == "relu":
             flagged_relus.add(node.name)
@@ -404,7 +439,7 @@ class NativeProgram:
     `template` holds the program's own tensors (parameters, buffers, constants: their
     identities are part of the program's cache key), with the user inputs at `positions`."""
 
-    def __init__(self, prog, differentiated: frozenset):
+    def __init__(self, prog, differentiated: frozenset, decided: bool = False):
         src = prog.exported.graph_module.graph
         self.prog = prog
         graph = torch.fx.Graph()
@@ -431,11 +466,12 @@ class NativeProgram:
             if node.name in prog.point_nodes:
                 continue                      # locally constant (an isnan test)
             live.add(node.name)
-            margins += flag_for(new, graph, flagged_relus)
+            margins += flag_for(new, graph, flagged_relus, decided)
         by_name = {n.name: n for n in src.nodes}
         user = [env[by_name[name]] for name in prog.outputs]
         graph.output((*user, graph.call_function(total, tuple(user)), *margins))
         self.module = torch.fx.GraphModule(torch.nn.Module(), graph)
+        self.differentiated, self.decided = differentiated, decided
         self.n_outputs = len(user)
         self.n_margins = len(margins)
         sources = prog.sources()
@@ -463,9 +499,228 @@ class NativeProgram:
         return flat
 
 
-def build(prog, differentiated: frozenset) -> NativeProgram | str:
-    """The native form of ``prog`` for these differentiated placeholders, or why it has none."""
+def build(prog, differentiated: frozenset, decided: bool = False) -> NativeProgram | str:
+    """The native form of ``prog`` for these differentiated placeholders (its decided form
+    with ``decided``), or why it has none."""
     try:
-        return NativeProgram(prog, differentiated)
+        return NativeProgram(prog, differentiated, decided)
     except NotNative as e:
         return f"{e} on the differentiated path has no native form"
+
+
+# ----- ties decided at first order: PyTorch's kernels on the decided branches -----
+#
+# Where a margin flags a tie, the decided program (`NativeProgram(..., decided=True)`) runs
+# the graph once more with forward-mode AD along the sweep's direction ``v`` (dual tensors:
+# each operation's own tangent formula) and its relus and 2-d max poolings replaced by
+# `decided_relu` / `decided_max_pool2d`: each tied entry takes the side its tangent along
+# ``v`` fixes, as the staged sweep decides (`asd.core.ties.staged_sign` at level 0: a tangent
+# counts only above ``SMALL`` times the direction's largest entry), and PyTorch's backward
+# then differentiates the decided branches with its own kernels (proofs/README.md, "Ties
+# decided at first order"). An entry first order cannot decide is counted (`Deciding`): the
+# call then goes to asd's full sweep, which decides it exactly.
+
+SMALL = 2.0 ** -20
+"""The staged sweep's threshold (`asd.core.ties.SMALL`): tangents at most ``SMALL`` times the
+direction's largest entry do not decide."""
+
+
+class Deciding:
+    """The state of one decided run: the threshold of a clear tangent and the undecided
+    counts (0-d tensors, no synchronisation) of the decided operations."""
+
+    current: Deciding | None = None
+
+    def __init__(self, threshold: torch.Tensor, random: bool):
+        self.threshold = threshold
+        self.random = random
+        """Whether the direction was drawn at random: then a tied quantity whose tangent is
+        exactly 0 has a zero composite linearization almost surely (a nonzero linear form
+        vanishes on a null set), so either side gives the same gradient (the staged sweep's
+        rule at its last, random, level)."""
+        self.undecided: list[torch.Tensor] = []
+
+    def __enter__(self):
+        self.outer, Deciding.current = Deciding.current, self
+        return self
+
+    def __exit__(self, *exc):
+        Deciding.current = self.outer
+
+    def count(self, mask: torch.Tensor) -> None:
+        self.undecided.append(mask.sum())
+
+    def total(self) -> torch.Tensor | int:
+        """The number of undecided entries, a 0-d tensor on the device (0 when nothing was
+        decided)."""
+        if not self.undecided:
+            return 0
+        return self.undecided[0] if len(self.undecided) == 1 else \
+            torch.stack(self.undecided).sum()
+
+    def open(self, margins: Sequence, finite: torch.Tensor) -> bool:
+        """Whether the run left something open: an undecided entry, a tie of another
+        nonsmooth operation (``margins``) or a non-finite output; one host read."""
+        total = self.total()
+        if finite.device.type == "cpu":
+            return bool(isinstance(total, torch.Tensor) and total.item()) or \
+                flag_on_host(margins, finite)
+        bad = flag(margins, finite)
+        return bool(bad | (total > 0) if isinstance(total, torch.Tensor) else bad)
+
+
+def _deciding() -> Deciding:
+    if Deciding.current is None:
+        raise RuntimeError("a decided operation ran outside a decided program")
+    return Deciding.current
+
+
+class _DecidedRelu(torch.autograd.Function):
+    """``relu`` whose derivative at 0 is the side the tangent picks: ``x > 0``, or ``x == 0``
+    with a clearly positive tangent. Needs forward-mode AD (the tangent is its input's)."""
+
+    @staticmethod
+    def forward(x):
+        return torch.relu(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        (x,) = inputs
+        ctx.save_for_forward(x)
+        ctx.mask = None
+
+    @staticmethod
+    def jvp(ctx, x_t):
+        (x,) = ctx.saved_tensors
+        state = _deciding()
+        tie = x == 0
+        # the tangent at a tie (inf elsewhere): undecided where it is not clearly nonzero
+        at_tie = torch.where(tie, torch.abs(x_t), math.inf)
+        small = at_tie <= state.threshold
+        state.count(small & (at_tie != 0) if state.random else small)
+        # x > 0 off ties, x_t > threshold at them (a - b > 0 exactly where a > b)
+        ctx.mask = torch.where(tie, x_t - state.threshold, x) > 0
+        return torch.where(ctx.mask, x_t, torch.zeros((), dtype=x_t.dtype, device=x_t.device))
+
+    @staticmethod
+    def backward(ctx, ct):
+        mask = ctx.mask
+        if mask is None:                  # no tangent reached it: no tie was decided
+            raise RuntimeError("decided_relu was differentiated without its tangent")
+        return torch.where(mask, ct, torch.zeros((), dtype=ct.dtype, device=ct.device))
+
+
+def decided_relu(x):
+    """`_DecidedRelu` (an fx graph target)."""
+    return _DecidedRelu.apply(x)
+
+
+def _padded(x, fill, kernel, stride, padding, dilation, out_shape):
+    """``x`` padded with ``fill`` on its last two axes (and, for ceil mode, to the last
+    window), so that each kernel offset's candidates are one strided slice."""
+    pads: list[int] = []
+    for k in (1, 0):
+        need = (out_shape[k] - 1) * stride[k] + (kernel[k] - 1) * dilation[k] + 1
+        extra = max(0, need - (x.shape[-2 + k] + 2 * padding[k]))
+        pads += [padding[k], padding[k] + extra]
+    return F.pad(x, pads, value=fill) if any(pads) else x
+
+
+def _offsets(kernel, stride, dilation, out_shape):
+    """Per kernel offset: the index of its candidates' strided slice, and (through
+    `_places`) their flat positions in the unpadded input."""
+    for oh, ow in itertools.product(range(kernel[0]), range(kernel[1])):
+        yield (oh, ow), (..., slice(oh * dilation[0], oh * dilation[0] + stride[0] * (
+            out_shape[0] - 1) + 1, stride[0]), slice(ow * dilation[1], ow * dilation[1]
+                                                     + stride[1] * (out_shape[1] - 1) + 1,
+                                                     stride[1]))
+
+
+@functools.lru_cache(maxsize=64)
+def _places(w, device, offset, stride, padding, dilation, out_shape):
+    """The flat input positions ``(Ho, Wo)`` (int64) of one kernel offset's candidates."""
+    rows = torch.arange(out_shape[0], device=device) * stride[0] + offset[0] * dilation[0] \
+        - padding[0]
+    cols = torch.arange(out_shape[1], device=device) * stride[1] + offset[1] * dilation[1] \
+        - padding[1]
+    return rows[:, None] * w + cols[None, :]
+
+
+class _DecidedPool(torch.autograd.Function):
+    """2-d max pooling whose winner in a tied window is the lexicographic maximum of
+    (value, tangent): candidates whose tangents are within the threshold of the best are a
+    first-order tie, counted undecided unless ``dead`` (the input is a decided relu's output)
+    and they are all dead units (value 0, tangent 0: zero gradient rows, so any one will do).
+    Its backward is PyTorch's ``max_pool2d_with_indices_backward`` with the decided indices.
+    The windows are read per kernel offset, as strided slices (no unfolded copy)."""
+
+    @staticmethod
+    def forward(x, kernel, stride, padding, dilation, ceil_mode, dead):
+        return F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, *args, dead = inputs
+        ctx.save_for_forward(x, output)
+        ctx.save_for_backward(x)
+        ctx.args, ctx.dead, ctx.indices = args, dead, None
+
+    @staticmethod
+    def jvp(ctx, x_t, *_):
+        x, m = ctx.saved_tensors
+        kernel, stride, padding, dilation = (tuple(a) for a in ctx.args[:4])
+        state = _deciding()
+        out_shape = tuple(m.shape[-2:])
+        geometry = (kernel, stride, padding, dilation, out_shape)
+        xp = _padded(x, -math.inf, *geometry)
+        tp = _padded(x_t, 0.0, *geometry)
+        offsets = list(_offsets(kernel, stride, dilation, out_shape))
+        best = index = None
+        keys = []
+        for offset, at in offsets:          # the lexicographic best, first one on ties
+            key = torch.where(xp[at] == m, tp[at], -math.inf)
+            keys.append(key)
+            place = _places(x.shape[-1], x.device, offset, stride, padding, dilation,
+                            out_shape)
+            if best is None:
+                best, index = key, place.expand(key.shape)
+            else:
+                better = key > best
+                best = torch.where(better, key, best)
+                index = torch.where(better, place, index)
+        low = best - state.threshold
+        exact = unclear = None
+        for key in keys:                    # candidates tied with the best to first order
+            same = key == best
+            near = (key != best) & (key >= low)
+            exact = same.to(torch.int8) if exact is None else exact + same
+            unclear = near if unclear is None else unclear | near
+        if state.random:    # tangents exactly equal: the same linearization, almost surely
+            open_ = unclear
+        else:
+            many = exact > 1
+            if ctx.dead:    # dead units: value 0, tangent 0 (a decided relu's masked entries)
+                many = many & ~((m == 0) & (best == 0))
+            open_ = unclear | many
+        state.count(open_)
+        ctx.indices = index.contiguous()
+        return best     # the winner's tangent (finite: the maximum is some candidate's)
+
+    @staticmethod
+    def backward(ctx, ct):
+        if ctx.indices is None:
+            raise RuntimeError("decided_max_pool2d was differentiated without its tangent")
+        x = ctx.saved_tensors[0]
+        kernel, stride, padding, dilation, ceil_mode = ctx.args
+        g = torch.ops.aten.max_pool2d_with_indices_backward(
+            ct, x, kernel, stride, padding, dilation, ceil_mode, ctx.indices)
+        return g, None, None, None, None, None, None
+
+
+def decided_max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False,
+                       dead=False):
+    """`_DecidedPool` with ``aten.max_pool2d``'s arguments (an fx graph target)."""
+    kernel = _tuple(kernel_size, 2)
+    stride = _tuple(stride, 2) if stride not in ((), [], None) else kernel
+    return _DecidedPool.apply(x, list(kernel), list(stride), list(_tuple(padding, 2)),
+                              list(_tuple(dilation, 2)), bool(ceil_mode), dead)
