@@ -56,14 +56,19 @@ MODELS = {"mlp": (mlp, (6, 12)), "cnn": (cnn, (3, 10, 10, 1)),
 
 def planted(model, point: str) -> None:
     """Plant the ties: ``zero`` zeroes the first layer (every ReLU of it at 0), ``dead``
-    gives it bias -3 (most pooling windows all 0, over ReLUs with negative inputs)."""
+    gives it bias -0.5 (many pooling windows all 0, over ReLUs with negative inputs). The
+    other biases are 0.01, not Keras's 0: a later unit reading only dead units would sit at
+    exactly 0, a tie that does matter."""
+    for layer in model.layers:
+        if getattr(layer, "bias", None) is not None:
+            layer.bias.assign(tf.fill(layer.bias.shape, 0.01))
     first = model.layers[0] if isinstance(model, keras.Sequential) else model.layers[1]
     kernel, bias = first.kernel, first.bias
     if point == "zero":
         kernel.assign(tf.zeros_like(kernel))
         bias.assign(tf.zeros_like(bias))
     elif point == "dead":
-        bias.assign(tf.fill(bias.shape, -3.0))
+        bias.assign(tf.fill(bias.shape, -0.5))
 
 
 def setup(name: str, point: str):
@@ -173,7 +178,8 @@ def test_margins_flag_exactly_the_ties_that_matter():
     assert not tied(lambda x: tf.maximum(x, 1.5), x)
     img = tf.constant([[1.0, 1.0, 0.5, 3.0], [0.0, -2.0, 1.0, 2.0]])[None, :, :, None]
     assert tied(lambda t: tf.nn.max_pool2d(t, 2, 2, "VALID"), img)
-    assert not tied(lambda t: tf.nn.max_pool2d(t, 2, 2, "VALID"), img + [[[[0.0]], [[0.5]]]])
+    apart = tf.constant([[1.0, 1.5, 0.5, 3.0], [0.0, -2.0, 1.0, 2.0]])[None, :, :, None]
+    assert not tied(lambda t: tf.nn.max_pool2d(t, 2, 2, "VALID"), apart)
     dead = tf.constant([[-1.0, -2.0, 0.5, 3.0], [-0.5, -2.0, 1.0, 2.0]])[None, :, :, None]
     assert not tied(lambda t: tf.nn.max_pool2d(tf.nn.relu(t), 2, 2, "VALID"), dead)
     assert tied(lambda x: tf.sqrt(x * x), x)
