@@ -9,13 +9,14 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+from tensorflow.python.eager import record
 
 import asd
 from asd.errors import ArgumentTypeError, UnsupportedError
 from asd.frontends import common
 from asd.frontends.tf import native
 from asd.frontends.tf.importer import (
-    _fingerprint,
+    Guard,
     _identity,
     _shape,
     _signature,
@@ -160,27 +161,35 @@ def _settings():
 
 
 _NATIVE: dict[tuple, Any] = {}
+_GUARDED: dict[tuple, tuple] = {}
+"""Per function and signature: the `Guard` of the last walk, its result, and the function."""
 
 
 def _native_function(fn: Callable, inputs: list):
     """``fn`` instrumented (`native.instrumented`) as a concrete ``tf.function`` for these
     inputs' signature, cached like imported programs (under what the trace can capture, so a
-    changed closure value or attribute retraces); None for a program with no native form."""
-    key = (_identity(fn), _signature(inputs), _fingerprint(fn, {}))
-    if key in _NATIVE:
-        cached = _NATIVE[key]
-        return cached if not isinstance(cached, str) else None
-    if len(_NATIVE) > 64:
-        _NATIVE.clear()
-    specs = [tf.TensorSpec(x.shape, x.dtype) for x in inputs]
-    try:
-        concrete = tf.function(lambda *xs: native.instrumented(fn, xs),
-                               autograph=False).get_concrete_function(*specs)
-    except native.NotNative as e:
-        _NATIVE[(_identity(fn), _signature(inputs), _fingerprint(fn, {}))] = str(e)
-        return None
-    _NATIVE[(_identity(fn), _signature(inputs), _fingerprint(fn, {}))] = concrete
-    return concrete
+    changed closure value or attribute retraces; the walk is paid only when the `Guard` of the
+    last one fails); None for a program with no native form."""
+    head = (_identity(fn), _signature(inputs))
+    last = _GUARDED.get(head)
+    if last is not None and last[0].holds():
+        return last[1]
+    guard = Guard(fn)
+    key = (*head, guard.fingerprint)
+    if key not in _NATIVE:
+        if len(_NATIVE) > 64:
+            _NATIVE.clear()
+        specs = [tf.TensorSpec(x.shape, x.dtype) for x in inputs]
+        try:
+            _NATIVE[key] = tf.function(lambda *xs: native.instrumented(fn, xs),
+                                       autograph=False).get_concrete_function(*specs)
+        except native.NotNative as e:
+            _NATIVE[key] = str(e)
+    found = _NATIVE[key] if not isinstance(_NATIVE[key], str) else None
+    if len(_GUARDED) > 64:
+        _GUARDED.clear()
+    _GUARDED[head] = (Guard(fn), found, fn)   # after the trace: a lazily built model
+    return found
 
 
 def _native_gradients(tape, flat_out, cts, flat_in, variables, fn):
@@ -190,10 +199,11 @@ def _native_gradients(tape, flat_out, cts, flat_in, variables, fn):
     grads = tape.gradient(flat_out, sources, output_gradients=cts)
     grads = [None if not x.dtype.is_floating else g for x, g in zip(
         flat_in, grads[:len(flat_in)], strict=True)] + list(grads[len(flat_in):])
-    present = [i for i, g in enumerate(grads) if g is not None]
-    marked = _first_order_only([grads[i] for i in present], fn, variables)
-    for i, g in zip(present, marked, strict=True):
-        grads[i] = g
+    if record.could_possibly_record():     # a tape that could differentiate them again
+        present = [i for i, g in enumerate(grads) if g is not None]
+        marked = _first_order_only([grads[i] for i in present], fn, variables)
+        for i, g in zip(present, marked, strict=True):
+            grads[i] = g
     grads_in, grads_vars = grads[:len(flat_in)], grads[len(flat_in):]
     return (grads_in, grads_vars) if variables else grads_in
 
