@@ -20,6 +20,7 @@ keras = pytest.importorskip("keras")
 
 import asd.tf  # noqa: E402
 
+import asd  # noqa: E402
 from asd.frontends.tf import dropin, native  # noqa: E402
 
 ULPS = 64
@@ -195,3 +196,59 @@ def test_programs_without_a_native_form_are_swept_every_call():
         y = f(x)
     np.testing.assert_array_equal(tape.gradient(y, x).numpy(), [1.0, 0.0, 2.0])
     assert dropin.PATHS == before        # no native form: neither counter moves
+
+
+def test_a_changed_closure_value_retraces_the_native_program():
+    """The native trace is cached under the importer's fingerprint, checked by a guard: a
+    Python number the trace baked in, changed, retraces (never a stale program)."""
+    scale = 2.0
+    f = asd.tf.function(lambda x: tf.nn.relu(x) * scale)
+    x = tf.constant([1.0, -1.0])
+
+    def grad():
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(f(x))
+        return tape.gradient(y, x).numpy()
+
+    np.testing.assert_array_equal(grad(), [2.0, 0.0])
+    scale = 3.0
+    np.testing.assert_array_equal(grad(), [3.0, 0.0])
+
+
+def test_random_draws_and_variable_writes_are_still_refused():
+    """A layer in training mode has no native form: asd refuses it as before, instead of
+    TensorFlow's gradient being used away from ties and a refusal at them. (The host sweep
+    runs in ``tf.py_function``, which re-raises asd's error as an ``OpError``.)"""
+    f = asd.tf.function(lambda x: tf.reduce_sum(tf.nn.dropout(x, 0.5)))
+    x = tf.constant([1.0, 2.0, 3.0])
+    with pytest.raises((asd.UnsupportedError, tf.errors.OpError), match="random numbers"):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        tape.gradient(y, x)
+
+
+def test_a_compiled_step_through_reductions_and_pooling_is_not_autograph_converted():
+    """Inside a user's ``@tf.function`` (autograph on) the drop-in and its margins are traced
+    as plain Python: a max reduction and a max pooling get their margins, and the step runs
+    at a tie (asd's branch) and away from it (TensorFlow's)."""
+    def fn(x):
+        pooled = tf.nn.max_pool2d(x, 2, 2, "VALID")
+        return tf.reduce_max(pooled, axis=[1, 2, 3]) + tf.reduce_sum(tf.abs(x))
+
+    f = asd.tf.function(fn, seed=0)
+
+    @tf.function
+    def step(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = tf.reduce_sum(f(x))
+        return tape.gradient(y, x)
+
+    x = tf.constant(np.random.default_rng(1).standard_normal((2, 4, 4, 1)), tf.float32)
+    for point in (x, tf.zeros_like(x)):
+        with tf.GradientTape() as tape:
+            tape.watch(point)
+            y = tf.reduce_sum(f(point))
+        close([step(point).numpy()], [tape.gradient(y, point).numpy()], exact=False)

@@ -95,11 +95,13 @@ def _vjp(fn: Callable, seed, inputs, cts, var_handles):
     return grads_in, grads_vars
 
 
+#XX
 def _drop_in(fn: Callable, seed, inputs: list):
     """``fn(*inputs)`` as a ``tf.custom_gradient``: TensorFlow's own gradient where no tie
     matters (`asd.frontends.tf.native`), else `_vjp` on the host. Eagerly the flag is read
     once per call (in the forward); under ``tf.function`` both gradients are graph branches of
-    one ``tf.cond`` on it, so a compiled step traces once and runs without Python."""
+    one ``tf.cond`` on it, so a compiled step traces once and runs without Python. Never
+    converted by autograph (as the importer traces ``fn``: Python control flow stays Python)."""
     eager = tf.executing_eagerly()
     concrete = _native_function(fn, inputs) if eager and _settings().NATIVE_BACKWARD else None
     graph_native = not eager and _settings().NATIVE_BACKWARD

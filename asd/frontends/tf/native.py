@@ -36,7 +36,15 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import tensorflow as tf
 
-from asd.frontends.tf.ops import CALLS, LOCALLY_CONSTANT, _pads, _spatial, _str
+from asd.frontends.tf.ops import (
+    CALLS,
+    LOCALLY_CONSTANT,
+    STATE_UPDATES,
+    _pads,
+    _random,
+    _spatial,
+    _str,
+)
 
 SMOOTH = frozenset({
     # arithmetic and products
@@ -262,6 +270,8 @@ def instrumented(fn: Callable, inputs: Sequence) -> tuple:
     margins: list[tf.Tensor] = []
     dead_relus: set = set()
     for op in ops:
+        if op.type in STATE_UPDATES or _random(op.type):   # asd refuses these: so does this
+            raise NotNative(f"{op.type} (a variable write or a random draw)")
         if op.type == "ReadVariableOp":
             live.update(t.name for t in op.outputs)
             continue
