@@ -95,7 +95,7 @@ def _vjp(fn: Callable, seed, inputs, cts, var_handles):
     return grads_in, grads_vars
 
 
-#XX
+@tf.autograph.experimental.do_not_convert
 def _drop_in(fn: Callable, seed, inputs: list):
     """``fn(*inputs)`` as a ``tf.custom_gradient``: TensorFlow's own gradient where no tie
     matters (`asd.frontends.tf.native`), else `_vjp` on the host. Eagerly the flag is read
