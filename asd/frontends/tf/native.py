@@ -113,6 +113,8 @@ def pool_margin(x, m, axes: tuple[int, ...], kernel, stride, pads, dead: bool) -
     x, m = tf.stop_gradient(x), tf.stop_gradient(m)
     ndim = len(x.shape)
     out = [m.shape[a] for a in axes]
+    if tuple(kernel) == tuple(stride) and not any(p for pair in pads for p in pair):
+        return _tiled_pool_margin(x, m, axes, kernel, out, dead)
     paddings = [[0, 0] for _ in range(ndim)]
     for a, n, k, s, (lo, hi) in zip(axes, out, kernel, stride, pads, strict=True):
         need = (n - 1) * s + k
@@ -131,6 +133,31 @@ def pool_margin(x, m, axes: tuple[int, ...], kernel, stride, pads, dead: bool) -
     if dead:            # m >= 0: windows at 0 move up by K, out of reach of the test
         return _f32(tf.reduce_min(below - k * tf.sign(m))) + 1.5
     return _f32(tf.reduce_min(below)) - (k - 1.5)
+
+
+def _tiled_pool_margin(x, m, axes, kernel, out, dead: bool) -> tf.Tensor:
+    """`pool_margin` for windows that tile the input (stride = kernel, no padding: Keras's
+    default pooling): each pooled axis split into (windows, kernel), the entries equal to
+    their window's maximum counted in one pass; a tie is a count of 2 or more."""
+    index = [slice(None)] * len(x.shape)
+    for a, n, k in zip(axes, out, kernel, strict=True):
+        index[a] = slice(0, n * k)               # 'VALID' drops the last partial window
+    x = x[tuple(index)]
+    split, mb, window = [], [], []
+    for a, n in enumerate(x.shape):
+        if a in axes:
+            k = kernel[axes.index(a)]
+            split += [out[axes.index(a)], k]
+            mb += [out[axes.index(a)], 1]
+            window.append(len(split) - 1)
+        else:
+            split.append(n if n is not None else -1)
+            mb.append(n if n is not None else -1)
+    equal = tf.cast(tf.equal(tf.reshape(x, split), tf.reshape(m, mb)), tf.float32)
+    count = tf.reduce_sum(equal, window)
+    if dead:            # windows whose maximum is 0 over dead relus never count
+        count = count * tf.cast(m > 0, tf.float32)
+    return 1.5 - tf.reduce_max(count)
 
 
 def reduce_margin(x, axes, dead: bool, largest: bool) -> tf.Tensor:
