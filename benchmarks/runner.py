@@ -216,7 +216,8 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
                 progress("JAX models under jax.jit / jax.vmap")
             jax_rows = jax_models.run(quick, reps, warmup, only)
         tf_rows = []
-        if installed("tensorflow") and (only is None or "tf" in only):
+        # Keras rows: in a full run, or asked for (--only tf); the quick smoke run skips them
+        if installed("tensorflow") and ("tf" in only if only else not quick):
             from . import tf_models
 
             if progress:
