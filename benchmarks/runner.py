@@ -215,6 +215,14 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
             if progress:
                 progress("JAX models under jax.jit / jax.vmap")
             jax_rows = jax_models.run(quick, reps, warmup, only)
+        tf_rows = []
+        # Keras rows: in a full run, or asked for (--only tf); the quick smoke run skips them
+        if installed("tensorflow") and ("tf" in only if only else not quick):
+            from . import tf_models
+
+            if progress:
+                progress("Keras models through asd.tf.function")
+            tf_rows = tf_models.run(quick, reps, warmup, only)
     info = machine()
     info["load average (1 min) at start, end"] = [load, os.getloadavg()[0] if load else None]
     targets = evaluate_targets(programs)
@@ -222,6 +230,8 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
         targets += torch_models.targets(models)
     if jax_rows:
         targets += jax_models.targets(jax_rows)
+    if tf_rows:
+        targets += tf_models.targets(tf_rows)
     return {"machine": info,
             "settings": {"quick": quick, "reps": reps, "warmup": warmup, "peers": list(peers),
                          "threads": threads or "unchanged",
@@ -230,6 +240,7 @@ def run(quick: bool = False, reps: int | None = None, peers: tuple[str, ...] = P
                       "tracemalloc (numpy-based contenders only; torch and JAX allocate "
                       "outside it)",
             "programs": programs, "torch_models": models, "jax_models": jax_rows,
+            "tf_models": tf_rows,
             "targets": targets}
 
 

@@ -70,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     report = runner.run(quick=args.quick, reps=args.reps, peers=peers, only=args.only,
                         progress=lambda name: console.log(f"running {name}"),
                         threads=threads)
-    if not report["programs"] and not report["torch_models"] and not report["jax_models"]:
+    if not (report["programs"] or report["torch_models"] or report["jax_models"]
+            or report["tf_models"]):
         print(f"asd bench: no program name contains {args.only!r}", file=sys.stderr)
         return 2
     times, targets = runner.tables(report)
@@ -84,6 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         from asd.benchmarks import jax_models
 
         console.print(jax_models.table(report["jax_models"]))
+    if report["tf_models"]:
+        from asd.benchmarks import tf_models
+
+        console.print(tf_models.table(report["tf_models"]))
     if args.quick:
         # small sizes on a shared machine: the times show it runs, they judge nothing
         console.print("quick mode: small sizes, correctness checks only; time targets are not "
@@ -100,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
             fh.write(runner.markdown(report))
         console.print(f"wrote {args.markdown}")
     failed = [p["name"] for p in report["programs"] + report["torch_models"]
-              + [r for r in report["jax_models"] if r.get("staged")] if not p["check"]["ok"]]
+              + report["tf_models"] + [r for r in report["jax_models"] if r.get("staged")]
+              if not p["check"]["ok"]]
     if failed:
         print(f"asd bench: asd's subgradient disagrees with the reference on {failed}",
               file=sys.stderr)

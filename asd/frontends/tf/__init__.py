@@ -71,5 +71,9 @@ from asd.frontends.tf.dropin import function
 from asd.frontends.tf.importer import TfProgram, import_program, program
 from asd.frontends.tf.ops import OPS
 
-__all__ = ["OPS", "TfProgram", "function", "import_program", "program", "subgrad",
-           "value_and_subgrad"]
+NATIVE_BACKWARD = True
+"""Whether `function` uses TensorFlow's own gradient where no tie matters (`native`); False:
+asd's sweep at every call (the reference the native path is tested against)."""
+
+__all__ = ["NATIVE_BACKWARD", "OPS", "TfProgram", "function", "import_program", "program",
+           "subgrad", "value_and_subgrad"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import linecache
+import operator
 import os
 import types
 from collections.abc import Callable
@@ -474,20 +475,26 @@ _LIBRARIES = ("tensorflow", "keras", "numpy", "asd", "jax", "torch", "scipy", "t
 _DEPTH = 12
 
 
-def _fingerprint(obj, seen: dict, depth: int = 0):
+def _fingerprint(obj, seen: dict, depth: int = 0, guard: list | None = None):
     """A hashable summary of what a trace of ``fn`` can capture from ``obj``: values for Python
-    data, identity, shape and dtype for variables (their values are read on every call)."""
+    data, identity, shape and dtype for variables (their values are read on every call).
+    With ``guard``, every container the walk reads is recorded there (`Guard`)."""
     if isinstance(obj, _LEAVES):
         return (type(obj).__name__, obj)
     if isinstance(obj, np.ndarray | np.generic):
         a = np.ascontiguousarray(obj)
-        return ("array", a.shape, a.dtype.str, hashlib.blake2b(a.tobytes()).hexdigest())
+        digest = hashlib.blake2b(a.tobytes()).hexdigest()
+        if guard is not None and isinstance(obj, np.ndarray):
+            guard.append((_ARRAY, obj, digest))
+        return ("array", a.shape, a.dtype.str, digest)
     if _is_variable(obj):
         var = _tf_variable(obj)
+        if guard is not None:
+            guard.append((_TRAINABLE, var, bool(var.trainable)))
         return ("variable", id(var), tuple(var.shape), var.dtype.name, bool(var.trainable))
     if isinstance(obj, tf.Tensor):
         if hasattr(obj, "numpy") and obj.dtype != tf.resource:
-            return _fingerprint(obj.numpy(), seen, depth)
+            return _fingerprint(obj.numpy(), seen, depth)   # immutable: no guard needed
         return ("tensor", id(obj))
     if isinstance(obj, types.ModuleType):
         return ("module", obj.__name__)
@@ -499,12 +506,18 @@ def _fingerprint(obj, seen: dict, depth: int = 0):
     seen[key] = len(seen)
     if depth > _DEPTH:
         return ("deep", type(obj).__qualname__, key)
-    sub = functools.partial(_fingerprint, seen=seen, depth=depth + 1)
+    sub = functools.partial(_fingerprint, seen=seen, depth=depth + 1, guard=guard)
     if isinstance(obj, list | tuple):
+        if guard is not None and isinstance(obj, list):
+            guard.append((_LIST, obj, tuple(obj)))
         return (type(obj).__name__, tuple(sub(e) for e in obj))
     if isinstance(obj, dict):
+        if guard is not None:
+            guard.append((_DICT, obj, tuple(obj), tuple(obj.values())))
         return ("dict", tuple((repr(k), sub(v)) for k, v in obj.items()))
     if isinstance(obj, set | frozenset):
+        if guard is not None:
+            guard.append((_SET, obj, frozenset(obj)))
         return ("set", tuple(sorted(repr(e) for e in obj)))
     if isinstance(obj, functools.partial):
         return ("partial", sub(obj.func), sub(obj.args), sub(obj.keywords))
@@ -515,8 +528,15 @@ def _fingerprint(obj, seen: dict, depth: int = 0):
     if isinstance(obj, types.FunctionType):
         if (obj.__module__ or "").split(".")[0] in _LIBRARIES:
             return ("library function", key)
+        reached = _reached(obj)
+        if guard is not None:
+            guard.append((_FUNCTION, obj, (obj.__code__, obj.__defaults__, obj.__kwdefaults__),
+                          tuple(value for _, value in reached)))
+            if obj.__kwdefaults__:
+                guard.append((_DICT, obj.__kwdefaults__, tuple(obj.__kwdefaults__),
+                              tuple(obj.__kwdefaults__.values())))
         return ("function", id(obj.__code__), sub(obj.__defaults__), sub(obj.__kwdefaults__),
-                tuple(sub(value) for _, value in _reached(obj)))
+                tuple(sub(value) for _, value in reached))
     if isinstance(obj, types.BuiltinFunctionType | types.CodeType):
         return ("builtin", key)
     state = getattr(obj, "__dict__", None)
@@ -528,8 +548,71 @@ def _fingerprint(obj, seen: dict, depth: int = 0):
     for s in slots:
         if s not in fields and hasattr(obj, s):
             fields[s] = getattr(obj, s)
+    if guard is not None:
+        guard.append((_OBJECT, obj, type(obj), tuple(fields), tuple(fields.values()), slots))
     return ("object", id(type(obj)), tuple((k, sub(v)) for k, v in fields.items()
                                            if not k.startswith("__")))
+
+
+_ARRAY, _TRAINABLE, _LIST, _DICT, _SET, _FUNCTION, _OBJECT = range(7)
+
+
+def _fields(obj, slots) -> dict:
+    fields = dict(getattr(obj, "__dict__", None) or {})
+    for s in slots:
+        if s not in fields and hasattr(obj, s):
+            fields[s] = getattr(obj, s)
+    return fields
+
+
+def _same(a, b: tuple) -> bool:
+    """Whether iterable ``a`` holds the very objects of ``b``, in order."""
+    return all(map(operator.is_, a, b))
+
+
+def _same_dict(d: dict, keys: tuple, values: tuple) -> bool:
+    return len(d) == len(keys) and _same(d.values(), values) and _same(d, keys)
+
+
+def _check(entry) -> bool:
+    """Whether one recorded read of a `_fingerprint` walk still finds the same objects."""
+    kind, obj = entry[0], entry[1]
+    if kind == _OBJECT:
+        if type(obj) is not entry[2]:
+            return False
+        if not entry[5]:
+            return _same_dict(obj.__dict__, entry[3], entry[4])
+        fields = _fields(obj, entry[5])
+        return _same_dict(fields, entry[3], entry[4])
+    if kind == _DICT:
+        return _same_dict(obj, entry[2], entry[3])
+    if kind == _LIST:
+        return len(obj) == len(entry[2]) and _same(obj, entry[2])
+    if kind == _TRAINABLE:
+        return bool(obj.trainable) == entry[2]
+    if kind == _SET:
+        return frozenset(obj) == entry[2]
+    if kind == _FUNCTION:
+        return (_same((obj.__code__, obj.__defaults__, obj.__kwdefaults__), entry[2])
+                and _same([value for _, value in _reached(obj)], entry[3]))
+    return hashlib.blake2b(np.ascontiguousarray(obj).tobytes()).hexdigest() == entry[2]
+
+
+class Guard:
+    """What a `_fingerprint` walk read, by identity: while every container, attribute dict,
+    closure and global it read holds the very objects it found (and arrays their content,
+    variables their ``trainable`` flag), a new walk would give the same fingerprint. The
+    cheap per-call test of a cached trace; a failed check only means "walk again"."""
+
+    __slots__ = ("entries", "fingerprint", "held")
+
+    def __init__(self, fn):
+        self.entries: list = []
+        self.fingerprint = _fingerprint(fn, {}, guard=self.entries)
+        self.held = [e[1] for e in self.entries]      # their ids stay theirs
+
+    def holds(self) -> bool:
+        return all(map(_check, self.entries))
 
 
 # ----- the public functions -----
