@@ -600,3 +600,47 @@ def test_zero_initialised_convolution_is_decided_with_the_full_sweeps_element(as
     assert decided_runs == [True] and not asd_runs
     want, _ = _grads(model, x, _square_loss, False, seed=3)
     _close(got, want, 1e-12)
+
+
+def test_a_seeded_direction_is_drawn_once_for_every_tied_call(monkeypatch, asd_runs,
+                                                              decided_runs):
+    """An integer seed fixes the direction: the decided program draws it (on the host, as
+    asd's sweep does) and moves it to the device once, not on every tied call (on a GPU the
+    draw of a ResNet's worth of normals cost twenty times the step); the gradients of
+    repeated calls stay the full sweep's."""
+    draws = []
+    real = dropin.LazyDirection
+
+    def counting(*args, **kwargs):
+        draws.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dropin, "LazyDirection", counting)
+    torch.manual_seed(1)
+    model = nn.Sequential(nn.Conv2d(1, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.Linear(4 * 3 * 3, 3)).double()
+    with torch.no_grad():
+        model[0].weight.zero_()
+        model[0].bias.zero_()
+    x = torch.randn(2, 1, 8, 8, dtype=torch.float64)
+
+    def calls(native_backward: bool, n: int) -> list:
+        old = asd.torch.NATIVE_BACKWARD
+        asd.torch.NATIVE_BACKWARD = native_backward
+        try:
+            f = asd.torch.function(model, seed=3)
+            grads = []
+            for _ in range(n):
+                model.zero_grad(set_to_none=True)
+                _square_loss(f(x)).backward()
+                grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+            return grads
+        finally:
+            asd.torch.NATIVE_BACKWARD = old
+
+    grads = calls(True, 3)
+    assert decided_runs == [True] * 3 and not asd_runs
+    assert len(draws) == 1
+    (want,) = calls(False, 1)
+    for g in grads:
+        _close(g, want, 1e-12)

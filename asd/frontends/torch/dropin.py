@@ -253,6 +253,7 @@ class _NativeCall:
         self.n_saved = sum(self.is_tensor)
         self.n_out = native.n_outputs
         self._decided = None
+        self._directions: dict = {}
         self.verified = False
         """Whether the native program has run once (an operation autograd does not
         differentiate raises then, and the call moves to asd's sweep)."""
@@ -377,9 +378,19 @@ class _NativeCall:
             keys = [i if i < self.n_inputs else names[i - self.n_inputs] for i in self.wanted]
             return [self.direction[k].to(dtype=x.dtype, device=x.device) if k in self.direction
                     else torch.zeros_like(x) for k, x in zip(keys, leaves, strict=True)]
+        key = (tuple((tuple(x.shape), x.dtype, x.device) for x in leaves)
+               if isinstance(self.seed, int) else None)
+        if key is not None and key in self._directions:
+            return self._directions[key]
         draw = LazyDirection(self.seed, [tuple(x.shape) for x in leaves],
                              [x.dtype for x in leaves], leaves)
-        return [draw.leaf(i) for i in range(len(leaves))]
+        tangents = [draw.leaf(i) for i in range(len(leaves))]
+        if key is not None:
+            # an integer seed fixes the direction: drawn (on the host, as asd's sweep draws
+            # it) and moved to the device once, not every tied call (on a GPU the draw and
+            # the copies cost far more than the step)
+            self._directions = {key: tangents}
+        return tangents
 
     def gradients(self, saved: list, cts) -> list:
         """asd's gradient at the saved leaves and tensors: one per saved tensor (None where
