@@ -340,6 +340,8 @@ def flag_for(node, graph: torch.fx.Graph, flagged_relus: set, decided: bool = Fa
     if name in SMOOTH:
         return []
     if name in ALWAYS_SWEPT:
+        if decided:  # its backward is asd's sweep, never first-order decided kernels
+            raise NotNative(name)
         return [call(always, (a0,))]
     if decided and _decide(node, flagged_relus):
         return []
