@@ -128,7 +128,8 @@ FINDINGS: list[Finding] = [
         "F10", "np.hypot of float32/float16 traced arrays returns float64 (numpy keeps the "
                "dtype)", False, "library/ (hypot rule)",
         lambda c, o: _uses(c, "hypot") and c.dtype != "float64" and o.status == "wrong", (),
-        _case([Op("hypot", (0, 0))], [(), ()], 0.5, 1.0, dtype="float32")),
+        _case([Op("hypot", (0, 0))], [(), ()], 0.5, 1.0, dtype="float32"),
+        fixed=True),
     Finding(
         "F11", "asd.torch.function refuses any program using a view of its input (`x.T`): "
                "ArgumentError 'uses a tensor that requires grad ... cannot see where it is "
