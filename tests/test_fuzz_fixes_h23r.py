@@ -7,6 +7,8 @@ from __future__ import annotations
 import mpmath
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 import asd
 
@@ -70,3 +72,98 @@ def test_f10_hypot_at_the_origin_follows_the_ray(dtype):
     quotient = [mpmath.sqrt((delta * float(v[0])) ** 2 + (delta * float(v[1])) ** 2) / delta]
     norm = float(quotient[0])
     np.testing.assert_allclose(grad, [3.0 / norm, -4.0 / norm], rtol=RTOL[dtype])
+
+
+# ----- F21: mean, average, var and std with numpy's value, bit for bit -----
+
+REDUCTIONS = {
+    "np.mean": lambda x, axis, keepdims, ddof: np.mean(x, axis=axis, keepdims=keepdims),
+    "x.mean": lambda x, axis, keepdims, ddof: x.mean(axis=axis, keepdims=keepdims),
+    "np.average": lambda x, axis, keepdims, ddof: np.average(x, axis=axis, keepdims=keepdims),
+    "np.var": lambda x, axis, keepdims, ddof: np.var(x, axis=axis, keepdims=keepdims,
+                                                     ddof=ddof),
+    "x.var": lambda x, axis, keepdims, ddof: x.var(axis=axis, keepdims=keepdims, ddof=ddof),
+    "np.std": lambda x, axis, keepdims, ddof: np.std(x, axis=axis, keepdims=keepdims,
+                                                     ddof=ddof),
+    "x.std": lambda x, axis, keepdims, ddof: x.std(axis=axis, keepdims=keepdims, ddof=ddof),
+    "weighted": lambda x, axis, keepdims, ddof: np.average(
+        x[0], axis=axis, keepdims=keepdims, weights=x[1] * x[1] + 0.5),
+}
+
+
+@st.composite
+def _reductions(draw):
+    """A reduction, its arguments and a random float32/float64 array for it."""
+    name = draw(st.sampled_from(sorted(REDUCTIONS)))
+    dtype = draw(st.sampled_from((np.float32, np.float64)))
+    shape = draw(st.sampled_from(((5,), (3, 4), (2, 3, 2), (9,), (17, 2))))
+    axis = draw(st.sampled_from([None, 0, -1, *([(0, 1), 1] if len(shape) > 1 else [])]))
+    keepdims = draw(st.booleans())
+    ddof = draw(st.integers(0, 1))
+    full = ((2,) + shape) if name == "weighted" else shape
+    values = draw(st.lists(st.floats(-1e3, 1e3, width=32), min_size=int(np.prod(full)),
+                           max_size=int(np.prod(full))))
+    x = np.array(values, dtype=dtype).reshape(full)
+    return name, x, axis, keepdims, ddof
+
+
+def _mp_gradient(fn, x: np.ndarray) -> np.ndarray:
+    """The gradient of ``sum(fn(x))`` at x's floats, in mpmath (200 bits): the reductions
+    are smooth at these points (std away from zero variance), so mpmath's derivative of the
+    one-variable restriction is exact to far below float64's rounding."""
+    base = np.array([mpmath.mpf(float(e)) for e in x.ravel()], dtype=object)
+    grad = []
+    for i in range(base.size):
+        def along(t, i=i):
+            z = base.copy()
+            z[i] = z[i] + t
+            out = fn(z.reshape(x.shape))
+            return mpmath.fsum(np.ravel(np.asarray(out, dtype=object)))
+        grad.append(float(mpmath.diff(along, 0)))
+    return np.array(grad).reshape(x.shape)
+
+
+def _mp_std(x, axis=None, keepdims=False, ddof=0):
+    """np.std of an object array of mpf (numpy's own std takes no square root of mpf)."""
+    v = np.var(x, axis=axis, keepdims=keepdims, ddof=ddof)
+    return np.vectorize(mpmath.sqrt, otypes=[object])(v) if np.ndim(v) else mpmath.sqrt(v)
+
+
+def _oracle_fn(name, axis, keepdims, ddof):
+    if name.endswith("std"):
+        return lambda z: _mp_std(z, axis, keepdims, ddof)
+    if name == "weighted":
+        return lambda z: np.average(z[0], axis=axis, keepdims=keepdims,
+                                    weights=z[1] * z[1] + mpmath.mpf(0.5))
+    return lambda z: REDUCTIONS[name](z, axis, keepdims, ddof)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True, database=None,
+          suppress_health_check=list(HealthCheck))
+@given(_reductions())
+def test_f21_reductions_are_numpys_bit_for_bit(drawn):
+    """np.mean, x.mean(), np.average (weighted too), np.var, x.var(), np.std, x.std() of
+    float32/float64 arrays over every axis, keepdims, ddof: the value is numpy's bit for
+    bit (dtype included), the gradient of their sum mpmath's within the dtype's rounding."""
+    name, x, axis, keepdims, ddof = drawn
+    fn = REDUCTIONS[name]
+    with np.errstate(all="ignore"):
+        want = fn(x, axis, keepdims, ddof)
+    assume(np.all(np.isfinite(want)))
+    value = asd.directional(lambda x: fn(x, axis, keepdims, ddof))(x, np.ones_like(x))[0]
+    assert np.asarray(value).dtype == np.asarray(want).dtype
+    assert np.array_equal(value, want), (name, value, want)
+    if name.endswith("std"):
+        assume(np.all(np.asarray(want) > 0))
+    grad = asd.subgrad(lambda x: fn(x, axis, keepdims, ddof).sum())(x)
+    exact = _mp_gradient(_oracle_fn(name, axis, keepdims, ddof), x.astype(np.float64))
+    eps = float(np.finfo(x.dtype).eps)
+    scale = np.max(np.abs(exact)) if exact.size else 0.0
+    np.testing.assert_allclose(grad, exact, rtol=64 * eps, atol=64 * eps * scale)
+
+
+def test_f21_mean_of_three_is_numpys():
+    """The finding's own example: ``np.mean([1., 2., 4.])`` is 7/3 rounded once, not
+    ``7 * (1/3)`` (the last bit differs)."""
+    x = np.array([1.0, 2.0, 4.0])
+    assert asd.value_and_subgrad(np.mean)(x)[0] == np.mean(x) != 7.0 * (1.0 / 3.0)
