@@ -222,3 +222,49 @@ def test_the_jax_jump_case_of_the_fuzz_campaign_passes_every_check():
             _, outcomes = frameworks.run_framework_checks(case, "jax")
         assert [o for o in outcomes if o.failed] == []
         assert any(o.check == "jax.function" and o.status == "refused" for o in outcomes)
+
+
+# ----- complex operands of maximum / minimum / clip: a refusal that names the order -----
+
+COMPLEX_ORDER = {
+    "maximum, complex constant": (lambda x: np.maximum(x, 1 + 0j).real.sum(), "maximum"),
+    "maximum, complex traced": (lambda x: np.maximum(x + 1j, 0).real.sum(), "maximum"),
+    "minimum, complex constant": (lambda x: np.minimum(x, 2j).real.sum(), "minimum"),
+    "fmax, numpy complex scalar": (lambda x: np.fmax(x, np.complex64(1)).real.sum(), "maximum"),
+    "clip, complex bound": (lambda x: np.clip(x, 0, 1 + 1j).real.sum(), "clip"),
+}
+
+
+@pytest.mark.parametrize("spelling", COMPLEX_ORDER)
+def test_complex_operands_of_order_primitives_are_refused_by_name(spelling):
+    """numpy returns a number (complex: the lexicographic maximum), so a silent real answer
+    or an unexplained error are both wrong: the refusal is an ArgumentTypeError naming the
+    primitive and numpy's lexicographic order of complex numbers."""
+    fn, name = COMPLEX_ORDER[spelling]
+    with pytest.raises(asd.ArgumentTypeError, match=rf"numpy\.{name} with .*lexicographically"):
+        asd.value_and_subgrad(fn)(np.array([0.5, 2.0]))
+
+
+def test_the_advice_for_complex_order_operands_works():
+    """The advice, ``np.maximum(x, c.real)``: numpy's value's real part, and the gradient is
+    the one-sided difference quotient along each axis, exactly (Fractions; piecewise linear,
+    so a small step is exact away from the kink)."""
+    from fractions import Fraction
+
+    c = 1 + 0j
+    x = np.array([0.5, 2.0, 1.0])
+    value, grad = asd.value_and_subgrad(lambda x: np.maximum(x, c.real).sum(),
+                                        direction=np.ones(3))(x)
+    assert value == np.maximum(x, c).real.sum()
+    step = Fraction(1, 2 ** 20)
+    base = [Fraction(float(e)) for e in x]
+
+    def f(z):
+        return sum(max(e, Fraction(c.real)) for e in z)
+
+    for i in range(3):
+        moved = [b + step * Fraction(1) for b in base]  # along the direction (1, 1, 1) ...
+        along = [b + (step if j == i else 0) for j, b in enumerate(base)]  # ... and e_i
+        assert (f(moved) - f(base)) / step == sum(grad)
+        if x[i] != 1.0:  # off the kink the partial derivative is the quotient along e_i
+            assert (f(along) - f(base)) / step == grad[i]
