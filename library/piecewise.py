@@ -187,8 +187,9 @@ def _real_order(name: str, *operands) -> None:
     if not bad:
         return
     shown = "a traced complex array" if is_traced(bad[0]) else f"the complex constant {bad[0]!r}"
+    call = ", ".join(f"%{x._id}" if is_traced(x) else repr(x) for x in operands if x is not None)
     raise ArgumentTypeError(
-        f"numpy.{name} with {shown}: numpy orders complex numbers lexicographically (real "
+        f"numpy.{name}({call}) with {shown}: numpy orders complex numbers lexicographically (real "
         "part first, then the imaginary part) and returns a complex result; asd differentiates "
         f"real programs, where {name} compares real numbers. Compare the real parts "
         f"(np.{name}(x, c.real) for a constant c: with a zero imaginary part that is the real "
