@@ -269,3 +269,70 @@ def test_the_advice_for_complex_order_operands_works():
         assert (f(moved) - f(base)) / step == sum(grad)
         if x[i] != 1.0:  # off the kink the partial derivative is the quotient along e_i
             assert (f(along) - f(base)) / step == grad[i]
+
+
+# ----- F12: |sinh(x)| against sinh(x) where the ray keeps sinh(x) >= 0: one quantity -----
+
+
+def _count_exact_series(monkeypatch) -> list:
+    """Count the exact series evaluations of tie decisions (`asd.core.ties.input_series`)."""
+    import asd.core.ties as ties
+
+    calls = []
+    real = ties.input_series
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ties, "input_series", counted)
+    return calls
+
+
+def test_f12_repeated_sinh_ties_need_no_exact_series(monkeypatch):
+    """The F12 reproducer: ``maximum(|sinh(x)|, sinh(x))`` tied at x = 0 where the ray moves
+    x up. ``|s| = s`` along the ray (abs's selected piece is the identity), so the two sides
+    are one quantity along every refinement of the ray: decided "equal" with no exact series
+    (it climbed orders 2 ... 64 at two depths, ~0.8 s a call, and ended "flat" with the same
+    sign 0). Every fuzz check passes, the jit's ten calls included."""
+    import warnings
+
+    from tests.fuzz import findings, harness
+
+    case = findings.BY_ID["F12"].reproducer()
+    fn, args = harness.function(case), harness.arguments(case, case.x)
+    calls = _count_exact_series(monkeypatch)
+    r = asd.asd(lambda *a: fn(*a).sum(), seed=case.seed)(*args)
+    assert calls == []
+    assert ("maximum", "equal", 5) in [(d.primitive, d.how, d.count) for d in r.decisions]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected, outcomes = harness.run_checks(case)
+    assert [f"{o.check} {o.status}: {o.detail}" for o in outcomes if o.failed] == []
+
+
+@pytest.mark.parametrize("v", [1.0, -1.0])
+@pytest.mark.parametrize("kink", ["abs", "relu"])
+def test_f12_ray_identities_decide_where_exactly(v, kink):
+    """``where(k(sinh x) > sinh x, 2x, -x)`` at 0 for k = abs, relu: along v > 0 the kink's
+    piece is the identity, the sides are equal along the ray and the condition is false
+    (slope -1 from ``-x``); along v < 0 the kink's piece is not the identity, sinh(x) < 0 <
+    k(sinh x) and the slope is 2. The oracle is the one-sided difference quotient in
+    mpmath at δ = 2**-60 (each branch is linear, so it is the slope exactly)."""
+    kinks = {"abs": (np.abs, abs), "relu": (asd.relu, lambda s: max(s, 0))}
+    knp, kmp = kinks[kink]
+
+    def f(x):
+        s = np.sinh(x)
+        return np.where(knp(s) > s, 2.0 * x, -x).sum()
+
+    def f_mp(x):
+        s = mpmath.sinh(x)
+        return 2 * x if kmp(s) > s else -x
+
+    delta = mpmath.mpf(2) ** -60
+    want = (f_mp(delta * v) - f_mp(mpmath.mpf(0))) / delta
+    value, slope = asd.directional(f)(np.zeros(1), np.array([v]))
+    assert value == 0.0 and slope == float(want)
+    g = asd.subgrad(f, direction=np.array([v]))(np.zeros(1))
+    assert g[0] * v == float(want)

@@ -165,7 +165,8 @@ FINDINGS += [
                Op("sum", (7,), {"axis": None}), Op("add", (10, 11))],
               [(2, 3)] * 11 + [(), (2, 3)], [[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]],
               [[1.0, 3.0, 1.0], [3.0, 3.0, 3.0]], reduce=False, structure="int_array",
-              seed=11005)),
+              seed=11005),
+        fixed=True),
 ]
 
 FINDINGS += [
