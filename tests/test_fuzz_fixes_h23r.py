@@ -307,7 +307,7 @@ def test_f12_repeated_sinh_ties_need_no_exact_series(monkeypatch):
     assert ("maximum", "equal", 5) in [(d.primitive, d.how, d.count) for d in r.decisions]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        expected, outcomes = harness.run_checks(case)
+        _, outcomes = harness.run_checks(case)
     assert [f"{o.check} {o.status}: {o.detail}" for o in outcomes if o.failed] == []
 
 
