@@ -147,7 +147,9 @@ class _Inputs:
                 out = f(*args)
         except Exception as e:
             _cut_cause_cycles(e)
-            if trace is not None:
+            # a raw failure may come from a complex constant: name it; an asd refusal
+            # (complex operands of maximum, say) already names its cause
+            if trace is not None and not isinstance(e, ASDError):
                 arguments.check_real_program(trace)
             if isinstance(e, IndexError | ValueError | TypeError):
                 _raise_explained(e)

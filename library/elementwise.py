@@ -26,6 +26,7 @@ from asd.extend import (
     is_host,
     is_traced,
     namespace,
+    numpy_dtype,
     ray_compare,
     read_value,
     record_jump,
@@ -35,7 +36,7 @@ from asd.extend import (
     to_host,
 )
 
-from .norms import pnorm
+from .norms import pnorm_p, pnorm_rule
 from .piecewise import _only, _operands, absolute, maximum, minimum
 from .smooth import _unary, multiply, stack
 
@@ -90,9 +91,46 @@ def logaddexp2(a, b, **kwargs):
 
 # ----- hypot: the 2-norm of the pair -----
 
+def _hypot_pair_impl(pair):
+    """numpy's own ``hypot`` of the pair's two halves (last axis): its value and dtype, bit
+    for bit (the 2-norm's ``sqrt(a*a + b*b)`` rounds differently, and float32 stays float32)."""
+    if is_host(pair):
+        pair = np.asarray(pair)
+        return np.hypot(pair[..., 0], pair[..., 1])
+    xp = namespace(pair)
+    fn = getattr(xp, "hypot", None)
+    if fn is None:
+        return pnorm_p.impl(pair, p=2.0, axis=(pair.ndim - 1,), keepdims=False)
+    return fn(pair[..., 0], pair[..., 1])
+
+
+hypot_pair_p = Primitive("hypot", _hypot_pair_impl, array_api=True)
+
+
+@hypot_pair_p.defrule
+def hypot_pair_rule(xs, dxs):
+    """The 2-norm's rule over the pair's last axis (its branch at (0, 0) is the gradient at
+    the tangent, or at the exact series' leading term: `pnorm_rule`), with numpy's value."""
+    (pair,) = xs
+    _, lin = pnorm_rule(xs, dxs, p=2.0, axis=(len(pair.shape) - 1,), keepdims=False)
+    return _hypot_pair_impl(pair), lin
+
+
+def _hypot_dtype(a, b) -> np.dtype:
+    """The dtype numpy's hypot gives these operands: Python numbers are weak (a float32
+    array with 2.0 stays float32), arrays and numpy scalars count by their dtype."""
+    def probe(x):
+        if isinstance(x, (bool, int, float)):
+            return x
+        return np.zeros((), numpy_dtype(x) if is_traced(x) else np.result_type(x))
+
+    return np.hypot(probe(a), probe(b)).dtype
+
+
 def hypot(a, b, **kwargs):
-    """``sqrt(a**2 + b**2)``, the 2-norm of each pair: at (0, 0) the gradient of the norm at
-    the tangent, as `asd.pnorm` gives it (Lipschitz, so nothing is refused).
+    """``sqrt(a**2 + b**2)``, the 2-norm of each pair, with numpy's value and dtype: at
+    (0, 0) the gradient of the norm at the tangent, as `asd.pnorm` gives it (Lipschitz, so
+    nothing is refused).
 
     >>> import numpy as np, asd
     >>> asd.subgrad(lambda x: np.hypot(x[0], x[1]), direction=np.array([3.0, -4.0]))(
@@ -101,8 +139,8 @@ def hypot(a, b, **kwargs):
     """
     _no_options("hypot", kwargs)
     shape = np.broadcast_shapes(np.shape(a), np.shape(b))
-    pair = stack([a + np.zeros(shape), b + np.zeros(shape)], axis=-1)
-    return pnorm(pair, 2.0, axis=-1)
+    zeros = np.zeros(shape, _hypot_dtype(a, b))
+    return hypot_pair_p(stack([a + zeros, b + zeros], axis=-1))
 
 
 # ----- arctan2: smooth off the origin, a 2 pi jump across the negative x axis -----

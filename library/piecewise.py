@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from asd.errors import NotLipschitzError, UnsupportedError
+from asd.errors import ArgumentTypeError, NotLipschitzError, UnsupportedError
 from asd.extend import (
     Diagonal,
     FanIn,
@@ -170,9 +170,37 @@ def absolute(x):
     return abs_p(x)
 
 
+def _complex_operand(x) -> bool:
+    """Whether ``x`` (traced, an array, a Python or numpy number) holds complex values."""
+    if x is None:
+        return False
+    if is_traced(x):
+        return numpy_dtype(x.value).kind == "c"
+    return isinstance(x, complex) or np.asarray(x).dtype.kind == "c"
+
+
+def _real_order(name: str, *operands) -> None:
+    """Refuse complex operands of an order primitive (maximum, minimum, clip) by name: numpy
+    orders complex numbers lexicographically (real part, then imaginary part), a comparison
+    that picks a complex number, not a real one a derivative could follow."""
+    bad = [x for x in operands if _complex_operand(x)]
+    if not bad:
+        return
+    shown = "a traced complex array" if is_traced(bad[0]) else f"the complex constant {bad[0]!r}"
+    call = ", ".join(f"%{x._id}" if is_traced(x) else repr(x) for x in operands if x is not None)
+    raise ArgumentTypeError(
+        f"numpy.{name}({call}) with {shown}: numpy orders complex numbers lexicographically (real "
+        "part first, then the imaginary part) and returns a complex result; asd differentiates "
+        f"real programs, where {name} compares real numbers. Compare the real parts "
+        f"(np.{name}(x, c.real) for a constant c: with a zero imaginary part that is the real "
+        "part of numpy's result), or keep a complex quantity as two real arrays (its real and "
+        "imaginary parts).")
+
+
 def maximum(a, b, **kwargs):
     if kwargs:
         raise UnsupportedError(f"numpy.maximum with {', '.join(kwargs)}")
+    _real_order("maximum", a, b)
     if not is_traced(a) and np.ndim(a) == 0 and a == 0 and is_traced(b):
         return relu_p(b)
     if not is_traced(b) and np.ndim(b) == 0 and b == 0 and is_traced(a):
@@ -183,6 +211,7 @@ def maximum(a, b, **kwargs):
 def minimum(a, b, **kwargs):
     if kwargs:
         raise UnsupportedError(f"numpy.minimum with {', '.join(kwargs)}")
+    _real_order("minimum", a, b)
     return minimum_p(a, b)
 
 
@@ -296,6 +325,7 @@ def clip(x, lo=None, hi=None, out=None, **kwargs):
         raise UnsupportedError(f"numpy.clip with {', '.join(extra)}")
     if lo is None and hi is None:
         raise ValueError("clip needs at least one of the bounds lo, hi")
+    _real_order("clip", x, lo, hi)
     if hi is None:
         return maximum(x, lo)
     if lo is None:

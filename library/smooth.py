@@ -55,6 +55,7 @@ from asd.extend import (
     is_host,
     is_traced,
     namespace,
+    numpy_dtype,
     refuse_where,
     register_method,
     register_numpy,
@@ -860,9 +861,47 @@ def sum(x, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
 
 
 def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kwargs):
+    """numpy's mean, bit for bit: the sum (numpy's pairwise one, `sum_p`) divided by the
+    count, a float16 argument summed and divided in float32 and rounded back, ``dtype``
+    the type the sum accumulates in (`numpy_mean_dtype`)."""
+    if out is not None or kwargs:
+        given = ["out"] * (out is not None) + list(kwargs)
+        raise unsupported(f"numpy.mean with {', '.join(given)}")
     shape = np.shape(x)
     count = int(np.prod([shape[a] for a in _axes(axis, len(shape))]))
-    return sum(x, axis=axis, dtype=dtype, out=out, keepdims=keepdims, **kwargs) * (1.0 / count)
+    acc, result = numpy_mean_dtype(x, dtype)
+    total = sum(x if acc == _dtype(x) else astype(x, acc), axis=axis, keepdims=keepdims)
+    avg = divide_by_count(total, count, acc)
+    return avg if result == acc else astype(avg, result)
+
+
+def divide_by_count(total, count: int, dtype):
+    """``total / count`` rounded as numpy rounds it (numpy divides by the integer count in
+    float64 and casts back): by the count in ``dtype`` where it is exact there (a float32 or
+    float16 quotient of exact operands is correctly rounded either way), else in float64."""
+    dtype = np.dtype(dtype)
+    if float(dtype.type(count)) == count:
+        return divide_p(total, np.asarray(count, dtype))
+    wide = divide_p(astype(total, np.float64), np.asarray(count, np.float64))
+    return astype(wide, dtype)
+
+
+def _dtype(x) -> np.dtype:
+    return numpy_dtype(x.value if is_traced(x) else x)
+
+
+def numpy_mean_dtype(x, dtype=None) -> tuple[np.dtype, np.dtype]:
+    """``(accumulation dtype, result dtype)`` of ``numpy.mean(x, dtype=dtype)``: float16 is
+    summed and divided in float32 and rounded back; integers in float64."""
+    own = _dtype(x)
+    if dtype is not None:
+        dtype = np.dtype(dtype)
+        return dtype, dtype
+    if own == np.float16:
+        return np.dtype(np.float32), own
+    if not np.issubdtype(own, np.inexact):
+        return np.dtype(np.float64), np.dtype(np.float64)
+    return own, own
 
 
 def _others_product(x, axes):

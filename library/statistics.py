@@ -37,8 +37,9 @@ from asd.extend import (
 )
 
 from . import smooth
-from .norms import pnorm
+from .norms import pnorm_rule
 from .order import amax, amin, normalize_axes
+from .smooth import WeightedSum
 
 
 def _value(x) -> np.ndarray:
@@ -82,18 +83,40 @@ def _centered(x, axes: tuple):
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
-    """``mean((x - mean x)**2) * n / (n - ddof)`` over ``axis``: a polynomial, smooth everywhere.
+    """``sum((x - mean x)**2) / (n - ddof)`` over ``axis``, with numpy's operations in
+    numpy's order (`_deviations`), so the value is numpy's bit for bit: a polynomial, smooth
+    everywhere.
 
     >>> import numpy as np, asd
     >>> asd.subgrad(lambda x: np.var(x))(np.array([1.0, 2.0, 3.0]))
     array([-0.66666667,  0.        ,  0.66666667])
     """
     _reject("var", out=out, where=where, mean=mean, correction=correction)
+    x, axes, d = _deviations(a, axis, dtype)
+    total = smooth.sum(smooth.multiply(d, d), axis=axes, keepdims=bool(keepdims))
+    return _per_degree(total, _count(np.shape(x), axes) - ddof)
+
+
+def _deviations(a, axis, dtype):
+    """``(x, axes, x - mean x)`` as numpy's var computes them: the mean is the sum divided
+    by the count in the accumulation dtype (a float16 argument stays float16 here, unlike
+    `numpy.mean`), subtracted with keepdims."""
     x = a if dtype is None else smooth.astype(a, dtype)
     axes = normalize_axes(axis, np.ndim(x))
-    d = _centered(x, axes)
-    total = smooth.sum(smooth.multiply(d, d), axis=axes, keepdims=bool(keepdims))
-    return smooth.multiply(total, _inverse(_count(np.shape(x), axes) - ddof, numpy_dtype(x)))
+    dt = np.result_type(numpy_dtype(x.value if is_traced(x) else x), np.float16)
+    x = x if dt == numpy_dtype(x.value if is_traced(x) else x) else smooth.astype(x, dt)
+    total = smooth.sum(x, axis=axes, keepdims=True)
+    mean = smooth.divide_by_count(total, _count(np.shape(x), axes), dt)
+    return x, axes, smooth.subtract(x, mean)
+
+
+def _per_degree(total, n: int):
+    """``total / n`` as numpy divides (``n <= 0``, ddof too large: by ``max(n, 0)``, which
+    gives inf or NaN as numpy does)."""
+    dt = np.result_type(numpy_dtype(total.value if is_traced(total) else total), np.float16)
+    if n > 0:
+        return smooth.divide_by_count(total, n, dt)
+    return smooth.multiply(total, _inverse(n, dt))
 
 
 def _inverse(n, dtype) -> np.ndarray:
@@ -102,9 +125,36 @@ def _inverse(n, dtype) -> np.ndarray:
     return np.asarray(1.0 / n if n > 0 else np.inf, dtype=np.result_type(dtype, np.float16))
 
 
+def _std_impl(d, axes, keepdims, n):
+    """numpy's std of the deviations ``d``: ``sqrt(sum(d * d) / n)``, the same operations
+    in the same order as `numpy.std` (so its value, bit for bit)."""
+    xp = namespace(d)
+    total = xp.sum(d * d, axis=axes, keepdims=keepdims)
+    if n > 0:
+        return xp.sqrt(total / xp.asarray(n, dtype=total.dtype))
+    return xp.sqrt(total * xp.asarray(np.inf, dtype=total.dtype))
+
+
+std_p = Primitive("std", lambda d, axes, keepdims, n: _std_impl(
+    np.asarray(d) if is_host(d) else d, axes, keepdims, n), array_api=True)
+
+
+@std_p.defrule
+def std_rule(xs, dxs, axes, keepdims, n):
+    """The l2 norm's rule of the deviations (`pnorm_rule`: at zero variance the gradient of
+    the norm at the tangent, or at the exact series' leading term) scaled by
+    ``1 / sqrt(n)``, with numpy's value."""
+    (d,) = xs
+    _, lin = pnorm_rule(xs, dxs, p=2.0, axis=axes, keepdims=keepdims)
+    scale = np.sqrt(_inverse(n, numpy_dtype(d)))
+    return std_p.impl(d, axes, keepdims, n), WeightedSum(
+        lin.w * scale, lin.axes, lin.keepdims, lin.in_shape, lin.out_shape)
+
+
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None, mean=None,
         correction=None):
-    """``||x - mean x|| / sqrt(n - ddof)`` over ``axis``, through the l2 norm.
+    """``||x - mean x|| / sqrt(n - ddof)`` over ``axis``, through the l2 norm's rule, with
+    numpy's value (``sqrt(var)``, `std_p`).
 
     At zero variance (all entries equal) the norm's rule gives the limiting gradient along the
     direction ``v``: ``(v - mean v) / (||v - mean v|| sqrt(n - ddof))``.
@@ -114,11 +164,8 @@ def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     array([ 0.5, -0.5])
     """
     _reject("std", out=out, where=where, mean=mean, correction=correction)
-    x = a if dtype is None else smooth.astype(a, dtype)
-    axes = normalize_axes(axis, np.ndim(x))
-    n = _count(np.shape(x), axes) - ddof
-    scale = np.sqrt(_inverse(n, numpy_dtype(x)))
-    return smooth.multiply(pnorm(_centered(x, axes), 2.0, axes, bool(keepdims)), scale)
+    x, axes, d = _deviations(a, axis, dtype)
+    return std_p(d, axes=axes, keepdims=bool(keepdims), n=_count(np.shape(x), axes) - ddof)
 
 
 # ----- weighted averages -----

@@ -128,7 +128,8 @@ FINDINGS: list[Finding] = [
         "F10", "np.hypot of float32/float16 traced arrays returns float64 (numpy keeps the "
                "dtype)", False, "library/ (hypot rule)",
         lambda c, o: _uses(c, "hypot") and c.dtype != "float64" and o.status == "wrong", (),
-        _case([Op("hypot", (0, 0))], [(), ()], 0.5, 1.0, dtype="float32")),
+        _case([Op("hypot", (0, 0))], [(), ()], 0.5, 1.0, dtype="float32"),
+        fixed=True),
     Finding(
         "F11", "asd.torch.function refuses any program using a view of its input (`x.T`): "
                "ArgumentError 'uses a tensor that requires grad ... cannot see where it is "
@@ -164,7 +165,8 @@ FINDINGS += [
                Op("sum", (7,), {"axis": None}), Op("add", (10, 11))],
               [(2, 3)] * 11 + [(), (2, 3)], [[0.0, 1.0, 1.0], [1.0, 0.0, 0.0]],
               [[1.0, 3.0, 1.0], [3.0, 3.0, 3.0]], reduce=False, structure="int_array",
-              seed=11005)),
+              seed=11005),
+        fixed=True),
 ]
 
 FINDINGS += [
@@ -216,7 +218,8 @@ FINDINGS += [
         "library/ (the mean rule)",
         lambda c, o: o.status == "wrong" and o.kind in ("value", "clarke value") and _uses(
             c, *MEANS), (),
-        _case([Op("mean", (0,), {"axis": None})], [(3,), ()], [1.0, 2.0, 4.0], [1.0, 0.0, 0.0])),
+        _case([Op("mean", (0,), {"axis": None})], [(3,), ()], [1.0, 2.0, 4.0], [1.0, 0.0, 0.0]),
+        fixed=True),
 ]
 
 def _missed_jump(c: Case, o: Outcome) -> bool:
@@ -244,6 +247,19 @@ FINDINGS += [
         and _uses(c, "det"), (),
         _case([Op("reshape", (0,), {"shape": (1, 1)}), Op("det", (1,))], [(), (1, 1), ()], 0.0,
               1.0),
+        frameworks=("jax",)),
+]
+
+FINDINGS += [
+    Finding(
+        "F25", "asd.jax.function: the eager pullback (jax.vjp, then the pullback) of "
+               "`sqrt(|x|)` at x = 0 does not return: no refusal (NotLipschitzError) within "
+               "30 s, the process blocks inside JAX's runtime (the reverse rule's host path); "
+               "hidden until F12 was fixed, because F12's matcher took every 'slow' outcome",
+        False, "asd/frontends/jax (_custom_vjp bwd: the host pullback at a refused point)",
+        lambda c, o: o.check.startswith("jax.") and o.status == "slow", (),
+        _case([Op("abs", (0,)), Op("sqrt", (1,))], [(2,), (2,), (2,)], [0.0, 1.0],
+              [1.0, 1.0], reduce=False),
         frameworks=("jax",)),
 ]
 

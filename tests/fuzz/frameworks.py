@@ -130,7 +130,6 @@ def check_function(case: Case, expected: Expect, framework: str) -> list[Outcome
             if framework == "torch":
                 g = frontend("torch").function(fn, seed=seed)
                 y = g(x)
-                _no_number(name, expected)
                 (y * _array(framework, ct)).sum().backward()
                 value, grad = _numpy(y), _numpy(x.grad)
             else:
@@ -138,9 +137,11 @@ def check_function(case: Case, expected: Expect, framework: str) -> list[Outcome
 
                 g = frontend("jax").function(fn, seed=seed)
                 y, pullback = jax.vjp(g, x)
-                _no_number(name, expected)
                 (grad,) = pullback(_array(framework, ct).astype(y.dtype))
                 value, grad = _numpy(y), _numpy(grad)
+        # the forward's value at a jump is the program's own (asd.jax.function refuses in
+        # the pullback, asd.torch.function in the forward): no derivative may come back
+        _no_number(name, expected)
         assert _values_agree(value, own, expected), (
             f"{name} value: asd {value.tolist()} != {framework} {own.tolist()}")
         (d,) = oracle.drawn_direction(seed, [np.shape(case.x)])

@@ -188,10 +188,15 @@ def vjp_leaves(prog, args: tuple, active: Sequence[bool], cts: Sequence, *, seed
                key=None) -> list:
     """``Jᵀ ct`` for the leaves of ``args`` marked ``active`` (flat, in leaf order): the
     reverse rule of `asd.jax.function` inside a transformation. ``cts`` are the output
-    leaves' cotangents."""
+    leaves' cotangents.
+
+    A custom VJP cannot return the ``undecided`` count, and cannot raise on a traced one: where
+    it is not 0 (a jump reaching the output, a refused point, a tie first order leaves open,
+    which the eager sweep refuses or decides exactly) every gradient entry is NaN, never a
+    silently guessed number."""
     _, _, leaves, program = _flat_program(prog, args)
     diff = [x for x, a in zip(leaves, active, strict=True) if a]
     dirs = draw_direction(diff, seed, key)
     _, pullback = value_and_pullback(program, leaves, list(active), dirs, lex_directions(seed))
-    grads, _ = pullback(list(cts))
-    return grads
+    grads, undecided = pullback(list(cts))
+    return [jnp.where(undecided > 0, jnp.asarray(jnp.nan, g.dtype), g) for g in grads]
