@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-
 from asd.library import elementwise as E
 
 from .registry import DiscontinuousProof, LimitProof, SymbolicProof

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import numpy as np
 import sympy as sp
-
 from asd.library import statistics
 
 from .registry import LimitProof, SymbolicProof
