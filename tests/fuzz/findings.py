@@ -189,7 +189,8 @@ FINDINGS += [
         fixed=True),
 ]
 
-MEANS = ("mean", "method_mean", "average", "percentile", "quantile", "np_median", "median")
+MEANS = ("mean", "method_mean", "average", "percentile", "quantile", "np_median", "median",
+         "method_var", "method_std")  # var and std: numpy's mean inside (float16 too)
 
 FINDINGS += [
     Finding(

@@ -1,0 +1,69 @@
+"""Regression tests of the fuzz campaign's findings triaged by h23k (issue 23, campaign seed
+2611): the oracle's own defects (where asd was right) and asd's (tests/fuzz/findings.py F25...).
+
+Every case runs through the fuzz harness, whose oracle is exact along the ray (Fractions) or
+mpmath at numpy's floats; direct tests use the exact one-sided difference quotient.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+import asd
+from tests.fuzz import findings, harness, oracle
+from tests.programs import Op, Program
+
+
+def _case(ops: list[Op], shapes: list[tuple[int, ...]], x, v, *, reduce: bool = True,
+          dtype: str = "float64", structure: str = "array", split: int = 0, seed: int = 0
+          ) -> harness.Case:
+    return harness.Case(Program(tuple(ops), tuple(shapes), reduce), np.array(x, dtype=float),
+                        np.array(v, dtype=float), dtype, structure, split, seed)
+
+
+def _failures(case: harness.Case) -> list[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, outcomes = harness.run_checks(case)
+    return [f"{o.check} {o.status}: {o.detail}" for o in outcomes
+            if o.failed and findings.match(case, o) is None]
+
+
+# ----- the mpmath oracle after a jump the ray leaves (asd was right) -----
+
+FLOOR_ABSORBED = _case(
+    [Op("add_constant", (0,), {"constant": (3.0, 3.0)}), Op("abs", (0,)),
+     Op("add_constant", (2,), {"constant": 1.0}), Op("floor_divide_traced", (1, 3)),
+     Op("multiply", (4, 2)), Op("setitem_view", (3, 3), {"key": slice(0, 1)}),
+     Op("negative", (6,)), Op("cos", (7,)), Op("sum", (5,), {"axis": None}), Op("add", (8, 9))],
+    [(2,)] * 9 + [(), (2,)], [0.0, 0.0], [0.25, 1.0], dtype="float16", structure="namedtuple",
+    split=2, seed=150)
+
+
+def test_the_mpmath_oracle_differentiates_on_the_rays_side_of_a_jump():
+    """``((x + 3) // (|x| + 1)) * |x|`` at 0 (campaign case seed=150): the floor is 3 at the
+    point and 2 along the ray, where the product's slope is ``2 |v|``. The mpmath oracle
+    re-synchronised every primal with numpy's value at the point (3), so it expected
+    ``3 |v|``: asd's 3.704 was right, the oracle's 6.204 wrong."""
+    x, v = np.zeros(2), np.array([0.25, 1.0])
+    program = Program((Op("add_constant", (0,), {"constant": (3.0, 3.0)}), Op("abs", (0,)),
+                       Op("add_constant", (2,), {"constant": 1.0}),
+                       Op("floor_divide_traced", (1, 3)), Op("multiply", (4, 2))),
+                      ((2,),) * 6, True)
+    exact = oracle.exact_oracle(program, x, v)  # Fractions along the ray
+    hybrid = oracle.hybrid_oracle(program, x, v, np.float64)
+    assert float(np.sum(hybrid.derivative)) == float(exact.derivative[()])
+    f = lambda x: np.sum(((x + 3.0) // (np.abs(x) + 1.0)) * np.abs(x))  # noqa: E731
+    assert asd.directional(f)(x, v)[1] == float(exact.derivative[()])
+    assert _failures(FLOOR_ABSORBED) == []
+
+
+def test_var_and_std_value_failures_are_attributed_to_f21():
+    """float16 ``x.std()`` is off numpy's by an ulp (numpy's float32 intermediates): F21's."""
+    case = _case([Op("method_std", (0,), {"axis": None})], [(3,), ()], [0.0, 1.0, 3.0],
+                 [1.0, 0.0, 0.0], dtype="float16")
+    o = harness.Outcome("directional", "wrong", "value: asd 1.0 != numpy 1.001", "value")
+    assert findings.match(case, o) is findings.BY_ID["F21"]
+
