@@ -67,3 +67,26 @@ def test_var_and_std_value_failures_are_attributed_to_f21():
     o = harness.Outcome("directional", "wrong", "value: asd 1.0 != numpy 1.001", "value")
     assert findings.match(case, o) is findings.BY_ID["F21"]
 
+
+
+# ----- F25: a NaN slope of the branch where does not take, read by a tie -----
+
+WHERE_NAN_SORT = _case(
+    [Op("add_constant", (0,), {"constant": (3.0, 0.0, 0.0, 3.0)}), Op("where_nan", (1,)),
+     Op("add_constant", (2,), {"constant": (-2.0, -2.0, -2.0, -2.0)}),
+     Op("partition_kth", (3,), {"axis": -1, "kth": 2})],
+    [(4,), (4,), (4,), (4,), ()], [-1.0, -1.0, -1.0, 0.0], [-1.0, 1.0, -1.0, -1.0])
+
+
+def test_f25_a_tie_reads_no_nan_from_the_branch_not_taken():
+    """``sort(where(x > 0, x * sqrt(x), 0) - 2)`` with two entries tied at -2, both from the
+    constant branch: the tie's exact series is out of reach (sqrt at 2), so the sort read
+    first-order tangents, where ``t * False`` had kept the NaN slope of ``x * sqrt(x)`` at
+    x = -1; ``Fraction(nan)`` then surfaced as a ShapeError ('cannot convert NaN to
+    integer ratio'). A selection now pushes 0 for the branch not taken."""
+    assert _failures(WHERE_NAN_SORT) == []
+    f = lambda x: np.partition(np.where(x > 0, x * np.sqrt(x), 0.0) - 2.0, 2)[2]  # noqa: E731
+    x = np.array([2.0, -1.0, -1.0, 3.0])
+    with np.errstate(invalid="ignore"):
+        value, slope = asd.directional(f)(x, np.array([-1.0, 1.0, -1.0, -1.0]))
+        assert value == f(x) and np.isfinite(slope)

@@ -248,6 +248,23 @@ FINDINGS += [
         frameworks=("jax",)),
 ]
 
+FINDINGS += [
+    Finding(
+        "F25", "a tie whose exact series is out of reach read first-order tangents holding the "
+               "NaN slope of a where's branch not taken (`t * False` is NaN): "
+               "`sort(where(x > 0, x * sqrt(x), 0) - 2)` with entries tied at -2 raised "
+               "ShapeError 'cannot convert NaN to integer ratio'; a selection now pushes 0 for "
+               "the branch not taken", False,
+        "asd/core/linear.py (Diagonal.push of a bool selection)",
+        lambda c, o: "NaN to integer ratio" in o.detail, (),
+        _case([Op("add_constant", (0,), {"constant": (3.0, 0.0, 0.0, 3.0)}),
+               Op("where_nan", (1,)),
+               Op("add_constant", (2,), {"constant": (-2.0, -2.0, -2.0, -2.0)}),
+               Op("partition_kth", (3,), {"axis": -1, "kth": 2})],
+              [(4,), (4,), (4,), (4,), ()], [-1.0, -1.0, -1.0, 0.0], [-1.0, 1.0, -1.0, -1.0]),
+        fixed=True),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
