@@ -265,6 +265,28 @@ FINDINGS += [
         fixed=True),
 ]
 
+FINDINGS += [
+    Finding(
+        "F26", "UndecidedTieError at a `where` (or `where` of `& | ^ ~`) whose condition ties "
+               "flat to first order with an unprovable series, though its branches agree "
+               "there (value and first order along every direction): "
+               "`where(m >= a, m, a)` with `m = median(a[None], 0)`, `a = arctan(|x|) + .75` "
+               "at 0. The side cannot change the result; only a tie whose branches differ "
+               "is refused now", False,
+        "library/piecewise.py (where_cmp_rule / where_logic_rule: strict ray_compare)",
+        lambda c, o: o.status == "bad-refusal" and "UndecidedTieError" in o.kind
+        and _uses(c, "where", "where_logic"), (),
+        _case([Op("abs", (0,)), Op("np_positive", (1,)), Op("arctan", (2,)),
+               Op("add_constant", (3,), {"constant": ((0.75, 1.0),)}),
+               Op("np_median", (4,), {"axis": 0}),
+               Op("multiply_constant", (5,), {"constant": (1.0, 3.0)}),
+               Op("where", (6, 4), {"cmp": ">="}),
+               Op("add_constant", (7,), {"constant": ((0.0, -2.25),)}),
+               Op("np_median", (8,), {"axis": None})],
+              [(1, 2)] * 5 + [(2,), (2,), (1, 2), (1, 2), ()], [[0.0, 0.0]], [[1.0, 1.0]]),
+        fixed=True),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
