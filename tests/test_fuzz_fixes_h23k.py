@@ -90,3 +90,21 @@ def test_f25_a_tie_reads_no_nan_from_the_branch_not_taken():
     with np.errstate(invalid="ignore"):
         value, slope = asd.directional(f)(x, np.array([-1.0, 1.0, -1.0, -1.0]))
         assert value == f(x) and np.isfinite(slope)
+
+
+# ----- F26: a where of a logical tree, flat tie, branches that agree -----
+
+WHERE_LOGIC_FLAT = _case(
+    [Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (1,)),
+     Op("add_constant", (2,), {"constant": (0.0, 0.0, 0.75)}),
+     Op("where_logic", (0, 2, 3, 2, 2, 3), {"cmps": ("<=", "<"), "expr": ("and", 0, 1),
+                                            "spelling": "operators"})],
+    [(3,)] * 5, [-0.5, -1.5, -0.5], [1.0, 1.0, 1.0], dtype="float32", seed=6482)
+
+
+def test_f26_where_logic_decides_a_flat_tie_whose_branches_agree():
+    """``where((x <= s) & (s + c < s), s, s + c)`` with ``s = sinh(x)`` and ``c = (0, 0,
+    .75)``: ``s + 0 < s`` ties flat (sinh's series is irrational, not proven) at the first
+    two entries, where the branches ``s`` and ``s + 0`` agree: either side gives the same
+    number, which the oracle has; asd refused with UndecidedTieError (campaign seed 6482)."""
+    assert _failures(WHERE_LOGIC_FLAT) == []
