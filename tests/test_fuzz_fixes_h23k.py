@@ -108,3 +108,30 @@ def test_f26_where_logic_decides_a_flat_tie_whose_branches_agree():
     two entries, where the branches ``s`` and ``s + 0`` agree: either side gives the same
     number, which the oracle has; asd refused with UndecidedTieError (campaign seed 6482)."""
     assert _failures(WHERE_LOGIC_FLAT) == []
+
+
+# ----- a plain table indexed by a tied argmax: asd's documented refusal (oracle fixed) -----
+
+ARGMAX_TABLE = _case(
+    [Op("add_constant", (0,), {"constant": ((0.0, 0.0, -1.0),)}),
+     Op("argmax_take", (1,), {"table": (2.0, 2.0, 0.75)}), Op("multiply", (2, 2))],
+    [(1, 3), (1, 3), (), ()], [[2.0, 2.0, 2.0]], [[1.0, 3.0, 1.0]], seed=2)
+
+
+def test_a_plain_table_indexed_by_a_tied_argmax_is_refused_as_documented():
+    """``c[np.argmax(x)]`` with the argmax tied at the point: README.md ("Positions as
+    indices") documents the refusal (numpy reads the plain table through ``__index__``, so
+    asd cannot check that the tied positions read equal entries); the oracle expected a
+    number where the entries agree (2.0 and 2.0). The refusal's advice works."""
+    assert _failures(ARGMAX_TABLE) == []
+    table, x, v = np.array([2.0, 2.0, 0.75]), np.array([2.0, 2.0, 1.0]), np.array([1.0, 3.0, 1.0])
+    try:
+        asd.directional(lambda x: table[np.argmax(x)] * x[0])(x, v)
+        raise AssertionError("a tied argmax indexing a plain table was not refused")
+    except asd.NotLipschitzError as e:
+        assert "asd.gather_at(c, i)" in str(e)
+    value, slope = asd.directional(lambda x: asd.gather_at(table, np.argmax(x)) * x[0])(x, v)
+    weighted = Program((Op("multiply_constant", (0,), {"constant": (2.0, 0.0, 0.0)}),),
+                       ((3,), (3,)), True)  # table[0] * x[0], the tie's common entry
+    exact = oracle.exact_oracle(weighted, x, v)
+    assert (value, slope) == (float(exact.value[()]), float(exact.derivative[()]))
