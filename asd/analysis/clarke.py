@@ -537,7 +537,7 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         if radius:
             grads, counts, near = _ball_sample(f, inputs, trace, k, ids, leaf_dirs, dirs,
                                                radius, grads, counts)
-        flat, counts = _distinct(grads, counts)
+        flat, counts = _distinct(_in_leaf_dtypes(grads, inputs.leaves), counts)
         sample = ClarkeSample(np.asarray(traced.value)[()], flat, counts, dirs, shape,
                               ties_of(trace.nodes, resweep.degenerate),
                               ties_of(trace.nodes, trace.ties), radius,
@@ -706,6 +706,21 @@ def _split_leaves(dirs: np.ndarray, leaves: list[np.ndarray]) -> list[np.ndarray
         out.append(dirs[:, start:start + x.size].reshape((len(dirs), *x.shape)).astype(x.dtype))
         start += x.size
     return out
+
+
+def _in_leaf_dtypes(grads: np.ndarray, leaves: list) -> np.ndarray:
+    """The gradients with each numpy leaf's block rounded to that leaf's dtype, as
+    `asd.subgrad` returns them (float32 stays float32): the reverse sweep runs in the
+    output's dtype (float64 where a float64 constant promoted it), so a float32 argument's
+    exact gradient 1 could come back as 1 + 2**-25."""
+    blocks, start = [], 0
+    for x in leaves:
+        n = int(np.prod(np.shape(x), dtype=int))
+        block = grads[:, start:start + n]
+        dtype = np.asarray(x).dtype if backend.is_host(x) else None
+        blocks.append(block.astype(dtype) if dtype is not None and dtype.kind == "f" else block)
+        start += n
+    return np.concatenate(blocks, axis=1) if blocks else grads
 
 
 def _distinct(grads: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
