@@ -135,3 +135,34 @@ def test_a_plain_table_indexed_by_a_tied_argmax_is_refused_as_documented():
                        ((3,), (3,)), True)  # table[0] * x[0], the tie's common entry
     exact = oracle.exact_oracle(weighted, x, v)
     assert (value, slope) == (float(exact.value[()]), float(exact.derivative[()]))
+
+
+# ----- F27: asd.clarke's gradients of float32 arguments came back in float64 -----
+
+CLARKE_FLOAT32 = _case(
+    [Op("step_multiply", (0, 0, 0), {"cmp": ">"}), Op("method_copy", (1,)), Op("tile", (0,)),
+     Op("method_var", (3,), {"axis": None}),
+     Op("add_constant", (2,), {"constant": ((0.0, 0.0), (0.0, 2.0), (0.0, 0.0))}),
+     Op("remainder", (5,), {"c": 2.0}),
+     Op("add_constant", (1,), {"constant": ((0.0, 0.0), (0.0, 0.0), (-0.5, 0.0))}),
+     Op("np_fabs", (7,)), Op("setitem", (7, 2), {"key": slice(None, None, 2)}),
+     Op("sum", (4,), {"axis": None}), Op("add", (9, 10)), Op("sum", (6,), {"axis": None}),
+     Op("add", (11, 12)), Op("sum", (8,), {"axis": None}), Op("add", (13, 14))],
+    [(3, 2), (3, 2), (3, 2), (3, 4), (), (3, 2), (3, 2), (3, 2), (3, 2), (3, 2), (), (3, 2), (),
+     (3, 2), (), (3, 2)], [[0.0, 0.0], [-1.0, 0.0], [-1.0, -1.0]],
+    [[1.0, 1.0], [1.0, 1.0], [1.0, 3.0]], dtype="float32", seed=8)
+
+
+def test_f27_clarke_returns_the_float32_element():
+    """A float32 argument whose program a float64 constant promotes: the reverse sweep runs
+    in float64 over float32-rounded pieces (var's 1/6), so asd.clarke returned
+    1.0000000298 where the exact limiting gradient is 1 and asd.subgrad returns float32 1.0.
+    Its gradients are now rounded to each argument's dtype, as asd.subgrad's."""
+    assert _failures(CLARKE_FLOAT32) == []
+    f = harness.function(CLARKE_FLOAT32)
+    (x,) = harness.arguments(CLARKE_FLOAT32, CLARKE_FLOAT32.x)
+    v = CLARKE_FLOAT32.v
+    sample = asd.clarke(f, 1, directions=v[None])(x)
+    (g,) = sample.gradients
+    assert g.dtype == np.float32
+    np.testing.assert_array_equal(g, asd.subgrad(f, direction=v)(x))

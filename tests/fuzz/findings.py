@@ -287,6 +287,24 @@ FINDINGS += [
         fixed=True),
 ]
 
+FINDINGS += [
+    Finding(
+        "F27", "asd.clarke returned a float32 argument's gradients in float64 where a float64 "
+               "constant promoted the program: the reverse sweep summed float32-rounded "
+               "pieces in float64 (1.0000000298 where the exact gradient, and asd.subgrad's "
+               "float32 result, is 1.0); they are now rounded to each argument's dtype", False,
+        "asd/analysis/clarke.py (gradients not cast to the leaves' dtypes)",
+        lambda c, o: o.check == "clarke" and c.dtype != "float64" and o.status == "wrong"
+        and "0000000" in o.detail, (),
+        _case([Op("tile", (0,)), Op("method_var", (1,), {"axis": None}),
+               Op("add_constant", (0,), {"constant": ((0.0, 0.0), (0.0, 2.0), (0.0, 0.0))}),
+               Op("np_fabs", (3,)), Op("sum", (2,), {"axis": None}), Op("add", (4, 5))],
+              [(3, 2), (3, 4), (), (3, 2), (3, 2), (), (3, 2)],
+              [[0.0, 0.0], [-1.0, 0.0], [-1.0, -1.0]], [[1.0, 1.0], [1.0, 1.0], [1.0, 3.0]],
+              dtype="float32", seed=8),
+        fixed=True),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
