@@ -760,13 +760,14 @@ class _DirectionView:
     """
 
     __slots__ = ("inputs", "nodes", "values", "series_memo", "lex", "lex_leaf", "lins_of",
-                 "lex_tangents")
+                 "lex_tangents", "tangents")
 
     def __init__(self, trace: Trace, inputs: dict[int, np.ndarray], lins_of):
         self.nodes, self.values, self.inputs = trace.nodes, trace.values, inputs
         self.lex, self.lex_leaf, self.lins_of = trace.lex, trace.lex_leaf, lins_of
         self.series_memo: dict = {}
         self.lex_tangents: dict = {}
+        self.tangents: dict = {}
 
     def lex_tangent(self, k: int, level: int) -> np.ndarray:
         """``w_level`` pushed through this direction's group of linearizations."""
@@ -774,8 +775,16 @@ class _DirectionView:
                               self.lex_tangents.setdefault(level, {}))
 
     def tangent(self, k: int) -> np.ndarray:
-        """The given direction at input node ``k`` (the only tangents ``asd.core.ties`` reads)."""
-        return self.inputs[k]
+        """The given direction at input node ``k``; at another node, pushed through this
+        direction's group of linearizations (``asd.core.ties`` reads those where a tie's
+        exact series is out of reach and it falls back to first order)."""
+        if k in self.inputs:
+            return self.inputs[k]
+        return push_direction(self.nodes, self.lins_of, self._seed, k, self.tangents)
+
+    def _seed(self, j: int) -> np.ndarray:
+        """Input node ``j``'s part of the direction (zero for one not differentiated)."""
+        return self.inputs[j] if j in self.inputs else np.zeros(self.nodes[j].shape)
 
 
 class _RowTangent(LazyTangent):
