@@ -305,6 +305,30 @@ FINDINGS += [
         fixed=True),
 ]
 
+FINDINGS += [
+    Finding(
+        "F28", "asd.clarke: raw KeyError from its per-direction view of the trace, which "
+               "knew the direction at the inputs only, where a tie whose exact series is out "
+               "of reach falls back to first order at an inner node (median, where, `%`, "
+               "percentile); the view now pushes the direction through its group's "
+               "linearizations", False,
+        "asd/analysis/clarke.py (_DirectionView.tangent)",
+        lambda c, o: o.check == "clarke" and o.status == "raw" and "KeyError" in o.detail, (),
+        _case([Op("median", (0,), {"axis": -1}),
+               Op("multiply_constant", (1,), {"constant": (3.0, 1.0, -1.0)}),
+               Op("where", (2, 1), {"cmp": ">"}),
+               Op("add_constant", (3,), {"constant": (0.0, -1.0, 0.0)}),
+               Op("remainder", (4,), {"c": 4.0}),
+               Op("add_constant", (5,), {"constant": (-2.0, 0.0, 0.0)}),
+               Op("percentile", (6,), {"axis": None, "q": 0.0}),
+               Op("np_norm", (6,), {"order": 1}), Op("sum", (7,), {"axis": None}),
+               Op("add", (8, 9))],
+              [(3, 2), (3,), (3,), (3,), (3,), (3,), (3,), (), (), (), ()],
+              [[2.0, 0.0], [2.0, 2.0], [2.0, 0.0]], [[0.25, 0.25], [0.25, 0.25], [1.0, 1.0]],
+              seed=172),
+        fixed=True),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
