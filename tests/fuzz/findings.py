@@ -215,8 +215,10 @@ FINDINGS += [
                "sum / n: the value differs from numpy's in the last bit in about a third of "
                "random cases, float64 included (`np.mean([1., 2., 4.])`)", False,
         "library/ (the mean rule)",
-        lambda c, o: o.status == "wrong" and o.kind in ("value", "clarke value") and _uses(
-            c, *MEANS), (),
+        lambda c, o: o.status == "wrong" and _uses(c, *MEANS) and (
+            o.kind in ("value", "clarke value")  # or a jump its last bit moved (var - 2/9)
+            or (_uses(c, "mean", "method_mean", "average", "method_var", "method_std")
+                and _uses(c, *JUMPS))), (),
         _case([Op("mean", (0,), {"axis": None})], [(3,), ()], [1.0, 2.0, 4.0], [1.0, 0.0, 0.0])),
 ]
 
@@ -327,6 +329,40 @@ FINDINGS += [
               [[2.0, 0.0], [2.0, 2.0], [2.0, 0.0]], [[0.25, 0.25], [0.25, 0.25], [1.0, 1.0]],
               seed=172),
         fixed=True),
+]
+
+COMPARISONS_AS_NUMBERS = ("step_multiply", "heaviside")
+
+FINDINGS += [
+    Finding(
+        "F29", "a comparison used as a number whose operands stay equal along the whole ray "
+               "(not near the point) takes the side of a later lexicographic direction, so "
+               "the one-sided derivative is wrong where the program is not locally Lipschitz "
+               "there: `x * (x > flip(x))` at (0, 0) along (1, 1) gives f'(x; v) = 1, but "
+               "`x0 > x1` is false all along the ray, so f = 0 on it and f'(x; v) = 0 (the "
+               "jump is absorbed at the point only: at x + dv its factor is d, so f is "
+               "discontinuous arbitrarily near x). A silent wrong number: asd should refuse "
+               "(NotLipschitzError) where the output's tangent along v differs between the "
+               "jump's sides, or use the value on the ray", False,
+        "library/discontinuous.py (_comparison_rule) / asd/core/sweep.py (jump replay checks "
+        "continuity at the point only)",
+        lambda c, o: o.status == "wrong" and o.check == "directional"
+        and o.kind == "directional derivative" and _uses(c, *COMPARISONS_AS_NUMBERS), (),
+        _case([Op("flip", (0,), {"axis": 0}), Op("step_multiply", (0, 0, 1), {"cmp": ">"})],
+              [(2,), (2,), (2,)], [0.0, 0.0], [1.0, 1.0])),
+    Finding(
+        "F30", "a piecewise-constant op (`%`, `//`, floor, ceil, trunc, rint, sign) on a jump "
+               "whose input is constant near the point is refused when some node above it met "
+               "a tie: `relu(relu(x) - 2) % 2` at 0 (the outer relu is dead, so the input of "
+               "`%` is 0 on a neighbourhood), `ceil(sinh(clip(x, -2, 2)) - c)` at the clip's "
+               "bound. `Trace.settled` (F9's fix) walks the whole cone and gives up at any "
+               "tie, even one cut off by a dead relu or a saturated clip", False,
+        "asd/core/sweep.py (Trace.settled)",
+        lambda c, o: o.status == "bad-refusal" and o.kind.startswith("NotLipschitzError")
+        and "jumps here" in o.detail and _uses(c, *JUMPS), (),
+        _case([Op("relu", (0,)), Op("add_constant", (1,), {"constant": -2.0}),
+               Op("relu", (2,)), Op("remainder", (3,), {"c": 2.0})], [(), (), (), (), ()],
+              0.0, -1.0)),
 ]
 
 BY_ID = {f.id: f for f in FINDINGS}
