@@ -949,6 +949,20 @@ def _into(out: tuple, result, what: str):
     return out[0] if len(outs) == 1 else out
 
 
+def _one_position(trace, k: int) -> bool:
+    """Whether node ``k`` is an argmax, argmin or argsort along an axis of one entry: its
+    value is that entry's position whatever jumps reach its input (a floor's jump below
+    ``argmax`` of a length-1 array), as a compiled replay reads it."""
+    node = trace.nodes[k]
+    if node.prim is None or node.prim.name not in ("argmax", "argmin", "argsort"):
+        return False
+    ref = next((r for r in node.args if type(r) is int), None)
+    if ref is None:
+        return False
+    shape, axis = tuple(trace.nodes[ref].shape), node.params.get("axis")
+    return (int(np.prod(shape, dtype=int)) if axis is None else shape[axis]) == 1
+
+
 class Tracer(Traced):
     """A value in a sweep. Behaves like a read-only numpy array; Python branching on it raises."""
 
@@ -1143,7 +1157,7 @@ class Tracer(Traced):
         trace, k = self._trace, self._id
         if trace.nodes[k].active or np.dtype(self.dtype).kind not in "biu":
             return None
-        jumps = trace.jumps_reaching(k)
+        jumps = [] if _one_position(trace, k) else trace.jumps_reaching(k)
         if jumps:
             j = jumps[0]
             jump = trace.jumps[j]
