@@ -365,6 +365,22 @@ FINDINGS += [
               0.0, -1.0)),
 ]
 
+FINDINGS += [
+    Finding(
+        "F31", "`c[np.argmax(y)]` with `y` of one entry below a jump (`trunc`) was refused as "
+               "'a plain index at a jump', though a position along an axis of one entry cannot "
+               "change; asd.jit's replay returned the number, so compiled and uncompiled "
+               "disagreed (the jit check)", False,
+        "asd/core/tracing.py (Tracer._locally_constant)",
+        lambda c, o: o.check.startswith("jit") and o.status == "wrong"
+        and "from argmax" in o.detail, (),
+        _case([Op("add_constant", (0,), {"constant": (-1.75,)}), Op("np_trunc", (1,)),
+               Op("add_constant", (2,), {"constant": (-0.5,)}),
+               Op("argmax_take", (3,), {"table": (-0.25,)}), Op("multiply", (4, 0))],
+              [(1,), (1,), (1,), (1,), (), (1,)], [0.75], [1.0]),
+        fixed=True),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
