@@ -949,6 +949,19 @@ def _into(out: tuple, result, what: str):
     return out[0] if len(outs) == 1 else out
 
 
+def _masked_caller(frame) -> bool:
+    """Whether numpy's masked-array code converts a traced value (``m - x``, ``m * x`` with
+    a masked constant ``m``: MaskedArray's operators read their operands as arrays)."""
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("numpy.ma"):
+            return True
+        if not (name.startswith("numpy") or frame.f_code.co_filename == __file__):
+            return False
+        frame = frame.f_back
+    return False
+
+
 def _one_position(trace, k: int) -> bool:
     """Whether node ``k`` is an argmax, argmin or argsort along an axis of one entry: its
     value is that entry's position whatever jumps reach its input (a floor's jump below
@@ -1224,6 +1237,10 @@ class Tracer(Traced):
         if framework is not None:
             raise framework_error(self, framework, f"a {FRAMEWORKS[framework][0]} function",
                                   caller)
+        if _masked_caller(sys._getframe(1)):  # `m - x` with a masked constant m
+            from asd.core.arguments import masked_refusal
+            raise masked_refusal(f"a constant combined with traced value {describe_value(self)}"
+                                 f"{user_source_line(sys._getframe(1))}")
         fn, caller = dispatching_numpy_function(sys._getframe(1))
         if fn is None:
             obj, caller = _numpy_object_call(sys._getframe(1))
