@@ -166,3 +166,26 @@ def test_f27_clarke_returns_the_float32_element():
     (g,) = sample.gradients
     assert g.dtype == np.float32
     np.testing.assert_array_equal(g, asd.subgrad(f, direction=v)(x))
+
+
+# ----- F32: a masked constant's operator converting a traced array -----
+
+def test_f32_a_masked_constant_left_of_an_operator_is_refused_as_masked():
+    """``m - x`` with a masked constant ``m``: numpy's MaskedArray operator reads ``x`` as an
+    array; asd refused with a TracerBoolError advising asd.numpy.array, which does not
+    apply. Now the masked-array refusal, whose advice (the data, the mask through where)
+    works: checked against the exact oracle of the rewritten program."""
+    m = np.ma.array([1.0, 2.0], mask=[False, True])
+    x, v = np.array([0.5, 0.25]), np.array([1.0, -1.0])
+    for f in (lambda x: np.sum(m - x), lambda x: np.sum(m * x)):
+        try:
+            asd.value_and_subgrad(f)(x)
+            raise AssertionError("a masked constant combined with a traced array was not refused")
+        except asd.ArgumentTypeError as e:
+            assert "masked array" in str(e) and "np.where(mask" in str(e)
+    mask, data = np.ma.getmaskarray(m), m.data
+    value, slope = asd.directional(lambda x: np.sum(np.where(mask, 0.0, data - x)))(x, v)
+    assert value == float(np.sum(m - x))
+    program = Program((Op("multiply_constant", (0,), {"constant": (-1.0, 0.0)}),),
+                      ((2,), (2,)), True)  # the unmasked entry's -x
+    assert slope == float(oracle.exact_oracle(program, x, v).derivative[()])

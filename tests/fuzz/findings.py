@@ -381,6 +381,21 @@ FINDINGS += [
         fixed=True),
 ]
 
+FINDINGS += [
+    Finding(
+        "F32", "a masked constant on the left of an operator with a traced array (`m - x`, "
+               "`m * x`): MaskedArray's operator converts the traced value, refused as a "
+               "TracerBoolError whose advice (asd.numpy.array) does not apply; now the "
+               "masked-array refusal (ArgumentTypeError) that names the mask and a spelling "
+               "that works", False,
+        "asd/core/tracing.py (Tracer.__array__)",
+        lambda c, o: _uses(c, "dtype_constant") and "TracerBoolError" in o.kind, (),
+        _case([Op("dtype_constant", (0,), {"kind": "masked", "values": (-2.0, 0.5, 0.5),
+                                           "op": "r-"})], [(3,), (3,)], [0.0, 0.0, 0.0],
+              [1.0, 1.0, 1.0]),
+        fixed=True),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
