@@ -189,3 +189,18 @@ def test_f32_a_masked_constant_left_of_an_operator_is_refused_as_masked():
     program = Program((Op("multiply_constant", (0,), {"constant": (-1.0, 0.0)}),),
                       ((2,), (2,)), True)  # the unmasked entry's -x
     assert slope == float(oracle.exact_oracle(program, x, v).derivative[()])
+
+
+# ----- a complex constant made real again by abs: asd's documented refusal -----
+
+COMPLEX_ABS = _case(
+    [Op("dtype_constant", (0,), {"kind": "py_complex", "values": (1 + 0j, 2j), "op": "*"}),
+     Op("abs", (1,))], [(1,), (1,), (1,)], [0.0], [1.0], dtype="float32", structure="tuple",
+    seed=63799)
+
+
+def test_a_complex_constant_is_refused_even_where_abs_makes_the_result_real():
+    """``|x * (1+0j)|``: README.md documents the ArgumentTypeError for a complex constant
+    (named at the node it made complex; nothing truncated); the oracle expected a number
+    because the result is real again."""
+    assert _failures(COMPLEX_ABS) == []

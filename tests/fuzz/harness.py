@@ -293,6 +293,11 @@ DOCUMENTED_REFUSALS: dict[tuple[str, tuple], tuple[tuple[str, ...], str]] = {
     ("setitem_constant", ()): (("TracerBoolError",), "docs/numpy-coverage.md: a traced value "
                                "stored into a plain array is refused (numpy stores the item "
                                "without dispatching, so the write cannot be recorded)"),
+    **{("dtype_constant", (("kind", kind),)): (
+        ("ArgumentTypeError", "OutputError"),
+        "a complex constant makes complex values, which asd refuses wherever they appear "
+        "(README.md: ArgumentTypeError for a complex constant, named at its node), even where a "
+        "later abs makes the result real") for kind in ("complex128", "complex64", "py_complex")},
     ("where_logic", (("spelling", "functions"),)): (
         ("UnsupportedError",), "docs/numpy-coverage.md: logical_and/or/xor/not refused "
                                "(discrete)"),
