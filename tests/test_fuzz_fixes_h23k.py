@@ -204,3 +204,20 @@ def test_a_complex_constant_is_refused_even_where_abs_makes_the_result_real():
     (named at the node it made complex; nothing truncated); the oracle expected a number
     because the result is real again."""
     assert _failures(COMPLEX_ABS) == []
+
+
+# ----- a gather at tied argsort positions of a key clipped at its bound -----
+
+SORTED_BY_CLIPPED = _case(
+    [Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("cosh", (1,)),
+     Op("add_constant", (0,), {"constant": (2.0, 1.0)}), Op("sorted_by", (3, 2), {"axis": 0})],
+    [(2,)] * 5, [2.0, 2.0], [2.0, 2.0], seed=2)
+
+
+def test_a_gather_at_argsort_of_a_key_clipped_at_its_bound_may_be_refused():
+    """``take_along_axis(x + (2, 1), argsort(cosh(clip(x, -2, 2))))`` at (2, 2) along (2, 2):
+    the key is constant along the ray (clipped) but ties at the point and breaks both ways
+    near it, where the gathered values differ: asd refuses the gather as README.md
+    ("Positions as indices") says; the mpmath oracle took the clipped key for a constant
+    and recorded no jump, so it expected a number."""
+    assert _failures(SORTED_BY_CLIPPED) == []

@@ -1106,7 +1106,10 @@ def _exact_argsort_take(a: Any, b: Any, *, axis: int) -> Any:
                           otypes=[object])(b)
     lanes_a = np.moveaxis(base_a, axis, -1).reshape(-1, a.shape[axis])
     lanes_b = np.moveaxis(base_b, axis, -1).reshape(-1, b.shape[axis])
-    lazy = next((e for e in b.flat if _is_lazy(e)), None)
+    # b constant along the ray (a saturated clip) still moves near the point, where its tie
+    # breaks both ways: the jump is recorded on any traced element (asd refuses the gather,
+    # README.md "Positions as indices")
+    lazy = next((e for e in (*b.flat, *a.flat) if _is_lazy(e)), None)
     for la, lb in zip(lanes_a, lanes_b, strict=True):
         for i in range(len(lb)):
             for j in range(i + 1, len(lb)):
