@@ -221,3 +221,23 @@ def test_a_gather_at_argsort_of_a_key_clipped_at_its_bound_may_be_refused():
     ("Positions as indices") says; the mpmath oracle took the clipped key for a constant
     and recorded no jump, so it expected a number."""
     assert _failures(SORTED_BY_CLIPPED) == []
+
+
+# ----- a one-sided derivative past the float range: NonFiniteError is right -----
+
+HUGE_SLOPE = _case(
+    [Op("dtype_constant", (0,), {"kind": "uint64", "values": (2**64 - 1, 5), "op": "*"})],
+    [(1,), (1,)], [0.0], [2.0**1000])
+
+
+def test_a_derivative_past_the_float_range_may_be_refused():
+    """``x * (2**64 - 1)`` along ``2**1000``: f'(x; v) is about 2**1064, past float64's range,
+    so no number can be returned and asd's NonFiniteError (advising a smaller direction) is
+    right; the harness counted it a bad refusal."""
+    assert _failures(HUGE_SLOPE) == []
+    f = harness.function(HUGE_SLOPE)
+    try:
+        asd.directional(f)(*harness.arguments(HUGE_SLOPE, HUGE_SLOPE.x), HUGE_SLOPE.v)
+        raise AssertionError("no refusal of a derivative past the float range")
+    except asd.NonFiniteError as e:
+        assert "smaller direction" in str(e)
