@@ -84,6 +84,11 @@ def undecided_side(e: Any) -> None:
         raise DegenerateTie("a piecewise-constant op's input stays on its jump along the ray")
     if isinstance(e, MpDual) and MpDual.decide_ties and any(e.g):
         raise Undecided("a piecewise-constant op's input stays on its jump along the ray")
+    if isinstance(e, MpDual) and not any(e.g):
+        # flat to first order in every direction (h = x - sin(x) at 0): the side is a
+        # higher order's, which an MpDual does not carry; the value at the point (side 0)
+        # would be a guess, so neither the tangent nor the gradient is decided
+        raise Undecided("a piecewise-constant op's input is flat to first order at its jump")
 
 
 def base_and_side(e: Any) -> tuple[Fraction, int]:
