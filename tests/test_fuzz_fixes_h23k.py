@@ -259,3 +259,18 @@ def test_the_mpmath_oracle_does_not_guess_the_side_of_a_flat_jump():
     expected, _ = harness.timed_expect(STEP_FLAT)
     assert expected is None or expected.hybrid.jacobian is None  # undecided, not guessed
     assert _failures(STEP_FLAT) == []
+
+
+# ----- the mpmath oracle on longdouble values (extended precision) -----
+
+LONGDOUBLE_CLIP = _case(
+    [Op("dtype_constant", (0,), {"kind": "longdouble", "values": (0.1,), "op": "-"}),
+     Op("add", (1, 1)), Op("add_constant", (2,), {"constant": -0.8}),
+     Op("clip", (3,), {"lo": -1.0, "hi": 2.0})], [(1,)] * 5, [0.0], [1.0], seed=50)
+
+
+def test_the_mpmath_oracle_skips_extended_precision_values():
+    """``clip(2 (x - 0.1L) - 0.8, -1, 2)`` at 0: numpy computes in longdouble, where the
+    clipped value is below -1 (slope 0, asd's answer); the oracle's float64 primals rounded
+    it to -1, a tie it decided the other way (slope 2). It now skips such cases."""
+    assert _failures(LONGDOUBLE_CLIP) == []

@@ -543,6 +543,16 @@ def _duals(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     return object_array(flat, np.shape(x))
 
 
+def _beyond_float64(a: np.ndarray) -> bool:
+    """Whether ``a`` holds extended-precision values that float64 does not represent."""
+    a = np.asarray(np.ma.getdata(a))
+    if a.dtype.kind not in "fc" or a.dtype.itemsize <= (8 if a.dtype.kind == "f" else 16):
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.any(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+                           .astype(a.dtype) != a))
+
+
 def _ray_primal(op: Op, ray: list[np.ndarray], out: Any, jumped: bool) -> np.ndarray:
     """numpy's float value of ``op`` on the ray-side primals ``ray``: numpy's own at the
     point, except where ``op`` is piecewise constant and sits on a jump that the ray leaves
@@ -568,6 +578,10 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
     """The mpmath oracle at numpy's own floats (see the module docstring)."""
     xf = np.asarray(x, dtype=dtype)
     primals = float_values(program, xf)
+    if any(_beyond_float64(p) for p in primals):
+        raise Undecided("numpy computes in extended precision here (a longdouble constant) "
+                        "and the mpmath oracle's primals are float64: its ties would be "
+                        "decided on other values than numpy's")
     value = finish(program, primals[-1])
     results: dict[bool, Any] = {}
     scale = mp.mpf(0)
