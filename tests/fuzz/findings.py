@@ -351,18 +351,30 @@ FINDINGS += [
         _case([Op("flip", (0,), {"axis": 0}), Op("step_multiply", (0, 0, 1), {"cmp": ">"})],
               [(2,), (2,), (2,)], [0.0, 0.0], [1.0, 1.0])),
     Finding(
-        "F30", "a piecewise-constant op (`%`, `//`, floor, ceil, trunc, rint, sign) on a jump "
-               "whose input is constant near the point is refused when some node above it met "
-               "a tie: `relu(relu(x) - 2) % 2` at 0 (the outer relu is dead, so the input of "
-               "`%` is 0 on a neighbourhood), `ceil(sinh(clip(x, -2, 2)) - c)` at the clip's "
-               "bound. `Trace.settled` (F9's fix) walks the whole cone and gives up at any "
-               "tie, even one cut off by a dead relu or a saturated clip", False,
+        "F30", "a piecewise-constant op (`%`, `//`, floor, ...) on a jump whose input is 0 "
+               "near the point below a dead relu was refused when a node above the relu met a "
+               "tie: `relu(relu(x) - 2) % 2` at 0. `Trace.settled` (F9's fix) walked the whole "
+               "cone and gave up at any tie; it now stops at a relu off at every entry by its "
+               "values (a jump above it that would switch it on is checked on its own)", False,
         "asd/core/sweep.py (Trace.settled)",
         lambda c, o: o.status == "bad-refusal" and o.kind.startswith("NotLipschitzError")
-        and "jumps here" in o.detail and _uses(c, *JUMPS), (),
+        and "jumps here" in o.detail and _uses(c, "relu") and _uses(c, *JUMPS), (),
         _case([Op("relu", (0,)), Op("add_constant", (1,), {"constant": -2.0}),
                Op("relu", (2,)), Op("remainder", (3,), {"c": 2.0})], [(), (), (), (), ()],
-              0.0, -1.0)),
+              0.0, -1.0),
+        fixed=True),
+    Finding(
+        "F33", "a piecewise-constant op on a jump whose input is held at the jump by a clip "
+               "saturated at its bound (`ceil(sinh(clip(x, -2, 2)) - c)` at x = 2 with "
+               "sinh(2) - c = 3): the input stays at 3 along the ray and never exceeds it near "
+               "the point, so ceil is 3 there, but asd counts both sides of the jump as "
+               "reachable (the clip's tie keeps `Trace.settled` false) and refuses", False,
+        "asd/core/sweep.py (Trace.settled / record_jump's still entries)",
+        lambda c, o: o.status == "bad-refusal" and o.kind.startswith("NotLipschitzError")
+        and "jumps here" in o.detail and _uses(c, *JUMPS), (),
+        _case([Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (1,)),
+               Op("add_constant", (2,), {"constant": (-0.6268604078470186,)}),
+               Op("np_ceil", (3,))], [(1,)] * 5, [2.0], [1.0])),
 ]
 
 FINDINGS += [
