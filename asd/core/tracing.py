@@ -1369,8 +1369,21 @@ class Tracer(Traced):
     round = _method("round")
     conj = conjugate = _method("conjugate")
     copy = _method("copy")
-    real = property(lambda self: self[...])  # a view, as numpy's .real of a real array
-    imag = property(lambda self: np.zeros(self.shape, self.dtype))
+    real = property(lambda self: self._part("real"))  # a view, as numpy's of a real array
+    imag = property(lambda self: self._part("imag"))  # zeros, as numpy's of a real array
+
+    def _part(self, part: str):
+        """numpy's ``.real`` (a view) or ``.imag`` (zeros) of a real traced array. A complex
+        one (a complex constant times a value with no derivative: ``np.ceil(x) * 1j``) is
+        refused, as complex values are wherever they appear: its parts were the complex
+        array itself and zeros, a wrong number."""
+        if np.dtype(self.dtype).kind == "c":
+            raise ArgumentTypeError(
+                f"traced value {describe_value(self)} holds complex values, and its .{part} "
+                f"is read{user_source_line(sys._getframe(2))}; asd differentiates real "
+                "programs. Write the complex arithmetic with real numbers (the real and "
+                "imaginary parts of (a + bj)(c + dj) are a*c - b*d and a*d + b*c).")
+        return self[...] if part == "real" else np.zeros(self.shape, self.dtype)
 
     # the other ndarray methods that are numpy functions with the array first
     var = _function_method(np.var)
