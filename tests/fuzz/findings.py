@@ -408,6 +408,22 @@ FINDINGS += [
         fixed=True),
 ]
 
+FINDINGS += [
+    Finding(
+        "F34", "`.real` / `.imag` of a complex traced value with no derivative "
+               "(`(np.ceil(x) * 1j).imag`: a complex constant times a piecewise-constant "
+               "value is not refused at the product) returned the complex array itself and "
+               "zeros: a wrong value, and a raw TypeError at a later `%`; now refused with "
+               "the complex-values ArgumentTypeError", False,
+        "asd/core/tracing.py (Tracer.real / Tracer.imag)",
+        lambda c, o: _uses(c, "complex_part") and o.status in ("raw", "wrong"), (),
+        _case([Op("np_ceil", (0,)), Op("negative", (1,)),
+               Op("complex_part", (2,), {"c": (0.0, 1.0), "part": "imag",
+                                         "spelling": "method"}),
+               Op("remainder", (3,), {"c": -0.25})], [(2,)] * 5, [0.0, -0.5], [1.0, 1.0]),
+        fixed=True),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
