@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from asd.errors import ArgumentTypeError, NotLipschitzError, UnsupportedError
+from asd.errors import ArgumentTypeError, NotLipschitzError, UndecidedTieError, UnsupportedError
 from asd.extend import (
     Diagonal,
     FanIn,
@@ -616,7 +616,7 @@ def where_cmp_rule(xs, dxs, op):
     if not (dxs[0].is_zero and dxs[1].is_zero):  # the condition moves with the direction
         # the side changes the result unless both sides are the same traced value
         same = _same_node(dxs[2], dxs[3])
-        side = ray_compare(lhs, dxs[0], rhs, dxs[1], record=True, strict=not same)
+        side = _condition_side(lhs, dxs[0], rhs, dxs[1], (a, dxs[2], b, dxs[3]), same)
         tie = xp.broadcast_to(lhs_ == rhs_, out)
         a_b, b_b = xp.broadcast_to(a_, out), xp.broadcast_to(b_, out)
         # a tie that is an equality near x keeps one side there; any other switches sides
@@ -629,6 +629,30 @@ def where_cmp_rule(xs, dxs, op):
         cond = xp.where(tie, OPERATORS[op](side, 0), cond)
     return ans, FanIn(None, None, Diagonal(cond, tuple(np.shape(a)), out),
                       Diagonal(~cond, tuple(np.shape(b)), out))
+
+
+def _condition_side(lhs, dl, rhs, dr, branches: tuple, same: bool):
+    """`ray_compare` of a where's condition ``lhs - rhs``. A tie flat to first order along
+    every direction whose series cannot be proven (`UndecidedTieError` under ``strict``) is
+    refused only where the side changes the result: where the branches ``a``, ``b`` differ
+    there (their own `ray_compare`: in value, first order along ``v, w1, ...`` or series).
+    Where they agree, either side gives the same value and one-sided derivative, and the
+    same gradient almost surely (the contract's ``flat``), so the tie takes side 0 (the
+    condition's value at the point), as one equal near the point does."""
+    if same:  # where(c, x, x): no side changes anything
+        return ray_compare(lhs, dl, rhs, dr, record=True)
+    try:
+        return ray_compare(lhs, dl, rhs, dr, record=True, strict=True)
+    except UndecidedTieError as e:
+        error = e
+    side = ray_compare(lhs, dl, rhs, dr)
+    a, da, b, db = branches
+    differ = ray_compare(a, da, b, db) != 0
+    xp, (lhs_, rhs_) = _operands(lhs, rhs)
+    shape = tuple(np.broadcast_shapes(tuple(side.shape), tuple(differ.shape)))
+    flat = xp.broadcast_to((lhs_ == rhs_) & (side == 0), shape)
+    refuse_where(flat & xp.broadcast_to(differ, shape), lambda: error)
+    return side
 
 
 def _same_node(da, db) -> bool:
@@ -757,7 +781,7 @@ def where_logic_rule(xs, dxs, tree, leaves):
             ray.append(value)
             free.append(None)
             continue
-        side = ray_compare(lhs, dl, rhs, dr, record=True, strict=not same)
+        side = _condition_side(lhs, dl, rhs, dr, (xs[-2], dxs[-2], xs[-1], dxs[-1]), same)
         ray.append(xp.where(tie, OPERATORS[leaf[1]](side, 0), value))
         free.append(tie & (side != 0))
         open_ = tie & (side == 0) if open_ is None else open_ | (tie & (side == 0))

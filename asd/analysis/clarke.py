@@ -537,7 +537,7 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         if radius:
             grads, counts, near = _ball_sample(f, inputs, trace, k, ids, leaf_dirs, dirs,
                                                radius, grads, counts)
-        flat, counts = _distinct(grads, counts)
+        flat, counts = _distinct(_in_leaf_dtypes(grads, inputs.leaves), counts)
         sample = ClarkeSample(np.asarray(traced.value)[()], flat, counts, dirs, shape,
                               ties_of(trace.nodes, resweep.degenerate),
                               ties_of(trace.nodes, trace.ties), radius,
@@ -708,6 +708,21 @@ def _split_leaves(dirs: np.ndarray, leaves: list[np.ndarray]) -> list[np.ndarray
     return out
 
 
+def _in_leaf_dtypes(grads: np.ndarray, leaves: list) -> np.ndarray:
+    """The gradients with each numpy leaf's block rounded to that leaf's dtype, as
+    `asd.subgrad` returns them (float32 stays float32): the reverse sweep runs in the
+    output's dtype (float64 where a float64 constant promoted it), so a float32 argument's
+    exact gradient 1 could come back as 1 + 2**-25."""
+    blocks, start = [], 0
+    for x in leaves:
+        n = int(np.prod(np.shape(x), dtype=int))
+        block = grads[:, start:start + n]
+        dtype = np.asarray(x).dtype if backend.is_host(x) else None
+        blocks.append(block.astype(dtype) if dtype is not None and dtype.kind == "f" else block)
+        start += n
+    return np.concatenate(blocks, axis=1) if blocks else grads
+
+
 def _distinct(grads: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Merge gradients equal up to ``1e-9 * max(1, max |g|)`` in the max norm."""
     tol = 1e-9 * max(1.0, float(np.max(np.abs(grads), initial=0.0)))
@@ -745,13 +760,14 @@ class _DirectionView:
     """
 
     __slots__ = ("inputs", "nodes", "values", "series_memo", "lex", "lex_leaf", "lins_of",
-                 "lex_tangents")
+                 "lex_tangents", "tangents")
 
     def __init__(self, trace: Trace, inputs: dict[int, np.ndarray], lins_of):
         self.nodes, self.values, self.inputs = trace.nodes, trace.values, inputs
         self.lex, self.lex_leaf, self.lins_of = trace.lex, trace.lex_leaf, lins_of
         self.series_memo: dict = {}
         self.lex_tangents: dict = {}
+        self.tangents: dict = {}
 
     def lex_tangent(self, k: int, level: int) -> np.ndarray:
         """``w_level`` pushed through this direction's group of linearizations."""
@@ -759,8 +775,16 @@ class _DirectionView:
                               self.lex_tangents.setdefault(level, {}))
 
     def tangent(self, k: int) -> np.ndarray:
-        """The given direction at input node ``k`` (the only tangents ``asd.core.ties`` reads)."""
-        return self.inputs[k]
+        """The given direction at input node ``k``; at another node, pushed through this
+        direction's group of linearizations (``asd.core.ties`` reads those where a tie's
+        exact series is out of reach and it falls back to first order)."""
+        if k in self.inputs:
+            return self.inputs[k]
+        return push_direction(self.nodes, self.lins_of, self._seed, k, self.tangents)
+
+    def _seed(self, j: int) -> np.ndarray:
+        """Input node ``j``'s part of the direction (zero for one not differentiated)."""
+        return self.inputs[j] if j in self.inputs else np.zeros(self.nodes[j].shape)
 
 
 class _RowTangent(LazyTangent):

@@ -180,10 +180,10 @@ class Diagonal(LinearMap):
 
     def push(self, t):
         if self.same:
-            return t if self.d is None else t * self.d
+            return t if self.d is None else _scaled(t, self.d)
         nb = batch_ndim(t, self.in_shape)
         t = align(t, self.in_shape, len(self.out_shape), nb)
-        r = t if self.d is None else t * self.d
+        r = t if self.d is None else _scaled(t, self.d)
         full = tuple(np.shape(t)[:nb]) + self.out_shape
         return r if tuple(np.shape(r)) == full else namespace(r).broadcast_to(r, full)
 
@@ -285,6 +285,17 @@ class Mask(Diagonal):
         """Where the mask is 0; a cast to bool, which torch does far faster than ``d == 0``."""
         xp = namespace(self.d)
         return xp.logical_not(xp.astype(self.d, xp.bool))
+
+
+def _scaled(t, d):
+    """``t * d``; a host bool ``d`` is a selection (where's branch, a max's operand): its
+    unselected entries push 0 even where ``t`` is not finite (a NaN slope of the branch not
+    taken, ``where(x > 0, x * sqrt(x), 0)`` at x < 0), which ``t * False`` would make NaN;
+    the ties read such tangents (the first-order line of a tie whose series is out of
+    reach), and a NaN there is no number to decide by."""
+    if type(d) is np.ndarray and d.dtype == np.bool_ and backend.is_host(t):
+        return np.where(d, t, np.zeros((), np.result_type(t)))
+    return t * d
 
 
 def _absorb(t, d):

@@ -572,9 +572,21 @@ class Trace:
             seen.add(j)
             if j in self.ties or j in self.jumps or j in decided or j in self.degenerate:
                 return False
-            if nodes[j].prim is not None:
+            if nodes[j].prim is not None and not self._dead(j):
                 stack.extend(r for r in nodes[j].args if type(r) is int)
         return True
+
+    def _dead(self, j: int) -> bool:
+        """Whether node ``j`` is a relu off at every entry by its values (no tie: the caller
+        checked): its output is 0 on a neighbourhood of ``x`` however the nodes above it
+        move there, so their ties cannot move a jump's input below it (``relu(relu(x) - 2)
+        % 2`` at 0). A jump above it that would switch it on is recorded, and checked, on
+        its own."""
+        lin = self.lins[j]
+        if self.nodes[j].prim.name != "relu" or type(lin) is not Diagonal:
+            return False
+        zero = lin.zero_rows()
+        return zero is not None and backend.is_host(zero) and bool(np.all(zero))
 
     def record_decision(self, k: int, how: str, count: int) -> None:
         self.decisions[k, how] = self.decisions.get((k, how), 0) + count

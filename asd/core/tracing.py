@@ -960,6 +960,33 @@ def _into(out: tuple, result, what: str):
     return out[0] if len(outs) == 1 else out
 
 
+def _masked_caller(frame) -> bool:
+    """Whether numpy's masked-array code converts a traced value (``m - x``, ``m * x`` with
+    a masked constant ``m``: MaskedArray's operators read their operands as arrays)."""
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith("numpy.ma"):
+            return True
+        if not (name.startswith("numpy") or frame.f_code.co_filename == __file__):
+            return False
+        frame = frame.f_back
+    return False
+
+
+def _one_position(trace, k: int) -> bool:
+    """Whether node ``k`` is an argmax, argmin or argsort along an axis of one entry: its
+    value is that entry's position whatever jumps reach its input (a floor's jump below
+    ``argmax`` of a length-1 array), as a compiled replay reads it."""
+    node = trace.nodes[k]
+    if node.prim is None or node.prim.name not in ("argmax", "argmin", "argsort"):
+        return False
+    ref = next((r for r in node.args if type(r) is int), None)
+    if ref is None:
+        return False
+    shape, axis = tuple(trace.nodes[ref].shape), node.params.get("axis")
+    return (int(np.prod(shape, dtype=int)) if axis is None else shape[axis]) == 1
+
+
 class Tracer(Traced):
     """A value in a sweep. Behaves like a read-only numpy array; Python branching on it raises."""
 
@@ -1154,7 +1181,7 @@ class Tracer(Traced):
         trace, k = self._trace, self._id
         if trace.nodes[k].active or np.dtype(self.dtype).kind not in "biu":
             return None
-        jumps = trace.jumps_reaching(k)
+        jumps = [] if _one_position(trace, k) else trace.jumps_reaching(k)
         if jumps:
             j = jumps[0]
             jump = trace.jumps[j]
@@ -1221,6 +1248,10 @@ class Tracer(Traced):
         if framework is not None:
             raise framework_error(self, framework, f"a {FRAMEWORKS[framework][0]} function",
                                   caller)
+        if _masked_caller(sys._getframe(1)):  # `m - x` with a masked constant m
+            from asd.core.arguments import masked_refusal
+            raise masked_refusal(f"a constant combined with traced value {describe_value(self)}"
+                                 f"{user_source_line(sys._getframe(1))}")
         fn, caller = dispatching_numpy_function(sys._getframe(1))
         if fn is None:
             obj, caller = _numpy_object_call(sys._getframe(1))
@@ -1349,8 +1380,21 @@ class Tracer(Traced):
     round = _method("round")
     conj = conjugate = _method("conjugate")
     copy = _method("copy")
-    real = property(lambda self: self[...])  # a view, as numpy's .real of a real array
-    imag = property(lambda self: np.zeros(self.shape, self.dtype))
+    real = property(lambda self: self._part("real"))  # a view, as numpy's of a real array
+    imag = property(lambda self: self._part("imag"))  # zeros, as numpy's of a real array
+
+    def _part(self, part: str):
+        """numpy's ``.real`` (a view) or ``.imag`` (zeros) of a real traced array. A complex
+        one (a complex constant times a value with no derivative: ``np.ceil(x) * 1j``) is
+        refused, as complex values are wherever they appear: its parts were the complex
+        array itself and zeros, a wrong number."""
+        if np.dtype(self.dtype).kind == "c":
+            raise ArgumentTypeError(
+                f"traced value {describe_value(self)} holds complex values, and its .{part} "
+                f"is read{user_source_line(sys._getframe(2))}; asd differentiates real "
+                "programs. Write the complex arithmetic with real numbers (the real and "
+                "imaginary parts of (a + bj)(c + dj) are a*c - b*d and a*d + b*c).")
+        return self[...] if part == "real" else np.zeros(self.shape, self.dtype)
 
     # the other ndarray methods that are numpy functions with the array first
     var = _function_method(np.var)

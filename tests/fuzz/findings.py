@@ -191,7 +191,8 @@ FINDINGS += [
         fixed=True),
 ]
 
-MEANS = ("mean", "method_mean", "average", "percentile", "quantile", "np_median", "median")
+MEANS = ("mean", "method_mean", "average", "percentile", "quantile", "np_median", "median",
+         "method_var", "method_std")  # var and std: numpy's mean inside (float16 too)
 
 FINDINGS += [
     Finding(
@@ -216,8 +217,10 @@ FINDINGS += [
                "sum / n: the value differs from numpy's in the last bit in about a third of "
                "random cases, float64 included (`np.mean([1., 2., 4.])`)", False,
         "library/ (the mean rule)",
-        lambda c, o: o.status == "wrong" and o.kind in ("value", "clarke value") and _uses(
-            c, *MEANS), (),
+        lambda c, o: o.status == "wrong" and _uses(c, *MEANS) and (
+            o.kind in ("value", "clarke value")  # or a jump its last bit moved (var - 2/9)
+            or (_uses(c, "mean", "method_mean", "average", "method_var", "method_std")
+                and _uses(c, *JUMPS))), (),
         _case([Op("mean", (0,), {"axis": None})], [(3,), ()], [1.0, 2.0, 4.0], [1.0, 0.0, 0.0]),
         fixed=True),
 ]
@@ -248,6 +251,180 @@ FINDINGS += [
         _case([Op("reshape", (0,), {"shape": (1, 1)}), Op("det", (1,))], [(), (1, 1), ()], 0.0,
               1.0),
         frameworks=("jax",)),
+]
+
+FINDINGS += [
+    Finding(
+        "F25", "a tie whose exact series is out of reach read first-order tangents holding the "
+               "NaN slope of a where's branch not taken (`t * False` is NaN): "
+               "`sort(where(x > 0, x * sqrt(x), 0) - 2)` with entries tied at -2 raised "
+               "ShapeError 'cannot convert NaN to integer ratio'; a selection now pushes 0 for "
+               "the branch not taken", False,
+        "asd/core/linear.py (Diagonal.push of a bool selection)",
+        lambda c, o: "NaN to integer ratio" in o.detail, (),
+        _case([Op("add_constant", (0,), {"constant": (3.0, 0.0, 0.0, 3.0)}),
+               Op("where_nan", (1,)),
+               Op("add_constant", (2,), {"constant": (-2.0, -2.0, -2.0, -2.0)}),
+               Op("partition_kth", (3,), {"axis": -1, "kth": 2})],
+              [(4,), (4,), (4,), (4,), ()], [-1.0, -1.0, -1.0, 0.0], [-1.0, 1.0, -1.0, -1.0]),
+        fixed=True),
+]
+
+FINDINGS += [
+    Finding(
+        "F26", "UndecidedTieError at a `where` (or `where` of `& | ^ ~`) whose condition ties "
+               "flat to first order with an unprovable series, though its branches agree "
+               "there (value and first order along every direction): "
+               "`where(m >= a, m, a)` with `m = median(a[None], 0)`, `a = arctan(|x|) + .75` "
+               "at 0. The side cannot change the result; only a tie whose branches differ "
+               "is refused now", False,
+        "library/piecewise.py (where_cmp_rule / where_logic_rule: strict ray_compare)",
+        lambda c, o: o.status == "bad-refusal" and "UndecidedTieError" in o.kind
+        and _uses(c, "where", "where_logic"), (),
+        _case([Op("abs", (0,)), Op("np_positive", (1,)), Op("arctan", (2,)),
+               Op("add_constant", (3,), {"constant": ((0.75, 1.0),)}),
+               Op("np_median", (4,), {"axis": 0}),
+               Op("multiply_constant", (5,), {"constant": (1.0, 3.0)}),
+               Op("where", (6, 4), {"cmp": ">="}),
+               Op("add_constant", (7,), {"constant": ((0.0, -2.25),)}),
+               Op("np_median", (8,), {"axis": None})],
+              [(1, 2)] * 5 + [(2,), (2,), (1, 2), (1, 2), ()], [[0.0, 0.0]], [[1.0, 1.0]]),
+        fixed=True),
+]
+
+FINDINGS += [
+    Finding(
+        "F27", "asd.clarke returned a float32 argument's gradients in float64 where a float64 "
+               "constant promoted the program: the reverse sweep summed float32-rounded "
+               "pieces in float64 (1.0000000298 where the exact gradient, and asd.subgrad's "
+               "float32 result, is 1.0); they are now rounded to each argument's dtype", False,
+        "asd/analysis/clarke.py (gradients not cast to the leaves' dtypes)",
+        lambda c, o: o.check == "clarke" and c.dtype != "float64" and o.status == "wrong"
+        and "0000000" in o.detail, (),
+        _case([Op("tile", (0,)), Op("method_var", (1,), {"axis": None}),
+               Op("add_constant", (0,), {"constant": ((0.0, 0.0), (0.0, 2.0), (0.0, 0.0))}),
+               Op("np_fabs", (3,)), Op("sum", (2,), {"axis": None}), Op("add", (4, 5))],
+              [(3, 2), (3, 4), (), (3, 2), (3, 2), (), (3, 2)],
+              [[0.0, 0.0], [-1.0, 0.0], [-1.0, -1.0]], [[1.0, 1.0], [1.0, 1.0], [1.0, 3.0]],
+              dtype="float32", seed=8),
+        fixed=True),
+]
+
+FINDINGS += [
+    Finding(
+        "F28", "asd.clarke: raw KeyError from its per-direction view of the trace, which "
+               "knew the direction at the inputs only, where a tie whose exact series is out "
+               "of reach falls back to first order at an inner node (median, where, `%`, "
+               "percentile); the view now pushes the direction through its group's "
+               "linearizations", False,
+        "asd/analysis/clarke.py (_DirectionView.tangent)",
+        lambda c, o: o.check == "clarke" and o.status == "raw" and "KeyError" in o.detail, (),
+        _case([Op("median", (0,), {"axis": -1}),
+               Op("multiply_constant", (1,), {"constant": (3.0, 1.0, -1.0)}),
+               Op("where", (2, 1), {"cmp": ">"}),
+               Op("add_constant", (3,), {"constant": (0.0, -1.0, 0.0)}),
+               Op("remainder", (4,), {"c": 4.0}),
+               Op("add_constant", (5,), {"constant": (-2.0, 0.0, 0.0)}),
+               Op("percentile", (6,), {"axis": None, "q": 0.0}),
+               Op("np_norm", (6,), {"order": 1}), Op("sum", (7,), {"axis": None}),
+               Op("add", (8, 9))],
+              [(3, 2), (3,), (3,), (3,), (3,), (3,), (3,), (), (), (), ()],
+              [[2.0, 0.0], [2.0, 2.0], [2.0, 0.0]], [[0.25, 0.25], [0.25, 0.25], [1.0, 1.0]],
+              seed=172),
+        fixed=True),
+]
+
+COMPARISONS_AS_NUMBERS = ("step_multiply", "heaviside")
+
+FINDINGS += [
+    Finding(
+        "F29", "a comparison used as a number whose operands stay equal along the whole ray "
+               "(not near the point) takes the side of a later lexicographic direction, so "
+               "the one-sided derivative is wrong where the program is not locally Lipschitz "
+               "there: `x * (x > flip(x))` at (0, 0) along (1, 1) gives f'(x; v) = 1, but "
+               "`x0 > x1` is false all along the ray, so f = 0 on it and f'(x; v) = 0 (the "
+               "jump is absorbed at the point only: at x + dv its factor is d, so f is "
+               "discontinuous arbitrarily near x). A silent wrong number: asd should refuse "
+               "(NotLipschitzError) where the output's tangent along v differs between the "
+               "jump's sides, or use the value on the ray", False,
+        "library/discontinuous.py (_comparison_rule) / asd/core/sweep.py (jump replay checks "
+        "continuity at the point only)",
+        lambda c, o: o.status == "wrong" and o.check == "directional"
+        and o.kind == "directional derivative" and _uses(c, *COMPARISONS_AS_NUMBERS), (),
+        _case([Op("flip", (0,), {"axis": 0}), Op("step_multiply", (0, 0, 1), {"cmp": ">"})],
+              [(2,), (2,), (2,)], [0.0, 0.0], [1.0, 1.0])),
+    Finding(
+        "F30", "a piecewise-constant op (`%`, `//`, floor, ...) on a jump whose input is 0 "
+               "near the point below a dead relu was refused when a node above the relu met a "
+               "tie: `relu(relu(x) - 2) % 2` at 0. `Trace.settled` (F9's fix) walked the whole "
+               "cone and gave up at any tie; it now stops at a relu off at every entry by its "
+               "values (a jump above it that would switch it on is checked on its own)", False,
+        "asd/core/sweep.py (Trace.settled)",
+        lambda c, o: o.status == "bad-refusal" and o.kind.startswith("NotLipschitzError")
+        and "jumps here" in o.detail and _uses(c, "relu") and _uses(c, *JUMPS), (),
+        _case([Op("relu", (0,)), Op("add_constant", (1,), {"constant": -2.0}),
+               Op("relu", (2,)), Op("remainder", (3,), {"c": 2.0})], [(), (), (), (), ()],
+              0.0, -1.0),
+        fixed=True),
+    Finding(
+        "F33", "a piecewise-constant op on a jump whose input is held at the jump by a clip "
+               "saturated at its bound (`ceil(sinh(clip(x, -2, 2)) - c)` at x = 2 with "
+               "sinh(2) - c = 3): the input stays at 3 along the ray and never exceeds it near "
+               "the point, so ceil is 3 there, but asd counts both sides of the jump as "
+               "reachable (the clip's tie keeps `Trace.settled` false) and refuses", False,
+        "asd/core/sweep.py (Trace.settled / record_jump's still entries)",
+        lambda c, o: o.status == "bad-refusal" and o.kind.startswith("NotLipschitzError")
+        and "jumps here" in o.detail and _uses(c, *JUMPS), (),
+        _case([Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (1,)),
+               Op("add_constant", (2,), {"constant": (-0.6268604078470186,)}),
+               Op("np_ceil", (3,))], [(1,)] * 5, [2.0], [1.0])),
+]
+
+FINDINGS += [
+    Finding(
+        "F31", "`c[np.argmax(y)]` with `y` of one entry below a jump (`trunc`) was refused as "
+               "'a plain index at a jump', though a position along an axis of one entry cannot "
+               "change; asd.jit's replay returned the number, so compiled and uncompiled "
+               "disagreed (the jit check)", False,
+        "asd/core/tracing.py (Tracer._locally_constant)",
+        lambda c, o: o.check.startswith("jit") and o.status == "wrong"
+        and "from argmax" in o.detail, (),
+        _case([Op("add_constant", (0,), {"constant": (-1.75,)}), Op("np_trunc", (1,)),
+               Op("add_constant", (2,), {"constant": (-0.5,)}),
+               Op("argmax_take", (3,), {"table": (-0.25,)}), Op("multiply", (4, 0))],
+              [(1,), (1,), (1,), (1,), (), (1,)], [0.75], [1.0]),
+        fixed=True),
+]
+
+FINDINGS += [
+    Finding(
+        "F32", "a masked constant on the left of an operator with a traced array (`m - x`, "
+               "`m * x`): MaskedArray's operator converts the traced value, refused as a "
+               "TracerBoolError whose advice (asd.numpy.array) does not apply; now the "
+               "masked-array refusal (ArgumentTypeError) that names the mask and a spelling "
+               "that works", False,
+        "asd/core/tracing.py (Tracer.__array__)",
+        lambda c, o: _uses(c, "dtype_constant") and "TracerBoolError" in o.kind, (),
+        _case([Op("dtype_constant", (0,), {"kind": "masked", "values": (-2.0, 0.5, 0.5),
+                                           "op": "r-"})], [(3,), (3,)], [0.0, 0.0, 0.0],
+              [1.0, 1.0, 1.0]),
+        fixed=True),
+]
+
+FINDINGS += [
+    Finding(
+        "F34", "`.real` / `.imag` of a complex traced value with no derivative "
+               "(`(np.ceil(x) * 1j).imag`: a complex constant times a piecewise-constant "
+               "value is not refused at the product) returned the complex array itself and "
+               "zeros: a wrong value, and a raw TypeError at a later `%`; now refused with "
+               "the complex-values ArgumentTypeError", False,
+        "asd/core/tracing.py (Tracer.real / Tracer.imag)",
+        lambda c, o: _uses(c, "complex_part") and o.status in ("raw", "wrong"), (),
+        _case([Op("np_ceil", (0,)), Op("negative", (1,)),
+               Op("complex_part", (2,), {"c": (0.0, 1.0), "part": "imag",
+                                         "spelling": "method"}),
+               Op("remainder", (3,), {"c": -0.25})], [(2,)] * 5, [0.0, -0.5], [1.0, 1.0]),
+        fixed=True),
 ]
 
 FINDINGS += [

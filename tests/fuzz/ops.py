@@ -1106,7 +1106,10 @@ def _exact_argsort_take(a: Any, b: Any, *, axis: int) -> Any:
                           otypes=[object])(b)
     lanes_a = np.moveaxis(base_a, axis, -1).reshape(-1, a.shape[axis])
     lanes_b = np.moveaxis(base_b, axis, -1).reshape(-1, b.shape[axis])
-    lazy = next((e for e in b.flat if _is_lazy(e)), None)
+    # b constant along the ray (a saturated clip) still moves near the point, where its tie
+    # breaks both ways: the jump is recorded on any traced element (asd refuses the gather,
+    # README.md "Positions as indices")
+    lazy = next((e for e in (*b.flat, *a.flat) if _is_lazy(e)), None)
     for la, lb in zip(lanes_a, lanes_b, strict=True):
         for i in range(len(lb)):
             for j in range(i + 1, len(lb)):
@@ -1210,7 +1213,11 @@ def _exact_argmax_take(a: Any, *, table: Any) -> Any:
     first_at_point = at.index(top)
     along = int(np.argmax(flat)) if any(_is_lazy(e) for e in flat) else first_at_point
     tied = [i for i, e in enumerate(at) if e == top]
-    if len(tied) > 1 and len({table[i] for i in tied}) > 1:
+    if len(tied) > 1:
+        # a jump where the tied positions read different entries; where they read equal
+        # ones the value does not jump, but asd cannot see the plain table (numpy indexes
+        # it through __index__) and refuses a tied argmax as its index, as README.md
+        # ("Positions as indices") documents: NotLipschitzError is acceptable there too
         _record_jump(flat[tied[0]])
     value = Fraction(table[along])
     anchor = next((e for e in flat if _is_lazy(e)), None)

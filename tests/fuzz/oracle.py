@@ -42,7 +42,7 @@ from asd.testing.exact import (
     to_fraction,
 )
 from tests.fuzz import ops
-from tests.programs import Program
+from tests.programs import Op, Program
 
 mp = mpmath.mp.clone() if hasattr(mpmath.mp, "clone") else mpmath.mp
 mp.dps = 50
@@ -84,6 +84,11 @@ def undecided_side(e: Any) -> None:
         raise DegenerateTie("a piecewise-constant op's input stays on its jump along the ray")
     if isinstance(e, MpDual) and MpDual.decide_ties and any(e.g):
         raise Undecided("a piecewise-constant op's input stays on its jump along the ray")
+    if isinstance(e, MpDual) and not any(e.g):
+        # flat to first order in every direction (h = x - sin(x) at 0): the side is a
+        # higher order's, which an MpDual does not carry; the value at the point (side 0)
+        # would be a guess, so neither the tangent nor the gradient is decided
+        raise Undecided("a piecewise-constant op's input is flat to first order at its jump")
 
 
 def base_and_side(e: Any) -> tuple[Fraction, int]:
@@ -538,10 +543,45 @@ def _duals(x: np.ndarray, v: np.ndarray) -> np.ndarray:
     return object_array(flat, np.shape(x))
 
 
+def _beyond_float64(a: np.ndarray) -> bool:
+    """Whether ``a`` holds extended-precision values that float64 does not represent."""
+    a = np.asarray(np.ma.getdata(a))
+    if a.dtype.kind not in "fc" or a.dtype.itemsize <= (8 if a.dtype.kind == "f" else 16):
+        return False
+    with np.errstate(all="ignore"):
+        return bool(np.any(a.astype(np.complex128 if a.dtype.kind == "c" else np.float64)
+                           .astype(a.dtype) != a))
+
+
+def _ray_primal(op: Op, ray: list[np.ndarray], out: Any, jumped: bool) -> np.ndarray:
+    """numpy's float value of ``op`` on the ray-side primals ``ray``: numpy's own at the
+    point, except where ``op`` is piecewise constant and sits on a jump that the ray leaves
+    to another piece (``floor(3 - delta) = 2``, numpy's floor at the point is 3). There the
+    oracle's side value replaces numpy's, so that what follows (``floor(.) * |x|``, whose
+    slope is the side value's) is differentiated on the piece the ray is on; elsewhere the
+    primals stay numpy's floats (ties decided on the very floats asd sees)."""
+    with np.errstate(all="ignore"):
+        primal = np.asarray(ops.apply(op, ray))
+    if not jumped or primal.dtype.kind != "f" or isinstance(primal, np.ma.MaskedArray):
+        return primal
+    out = np.asarray(out, dtype=object)
+    if out.shape != primal.shape:
+        return primal
+    side = np.array([float(e.p if isinstance(e, MpDual) else e) for e in out.flat],
+                    dtype=float).reshape(primal.shape)
+    with np.errstate(all="ignore"):
+        off = np.abs(side - primal) > 2.0**-8 * np.maximum(1.0, np.abs(primal))
+    return np.where(off, side.astype(primal.dtype), primal)
+
+
 def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) -> Hybrid:
     """The mpmath oracle at numpy's own floats (see the module docstring)."""
     xf = np.asarray(x, dtype=dtype)
     primals = float_values(program, xf)
+    if any(_beyond_float64(p) for p in primals):
+        raise Undecided("numpy computes in extended precision here (a longdouble constant) "
+                        "and the mpmath oracle's primals are float64: its ties would be "
+                        "decided on other values than numpy's")
     value = finish(program, primals[-1])
     results: dict[bool, Any] = {}
     scale = mp.mpf(0)
@@ -551,9 +591,12 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
         MpDual.decide_ties = decide
         try:
             with recording_jumps() as found:
-                values = [_duals(xf, v)]
-                for op, primal in zip(program.ops, primals[1:], strict=True):
-                    values.append(_sync(ops.apply_exact(op, values), primal))
+                values, ray = [_duals(xf, v)], [xf]
+                for op in program.ops:
+                    met = len(_JUMPS)
+                    out = ops.apply_exact(op, values)
+                    ray.append(_ray_primal(op, ray, out, len(_JUMPS) > met))
+                    values.append(_sync(out, ray[-1]))
                     for e in values[-1].flat:
                         if isinstance(e, MpDual):
                             scale = max(scale, abs(e.t), *(abs(g) for g in e.g))
