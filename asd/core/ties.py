@@ -813,11 +813,19 @@ def _same_quantity(left: _Side, right: _Side) -> np.ndarray | None:
     a, b = left.dx, right.dx
     if not (isinstance(a, LazyTangent) and isinstance(b, LazyTangent)) or a.trace is not b.trace:
         return None
-    nodes, lins = a.trace.nodes, getattr(a.trace, "lins", None) or []
-    (i, kept_i), (j, kept_j) = _ray_peeled(nodes, lins, a.k), _ray_peeled(nodes, lins, b.k)
-    if left.shape != right.shape or not same_node(nodes, i, j):
+    if left.shape != right.shape:
         return None
-    return np.broadcast_to(kept_i & kept_j, left.shape)
+    nodes, lins = a.trace.nodes, getattr(a.trace, "lins", None) or []
+    same = None
+    # past identity constants only, then also past the ray's identity pieces: the second
+    # keeps only the entries where those pieces are the identity, so it must not replace
+    # the first where the first already finds one quantity (|s| against itself everywhere)
+    for peel in (lambda k: _peeled(nodes, k), lambda k: _ray_peeled(nodes, lins, k)):
+        (i, kept_i), (j, kept_j) = peel(a.k), peel(b.k)
+        if same_node(nodes, i, j):
+            here = np.broadcast_to(kept_i & kept_j, left.shape)
+            same = here if same is None else same | here
+    return same
 
 
 RAY_IDENTITIES = ("abs", "relu")

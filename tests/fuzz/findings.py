@@ -439,6 +439,23 @@ FINDINGS += [
               [1.0, 1.0], reduce=False),
         frameworks=("jax",), fixed=True),  # the refusal was its own __cause__ (a cycle
         # JAX's error handling never left): asd.core.tracing.raise_as_asd_error
+    Finding(
+        "F36", "a `where` whose condition ties two different transcendental quantities, "
+               "flat to first order (F26's reproducer: `where(m >= a, m, a)`, `m` a median "
+               "of `a = arctan(|x|) + c` over a singleton axis, at 0) climbs the exact "
+               "series to its last order on every call before finding the branches agree: "
+               "about 1.3 s a call, so the jit check's calls run past 3 s (slow, not wrong)",
+        False, "asd/core/ties.py (_tie_sign: the series climb before the where rule's "
+               "branch agreement is used)",
+        lambda c, o: o.status == "slow" and _uses(c, "where", "where_logic"), (),
+        _case([Op("abs", (0,)), Op("np_positive", (1,)), Op("arctan", (2,)),
+               Op("add_constant", (3,), {"constant": ((0.75, 1.0),)}),
+               Op("np_median", (4,), {"axis": 0}),
+               Op("multiply_constant", (5,), {"constant": (1.0, 3.0)}),
+               Op("where", (6, 4), {"cmp": ">="}),
+               Op("add_constant", (7,), {"constant": ((0.0, -2.25),)}),
+               Op("np_median", (8,), {"axis": None})],
+              [(1, 2)] * 5 + [(2,), (2,), (1, 2), (1, 2), ()], [[0.0, 0.0]], [[1.0, 1.0]])),
 ]
 
 BY_ID = {f.id: f for f in FINDINGS}
