@@ -456,6 +456,24 @@ FINDINGS += [
                Op("add_constant", (7,), {"constant": ((0.0, -2.25),)}),
                Op("np_median", (8,), {"axis": None})],
               [(1, 2)] * 5 + [(2,), (2,), (1, 2), (1, 2), ()], [[0.0, 0.0]], [[1.0, 1.0]])),
+    Finding(
+        "F37", "`asd.vjp`'s pullback of a float16 program returns inf where the exact "
+               "cotangent product (1965117.5) is finite but beyond float16's range: an "
+               "overflow in the argument's dtype is returned instead of refused by name "
+               "(NonFiniteError naming the leaf and the dtype; the fix is a wider dtype)",
+        False, "asd/api.py (vjp's pullback: the cast back to the leaf's dtype)",
+        lambda c, o: o.status == "wrong" and c.dtype == "float16" and "inf" in o.detail, (),
+        _case([Op("dtype_constant", (0,), {"kind": "float16", "values": (65504.0,),
+                                           "op": "r-"}),
+               Op("np_multiply", (1, 0)),
+               Op("min", (1,), {"axis": None, "keepdims": False}),
+               Op("setitem", (1, 0), {"key": slice(0, 1, None)}),
+               Op("setitem", (4, 2), {"key": -1}),
+               Op("add_constant", (5,), {"constant": (2.0,)}),
+               Op("abs", (6,)), Op("float_power", (7,), {"p": 3.0}), Op("tile", (8,)),
+               Op("sum", (3,), {"axis": None}), Op("add", (9, 10))],
+              [(1,)] * 9 + [(2,), (), (2,)], [0.0], [9.332636185032189e-302], reduce=False,
+              dtype="float16", seed=90)),
 ]
 
 BY_ID = {f.id: f for f in FINDINGS}
