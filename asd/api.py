@@ -164,10 +164,30 @@ class _Inputs:
     def restore(self, arrays: list) -> Any:
         """Cast results back to each leaf's dtype; Python scalars come back as numpy scalars,
         torch and JAX results in the argument's library and on its device."""
-        fixed = [np.asarray(a, dtype=x.dtype).reshape(x.shape) if backend.is_host(x)
-                 else _in_library_of(a, x) for a, x in zip(arrays, self.leaves, strict=True)]
+        fixed = [_narrowed(a, x, self.describe(i)).reshape(x.shape) if backend.is_host(x)
+                 else _in_library_of(a, x)
+                 for i, (a, x) in enumerate(zip(arrays, self.leaves, strict=True))]
         fixed = [a if arr else a[()] for a, arr in zip(fixed, self.is_array, strict=True)]
         return unflatten(self.tree, fixed)
+
+
+def _narrowed(a, x, name: str) -> np.ndarray:
+    """``a`` in the dtype of leaf ``x``, refusing a finite entry that overflows there: a
+    float16 argument's derivative computed in a wider type can exceed float16's range, and
+    the cast would return inf for a finite exact number."""
+    out = np.asarray(a, dtype=x.dtype)
+    wide = np.asarray(a)
+    if (out.dtype.kind == "f" and wide.dtype.kind == "f"
+            and wide.dtype.itemsize > out.dtype.itemsize):
+        with np.errstate(all="ignore"):
+            bad = np.isinf(out) & np.isfinite(wide)
+        if bad.any():
+            raise NonFiniteError(
+                f"the derivative for {name} holds {wide[bad].ravel()[:3].tolist()}, beyond "
+                f"{out.dtype}'s range (largest {float(np.finfo(out.dtype).max):g}): in the "
+                f"argument's dtype it would be inf. Pass the argument in a wider dtype "
+                f"(x.astype(np.float32) or np.float64).")
+    return out
 
 
 def _in_library_of(a, x):

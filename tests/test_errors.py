@@ -440,3 +440,17 @@ def test_an_asd_error_raised_through_a_traced_operation_is_not_its_own_cause():
         except Exception as e:
             raise_as_asd_error(e, "numpy.add", ())
     assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_a_derivative_beyond_the_arguments_dtype_is_refused_by_name():
+    """A float16 argument's derivative is computed in float32; cast back it can overflow
+    float16 (inf for the finite exact 2e5): refused, naming the argument and the fix."""
+    half = np.array([0.5], dtype=np.float16)  # value 4.5e4 (finite), derivative 9e4 (not)
+    with pytest.raises(asd.NonFiniteError, match="float16's range"):
+        asd.subgrad(lambda x: np.sum(x * 300.0 * 300.0))(half)
+    g = asd.subgrad(lambda x: np.sum(x * 300.0 * 300.0))(half.astype(np.float32))
+    assert g.dtype == np.float32 and g[0] == 9e4
+    x = np.array([100.0, 1.0], dtype=np.float16)
+    _, pullback = asd.vjp(lambda x: x * 300.0)(x)
+    with pytest.raises(asd.NonFiniteError, match="wider dtype"):
+        pullback(np.array([1000.0, 1.0]))
