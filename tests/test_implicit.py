@@ -17,27 +17,12 @@ import pytest
 
 import asd
 from asd.implicit.qp import qp_layer
+from asd.testing.exact import solve_fractions
 
 DELTA = Fraction(1, 2**20)
 
 
 # ----- exact rational solvers (independent of asd) -----
-
-def _solve_exact(M: list[list[Fraction]], r: list[Fraction]) -> list[Fraction] | None:
-    """Gaussian elimination in Fractions; None if singular."""
-    n = len(M)
-    a = [list(row) + [v] for row, v in zip(M, r, strict=True)]
-    for col in range(n):
-        piv = next((i for i in range(col, n) if a[i][col] != 0), None)
-        if piv is None:
-            return None
-        a[col], a[piv] = a[piv], a[col]
-        for i in range(n):
-            if i != col and a[i][col] != 0:
-                f = a[i][col] / a[col][col]
-                a[i] = [u - f * w for u, w in zip(a[i], a[col], strict=True)]
-    return [a[i][n] / a[i][i] for i in range(n)]
-
 
 def _frac(a):
     return [[Fraction(float(v)) for v in row] for row in np.atleast_2d(a)]
@@ -52,7 +37,7 @@ def exact_qp(P, q, G, h):
         for act in itertools.combinations(range(m), k):
             K = [[P[i][j] for j in range(n)] + [G[a][i] for a in act] for i in range(n)]
             K += [[G[a][j] for j in range(n)] + [Fraction(0)] * k for a in act]
-            sol = _solve_exact(K, [-v for v in q] + [h[a] for a in act])
+            sol = solve_fractions(K, [-v for v in q] + [h[a] for a in act])
             if sol is None:
                 continue
             x, lam = sol[:n], sol[n:]
@@ -112,7 +97,7 @@ def exact_lasso(theta):
     for signs in itertools.product((-1, 0, 1), repeat=n):
         act = [i for i in range(n) if signs[i]]
         M = [[XtX[i][j] for j in act] for i in act]
-        sol = _solve_exact(M, [xty[i] - lam * signs[i] for i in act]) if act else []
+        sol = solve_fractions(M, [xty[i] - lam * signs[i] for i in act]) if act else []
         if sol is None:
             continue
         beta = [Fraction(0)] * n

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import asd
+from asd.testing.exact import solve_fractions
 
 torch = pytest.importorskip("torch")
 jax = pytest.importorskip("jax")
@@ -49,22 +50,6 @@ and along ``-V`` it leaves it, and x*_1 moves off the ReLU's kink both ways (a r
 the ReLU stayed tied would leave that tie to later directions)."""
 
 
-def _solve(M, r):
-    """Gaussian elimination in Fractions; None if singular."""
-    n = len(M)
-    a = [list(row) + [v] for row, v in zip(M, r, strict=True)]
-    for col in range(n):
-        piv = next((i for i in range(col, n) if a[i][col] != 0), None)
-        if piv is None:
-            return None
-        a[col], a[piv] = a[piv], a[col]
-        for i in range(n):
-            if i != col and a[i][col] != 0:
-                f = a[i][col] / a[col][col]
-                a[i] = [u - f * w for u, w in zip(a[i], a[col], strict=True)]
-    return [a[i][n] / a[i][i] for i in range(n)]
-
-
 def exact_qp(q: list[Fraction]) -> list[Fraction]:
     """``argmin ½xᵀPx + qᵀx s.t. Gx <= H`` exactly (P ≻ 0): the active set whose KKT system
     is primal and dual feasible, in Fractions."""
@@ -76,7 +61,7 @@ def exact_qp(q: list[Fraction]) -> list[Fraction]:
         for act in itertools.combinations(range(len(hf)), k):
             K = [Pf[i] + [Gf[a][i] for a in act] for i in range(n)]
             K += [Gf[a] + [Fraction(0)] * k for a in act]
-            sol = _solve(K, [-v for v in q] + [hf[a] for a in act])
+            sol = solve_fractions(K, [-v for v in q] + [hf[a] for a in act])
             if sol is None or any(v < 0 for v in sol[n:]):
                 continue
             x = sol[:n]

@@ -50,6 +50,7 @@ __all__ = [
     "limiting_gradient",
     "limiting_jacobian",
     "series_ray",
+    "solve_fractions",
     "to_fraction",
 ]
 
@@ -61,6 +62,23 @@ class DegenerateTie(ArithmeticError):
     along the kink, and the two branches give different limiting gradients. With ``tie_order``,
     also when ``h`` shows only beyond that order. Callers skip such cases.
     """
+
+
+def solve_fractions(M: list[list[Fraction]], r: list[Fraction]) -> list[Fraction] | None:
+    """``M⁻¹ r`` exactly (Gaussian elimination in Fractions), None where ``M`` is singular:
+    the linear algebra of independent oracles (KKT systems of an active set)."""
+    n = len(M)
+    a = [list(row) + [v] for row, v in zip(M, r, strict=True)]
+    for col in range(n):
+        piv = next((i for i in range(col, n) if a[i][col] != 0), None)
+        if piv is None:
+            return None
+        a[col], a[piv] = a[piv], a[col]
+        for i in range(n):
+            if i != col and a[i][col] != 0:
+                f = a[i][col] / a[col][col]
+                a[i] = [u - f * w for u, w in zip(a[i], a[col], strict=True)]
+    return [a[i][n] / a[i][i] for i in range(n)]
 
 
 def as_fractions(a: Any) -> np.ndarray:

@@ -69,6 +69,20 @@ def _square_loss(out):
     return (out ** 2).sum() + out.sum()
 
 
+def _quotient(model, x, v: dict, t: float = 1e-7) -> float:
+    """The one-sided difference quotient of ``_square_loss(model(x))`` along the parameter
+    direction ``v`` (a dict by parameter name), parameters restored after."""
+    params = dict(model.named_parameters())
+    with torch.no_grad():
+        base = _square_loss(model(x))
+        for n, p in params.items():
+            p.add_(t * v[n])
+        moved = _square_loss(model(x))
+        for n, p in params.items():
+            p.sub_(t * v[n])
+    return float((moved - base) / t)
+
+
 @pytest.fixture
 def decided_runs(monkeypatch):
     """Counts the calls whose backward is PyTorch's on the branches first order decided
@@ -131,18 +145,8 @@ def test_zoo_at_dead_units_gives_the_full_sweeps_element(name, asd_runs, decided
     else:
         _close(got, want, 1e-12)
     # the oracle: <g, v> is the one-sided derivative of the model's own forward along v
-    params = dict(model.named_parameters())
-    t = 1e-7
-    with torch.no_grad():
-        base = _square_loss(model(x))
-        for n, p in params.items():
-            p.add_(t * v[n])
-        moved = _square_loss(model(x))
-        for n, p in params.items():
-            p.sub_(t * v[n])
-    quotient = float((moved - base) / t)
-    assert sum(float((got[n] * v[n]).sum()) for n in params) == pytest.approx(
-        quotient, rel=1e-4, abs=1e-6)
+    assert sum(float((got[n] * v[n]).sum()) for n in v) == pytest.approx(
+        _quotient(model, x, v), rel=1e-4, abs=1e-6)
 
 
 def test_a_cnn_with_dead_pooling_windows_stays_native():
@@ -298,17 +302,8 @@ def test_direction_option_gives_the_limiting_gradient_along_it():
     for sign in (1.0, -1.0):
         v = {n: sign * d for n, d in dirs.items()}
         got, _ = _grads(model, x, _square_loss, True, direction=v)
-        params = dict(model.named_parameters())
-        t = 1e-7
-        with torch.no_grad():
-            base = _square_loss(model(x))
-            for n, p in params.items():
-                p.add_(t * v[n])
-            moved = _square_loss(model(x))
-            for n, p in params.items():
-                p.sub_(t * v[n])
-        slope = sum(float((got[n] * v[n]).sum()) for n in params)
-        assert slope == pytest.approx(float((moved - base) / t), rel=1e-4, abs=1e-6)
+        slope = sum(float((got[n] * v[n]).sum()) for n in v)
+        assert slope == pytest.approx(_quotient(model, x, v), rel=1e-4, abs=1e-6)
 
 
 def test_direction_with_an_unknown_name_is_refused():
