@@ -319,3 +319,38 @@ def test_grad_of_function_for_a_cnn_stages_with_no_callback():
     x = jnp.asarray(IMAGES)
     assert_no_callback(jax.grad(loss), x)
     close(jax.jit(jax.grad(loss))(x), asd.jax.subgrad(f, seed=0)(x))
+
+
+@pytest.mark.parametrize("library", ["numpy", "jax"])
+def test_a_probe_leaves_windows_of_dead_relus_unflagged(library):
+    # a pooling window of dead relus (all 0) is a tie at every call, even at a random point;
+    # its entries took constant pieces, so the first is the eager element with no direction:
+    # the probe must not send the call to the tangent work for it (issue 24: the CNN's cost).
+    # numpy pools through `ray_argmax`, JAX arrays through the kernel (`ray_argmax_at`)
+    x = np.zeros(16)
+    x[5] = 3.0
+    v = np.random.default_rng(0).standard_normal(16)
+    want = asd.asd(dead_pool, direction=v)(x).subgradient
+    if library == "jax":
+        x, v = jnp.asarray(x), jnp.asarray(v)
+    trace, out, ids = staged.sweep(dead_pool, [x], [v], LexDirections(), mode="values")
+    assert not bool(staged.tied(trace, out.value))
+    (g,) = staged.pull(trace, [out], [np.ones(()) if library == "numpy" else
+                                      jnp.ones((), out.value.dtype)], ids, [x])
+    np.testing.assert_array_equal(np.asarray(g), want)
+
+
+def test_a_relu_tied_at_zero_in_a_dead_window_still_sends_the_pool_to_the_full_sweep():
+    # x[0] - 1 == 0: that relu is tied, and along v it comes alive; its window (with dead
+    # relus) must be re-decided by tangent, not keep the probe's first entry
+    x = np.zeros(16)
+    x[0], x[5] = 1.0, 3.0
+    for sign in (1.0, -1.0):
+        v = np.random.default_rng(1).standard_normal(16)
+        v[0], v[1] = sign * abs(v[0]), 2.0  # entry 1 (dead, x=0) does not move the relu
+        eager = asd.asd(dead_pool, direction=v)(x)
+        probe, _, _ = staged.sweep(dead_pool, [x], [v], LexDirections(), mode="values")
+        assert bool(staged.tied(probe, np.zeros(())))
+        _, g, undecided = staged_gradient(dead_pool, x, v)
+        assert undecided == 0
+        np.testing.assert_array_equal(g, eager.subgradient)

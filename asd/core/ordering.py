@@ -32,7 +32,9 @@ tangent; candidates still tied on every key are either choice where the input's 
 linearization is zero at all of them (`Trace.reach`: dead relus in a pooling window, the common
 case), and otherwise counted in ``undecided`` (`Trace.count_undecided`), never guessed silently.
 ``"values"`` (the probe): decided by the values alone, the rows that hold a tie flagged
-(`Trace.flag_tie`) so the caller runs the full staged sweep.
+(`Trace.flag_tie`) so the caller runs the full staged sweep — except rows tied among settled
+entries only (`index_decided`, from a node that met no tie itself: a pooling window of dead
+relus), which keep their first entry, the eager element, with no tangent work.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from asd.core.primitive import record_tie_decision, rule_context
 from asd.core.series import Series
 from asd.core.sweep import LazyTangent
 from asd.core.ties import (
+    _MOVES,
     SeriesUnavailable,
     first_order_keys,
     index_decided,
@@ -255,8 +258,12 @@ def _staged_argmax(rows: Rows, trace, mode: str):
     vals = rows.vals
     xp = backend.namespace(vals)
     cands = vals == xp.max(vals, axis=-1, keepdims=True)
-    if mode == "values":
-        trace.flag_tie(rule_context.node, _count(cands, xp) > 1)
+    if mode == "values":  # a row tied among settled entries keeps its first, unflagged
+        tied = _count(cands, xp) > 1
+        settled = _probe_settled(rows, trace)
+        if settled is not None:
+            tied = tied & xp.any(cands & ~_take(settled, rows.positions(xp), xp), axis=-1)
+        trace.flag_tie(rule_context.node, tied)
         return _first(cands, xp)
     for key in rows.staged_keys(trace, xp):
         k = xp.where(cands, key, -xp.inf)
@@ -288,11 +295,12 @@ def ray_argmax_at(rows: Rows, first_max: Callable):
     trace, mode = _staged(rows)
     x = rows.x
     xp = backend.namespace(x)
+    if mode == "values":  # tied rows of settled entries keep their first maximum, unflagged
+        ans, first, count, alive = first_max(_probe_settled(rows, trace))
+        trace.flag_tie(rule_context.node, count > 1 if alive is None else alive)
+        return ans, first
     if mode:
         ans, first, count, _ = first_max(None)
-        if mode == "values":
-            trace.flag_tie(rule_context.node, count > 1)
-            return ans, first
         at = rows.positions(xp)
         sel = _staged_argmax(Rows(_gathered(rows, at, xp), x, rows.dx, rows._at,
                                   sign=rows.sign, disjoint=rows.disjoint), trace, mode)
@@ -320,6 +328,26 @@ def ray_argmax_at(rows: Rows, first_max: Callable):
     flat = backend.set_at(flat, idx, backend.from_host(
         np.take_along_axis(tied_rows.at, chosen[:, None], -1)[:, 0], flat))
     return ans, xp.reshape(flat, tuple(first.shape))
+
+
+def _probe_settled(rows: Rows, trace):
+    """The entries a probe (``"values"``) may order by index: `index_decided` (dead relus,
+    clipped entries: constant pieces, so every choice among them gives the same element, the
+    first as the eager sweep takes it), unless the node that selected those pieces met a tie
+    itself. The full sweep re-decides such a node along the ray (a relu at exactly 0 may come
+    alive), and only re-runs the rules the probe flagged: a pool that kept its first maximum
+    on the probe's word would then read stale pieces. None where no entry is known settled.
+
+    This is what keeps a tie-free network off the tangent work: a pooling window of dead relus
+    (all 0) is a tie at every call, and needs no direction to decide."""
+    settled = index_decided(rows.dx, rows.shape)
+    if settled is None:
+        return None
+    k = rows.dx.k
+    while type(trace.lins[k]) in _MOVES:  # a layout change: the node that selected, below it
+        (k,) = trace.nodes[k].args
+    flag = trace.tied.get(k)
+    return settled if flag is None else settled & ~flag
 
 
 def _gathered(rows: Rows, at, xp):
