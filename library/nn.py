@@ -219,18 +219,75 @@ def _jax_conv(x, w, stride, padding, dilation, groups):
                                     precision=lax.Precision.HIGHEST)
 
 
+def _channels_last(nd: int):
+    """Dimension numbers of a channels-last convolution: ``(N, L..., C)`` by ``(K..., I, O)``
+    to ``(N, L..., O)``, the layout XLA's CPU backend runs on its fast (Eigen) kernels."""
+    from jax import lax
+
+    last = (0, nd + 1) + tuple(range(1, nd + 1))
+    return lax.ConvDimensionNumbers(last, (nd + 1, nd) + tuple(range(nd)), last)
+
+
+def _to_last(a, nd: int):
+    """``(A, B, L...)`` as ``(A, L..., B)``."""
+    import jax.numpy as jnp
+
+    return jnp.transpose(a, (0,) + tuple(range(2, nd + 2)) + (1,))
+
+
 def _jax_conv_pull_x(ct, w, in_shape, stride, padding, dilation, groups):
+    """The transposed convolution. Ungrouped, it is written channels last (the cotangent
+    upsampled by the stride, padded by the dilated kernel extent, correlated with the flipped
+    kernel, then cropped to the input): XLA's CPU backend puts convolutions it meets in
+    another layout into this one, except inside a ``lax.cond`` branch, where a staged
+    sweep's reverse pass runs and a conv's adjoint written by ``jax.vjp`` ran 3-10x slower."""
     import jax
     import jax.numpy as jnp
 
+    nd = len(stride)
+    if groups == 1 and 0 not in tuple(ct.shape):  # (an empty output: the vjp below)
+        from jax import lax
+
+        kernel_ = tuple(w.shape[2:])
+        spatial = tuple(in_shape[2:])
+        padded = tuple(n + lo + hi for n, (lo, hi) in zip(spatial, padding, strict=True))
+        reach = tuple(d * (k - 1) for k, d in zip(kernel_, dilation, strict=True))
+        extra = tuple(p - ((o - 1) * s + 1 + r) for p, o, s, r in  # rows no window read
+                      zip(padded, ct.shape[2:], stride, reach, strict=True))
+        rhs = jnp.flip(w.astype(ct.dtype), tuple(range(2, nd + 2)))  # (O, C, K...)
+        rhs = jnp.transpose(rhs, tuple(range(2, nd + 2)) + (0, 1))  # (K..., O, C)
+        out = lax.conv_general_dilated(
+            _to_last(ct, nd), rhs, (1,) * nd,
+            [(r, r + e) for r, e in zip(reach, extra, strict=True)], lhs_dilation=tuple(stride),
+            rhs_dilation=tuple(dilation), dimension_numbers=_channels_last(nd),
+            precision=lax.Precision.HIGHEST)
+        crop = (slice(None),) + tuple(slice(lo, lo + n) for (lo, _), n in
+                                      zip(padding, spatial, strict=True))
+        return jnp.transpose(out[crop], (0, nd + 1) + tuple(range(1, nd + 1)))
     _, vjp = jax.vjp(lambda x: _jax_conv(x, w.astype(ct.dtype), stride, padding, dilation,
                                          groups), jnp.zeros(tuple(in_shape), ct.dtype))
     return vjp(ct)[0]
 
 
 def _jax_conv_pull_w(x, ct, w, stride, padding, dilation, groups):
+    """``dW[o, c, k] = sum ct[n, o, i] x[n, c, s*i + d*k]``. Ungrouped, it is written as a
+    channels-last convolution of ``x`` (channels as the batch, samples as the features) by
+    the cotangent (dilated by the stride), for the reason `_jax_conv_pull_x` gives."""
     import jax
 
+    nd = len(stride)
+    if groups == 1 and 0 not in tuple(ct.shape):  # (an empty output: the vjp below)
+        import jax.numpy as jnp
+        from jax import lax
+
+        lhs = jnp.transpose(x.astype(ct.dtype), (1,) + tuple(range(2, nd + 2)) + (0,))
+        rhs = jnp.transpose(ct, tuple(range(2, nd + 2)) + (0, 1))  # (out..., N, O)
+        out = lax.conv_general_dilated(
+            lhs, rhs, tuple(dilation), [tuple(p) for p in padding],
+            rhs_dilation=tuple(stride), dimension_numbers=_channels_last(nd),
+            precision=lax.Precision.HIGHEST)  # (C, >= K..., O): rows past the kernel dropped
+        out = out[(slice(None),) + tuple(slice(0, k) for k in w.shape[2:])]
+        return jnp.transpose(out, (nd + 1, 0) + tuple(range(1, nd + 1)))
     _, vjp = jax.vjp(lambda v: _jax_conv(x.astype(ct.dtype), v, stride, padding, dilation,
                                          groups), w.astype(ct.dtype))
     return vjp(ct)[0]

@@ -141,6 +141,25 @@ def test_conv_kernels_agree_with_numpy_directly():
                 to(x), to(ct), to(w), *args)), gw, atol=tol_)
 
 
+@pytest.mark.parametrize("pull", ["conv_pull_x", "conv_pull_w"])
+def test_jax_conv_pulls_are_channels_last_convolutions(pull):
+    """XLA's CPU backend runs a convolution on its fast kernels only in the channels-last
+    layout, and inside a ``lax.cond`` branch (a staged sweep's reverse pass) it does not
+    convert one written in another layout: the ungrouped pulls are written in that layout
+    (their values: `test_conv_kernels_agree_with_numpy_directly`)."""
+    x, w = jnp.ones((2, 3, 9, 8)), jnp.ones((4, 3, 3, 2))
+    args = ((2, 1), ((1, 1), (0, 0)), (1, 2), 1)
+    ct = backend.kernel("conv", jnp)(x, w, *args)
+    fn = {"conv_pull_x": lambda c: backend.kernel(pull, jnp)(c, w, x.shape, *args),
+          "conv_pull_w": lambda c: backend.kernel(pull, jnp)(x, c, w, *args)}[pull]
+    convs = [e for e in jax.make_jaxpr(fn)(ct).eqns if e.primitive.name ==
+             "conv_general_dilated"]
+    assert convs
+    for e in convs:
+        lhs, rhs, out = e.params["dimension_numbers"]
+        assert tuple(lhs) == tuple(out) == (0, 3, 1, 2) and tuple(rhs) == (3, 2, 0, 1)
+
+
 def test_torch_sweeps_never_run_the_numpy_convolution(monkeypatch):
     import asd.library.nn as nn
 
