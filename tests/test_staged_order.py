@@ -354,3 +354,27 @@ def test_a_relu_tied_at_zero_in_a_dead_window_still_sends_the_pool_to_the_full_s
         _, g, undecided = staged_gradient(dead_pool, x, v)
         assert undecided == 0
         np.testing.assert_array_equal(g, eager.subgradient)
+
+
+def test_a_tie_the_tangent_decides_pushes_no_further_direction(monkeypatch):
+    # the keys along w1, … and the dead test (a push of ones through |maps|) matter only
+    # where candidates still tie after v: they run under `backend.when_any` (a lax.cond on
+    # JAX, which skips them on the device); here a when_any that skips an empty mask, as
+    # the cond does, must leave the element unchanged and push nothing further
+    from asd.core import backend
+    from asd.core.sweep import Trace
+
+    pushed = []
+    monkeypatch.setattr(Trace, "lex_tangent", lambda self, k, level: pushed.append(level))
+    monkeypatch.setattr(Trace, "reach", lambda self, k: pushed.append("reach"))
+    monkeypatch.setattr(backend, "when_any",
+                        lambda mask, fn, carry: fn(carry) if np.any(mask) else carry)
+    x = np.zeros(16)
+    x[5] = 3.0
+    v = np.random.default_rng(0).standard_normal(16)
+    f = ORDER_FUNCTIONS["max_pool1d"]
+    for point in (x[:4] * 0 + 1.0, x[:4]):  # tied windows decided by v
+        eager = asd.asd(f, direction=v[:4])(point)
+        _, g, undecided = staged_gradient(f, point, v[:4], lex=LexDirections((), random=2))
+        assert undecided == 0 and pushed == []
+        np.testing.assert_array_equal(g, eager.subgradient)

@@ -46,12 +46,14 @@ import numpy as np
 
 from asd.core import backend
 from asd.core.backend import to_host
+from asd.core.linear import FanIn
 from asd.core.primitive import record_tie_decision, rule_context
 from asd.core.series import Series
-from asd.core.sweep import LazyTangent
+from asd.core.sweep import LazyTangent, missing_cone
 from asd.core.ties import (
     _MOVES,
     SeriesUnavailable,
+    _isolated_level,
     first_order_keys,
     index_decided,
     input_series,
@@ -177,6 +179,12 @@ class Rows:
             return self._at_xp(xp, backend.device(self.x))
         return backend.from_host(self.at, self.x)
 
+    def staged_key(self, trace, xp, level: int):
+        """The first-order key of every entry along ``v`` (``level`` 0) or ``w_level``."""
+        k = self.dx.k
+        t = trace.tangent(k) if level == 0 else trace.lex_tangent(k, level)
+        return self.sign * _take(t, self.positions(xp), xp)
+
     def staged_keys(self, trace, xp) -> list:
         """The first-order keys of every entry, ``[tangent along v, along w1, …]``."""
         at = self.positions(xp)
@@ -265,15 +273,59 @@ def _staged_argmax(rows: Rows, trace, mode: str):
             tied = tied & xp.any(cands & ~_take(settled, rows.positions(xp), xp), axis=-1)
         trace.flag_tie(rule_context.node, tied)
         return _first(cands, xp)
-    for key in rows.staged_keys(trace, xp):
-        k = xp.where(cands, key, -xp.inf)
-        cands = cands & (k == xp.max(k, axis=-1, keepdims=True))
+    cands = _narrowed(cands, rows.staged_key(trace, xp, 0), xp)
+    # a further direction's key (a push through the whole cone) and the dead test (a push of
+    # ones through |maps|) matter only where candidates still tie: under a `backend.when_any`
+    # (a `lax.cond` on JAX) they run only when some row is still open, as in `staged_sign`
+    for level in range(1, trace.lex.levels + 1):
+        for j in trace.leaf_index:  # the direction's constants, made outside the branch
+            trace.lex_leaf(j, level)
+        cands = backend.when_any(_count(cands, xp) > 1, _isolated_level(
+            trace, level, lambda c, lv=level: _narrowed(c, rows.staged_key(trace, xp, lv),
+                                                        xp)), cands)
     open_ = _count(cands, xp) > 1
-    dead = rows.staged_dead(trace, xp)
-    if dead is not None:  # all tied candidates move with no direction: either will do
-        open_ = open_ & ~xp.all(~cands | dead, axis=-1)
+
+    def alive(open_):  # all tied candidates move with no direction: either will do
+        dead = rows.staged_dead(trace, xp)
+        return open_ if dead is None else open_ & ~xp.all(~cands | dead, axis=-1)
+
+    open_ = backend.when_any(open_, _isolated_reach(trace, rows.dx.k, alive), open_)
     trace.count_undecided(rule_context.node, open_)
     return _first(cands, xp)
+
+
+def _narrowed(cands, key, xp):
+    """The candidates whose ``key`` is the largest among their row's candidates."""
+    k = xp.where(cands, key, -xp.inf)
+    return cands & (k == xp.max(k, axis=-1, keepdims=True))
+
+
+def _isolated_reach(trace, k: int, step: Callable) -> Callable:
+    """``step`` with the memo of `Trace.reach` restored after it: inside a ``lax.cond``
+    branch the pushed magnitudes are the branch's own tracers, which no other branch may
+    read (`asd.core.ties`' `_isolated_level` does the same for the directions' tangents).
+    The magnitude maps of node ``k``'s cone are made here, outside the branch: a map may
+    keep its magnitude (a convolution's, of ``|x|`` and ``|w|``), which then holds values of
+    the caller's, not of the branch."""
+    memo = trace.magnitudes.get("ones", {})
+    for j in missing_cone(trace.nodes, k, memo):
+        lin = trace.lins[j]
+        for m in lin.maps if type(lin) is FanIn else (lin,):
+            if m is not None:
+                m.magnitude()
+
+    def run(carry):
+        memo = trace.magnitudes.get("ones")
+        saved = None if memo is None else dict(memo)
+        try:
+            return step(carry)
+        finally:
+            if saved is None:
+                trace.magnitudes.pop("ones", None)
+            else:
+                trace.magnitudes["ones"] = saved
+
+    return run
 
 
 def ray_argmax_at(rows: Rows, first_max: Callable):
