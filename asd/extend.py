@@ -55,7 +55,15 @@ from asd.core.linear import (
     index_array,
     unbroadcast,
 )
-from asd.core.ordering import Rows, ray_argmax, ray_argmax_at, ray_argsort, ray_cummax
+from asd.core.ordering import (
+    Rows,
+    ray_argmax,
+    ray_argmax_at,
+    ray_argmax_windows,
+    ray_argsort,
+    ray_cummax,
+    window_slices,
+)
 from asd.core.primitive import (
     ALTERNATIVES,
     LAZY_UFUNC_MODULES,
@@ -438,6 +446,7 @@ __all__ = [
     "operation_of",
     "ray_argmax",
     "ray_argmax_at",
+    "ray_argmax_windows",
     "ray_argsort",
     "ray_compare",
     "ray_cummax",
@@ -463,5 +472,6 @@ __all__ = [
     "to_host",
     "unbroadcast",
     "unsupported",
+    "window_slices",
     "within_reach",
 ]

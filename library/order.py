@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from asd.core.backend import library as library_of
 from asd.errors import NotLipschitzError, UnsupportedError
 from asd.extend import (
     FanIn,
@@ -48,6 +49,7 @@ from asd.extend import (
     namespace,
     ray_argmax,
     ray_argmax_at,
+    ray_argmax_windows,
     ray_argsort,
     ray_cummax,
     read_value,
@@ -57,6 +59,7 @@ from asd.extend import (
     register_method,
     register_numpy,
     register_reduce,
+    window_slices,
     within_reach,
 )
 
@@ -752,14 +755,77 @@ def _flat_positions(first, n_lead: int, n_spatial: int, xp):
     return xp.reshape(xp.reshape(first, (n_lead, -1)) + base[:, None], tuple(first.shape))
 
 
+class WindowSelect(LinearMap):
+    """``t -> t`` at one entry per window: the offset ``sel`` (``lead + out``, in window
+    order) of each window of ``t``'s last ``len(window)`` axes. Pushed as a select among
+    the windows' offset slices, pulled by padding each offset's cotangent back into place
+    (``lax.pad`` with interior padding on JAX): no gather, no scatter. A max pool's map in a
+    staged sweep (`asd.extend.ray_argmax_windows` decides ``sel``)."""
+
+    __slots__ = ("sel", "window", "stride", "padding")
+
+    def __init__(self, sel, window, stride, padding, in_shape, out_shape):
+        super().__init__(in_shape, out_shape)
+        self.sel, self.window, self.stride, self.padding = sel, window, stride, padding
+
+    def magnitude(self):
+        return self
+
+    def push(self, t):
+        xp = namespace(t)
+        parts = window_slices(t, self.window, self.stride, self.padding, 0.0, xp)
+        out = xp.zeros_like(parts[0])
+        for i, part in enumerate(parts):
+            out = xp.where(self.sel == i, part, out)
+        return out
+
+    def pull(self, ct):
+        xp = namespace(ct)
+        d = len(self.window)
+        spatial = tuple(n + 2 * p for n, p in zip(self.in_shape[-d:], self.padding,
+                                                  strict=True))
+        lead = tuple(ct.shape[:ct.ndim - d])
+        out_sp = tuple(ct.shape[ct.ndim - d:])
+        total = None
+        for i, offset in enumerate(itertools.product(*map(range, self.window))):
+            part = xp.where(self.sel == i, ct, xp.zeros((), dtype=ct.dtype))
+            placed = _placed(part, offset, self.stride, out_sp, spatial, lead, xp)
+            total = placed if total is None else total + placed
+        crop = (Ellipsis,) + tuple(slice(p, p + n) for p, n in
+                                   zip(self.padding, self.in_shape[-d:], strict=True))
+        return total[crop]  # the padding's cotangent dropped
+
+
+def _placed(part, offset, stride, out_sp, spatial, lead, xp):
+    """``part`` (``lead + out``) at entries ``offset + stride * i`` of zeros ``lead +
+    spatial``: one ``lax.pad`` on JAX, an in-place strided add elsewhere."""
+    if library_of(xp) == "jax":
+        from jax import lax
+
+        config = [(0, 0, 0)] * len(lead) + [
+            (o, n - o - s * (m - 1) - 1, s - 1)
+            for o, s, m, n in zip(offset, stride, out_sp, spatial, strict=True)]
+        return lax.pad(part, xp.zeros((), dtype=part.dtype), config)
+    out = xp.zeros(lead + spatial, dtype=part.dtype)
+    out[(Ellipsis,) + tuple(slice(o, o + s * (m - 1) + 1, s) for o, s, m in
+                            zip(offset, stride, out_sp, strict=True))] = part
+    return out
+
+
 @max_pool_p.defrule
 def max_pool_rule(xs, dxs, window, stride, padding):
     """The windows are declared to the engine (`_pool_rows`); on another library's arrays
     they are searched on the device (`_max_pool_xp`) and a `Take` map gathers tangents
-    there."""
+    there. In a staged sweep the windows are read as offset slices
+    (`ray_argmax_windows`) and a `WindowSelect` map routes tangents: no gathers."""
     (x,) = xs
     d = len(window)
     if not is_host(x):
+        decided = ray_argmax_windows(x, dxs[0], window, stride, padding)
+        if decided is not None:
+            ans, sel = decided
+            return ans, WindowSelect(sel, window, stride, padding, tuple(x.shape),
+                                     tuple(ans.shape))
         ans, at = _max_pool_xp(x, dxs[0], window, stride, padding)
         return ans, Take(at, tuple(x.shape), tuple(ans.shape))
     x = np.asarray(x)

@@ -378,3 +378,56 @@ def test_a_tie_the_tangent_decides_pushes_no_further_direction(monkeypatch):
         _, g, undecided = staged_gradient(f, point, v[:4], lex=LexDirections((), random=2))
         assert undecided == 0 and pushed == []
         np.testing.assert_array_equal(g, eager.subgradient)
+
+
+POOLINGS = {  # (window, stride, padding) of the last two axes
+    "2x2": ((2, 2), (2, 2), ((0, 0), (0, 0))),
+    "3x3 stride 2 padded": ((3, 3), (2, 2), ((1, 1), (1, 1))),
+    "2x2 stride 1": ((2, 2), (1, 1), ((0, 0), (0, 0))),
+    "3x2 stride (1, 2)": ((3, 2), (1, 2), ((0, 0), (0, 0))),
+}
+
+
+def relu_pool(pooling):
+    """relu(x - 1) of integer-valued x: dead windows (all 0), windows tied at a live value
+    (decided by the tangent), a relu at exactly 0 (tied itself), pooled with ``pooling``."""
+    window, stride, padding = pooling
+
+    def f(x):
+        h = jax.nn.relu(x - 1.0)
+        p = jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1) + window, (1, 1) + stride,
+                                  ((0, 0), (0, 0)) + padding)
+        return jnp.sum(jnp.sin(p) * jnp.arange(p.size).reshape(p.shape))
+    return f
+
+
+@pytest.mark.parametrize("pooling", list(POOLINGS))
+@pytest.mark.parametrize("seed", [0, 1])
+def test_cnn_pooling_with_dead_and_tied_windows_under_jit_is_the_eager_element(pooling, seed):
+    # the staged pool reads its windows as offset slices (`ray_argmax_windows`) and routes
+    # the cotangent by `WindowSelect`: the eager element bit for bit, nothing undecided
+    rng = np.random.default_rng(seed)
+    x = jnp.asarray(rng.integers(-1, 4, size=(2, 2, 7, 6)).astype(float))
+    f = relu_pool(POOLINGS[pooling])
+    value, g = asd.jax.value_and_subgrad(f, seed=seed)(x)
+    got_value, got, undecided = jax.jit(asd.jax.value_and_subgrad(f, seed=seed,
+                                                                 report=True))(x)
+    assert int(undecided) == 0
+    close(got_value, value)  # jit sums in its own order; a different choice moves O(1)
+    close(got, g)
+    # and per example under vmap, along one direction
+    v = jnp.asarray(rng.standard_normal((2, 7, 6)))
+    one = lambda t: f(t[None])  # noqa: E731
+    batched = jax.jit(jax.vmap(asd.jax.subgrad(one, direction=v)))(x)
+    for xi, gi in zip(x, batched, strict=True):
+        close(gi, asd.jax.subgrad(one, direction=v)(xi))
+
+
+@pytest.mark.parametrize("pooling", list(POOLINGS))
+def test_a_staged_pool_gathers_and_scatters_nothing(pooling):
+    # its windows are offset slices and its map a select / pad: a gather of the windows and
+    # a scatter-add of their cotangents ran several times the primal's pooling (issue 24)
+    x = jnp.asarray(np.random.default_rng(0).integers(-1, 4, size=(2, 2, 7, 6)).astype(float))
+    jaxpr = str(jax.make_jaxpr(asd.jax.value_and_subgrad(relu_pool(POOLINGS[pooling]),
+                                                         seed=0, report=True))(x))
+    assert "gather" not in jaxpr and "scatter" not in jaxpr

@@ -39,6 +39,9 @@ relus), which keep their first entry, the eager element, with no tangent work.
 
 from __future__ import annotations
 
+import functools
+import itertools
+import math
 from collections.abc import Callable
 from functools import cmp_to_key
 
@@ -193,11 +196,8 @@ class Rows:
                                        for level in range(1, trace.lex.levels + 1)]
         return [self.sign * _take(t, at, xp) for t in levels]
 
-    def staged_dead(self, trace, xp):
-        """Where the input's composite linearization is zero, at the rows' entries: where the
-        map that made the input sends every tangent to 0 (`LinearMap.zero_rows`: a dead
-        relu, whatever its cone holds) or no path from an input reaches it (`Trace.reach`);
-        None where neither can say."""
+    def staged_dead_input(self, trace, xp):
+        """`staged_dead` in the input's shape, before the rows gather it."""
         k = self.dx.k
         lin = trace.lins[k]
         zero = None if lin is None or not hasattr(lin, "zero_rows") else lin.zero_rows()
@@ -206,6 +206,14 @@ class Rows:
         if zero is not None:
             zero = xp.broadcast_to(zero, self.shape)
             dead = zero if dead is None else dead | zero
+        return dead
+
+    def staged_dead(self, trace, xp):
+        """Where the input's composite linearization is zero, at the rows' entries: where the
+        map that made the input sends every tangent to 0 (`LinearMap.zero_rows`: a dead
+        relu, whatever its cone holds) or no path from an input reaches it (`Trace.reach`);
+        None where neither can say."""
+        dead = self.staged_dead_input(trace, xp)
         return None if dead is None else _take(dead, self.positions(xp), xp)
 
 
@@ -400,6 +408,110 @@ def _probe_settled(rows: Rows, trace):
         (k,) = trace.nodes[k].args
     flag = trace.tied.get(k)
     return settled if flag is None else settled & ~flag
+
+
+# ----- the first maximum of strided windows, staged: offset slices, no gathers -----
+
+def window_slices(a, window: tuple, stride: tuple, padding: tuple, fill, xp) -> list:
+    """The ``K`` window offsets of ``a``'s last ``len(window)`` axes (padded by ``padding``
+    entries of ``fill`` at both ends), in window order (row-major), each a strided slice of
+    shape ``lead + out``: entry ``(…, i)`` of slice ``o`` is window ``i``'s entry ``o``."""
+    d = len(window)
+    spatial = tuple(a.shape[-d:])
+    if any(padding):
+        lead = tuple(a.shape[:-d])
+        for axis, p in enumerate(padding):
+            if p:
+                shape = list(lead + spatial)
+                shape[len(lead) + axis] = p
+                block = xp.full(tuple(shape), fill, dtype=a.dtype)
+                a = xp.concat([block, a, block], axis=len(lead) + axis)
+                spatial = tuple(a.shape[-d:])
+    out = tuple((n - w) // s + 1 for n, w, s in zip(spatial, window, stride, strict=True))
+    return [a[(Ellipsis,) + tuple(slice(o, o + s * (m - 1) + 1, s) for o, s, m in
+                                  zip(offset, stride, out, strict=True))]
+            for offset in itertools.product(*map(range, window))]
+
+
+def ray_argmax_windows(x, dx, window: tuple, stride: tuple, padding: tuple):
+    """Max pooling's decision in a staged sweep, on another library's arrays: ``(maxima, the
+    window offset chosen)`` per window, or None outside a staged sweep.
+
+    The same decision as `_staged_argmax` over gathered rows — the first entry with the
+    largest ``(value, tangent along v, along w1, …)``, candidates still tied counted unless
+    all are dead; the probe keeps the first maximum and flags tied windows that hold an entry
+    not settled — written over the ``K`` offset slices of the windows (`window_slices`):
+    elementwise maxima and comparisons, no gather, no reduction over a short trailing axis
+    (which XLA's CPU backend ran 10x slower than the primal's pooling)."""
+    trace = dx.trace if isinstance(dx, LazyTangent) else None
+    mode = getattr(trace, "staged", False)
+    if not mode:
+        return None
+    xp = backend.namespace(x)
+    node = rule_context.node
+
+    def slices(a, fill):
+        return window_slices(xp.broadcast_to(a, tuple(x.shape)), window, stride, padding,
+                             fill, xp)
+
+    pad = [None] * math.prod(window)
+    if any(padding):  # padding never ties with the edge it borders, even at -inf
+        pad = slices(xp.ones(tuple(x.shape), dtype=xp.bool), False)  # True: an entry
+    vals = slices(x, -xp.inf)
+    ans = functools.reduce(xp.maximum, vals)
+    cands = tuple(v == ans if p is None else (v == ans) & p for v, p in zip(vals, pad,
+                                                                             strict=True))
+    if mode == "values":
+        tied = _count_slices(cands, xp) > 1
+        settled = _probe_settled_of(dx, tuple(x.shape), trace)
+        if settled is not None:
+            tied = tied & functools.reduce(xp.logical_or, [
+                c & ~s for c, s in zip(cands, slices(settled, True), strict=True)])
+        trace.flag_tie(node, tied)
+        return ans, _first_slice(cands, xp)
+
+    def narrowed(cands, level):
+        t = trace.tangent(dx.k) if level == 0 else trace.lex_tangent(dx.k, level)
+        keys = [xp.where(c, k, -xp.inf) for c, k in zip(cands, slices(t, 0.0), strict=True)]
+        top = functools.reduce(xp.maximum, keys)
+        return tuple(c & (k == top) for c, k in zip(cands, keys, strict=True))
+
+    cands = narrowed(cands, 0)
+    for level in range(1, trace.lex.levels + 1):  # only while some window is still open
+        for j in trace.leaf_index:
+            trace.lex_leaf(j, level)
+        cands = backend.when_any(_count_slices(cands, xp) > 1, _isolated_level(
+            trace, level, lambda c, lv=level: narrowed(c, lv)), cands)
+    open_ = _count_slices(cands, xp) > 1
+
+    def alive(open_):  # all tied candidates move with no direction: either will do
+        dead = Rows(None, x, dx, None).staged_dead_input(trace, xp)
+        if dead is None:
+            return open_
+        return open_ & functools.reduce(xp.logical_or, [
+            c & ~s for c, s in zip(cands, slices(dead, True), strict=True)])
+
+    open_ = backend.when_any(open_, _isolated_reach(trace, dx.k, alive), open_)
+    trace.count_undecided(node, open_)
+    return ans, _first_slice(cands, xp)
+
+
+def _count_slices(cands, xp):
+    return functools.reduce(lambda a, b: a + b, [xp.astype(c, xp.int32) for c in cands])
+
+
+def _first_slice(cands, xp):
+    """Per window, the first candidate offset (0 where there is none: a NaN window)."""
+    sel = xp.zeros(tuple(cands[0].shape), dtype=xp.int32)
+    for i in range(len(cands) - 1, 0, -1):
+        sel = xp.where(cands[i], xp.asarray(i, dtype=xp.int32), sel)
+    return xp.where(cands[0], xp.asarray(0, dtype=xp.int32), sel)
+
+
+def _probe_settled_of(dx, shape: tuple, trace):
+    """`_probe_settled` for an input's lazy tangent ``dx`` (shape ``shape``)."""
+    return _probe_settled(Rows(None, dx.trace.values[dx.k], dx, None), trace) \
+        if isinstance(dx, LazyTangent) else None
 
 
 def _gathered(rows: Rows, at, xp):
