@@ -470,11 +470,13 @@ def ray_argmax_windows(x, dx, window: tuple, stride: tuple, padding: tuple):
         trace.flag_tie(node, tied)
         return ans, _first_slice(cands, xp)
 
-    def narrowed(cands, level):
+    def narrowed(cands, level):  # stacked: XLA's CPU backend otherwise recomputes the
+        # tangent (a convolution output's select by a relu) in each offset's comparison
         t = trace.tangent(dx.k) if level == 0 else trace.lex_tangent(dx.k, level)
-        keys = [xp.where(c, k, -xp.inf) for c, k in zip(cands, slices(t, 0.0), strict=True)]
-        top = functools.reduce(xp.maximum, keys)
-        return tuple(c & (k == top) for c, k in zip(cands, keys, strict=True))
+        c = xp.stack(cands)
+        keys = xp.where(c, xp.stack(slices(t, 0.0)), -xp.inf)
+        c = c & (keys == xp.max(keys, axis=0))
+        return tuple(c[i] for i in range(len(cands)))
 
     cands = narrowed(cands, 0)
     for level in range(1, trace.lex.levels + 1):  # only while some window is still open
