@@ -39,9 +39,7 @@ relus), which keep their first entry, the eager element, with no tangent work.
 
 from __future__ import annotations
 
-import functools
 import itertools
-import math
 from collections.abc import Callable
 from functools import cmp_to_key
 
@@ -238,8 +236,8 @@ def _first(mask, xp):
     return xp.argmax(xp.astype(mask, xp.int8), axis=-1)
 
 
-def _count(mask, xp):
-    return xp.sum(xp.astype(mask, xp.int32), axis=-1)
+def _count(mask, xp, axis: int = -1):
+    return xp.sum(xp.astype(mask, xp.int32), axis=axis)
 
 
 # ----- the first maximum -----
@@ -450,64 +448,57 @@ def ray_argmax_windows(x, dx, window: tuple, stride: tuple, padding: tuple):
     xp = backend.namespace(x)
     node = rule_context.node
 
-    def slices(a, fill):
-        return window_slices(xp.broadcast_to(a, tuple(x.shape)), window, stride, padding,
-                             fill, xp)
+    def stacked(a, fill):  # (K,) + lead + out: the windows' offsets along the first axis
+        return xp.stack(window_slices(xp.broadcast_to(a, tuple(x.shape)), window, stride,
+                                      padding, fill, xp))
 
-    pad = [None] * math.prod(window)
+    # stacked, every comparison is one elementwise pass and one reduction over the leading
+    # axis: XLA's CPU backend ran K separate comparisons each with a recomputation of their
+    # operands (a convolution output's select by a relu)
+    vals = stacked(x, -xp.inf)
+    ans = xp.max(vals, axis=0)
+    cands = vals == ans
     if any(padding):  # padding never ties with the edge it borders, even at -inf
-        pad = slices(xp.ones(tuple(x.shape), dtype=xp.bool), False)  # True: an entry
-    vals = slices(x, -xp.inf)
-    ans = functools.reduce(xp.maximum, vals)
-    cands = tuple(v == ans if p is None else (v == ans) & p for v, p in zip(vals, pad,
-                                                                             strict=True))
+        cands = cands & stacked(xp.ones(tuple(x.shape), dtype=xp.bool), False)
     if mode == "values":
-        tied = _count_slices(cands, xp) > 1
+        tied = _count(cands, xp, 0) > 1
         settled = _probe_settled_of(dx, tuple(x.shape), trace)
         if settled is not None:
-            tied = tied & functools.reduce(xp.logical_or, [
-                c & ~s for c, s in zip(cands, slices(settled, True), strict=True)])
+            tied = tied & xp.any(cands & ~stacked(settled, True), axis=0)
         trace.flag_tie(node, tied)
         return ans, _first_slice(cands, xp)
 
-    def narrowed(cands, level):  # stacked: XLA's CPU backend otherwise recomputes the
-        # tangent (a convolution output's select by a relu) in each offset's comparison
+    def narrowed(cands, level):
         t = trace.tangent(dx.k) if level == 0 else trace.lex_tangent(dx.k, level)
-        c = xp.stack(cands)
-        keys = xp.where(c, xp.stack(slices(t, 0.0)), -xp.inf)
-        c = c & (keys == xp.max(keys, axis=0))
-        return tuple(c[i] for i in range(len(cands)))
+        keys = xp.where(cands, stacked(t, 0.0), -xp.inf)
+        return cands & (keys == xp.max(keys, axis=0))
 
     cands = narrowed(cands, 0)
     for level in range(1, trace.lex.levels + 1):  # only while some window is still open
         for j in trace.leaf_index:
             trace.lex_leaf(j, level)
-        cands = backend.when_any(_count_slices(cands, xp) > 1, _isolated_level(
+        cands = backend.when_any(_count(cands, xp, 0) > 1, _isolated_level(
             trace, level, lambda c, lv=level: narrowed(c, lv)), cands)
-    open_ = _count_slices(cands, xp) > 1
+    open_ = _count(cands, xp, 0) > 1
 
     def alive(open_):  # all tied candidates move with no direction: either will do
         dead = Rows(None, x, dx, None).staged_dead_input(trace, xp)
         if dead is None:
             return open_
-        return open_ & functools.reduce(xp.logical_or, [
-            c & ~s for c, s in zip(cands, slices(dead, True), strict=True)])
+        return open_ & xp.any(cands & ~stacked(dead, True), axis=0)
 
     open_ = backend.when_any(open_, _isolated_reach(trace, dx.k, alive), open_)
     trace.count_undecided(node, open_)
     return ans, _first_slice(cands, xp)
 
 
-def _count_slices(cands, xp):
-    return functools.reduce(lambda a, b: a + b, [xp.astype(c, xp.int32) for c in cands])
-
-
 def _first_slice(cands, xp):
-    """Per window, the first candidate offset (0 where there is none: a NaN window)."""
-    sel = xp.zeros(tuple(cands[0].shape), dtype=xp.int32)
-    for i in range(len(cands) - 1, 0, -1):
+    """Per window, the first candidate offset of the stacked ``cands`` (0 where there is
+    none: a NaN window)."""
+    sel = xp.zeros(tuple(cands.shape[1:]), dtype=xp.int32)
+    for i in range(cands.shape[0] - 1, -1, -1):
         sel = xp.where(cands[i], xp.asarray(i, dtype=xp.int32), sel)
-    return xp.where(cands[0], xp.asarray(0, dtype=xp.int32), sel)
+    return sel
 
 
 def _probe_settled_of(dx, shape: tuple, trace):
