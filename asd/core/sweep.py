@@ -804,12 +804,14 @@ class Trace:
             node = nodes[k]
             dtype = res.dtype if res is not None else (
                 node.dtype if np.issubdtype(node.dtype, np.inexact) else np.float64)
-            known, vals = missing.copy(), np.zeros(node.shape, dtype)
+            # uninitialized: only entries in ``known`` are ever read, and each is written
+            # below (a zero where the request came back None); np.zeros would map and
+            # clear a full-size buffer per node a tie reaches
+            known, vals = missing.copy(), np.empty(node.shape, dtype)
             self.partial[k] = (known, vals)
         else:
             known |= missing
-        if res is not None:
-            vals[missing] = res
+        vals[missing] = 0 if res is None else res
         return vals[mask]
 
     def _asker(self, r: int, depth: int):
