@@ -272,3 +272,17 @@ def test_memo_entries_a_request_left_zero_read_as_exact_zeros():
     both = off | (x > 3)
     np.testing.assert_array_equal(trace.tangent_at(k, both), trace.tangent(k)[both])
     np.testing.assert_array_equal(trace.tangent_at(k, off), np.zeros(3))
+
+
+def test_lazy_direction_spawns_its_streams_on_the_first_draw_with_the_same_children():
+    """An int or None seed's streams are spawned only when a leaf is drawn (a call without a
+    tie spawns nothing), and they are the children an eager spawn gives: leaf ``i`` is
+    drawn from ``SeedSequence(seed).spawn(n)[i]`` whichever leaf is drawn first."""
+    shapes, dtypes = [(3,), (2, 2), ()], [np.float64, np.float32, np.float64]
+    d = LazyDirection(7, shapes, dtypes)
+    assert isinstance(d.streams, np.random.SeedSequence)  # nothing spawned yet
+    children = np.random.SeedSequence(7).spawn(3)
+    for i in (2, 0, 1):
+        want = np.random.default_rng(children[i]).standard_normal(
+            shapes[i], dtype=np.float32 if dtypes[i] == np.float32 else np.float64)
+        np.testing.assert_array_equal(d.leaf(i), want)
