@@ -79,23 +79,26 @@ def _is_namedtuple(x) -> bool:
 def flatten(tree: Any) -> tuple[list, TreeDef]:
     """The leaves of ``tree`` in order, and its structure (see `unflatten`)."""
     leaves: list = []
+    return leaves, _walk(tree, leaves)
 
-    def walk(x) -> TreeDef:
-        if isinstance(x, tuple):
-            kids = [walk(c) for c in x]
-            if _is_namedtuple(x):
-                return TreeDef("namedtuple", children=kids, cls=type(x))
-            return TreeDef("tuple", children=kids)
-        if isinstance(x, list):
-            return TreeDef("list", children=[walk(c) for c in x])
-        if isinstance(x, dict):
-            return TreeDef("dict", keys=list(x), children=[walk(x[k]) for k in x])
-        if x is None:
-            return TreeDef("none")
-        leaves.append(x)
-        return LEAF
 
-    return leaves, walk(tree)
+def _walk(x, leaves: list) -> TreeDef:
+    """`flatten`'s recursion. A module function, not a closure: a closure calling itself
+    is a reference cycle (function -> cell -> function) that would keep the leaves, and
+    with traced leaves a whole sweep's arrays, alive until the cyclic GC ran."""
+    if isinstance(x, tuple):
+        kids = [_walk(c, leaves) for c in x]
+        if _is_namedtuple(x):
+            return TreeDef("namedtuple", children=kids, cls=type(x))
+        return TreeDef("tuple", children=kids)
+    if isinstance(x, list):
+        return TreeDef("list", children=[_walk(c, leaves) for c in x])
+    if isinstance(x, dict):
+        return TreeDef("dict", keys=list(x), children=[_walk(x[k], leaves) for k in x])
+    if x is None:
+        return TreeDef("none")
+    leaves.append(x)
+    return LEAF
 
 
 def flatten_as(treedef: TreeDef, tree: Any, *, array_leaves: bool = False) -> list:
@@ -113,46 +116,47 @@ def flatten_as(treedef: TreeDef, tree: Any, *, array_leaves: bool = False) -> li
     [10.0, 20.0]
     """
     out: list = []
-
-    def walk(td: TreeDef, x) -> None:
-        if x is None:
-            out.extend([None] * td.n_leaves)
-            return
-        if td.kind == "leaf":
-            if isinstance(x, dict) or (isinstance(x, tuple | list) and not array_leaves):
-                raise ValueError(f"a {type(x).__name__} where a leaf was expected")
-            out.append(x)
-            return
-        if td.kind == "dict":
-            if not isinstance(x, dict) or set(x) != set(td.keys):
-                raise ValueError(f"expected a dict with keys {list(td.keys)}")
-            for k, c in zip(td.keys, td.children, strict=True):
-                walk(c, x[k])
-            return
-        kind = list if td.kind == "list" else tuple     # "none": x is not None here
-        if td.kind == "none" or not isinstance(x, kind) or len(x) != len(td.children):
-            raise ValueError(f"expected {td!r}")
-        for c, xc in zip(td.children, x, strict=True):
-            walk(c, xc)
-
-    walk(treedef, tree)
+    _walk_as(treedef, tree, out, array_leaves)
     return out
+
+
+def _walk_as(td: TreeDef, x, out: list, array_leaves: bool) -> None:
+    """`flatten_as`'s recursion (a module function: see `_walk`)."""
+    if x is None:
+        out.extend([None] * td.n_leaves)
+        return
+    if td.kind == "leaf":
+        if isinstance(x, dict) or (isinstance(x, tuple | list) and not array_leaves):
+            raise ValueError(f"a {type(x).__name__} where a leaf was expected")
+        out.append(x)
+        return
+    if td.kind == "dict":
+        if not isinstance(x, dict) or set(x) != set(td.keys):
+            raise ValueError(f"expected a dict with keys {list(td.keys)}")
+        for k, c in zip(td.keys, td.children, strict=True):
+            _walk_as(c, x[k], out, array_leaves)
+        return
+    kind = list if td.kind == "list" else tuple     # "none": x is not None here
+    if td.kind == "none" or not isinstance(x, kind) or len(x) != len(td.children):
+        raise ValueError(f"expected {td!r}")
+    for c, xc in zip(td.children, x, strict=True):
+        _walk_as(c, xc, out, array_leaves)
 
 
 def unflatten(treedef: TreeDef, leaves) -> Any:
     """Rebuild the structure ``treedef`` with ``leaves`` in order."""
-    it = iter(leaves)
+    return _build(treedef, iter(leaves))
 
-    def build(td: TreeDef):
-        if td.kind == "leaf":
-            return next(it)
-        if td.kind == "none":
-            return None
-        kids = [build(c) for c in td.children]
-        if td.kind == "dict":
-            return dict(zip(td.keys, kids, strict=True))
-        if td.kind == "namedtuple":
-            return td.cls._make(kids)
-        return tuple(kids) if td.kind == "tuple" else kids
 
-    return build(treedef)
+def _build(td: TreeDef, it):
+    """`unflatten`'s recursion (a module function: see `_walk`)."""
+    if td.kind == "leaf":
+        return next(it)
+    if td.kind == "none":
+        return None
+    kids = [_build(c, it) for c in td.children]
+    if td.kind == "dict":
+        return dict(zip(td.keys, kids, strict=True))
+    if td.kind == "namedtuple":
+        return td.cls._make(kids)
+    return tuple(kids) if td.kind == "tuple" else kids

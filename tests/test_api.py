@@ -195,3 +195,28 @@ def test_constants_are_not_traced():
 def test_identity_from_relu_on_vectors_for_random_seeds(seed):
     g = asd.subgrad(lambda x: anp.sum(f2(x)), seed=seed)(np.zeros(4))
     np.testing.assert_array_equal(g, np.ones(4))
+
+
+def test_a_sweep_leaves_no_reference_cycle():
+    """A call frees its sweep (every value, map and tangent) by reference counting, not at
+    the next cyclic collection: a self-calling closure in the pytree helpers once kept the
+    traced leaves, and with them a whole trace, alive until the GC ran (memory held across
+    calls, and a GC pause freeing a model's activations inside the next call)."""
+    import gc
+
+    def loss(p):
+        return asd.relu(p["w"] @ np.array([1.0, -2.0, 0.5]) + p["b"]).sum() + asd.abs(p["b"][0])
+
+    p = {"w": np.array([[1.0, 0.5, 2.0], [0.0, 1.0, 2.0]]), "b": np.array([0.0, 1.0])}
+    calls = [asd.value_and_subgrad(loss, seed=0), asd.asd(loss, seed=0),
+             asd.jit(asd.value_and_subgrad(loss, seed=0))]
+    for f in calls:
+        f(p)
+    gc.collect()
+    gc.disable()
+    try:
+        for f in calls:
+            f(p)
+            assert gc.collect() == 0
+    finally:
+        gc.enable()

@@ -253,3 +253,36 @@ def test_the_exact_series_draws_the_leaves_it_reads():
     for seed in range(5):
         np.testing.assert_allclose(asd.subgrad(f, seed=seed)(np.zeros(2)), [0.0, 1.0])
 
+
+
+def test_memo_entries_a_request_left_zero_read_as_exact_zeros():
+    """The memo's buffer is uninitialized (no full-size zero per node a tie reaches): an
+    entry whose request came back None (every scale upstream zero) must be written as 0,
+    and a later request that reads it with new entries gets the full tangent's entries
+    bit for bit."""
+    def f(x):
+        return (asd.relu(x) * 2.0).sum()
+
+    x = np.array([[-1.0, 2.0, -3.0], [4.0, -5.0, 6.0]])
+    v = np.arange(1.0, 7.0).reshape(2, 3)
+    trace, _, _ = api._sweep(f, api._Inputs((x,), 0), v, 0)
+    k = next(k for k, n in enumerate(trace.nodes) if n.name == "multiply")
+    off = x < 0  # the relu's off side: the request upstream comes back None
+    np.testing.assert_array_equal(trace.tangent_at(k, off), np.zeros(3))
+    both = off | (x > 3)
+    np.testing.assert_array_equal(trace.tangent_at(k, both), trace.tangent(k)[both])
+    np.testing.assert_array_equal(trace.tangent_at(k, off), np.zeros(3))
+
+
+def test_lazy_direction_spawns_its_streams_on_the_first_draw_with_the_same_children():
+    """An int or None seed's streams are spawned only when a leaf is drawn (a call without a
+    tie spawns nothing), and they are the children an eager spawn gives: leaf ``i`` is
+    drawn from ``SeedSequence(seed).spawn(n)[i]`` whichever leaf is drawn first."""
+    shapes, dtypes = [(3,), (2, 2), ()], [np.float64, np.float32, np.float64]
+    d = LazyDirection(7, shapes, dtypes)
+    assert isinstance(d.streams, np.random.SeedSequence)  # nothing spawned yet
+    children = np.random.SeedSequence(7).spawn(3)
+    for i in (2, 0, 1):
+        want = np.random.default_rng(children[i]).standard_normal(
+            shapes[i], dtype=np.float32 if dtypes[i] == np.float32 else np.float64)
+        np.testing.assert_array_equal(d.leaf(i), want)

@@ -211,16 +211,18 @@ class Diagonal(LinearMap):
     def push_at(self, mask, t_at):
         """Only entries with a nonzero scale are asked for: a relu's tied entries on the off
         side, or an unselected max operand, cost nothing upstream."""
-        d = None if self.d is None else np.broadcast_to(self.d, self.out_shape)[mask]
+        d = None if self.d is None else np.broadcast_to(self.d, self.out_shape)
         live = mask
         if d is not None:
-            nz = d != 0
-            if not nz.all():
-                if not nz.any():
-                    return None
-                live = mask.copy()
-                live[mask] = nz
-                d = d[nz]
+            # the live entries as one full-size ``and`` (not a gather, then a scatter into a
+            # copy of the mask); a bool scale (a relu's side) is 1 on them: no multiply
+            live = mask & (d if d.dtype == bool else d != 0)
+            n_live = np.count_nonzero(live)
+            if not n_live:
+                return None
+            if n_live == np.count_nonzero(mask):
+                live = mask
+            d = None if d.dtype == bool else d[live]
         if self.in_shape == self.out_shape:
             part = t_at(live)
         else:

@@ -133,8 +133,8 @@ class LazyDirection:
     def __init__(self, seed, shapes: list[tuple], dtypes: list, likes: list | None = None):
         if isinstance(seed, np.random.Generator | np.random.SeedSequence):
             self.streams = seed.spawn(len(shapes))  # a generator or seed sequence as given
-        else:
-            self.streams = np.random.SeedSequence(seed).spawn(len(shapes))
+        else:  # spawned on the first draw (`stream`): a call that meets no tie never does
+            self.streams = np.random.SeedSequence(seed)
         self.shapes, self.dtypes = shapes, dtypes
         # the arguments, where they are another library's arrays: each leaf is drawn on the
         # host with numpy's generator (the same direction for every library) and moved there
@@ -146,16 +146,24 @@ class LazyDirection:
                 self.likes[i]):
             like = self.likes[i]
             host_dtype = np.float32 if str(like.dtype).endswith("float32") else np.float64
-            rng = np.random.default_rng(self.streams[i])
+            rng = np.random.default_rng(self.stream(i))
             self.leaves[i] = backend.from_host(
                 rng.standard_normal(self.shapes[i], dtype=host_dtype), like, "like")
         if self.leaves[i] is None:
-            rng = np.random.default_rng(self.streams[i])
+            rng = np.random.default_rng(self.stream(i))
             # float32 leaves draw float32 normals: half the cost of the draw
             dtype = np.float32 if self.dtypes[i] == np.float32 else np.float64
             self.leaves[i] = np.asarray(rng.standard_normal(self.shapes[i], dtype=dtype)
                                         ).astype(self.dtypes[i], copy=False)
         return self.leaves[i]
+
+    def stream(self, i: int) -> np.random.SeedSequence:
+        """Leaf ``i``'s seed sequence: the ``i``-th child of the call's seed sequence, the
+        children spawned together on the first draw (the same children as spawned at once:
+        a SeedSequence's ``k``-th child depends only on its entropy and ``k``)."""
+        if isinstance(self.streams, np.random.SeedSequence):
+            self.streams = self.streams.spawn(len(self.shapes))
+        return self.streams[i]
 
     def __iter__(self):
         return (functools.partial(self.leaf, i) for i in range(len(self.leaves)))
@@ -804,12 +812,16 @@ class Trace:
             node = nodes[k]
             dtype = res.dtype if res is not None else (
                 node.dtype if np.issubdtype(node.dtype, np.inexact) else np.float64)
-            known, vals = missing.copy(), np.zeros(node.shape, dtype)
+            # uninitialized: only entries in ``known`` are ever read, and each is written
+            # below (a zero where the request came back None); np.zeros would map and
+            # clear a full-size buffer per node a tie reaches
+            known, vals = missing.copy(), np.empty(node.shape, dtype)
             self.partial[k] = (known, vals)
         else:
             known |= missing
-        if res is not None:
-            vals[missing] = res
+        vals[missing] = 0 if res is None else res
+        if part is None and res is not None and np.shape(res) == (np.count_nonzero(mask),):
+            return res  # the request was all missing: ``vals[mask]`` would be a copy of it
         return vals[mask]
 
     def _asker(self, r: int, depth: int):
