@@ -648,6 +648,83 @@ def _places(w, device, offset, stride, padding, dilation, out_shape):
     return rows[:, None] * w + cols[None, :]
 
 
+def _open_windows(exact, unclear, m, best, state, dead) -> torch.Tensor:
+    """The windows first order leaves open: a candidate within the threshold of the best
+    tangent (not equal to it), and, along a given direction, several with exactly the best
+    (unless ``dead`` and the window is all dead units: value 0, tangent 0). Along a random
+    direction exactly equal tangents are the same linearization, almost surely."""
+    if state.random:
+        return unclear
+    many = exact > 1
+    if dead:
+        many = many & ~((m == 0) & (best == 0))
+    return unclear | many
+
+
+def _decided_windows(x, x_t, m, state, dead, geometry):
+    """`_DecidedPool`'s decision on the windows as one view (``unfold`` of the padded input,
+    undilated pooling): the lexicographic best (value, tangent) per window by one ``max``
+    over its candidates (the first on ties, as PyTorch's own), a handful of kernels in all
+    (per-offset loops cost one kernel launch per offset and comparison)."""
+    kernel, stride, padding, _, out_shape = geometry
+    (kh, kw), (sh, sw) = kernel, stride
+    ho, wo = out_shape
+    lead = x.shape[:-2]
+
+    def windows(t, fill):       # a view (..., Ho, Wo, kh, kw): no copy of the input
+        t = _padded(t, fill, *geometry).unfold(-2, kh, sh).unfold(-2, kw, sw)
+        return t[..., :ho, :wo, :, :]
+
+    top = m[..., None, None]
+    # a fresh (..., Ho, Wo, kh, kw) tensor, so its candidates flatten as a view
+    key = torch.where(windows(x, -math.inf) == top, windows(x_t, 0.0), -math.inf)
+    key = key.reshape(*lead, ho, wo, kh * kw)
+    best, arg = key.max(-1)
+    near = key >= (best - state.threshold).unsqueeze(-1)
+    same = key == best.unsqueeze(-1)
+    unclear = (near & ~same).any(-1)
+    exact = None if state.random else same.sum(-1, dtype=torch.int8)
+    open_ = _open_windows(exact, unclear, m, best, state, dead)
+    w = x.shape[-1]
+    base = _places(w, x.device, (0, 0), stride, padding, (1, 1), out_shape)
+    shift = _shifts(w, x.device, kernel)
+    return best, (base + shift[arg]).contiguous(), open_
+
+
+@functools.lru_cache(maxsize=64)
+def _shifts(w, device, kernel):
+    """The flat input offset of each kernel position (row-major), for undilated windows."""
+    return torch.tensor([oh * w + ow for oh in range(kernel[0]) for ow in range(kernel[1])],
+                        dtype=torch.int64, device=device)
+
+
+def _decided_offsets(x, x_t, m, state, dead, geometry):
+    """`_DecidedPool`'s decision per kernel offset, on strided slices (dilated pooling)."""
+    kernel, stride, padding, dilation, out_shape = geometry
+    xp = _padded(x, -math.inf, *geometry)
+    tp = _padded(x_t, 0.0, *geometry)
+    best = index = None
+    keys = []
+    for offset, at in _offsets(kernel, stride, dilation, out_shape):
+        key = torch.where(xp[at] == m, tp[at], -math.inf)    # first one on ties
+        keys.append(key)
+        place = _places(x.shape[-1], x.device, offset, stride, padding, dilation, out_shape)
+        if best is None:
+            best, index = key, place.expand(key.shape)
+        else:
+            better = key > best
+            best = torch.where(better, key, best)
+            index = torch.where(better, place, index)
+    low = best - state.threshold
+    exact = unclear = None
+    for key in keys:                    # candidates tied with the best to first order
+        same = key == best
+        near = (key != best) & (key >= low)
+        exact = same.to(torch.int8) if exact is None else exact + same
+        unclear = near if unclear is None else unclear | near
+    return best, index.contiguous(), _open_windows(exact, unclear, m, best, state, dead)
+
+
 class _DecidedPool(torch.autograd.Function):
     """2-d max pooling whose winner in a tied window is the lexicographic maximum of
     (value, tangent): candidates whose tangents are within the threshold of the best are a
@@ -674,38 +751,12 @@ class _DecidedPool(torch.autograd.Function):
         state = _deciding()
         out_shape = tuple(m.shape[-2:])
         geometry = (kernel, stride, padding, dilation, out_shape)
-        xp = _padded(x, -math.inf, *geometry)
-        tp = _padded(x_t, 0.0, *geometry)
-        offsets = list(_offsets(kernel, stride, dilation, out_shape))
-        best = index = None
-        keys = []
-        for offset, at in offsets:          # the lexicographic best, first one on ties
-            key = torch.where(xp[at] == m, tp[at], -math.inf)
-            keys.append(key)
-            place = _places(x.shape[-1], x.device, offset, stride, padding, dilation,
-                            out_shape)
-            if best is None:
-                best, index = key, place.expand(key.shape)
-            else:
-                better = key > best
-                best = torch.where(better, key, best)
-                index = torch.where(better, place, index)
-        low = best - state.threshold
-        exact = unclear = None
-        for key in keys:                    # candidates tied with the best to first order
-            same = key == best
-            near = (key != best) & (key >= low)
-            exact = same.to(torch.int8) if exact is None else exact + same
-            unclear = near if unclear is None else unclear | near
-        if state.random:    # tangents exactly equal: the same linearization, almost surely
-            open_ = unclear
+        if dilation == (1, 1):
+            best, index, open_ = _decided_windows(x, x_t, m, state, ctx.dead, geometry)
         else:
-            many = exact > 1
-            if ctx.dead:    # dead units: value 0, tangent 0 (a decided relu's masked entries)
-                many = many & ~((m == 0) & (best == 0))
-            open_ = unclear | many
+            best, index, open_ = _decided_offsets(x, x_t, m, state, ctx.dead, geometry)
         state.count(open_)
-        ctx.indices = index.contiguous()
+        ctx.indices = index
         return best     # the winner's tangent (finite: the maximum is some candidate's)
 
     @staticmethod
