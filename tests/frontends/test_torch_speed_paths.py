@@ -140,12 +140,14 @@ def test_a_decided_forward_that_leaves_a_tie_open_goes_to_the_sweep(monkeypatch)
 
 @pytest.mark.parametrize("kernel,stride,padding,ceil_mode", [
     (2, 2, 0, False), (3, 2, 1, False), (3, 2, 1, True), (2, 1, 0, False), (3, 3, 0, True),
+    (3, 3, 0, False), (2, 2, 0, True),
 ])
 @pytest.mark.parametrize("random", [True, False])
 def test_pool_windows_decide_as_the_per_offset_loop(kernel, stride, padding, ceil_mode,
                                                     random):
-    """The unfolded-window decision (`_decided_windows`) and the per-offset one
-    (`_decided_offsets`, kept for dilated pooling) pick the same winner, tangent and open
+    """The tiled decision (`_decided_tiles`, windows without overlap), the unfolded-window
+    one (`_decided_windows`) and the per-offset one (`_decided_offsets`, kept for dilated
+    pooling) pick the same winner, tangent and open
     windows, on values and tangents on a coarse grid (many tied windows, many tied
     tangents, exact and within the threshold)."""
     gen = torch.Generator().manual_seed(kernel * 11 + stride * 3 + padding + ceil_mode)
@@ -161,6 +163,9 @@ def test_pool_windows_decide_as_the_per_offset_loop(kernel, stride, padding, cei
         assert torch.equal(b1, b2) and torch.equal(i1, i2) and torch.equal(o1, o2)
         assert bool(o1.any()) and not bool(o1.all())
         assert torch.isfinite(b1).all() and not math.isnan(float(b1.sum()))
+        if native._tiling(x.shape[-2:], geometry):
+            b3, i3, o3 = native._decided_tiles(x, x_t, m, state, dead, geometry)
+            assert torch.equal(b3, b2) and torch.equal(i3, i2) and torch.equal(o3, o2)
 
 
 def test_zero_init_under_a_padded_ceil_mode_pool_is_the_full_sweeps_element():
