@@ -176,3 +176,20 @@ def test_zero_init_under_a_padded_ceil_mode_pool_is_the_full_sweeps_element():
     want = _steps(model, x, False, 1)[0]
     for g in got:
         _close(g, want, 1e-12)
+
+
+@pytest.mark.parametrize("shape", [(9, 10), (8, 8), (7, 11)])
+@pytest.mark.parametrize("kernel,stride,padding,ceil_mode", [
+    (2, 2, 0, False), (2, 2, 0, True), (3, 3, 0, False), (3, 2, 1, True), (2, 1, 0, False),
+])
+def test_decided_pool_forward_is_max_pool2d(shape, kernel, stride, padding, ceil_mode):
+    """The decided pooling's forward (`tiled_max` where the windows tile the input) is
+    ``max_pool2d``'s values, NaN and infinities included, and `_pooled_shape` its size."""
+    x = torch.randn(2, 3, *shape, dtype=torch.float64)
+    x[0, 0, 0, 0], x[1, 2, 1, 1], x[0, 1, 2, 3] = math.nan, math.inf, -math.inf
+    args = ((kernel,) * 2, (stride,) * 2, (padding,) * 2, (1, 1), ceil_mode)
+    want = F.max_pool2d(x, *args[:4], ceil_mode=ceil_mode)
+    assert native._pooled_shape(shape, *args) == tuple(want.shape[-2:])
+    got = native.decided_max_pool2d(x, kernel, stride, padding, 1, ceil_mode)
+    assert torch.equal(got.isnan(), want.isnan())
+    assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0))

@@ -691,6 +691,19 @@ def _decided_windows(x, x_t, m, state, dead, geometry):
     return best, (base + shift[arg]).contiguous(), open_
 
 
+def _pooled_shape(shape, kernel, stride, padding, dilation, ceil_mode) -> tuple:
+    """``max_pool2d``'s output size (its own formula: a ceil-mode window must start inside
+    the input or its left padding)."""
+    out = []
+    for n, k, s, p, d in zip(shape, kernel, stride, padding, dilation, strict=True):
+        span = n + 2 * p - d * (k - 1) - 1
+        o = (span + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (o - 1) * s >= n + p:
+            o -= 1
+        out.append(o)
+    return tuple(out)
+
+
 def _tiling(shape, geometry) -> bool:
     """Whether the windows tile the input without overlap or padding (stride = kernel, no
     padding, no dilation, no window past the edge): each entry is in at most one window."""
@@ -699,39 +712,54 @@ def _tiling(shape, geometry) -> bool:
         o * k <= n for o, k, n in zip(out_shape, kernel, shape, strict=True))
 
 
-def _decided_tiles(x, x_t, m, state, dead, geometry):
-    """`_DecidedPool`'s decision where the windows tile the input (`_tiling`), on PyTorch's
-    own pooling kernels over contiguous tensors: the key (the tangent where a candidate
-    attains its window's maximum, -inf elsewhere) is pooled with indices (the best tangent
-    and the first candidate that has it, in PyTorch's index format), and pooled once more
-    without that candidate: the runner-up. A window is open where the runner-up is within
-    the threshold of the best (equal to it: several candidates with exactly the best
-    tangent, open along a given direction unless all dead units); and, along a random
-    direction or over dead units, where the best key strictly below the best is."""
-    kernel, stride, _, _, out_shape = geometry
+def _tile_slices(kernel, out_shape):
+    """Per kernel offset, the strided slice of its candidates in tiling windows."""
     (kh, kw), (ho, wo) = kernel, out_shape
-    w = x.shape[-1]
-    crop = (ho * kh, wo * kw)
-    xc, tc = x[..., :crop[0], :crop[1]], x_t[..., :crop[0], :crop[1]]
-    top = m[..., :, None, :, None].expand(*m.shape[:-2], ho, kh, wo, kw).reshape(xc.shape)
-    key = torch.minimum(tc, _unbounded(xc == top))
-    best, index = torch.ops.aten.max_pool2d_with_indices(key, kernel, stride)
+    return [(..., slice(a, a + kh * (ho - 1) + 1, kh), slice(b, b + kw * (wo - 1) + 1, kw))
+            for a in range(kh) for b in range(kw)]
+
+
+def tiled_max(x, kernel, out_shape):
+    """Max pooling over tiling windows as elementwise maxima of the offsets' strided
+    slices (the same numbers, NaN included, as ``max_pool2d``, whose CPU kernel costs ten
+    times this on a channels-first tensor)."""
+    slices = _tile_slices(kernel, out_shape)
+    m = x[slices[0]]
+    for at in slices[1:]:
+        m = torch.maximum(m, x[at])
+    return m
+
+
+def _decided_tiles(x, x_t, m, state, dead, geometry):
+    """`_DecidedPool`'s decision where the windows tile the input (`_tiling`), per kernel
+    offset on strided slices with elementwise operations only (no ``torch.where``, no
+    pooling kernel: on CPUs each costs ten times an elementwise maximum): the key (the
+    tangent where a candidate attains its window's maximum, -inf elsewhere), its maximum
+    over the offsets, the first offset that attains it (PyTorch's index format), and the
+    open windows: several candidates with exactly the best tangent (along a given direction,
+    unless all dead units) or one strictly below it within the threshold."""
+    kernel, _, _, _, out_shape = geometry
+    kw = kernel[1]
+    slices = _tile_slices(kernel, out_shape)
+    keys = [torch.minimum(x_t[at], _unbounded(x[at] == m)) for at in slices]
+    best = keys[0]
+    for key in keys[1:]:
+        best = torch.maximum(best, key)
     low = best - state.threshold
-    if not state.random:    # the runner-up, the best's own candidate left out
-        rest = key.flatten(-2).scatter(-1, index.flatten(-2), -math.inf).view(key.shape)
-        second = F.max_pool2d(rest, kernel, stride)
-        open_ = second >= low
-        if not dead:
-            return best, _in_plane(index, crop, w), open_
-        many = (second == best) & ~((m == 0) & (best == 0))   # dead units: any one will do
-    # the best key below the best: within the threshold, first order is unclear (equal
-    # tangents along a random direction are the same linearization, almost surely)
-    spread = best[..., :, None, :, None].expand(*top.shape[:-2], ho, kh, wo, kw)
-    below = torch.minimum(key, _unbounded(key != spread.reshape(key.shape)))
-    open_ = F.max_pool2d(below, kernel, stride) >= low
-    if not state.random:
-        open_ = open_ | many
-    return best, _in_plane(index, crop, w), open_
+    k = len(keys)
+    first = exact = unclear = None
+    for o, key in enumerate(keys):
+        same = key == best
+        near = (key >= low) & ~same
+        rank = same.to(torch.int8) * (k - o)            # the first offset has the top rank
+        first = rank if first is None else torch.maximum(first, rank)
+        exact = same.to(torch.int8) if exact is None else exact + same
+        unclear = near if unclear is None else unclear | near
+    arg = (k - first).to(torch.int64)
+    base = _places(x.shape[-1], x.device, (0, 0), tuple(kernel), (0, 0), (1, 1),
+                   tuple(out_shape))
+    index = base + arg + arg // kw * (x.shape[-1] - kw)  # r kw + c -> r w + c, no remainder
+    return best, index, _open_windows(exact, unclear, m, best, state, dead)
 
 
 def _unbounded(keep: torch.Tensor) -> torch.Tensor:
@@ -791,6 +819,10 @@ class _DecidedPool(torch.autograd.Function):
 
     @staticmethod
     def forward(x, kernel, stride, padding, dilation, ceil_mode, dead):
+        out_shape = _pooled_shape(x.shape[-2:], kernel, stride, padding, dilation, ceil_mode)
+        if _tiling(x.shape[-2:], (tuple(kernel), tuple(stride), tuple(padding),
+                                  tuple(dilation), out_shape)):
+            return tiled_max(x, tuple(kernel), out_shape)
         return F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
 
     @staticmethod
