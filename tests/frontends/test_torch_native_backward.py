@@ -86,7 +86,8 @@ def _quotient(model, x, v: dict, t: float = 1e-7) -> float:
 @pytest.fixture
 def decided_runs(monkeypatch):
     """Counts the calls whose backward is PyTorch's on the branches first order decided
-    (a tie mattered and the decided program settled it: no asd sweep)."""
+    (a tie mattered and the decided program settled it: no asd sweep), in the backward or,
+    right after such a call, in the forward."""
     calls = []
     real = dropin._decided_gradients
 
@@ -96,6 +97,15 @@ def decided_runs(monkeypatch):
         return out
 
     monkeypatch.setattr(dropin, "_decided_gradients", spy)
+    forward = dropin._NativeCall._decided_forward
+
+    def spy_forward(self, leaves):      # a tied call right after one: decided in the forward
+        out = forward(self, leaves)
+        if out is not None:
+            calls.append(True)
+        return out
+
+    monkeypatch.setattr(dropin._NativeCall, "_decided_forward", spy_forward)
     return calls
 
 

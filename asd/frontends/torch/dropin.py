@@ -255,6 +255,12 @@ class _NativeCall:
         self._decided = None
         self._directions: dict = {}
         self.verified = False
+        self.sticky = 0
+        """Calls left to run the decided program in the forward (`_decided_forward`): set
+        after a tie first order decided, counted down, so that a step that meets the same
+        ties every call (a zero learning rate, a zero-initialised layer) runs its forward
+        once, not natively and then again decided in the backward; at 0 the next call
+        probes natively (a program whose ties went away returns to the native path)."""
         """Whether the native program has run once (an operation autograd does not
         differentiate raises then, and the call moves to asd's sweep)."""
         self.key = f"{next(_KEYS)}"
@@ -262,7 +268,13 @@ class _NativeCall:
 
     def run(self, leaves: list):
         """The program natively, its outputs passed through `_Correct` with the flag of a
-        tie that matters: as a tensor when traced, else the margins, read in the backward."""
+        tie that matters: as a tensor when traced, else the margins, read in the backward.
+        Right after tied calls, the decided program instead (`_decided_forward`)."""
+        if self.sticky and not torch.compiler.is_compiling():
+            self.sticky -= 1
+            out = self._decided_forward(leaves)
+            if out is not None:
+                return out
         if self.verified:
             res = self.native.module(*self.native.flat(leaves))
         else:
@@ -332,7 +344,31 @@ class _NativeCall:
         for i, j, g in zip(self.wanted, self.wanted_saved, got, strict=True):
             g = torch.zeros_like(flat[i]) if g is None else g
             grads[j] = g.to(dtypes[i])
+        self.sticky = STICKY
         return grads
+
+    def _decided_forward(self, leaves: list):
+        """The decided program run in the forward, on the leaves themselves: its outputs
+        (PyTorch's graph over the decided branches, so the backward is the decided
+        gradient, `decided_gradients`'s without running the forward twice) through
+        `_Correct` with no tie flagged; None where it does not apply (half precision,
+        autocast, a torch.func transform) or leaves something open (the call then runs
+        natively, and its backward decides as usual)."""
+        tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+        flat = [*leaves, *self.tensors]
+        wanted = [flat[i] for i in self.wanted]
+        if not wanted or any(t.dtype not in (torch.float32, torch.float64) for t in wanted) \
+                or torch.is_autocast_enabled(wanted[0].device.type) \
+                or any(torch._C._functorch.is_functorch_wrapped_tensor(t) for t in tensors):
+            return None
+        program = self.decided_program()
+        if program is None:
+            return None
+        res = self._decided_run(program, flat, {i: flat[i] for i in self.wanted}, {})
+        if res is None:
+            return None
+        n = self.n_out
+        return _Correct.apply(self, (res[n], ()), *res[:n], *tensors, *self.tensors)
 
     def _decided_run(self, program, flat: list, primals: dict, upcast: dict):
         """The decided program's outputs (recorded for the backward) along the direction, or
@@ -404,6 +440,10 @@ class _NativeCall:
             grads = pullback(cts)
         return [g for g, is_t in zip(grads, self.is_tensor, strict=True) if is_t]
 
+
+STICKY = 16
+"""Calls a drop-in runs its decided program in the forward after a tie first order decided
+(`_NativeCall.sticky`)."""
 
 _KEYS = itertools.count()
 _CALLS: dict[str, _NativeCall] = {}

@@ -595,21 +595,21 @@ class _DecidedRelu(torch.autograd.Function):
     def jvp(ctx, x_t):
         (x,) = ctx.saved_tensors
         state = _deciding()
+        # boolean algebra and products, not torch.where: on CPUs `where` costs ten times a
+        # comparison, and a step meets these at every relu
         tie = x == 0
-        # the tangent at a tie (inf elsewhere): undecided where it is not clearly nonzero
-        at_tie = torch.where(tie, torch.abs(x_t), math.inf)
-        small = at_tie <= state.threshold
-        state.count(small & (at_tie != 0) if state.random else small)
-        # x > 0 off ties, x_t > threshold at them (a - b > 0 exactly where a > b)
-        ctx.mask = torch.where(tie, x_t - state.threshold, x) > 0
-        return torch.where(ctx.mask, x_t, torch.zeros((), dtype=x_t.dtype, device=x_t.device))
+        small = tie & (torch.abs(x_t) <= state.threshold)  # not clearly nonzero: undecided
+        state.count(small & (x_t != 0) if state.random else small)
+        # x > 0 off ties, a clearly positive tangent at them
+        ctx.mask = (x > 0) | (tie & (x_t > state.threshold))
+        return x_t * ctx.mask
 
     @staticmethod
     def backward(ctx, ct):
         mask = ctx.mask
         if mask is None:                  # no tangent reached it: no tie was decided
             raise RuntimeError("decided_relu was differentiated without its tangent")
-        return torch.where(mask, ct, torch.zeros((), dtype=ct.dtype, device=ct.device))
+        return ct * mask
 
 
 def decided_relu(x):
@@ -648,6 +648,167 @@ def _places(w, device, offset, stride, padding, dilation, out_shape):
     return rows[:, None] * w + cols[None, :]
 
 
+def _open_windows(exact, unclear, m, best, state, dead) -> torch.Tensor:
+    """The windows first order leaves open: a candidate within the threshold of the best
+    tangent (not equal to it), and, along a given direction, several with exactly the best
+    (unless ``dead`` and the window is all dead units: value 0, tangent 0). Along a random
+    direction exactly equal tangents are the same linearization, almost surely."""
+    if state.random:
+        return unclear
+    many = exact > 1
+    if dead:
+        many = many & ~((m == 0) & (best == 0))
+    return unclear | many
+
+
+def _decided_windows(x, x_t, m, state, dead, geometry):
+    """`_DecidedPool`'s decision on the windows as one view (``unfold`` of the padded input,
+    undilated pooling): the lexicographic best (value, tangent) per window by one ``max``
+    over its candidates (the first on ties, as PyTorch's own), a handful of kernels in all
+    (per-offset loops cost one kernel launch per offset and comparison)."""
+    kernel, stride, padding, _, out_shape = geometry
+    (kh, kw), (sh, sw) = kernel, stride
+    ho, wo = out_shape
+    lead = x.shape[:-2]
+
+    def windows(t, fill):       # a view (..., Ho, Wo, kh, kw): no copy of the input
+        t = _padded(t, fill, *geometry).unfold(-2, kh, sh).unfold(-2, kw, sw)
+        return t[..., :ho, :wo, :, :]
+
+    top = m[..., None, None]
+    # a fresh (..., Ho, Wo, kh, kw) tensor, so its candidates flatten as a view
+    key = torch.where(windows(x, -math.inf) == top, windows(x_t, 0.0), -math.inf)
+    key = key.reshape(*lead, ho, wo, kh * kw)
+    best, arg = key.max(-1)
+    near = key >= (best - state.threshold).unsqueeze(-1)
+    same = key == best.unsqueeze(-1)
+    unclear = (near & ~same).any(-1)
+    exact = None if state.random else same.sum(-1, dtype=torch.int8)
+    open_ = _open_windows(exact, unclear, m, best, state, dead)
+    w = x.shape[-1]
+    base = _places(w, x.device, (0, 0), stride, padding, (1, 1), out_shape)
+    shift = _shifts(w, x.device, kernel)
+    return best, (base + shift[arg]).contiguous(), open_
+
+
+def _pooled_shape(shape, kernel, stride, padding, dilation, ceil_mode) -> tuple:
+    """``max_pool2d``'s output size (its own formula: a ceil-mode window must start inside
+    the input or its left padding)."""
+    out = []
+    for n, k, s, p, d in zip(shape, kernel, stride, padding, dilation, strict=True):
+        span = n + 2 * p - d * (k - 1) - 1
+        o = (span + (s - 1 if ceil_mode else 0)) // s + 1
+        if ceil_mode and (o - 1) * s >= n + p:
+            o -= 1
+        out.append(o)
+    return tuple(out)
+
+
+def _tiling(shape, geometry) -> bool:
+    """Whether the windows tile the input without overlap or padding (stride = kernel, no
+    padding, no dilation, no window past the edge): each entry is in at most one window."""
+    kernel, stride, padding, dilation, out_shape = geometry
+    return kernel == stride and padding == (0, 0) and dilation == (1, 1) and all(
+        o * k <= n for o, k, n in zip(out_shape, kernel, shape, strict=True))
+
+
+def _tile_slices(kernel, out_shape):
+    """Per kernel offset, the strided slice of its candidates in tiling windows."""
+    (kh, kw), (ho, wo) = kernel, out_shape
+    return [(..., slice(a, a + kh * (ho - 1) + 1, kh), slice(b, b + kw * (wo - 1) + 1, kw))
+            for a in range(kh) for b in range(kw)]
+
+
+def tiled_max(x, kernel, out_shape):
+    """Max pooling over tiling windows as elementwise maxima of the offsets' strided
+    slices (the same numbers, NaN included, as ``max_pool2d``, whose CPU kernel costs ten
+    times this on a channels-first tensor)."""
+    slices = _tile_slices(kernel, out_shape)
+    m = x[slices[0]]
+    for at in slices[1:]:
+        m = torch.maximum(m, x[at])
+    return m
+
+
+def _decided_tiles(x, x_t, m, state, dead, geometry):
+    """`_DecidedPool`'s decision where the windows tile the input (`_tiling`), per kernel
+    offset on strided slices with elementwise operations only (no ``torch.where``, no
+    pooling kernel: on CPUs each costs ten times an elementwise maximum): the key (the
+    tangent where a candidate attains its window's maximum, -inf elsewhere), its maximum
+    over the offsets, the first offset that attains it (PyTorch's index format), and the
+    open windows: several candidates with exactly the best tangent (along a given direction,
+    unless all dead units) or one strictly below it within the threshold."""
+    kernel, _, _, _, out_shape = geometry
+    kw = kernel[1]
+    slices = _tile_slices(kernel, out_shape)
+    keys = [torch.minimum(x_t[at], _unbounded(x[at] == m)) for at in slices]
+    best = keys[0]
+    for key in keys[1:]:
+        best = torch.maximum(best, key)
+    low = best - state.threshold
+    k = len(keys)
+    first = exact = unclear = None
+    for o, key in enumerate(keys):
+        same = key == best
+        near = (key >= low) & ~same
+        rank = same.to(torch.int8) * (k - o)            # the first offset has the top rank
+        first = rank if first is None else torch.maximum(first, rank)
+        exact = same.to(torch.int8) if exact is None else exact + same
+        unclear = near if unclear is None else unclear | near
+    arg = (k - first).to(torch.int64)
+    base = _places(x.shape[-1], x.device, (0, 0), tuple(kernel), (0, 0), (1, 1),
+                   tuple(out_shape))
+    index = base + arg + arg // kw * (x.shape[-1] - kw)  # r kw + c -> r w + c, no remainder
+    return best, index, _open_windows(exact, unclear, m, best, state, dead)
+
+
+def _unbounded(keep: torch.Tensor) -> torch.Tensor:
+    """``inf`` where ``keep``, ``-inf`` elsewhere: ``minimum(t, _unbounded(keep))`` is
+    ``where(keep, t, -inf)`` exactly, at a fraction of `torch.where`'s cost on CPUs."""
+    return keep.to(torch.float32).mul_(2).sub_(1).mul_(math.inf)
+
+
+def _in_plane(index, crop, w):
+    """Flat indices in a ``crop``-wide plane as indices in the ``w``-wide input."""
+    return index if crop[1] == w else index // crop[1] * w + index % crop[1]
+
+
+
+
+@functools.lru_cache(maxsize=64)
+def _shifts(w, device, kernel):
+    """The flat input offset of each kernel position (row-major), for undilated windows."""
+    return torch.tensor([oh * w + ow for oh in range(kernel[0]) for ow in range(kernel[1])],
+                        dtype=torch.int64, device=device)
+
+
+def _decided_offsets(x, x_t, m, state, dead, geometry):
+    """`_DecidedPool`'s decision per kernel offset, on strided slices (dilated pooling)."""
+    kernel, stride, padding, dilation, out_shape = geometry
+    xp = _padded(x, -math.inf, *geometry)
+    tp = _padded(x_t, 0.0, *geometry)
+    best = index = None
+    keys = []
+    for offset, at in _offsets(kernel, stride, dilation, out_shape):
+        key = torch.where(xp[at] == m, tp[at], -math.inf)    # first one on ties
+        keys.append(key)
+        place = _places(x.shape[-1], x.device, offset, stride, padding, dilation, out_shape)
+        if best is None:
+            best, index = key, place.expand(key.shape)
+        else:
+            better = key > best
+            best = torch.where(better, key, best)
+            index = torch.where(better, place, index)
+    low = best - state.threshold
+    exact = unclear = None
+    for key in keys:                    # candidates tied with the best to first order
+        same = key == best
+        near = (key != best) & (key >= low)
+        exact = same.to(torch.int8) if exact is None else exact + same
+        unclear = near if unclear is None else unclear | near
+    return best, index.contiguous(), _open_windows(exact, unclear, m, best, state, dead)
+
+
 class _DecidedPool(torch.autograd.Function):
     """2-d max pooling whose winner in a tied window is the lexicographic maximum of
     (value, tangent): candidates whose tangents are within the threshold of the best are a
@@ -658,6 +819,10 @@ class _DecidedPool(torch.autograd.Function):
 
     @staticmethod
     def forward(x, kernel, stride, padding, dilation, ceil_mode, dead):
+        out_shape = _pooled_shape(x.shape[-2:], kernel, stride, padding, dilation, ceil_mode)
+        if _tiling(x.shape[-2:], (tuple(kernel), tuple(stride), tuple(padding),
+                                  tuple(dilation), out_shape)):
+            return tiled_max(x, tuple(kernel), out_shape)
         return F.max_pool2d(x, kernel, stride, padding, dilation, ceil_mode)
 
     @staticmethod
@@ -674,38 +839,14 @@ class _DecidedPool(torch.autograd.Function):
         state = _deciding()
         out_shape = tuple(m.shape[-2:])
         geometry = (kernel, stride, padding, dilation, out_shape)
-        xp = _padded(x, -math.inf, *geometry)
-        tp = _padded(x_t, 0.0, *geometry)
-        offsets = list(_offsets(kernel, stride, dilation, out_shape))
-        best = index = None
-        keys = []
-        for offset, at in offsets:          # the lexicographic best, first one on ties
-            key = torch.where(xp[at] == m, tp[at], -math.inf)
-            keys.append(key)
-            place = _places(x.shape[-1], x.device, offset, stride, padding, dilation,
-                            out_shape)
-            if best is None:
-                best, index = key, place.expand(key.shape)
-            else:
-                better = key > best
-                best = torch.where(better, key, best)
-                index = torch.where(better, place, index)
-        low = best - state.threshold
-        exact = unclear = None
-        for key in keys:                    # candidates tied with the best to first order
-            same = key == best
-            near = (key != best) & (key >= low)
-            exact = same.to(torch.int8) if exact is None else exact + same
-            unclear = near if unclear is None else unclear | near
-        if state.random:    # tangents exactly equal: the same linearization, almost surely
-            open_ = unclear
+        if _tiling(x.shape[-2:], geometry):
+            best, index, open_ = _decided_tiles(x, x_t, m, state, ctx.dead, geometry)
+        elif dilation == (1, 1):
+            best, index, open_ = _decided_windows(x, x_t, m, state, ctx.dead, geometry)
         else:
-            many = exact > 1
-            if ctx.dead:    # dead units: value 0, tangent 0 (a decided relu's masked entries)
-                many = many & ~((m == 0) & (best == 0))
-            open_ = unclear | many
+            best, index, open_ = _decided_offsets(x, x_t, m, state, ctx.dead, geometry)
         state.count(open_)
-        ctx.indices = index.contiguous()
+        ctx.indices = index
         return best     # the winner's tangent (finite: the maximum is some candidate's)
 
     @staticmethod
