@@ -261,6 +261,9 @@ that decides on the host, refused by name (`Trace.run_rule`)."""
 MAX_REQUEST_DEPTH = 150
 
 MAX_JUMP_CELLS = 8
+MAX_RAY_VARIANTS = 64
+"""Most re-sweeps the tangent check of jumps the ray stays on tries (`Trace.replay_tangents`);
+past it such a jump reaching the output is refused."""
 """Most entries on jumps whose sides a continuity check tries (2**8 re-evaluations); past
 it a jump reaching the output is refused."""
 
@@ -906,6 +909,8 @@ class Trace:
         else:
             why = self.replay_jumps(jumps, k)
             if why is None:
+                why = self.replay_tangents(jumps, k)
+            if why is None:
                 return
             origin = jumps[0]
             what = f"jumps here ({self.jump_site(origin)}): {why}; its result flows"
@@ -976,6 +981,85 @@ class Trace:
                 return (f"the output is {summarize(want)} on the side the sweep enters but "
                         f"{summarize(got)} at the point or on another side")
         return None
+
+    def replay_tangents(self, jumps: list[int], k: int) -> str | None:
+        """Where the ray stays on a jump (`Jump.on_ray`: its input equals the jump's location
+        all along ``x + δv``, a further direction chose the side), continuity at the point
+        is not enough: the value along the ray is the one at the point, the other sides
+        hold arbitrarily near ``x``. Re-sweep node ``k`` with those entries at their value at
+        the point and on every side: None if its tangent along ``v`` is the sweep's in each
+        (the number stands whatever the ray sees), else why the output is refused (its
+        sides part at first order along the ray: ``x * (x > flip(x))`` at 0 along (1, 1))."""
+        cells = [(j, e) for j in jumps if self.jumps[j].on_ray is not None
+                 for e in np.flatnonzero(self.jumps[j].on_ray)]
+        if not cells:
+            return None
+        choices = [(self.jumps[j].at,) + self.jumps[j].sides for j, _ in cells]
+        if int(np.prod([len(c) for c in choices])) > MAX_RAY_VARIANTS:
+            return (f"{len(cells)} entries stay on jumps all along the ray, and asd checks the "
+                    f"output's tangent across at most {MAX_RAY_VARIANTS} combinations of sides")
+        want = backend.to_host(self.tangent(k))
+        entered = {j: backend.to_host(self.values[j]) for j, _ in cells}
+        for pick in itertools.product(*(range(len(c)) for c in choices)):
+            variant = {j: np.array(v, copy=True, order="C") for j, v in entered.items()}
+            for (j, e), c, s in zip(cells, choices, pick, strict=True):
+                variant[j].reshape(-1)[e] = np.broadcast_to(c[s], variant[j].shape).reshape(-1)[e]
+            got, why = self.tangent_with(variant, k)
+            if why is not None:
+                return why
+            if not np.array_equal(backend.to_host(got), want, equal_nan=True):
+                return (f"its input stays on the jump all along the ray at {len(cells)} "
+                        f"{'entry' if len(cells) == 1 else 'entries'} (the compared values "
+                        "are equal all along it; a further direction chose the side), and "
+                        "the output's derivative along the ray differs between the side the "
+                        "sweep enters and the value at the point or another side, so the "
+                        "output jumps arbitrarily near the point (a direction along which "
+                        "the jump's input leaves it is answered)")
+        return None
+
+    def tangent_with(self, fixed: dict, k: int):
+        """Node ``k``'s tangent along ``v`` with the jump nodes ``fixed`` at other values:
+        the nodes below them run their rules again (eagerly, on a copy of this sweep), the
+        others keep their linearizations. ``(tangent, None)``, or ``(None, why)`` where a
+        discontinuous node below would move or a rule refuses the new values."""
+        self.tangent(k)  # the lazy directions this cone reads are drawn in this sweep
+        first, nodes = min(fixed), self.nodes
+        t = Trace(self.lex)
+        t.nodes, t.values, t.lins = nodes, list(self.values), list(self.lins)
+        t.wants, t.taint = list(self.wants), list(self.taint)
+        t.leaf_index, t.like, t.dargs = dict(self.leaf_index), self.like, dict(self.dargs)
+        t.seeds = dict(self.seeds)
+        t.tangents = [d if j < first or nodes[j].prim is None else None
+                      for j, d in enumerate(self.tangents)]
+        like = (lambda v, j: v) if self.like is None else (
+            lambda v, j: backend.from_host(v, self.values[j], dtype="like"))
+        changed: set[int] = set()
+        for j in range(first, k + 1):
+            node = nodes[j]
+            if j in fixed:
+                t.values[j] = like(fixed[j], j)
+                changed.add(j)
+                continue
+            moved = [r for r in node.args if type(r) is int and r in changed]
+            if node.prim is None or node.prim.stops_gradient or not moved:
+                continue
+            if node.prim.discontinuous or j in self.jumps:
+                if all(_same_value(backend.to_host(t.values[r]), backend.to_host(self.values[r]))
+                       for r in moved):
+                    continue
+                return None, (f"another side of the jump moves %{j} ({node.name}), itself "
+                              "discontinuous, so the tangent along the ray cannot be checked")
+            xs = [t.values[r] if type(r) is int else r.value for r in node.args]
+            wants = [type(r) is int and nodes[r].active for r in node.args]
+            try:
+                ans, lin, _, _ = t.run_rule(j, node.prim, node.args, node.params, xs, wants,
+                                            any(wants), None)
+            except ASDError as e:
+                return None, (f"%{j} ({node.name}) cannot be differentiated on another side "
+                              f"of the jump ({type(e).__name__}: {e})")
+            t.values[j], t.lins[j] = ans, lin if node.active else None
+            changed.add(j)
+        return t.tangent(k), None
 
     def point_value(self, k: int):
         """Node ``k``'s value at the point itself: the jumps above it at their values there,

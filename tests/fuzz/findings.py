@@ -344,15 +344,17 @@ FINDINGS += [
                "there: `x * (x > flip(x))` at (0, 0) along (1, 1) gives f'(x; v) = 1, but "
                "`x0 > x1` is false all along the ray, so f = 0 on it and f'(x; v) = 0 (the "
                "jump is absorbed at the point only: at x + dv its factor is d, so f is "
-               "discontinuous arbitrarily near x). A silent wrong number: asd should refuse "
-               "(NotLipschitzError) where the output's tangent along v differs between the "
-               "jump's sides, or use the value on the ray", False,
+               "discontinuous arbitrarily near x). A silent wrong number; now refused "
+               "(NotLipschitzError): where the ray stays on a jump, the sweep re-runs the "
+               "output's tangent along v with the jump at its value at the point and on "
+               "every side, and refuses where they differ", False,
         "library/discontinuous.py (_comparison_rule) / asd/core/sweep.py (jump replay checks "
         "continuity at the point only)",
         lambda c, o: o.status == "wrong" and o.check == "directional"
         and o.kind == "directional derivative" and _uses(c, *COMPARISONS_AS_NUMBERS), (),
         _case([Op("flip", (0,), {"axis": 0}), Op("step_multiply", (0, 0, 1), {"cmp": ">"})],
-              [(2,), (2,), (2,)], [0.0, 0.0], [1.0, 1.0])),
+              [(2,), (2,), (2,)], [0.0, 0.0], [1.0, 1.0]),
+        fixed=True),
     Finding(
         "F30", "a piecewise-constant op (`%`, `//`, floor, ...) on a jump whose input is 0 "
                "near the point below a dead relu was refused when a node above the relu met a "
