@@ -103,7 +103,8 @@ def defjump(name: str, impl, jumps, limits, *, discontinuous: bool = True) -> Pr
         # the sign of x - (x at the jump) along the ray: its tangent, then its exact series
         side, on_ray = ray_compare(x, dxs[0], _only(mask, xp.broadcast_to(x, out)), None,
                                    beyond=True)
-        record_jump(ans, mask, (left, right), still=mask & (side == 0), on_ray=on_ray)
+        record_jump(ans, mask, (left, right), still=mask & (side == 0), on_ray=on_ray,
+                    crossing=(0,), entered=side)
         return _on_side(ans, mask, side, left, right), lin
 
     jump_rule.__name__ = f"{name}_rule"
@@ -228,7 +229,7 @@ def _divmod_xy_rule(remainder: bool):
         # side 0: y divides x all along the ray (x % x: no jump where `record_jump` can
         # tell that it does so near x; x / x's series is flat, not proven constant)
         record_jump(ans, mask, (left, ans), still=mask & (side == 0), still_if_flat=True,
-                    on_ray=on_ray)
+                    on_ray=on_ray, crossing=(2,), entered=side)
         below = mask & (side < 0)
         ans = _on_side(ans, mask, side, left, ans)
         if not remainder:
@@ -265,7 +266,8 @@ def _comparison_rule(op):
         mask = xp.broadcast_to(a_ == b_, out)
         side, on_ray = ray_compare(a, dxs[0], b, dxs[1], beyond=True)
         record_jump(ans, mask, (_full_like(mask, below), _full_like(mask, above)),
-                    still=mask & (side == 0), on_ray=on_ray)
+                    still=mask & (side == 0), on_ray=on_ray, crossing=(0, 1),
+                    entered=side)
         return xp.where(mask, OPERATORS[op](side, 0), ans), None
 
     comparison_rule.__name__ = f"{fn.__name__}_rule"

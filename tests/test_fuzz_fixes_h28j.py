@@ -132,3 +132,100 @@ def test_f29_continuous_uses_at_a_scalar_tie_keep_their_number(spelling, v):
     f = fns[spelling]
     _, got = asd.directional(f)(0.0, v)
     assert Fraction(float(got)) == directional_derivative(f, Fraction(0), Fraction(v))
+
+
+# ----- F33: a jump whose input can reach one side only -----
+
+C33 = 0.6268604078470186  # sinh(2) - C33 == 3.0 in floats (3 + 2e-16 exactly)
+
+
+def _float_quotients(f, x: float, v: float) -> set:
+    """numpy's own program's one-sided difference quotients along ``v`` (exact where the
+    program is constant near ``x``: the oracle of a float program held on a tie)."""
+    fx = f(np.array([x]))
+    return {float((f(np.array([x + t * v])) - fx)[0] / t) for t in (1e-3, 1e-6, 1e-9, 1e-12)}
+
+
+@pytest.mark.parametrize("x, v", [(2.0, 1.0), (2.0, -1.0), (2.5, 1.0), (2.5, -1.0)])
+def test_f33_a_jump_a_saturated_clip_keeps_on_one_side_is_no_jump(x, v):
+    """``ceil(sinh(clip(x, -2, 2)) - c)`` at the bound (its input 3, never above it near x):
+    numpy's value and the zero derivative; today's code refused (NotLipschitzError)."""
+    def f(x):
+        return np.ceil(np.sinh(np.clip(x, -2.0, 2.0)) - C33)
+
+    value, d = asd.directional(f)(np.array([x]), np.array([v]))
+    assert value[0] == f(np.array([x]))[0] == 3.0
+    assert _float_quotients(f, x, v) == {0.0} and d[0] == 0.0
+
+
+def _capped(x):
+    """clip(x, -2, 2), spelled for the exact oracle's series (minimum/maximum)."""
+    return np.minimum(np.maximum(x, -2.0), 2.0)
+
+
+ONE_SIDED = {  # the input can reach one side of the jump only, and that side is the value
+    "ceil(clip(x) + 1) at the upper bound": (lambda x: np.ceil(np.clip(x, -2.0, 2.0) + 1.0),
+                                             lambda x: _ceil(_capped(x) + 1), 2.0),
+    "floor(clip(x) - 0.5) at the lower bound": (
+        lambda x: np.floor(np.clip(x, -1.5, 2.0) - 0.5),
+        lambda x: _floor(np.minimum(np.maximum(x, -1.5), 2.0) - Fraction(1, 2)), -1.5),
+    "ceil(-relu(x)) at 0": (lambda x: np.ceil(-np.maximum(x, 0.0)),
+                            lambda x: _ceil(-np.maximum(x, 0)), 0.0),
+    "x * (clip(x) > 2) at 2": (lambda x: x * (np.clip(x, -2.0, 2.0) > 2.0),
+                               lambda x: x * _gt(_capped(x), 2), 2.0),
+    "x * (3 * min(x, 2) <= 6) at 2": (lambda x: x * (3.0 * np.minimum(x, 2.0) <= 6.0),
+                                      lambda x: x * _le(3 * np.minimum(x, 2), 6), 2.0),
+}
+BOTH_SIDES = {  # the input reaches the other side too: the jump stays, so does the refusal
+    "ceil(x + 1) at 2": lambda x: np.ceil(x + 1.0),
+    "floor(clip(x) + 1) at the upper bound": lambda x: np.floor(np.clip(x, -2.0, 2.0) + 1.0),
+    "ceil(relu(x)) at 0": lambda x: np.ceil(np.maximum(x, 0.0)),
+    "x * (clip(x) >= 2) at 2": lambda x: x * (np.clip(x, -2.0, 2.0) >= 2.0),
+    "ceil(x * clip(x) - 3) at 2": lambda x: np.ceil(x * np.clip(x, -2.0, 2.0) - 3.0),
+}
+BOTH_POINTS = {"ceil(x + 1) at 2": 2.0, "floor(clip(x) + 1) at the upper bound": 2.0,
+               "ceil(relu(x)) at 0": 0.0, "x * (clip(x) >= 2) at 2": 2.0,
+               "ceil(x * clip(x) - 3) at 2": 2.0}
+
+
+def _elementwise(fn):
+    return lambda x: np.asarray([fn(e) for e in np.ravel(x)], dtype=object).reshape(np.shape(x))
+
+
+def _lazy_floor(s):
+    """floor of a series along the ray: the value's floor, one less where the series sits on
+    an integer and decreases (its leading nonconstant term negative)."""
+    from asd.core.series import Series
+    if not isinstance(s, Series):
+        return Fraction(s).__floor__()
+    c0 = Fraction(s.coefficient(0))
+    n = c0.__floor__()
+    rest = s - c0
+    return Fraction(n - 1 if c0 == n and rest.sign() < 0 else n)
+
+
+_floor = _elementwise(_lazy_floor)
+_ceil = _elementwise(lambda s: -_lazy_floor(-s))
+_gt = np.vectorize(lambda a, b: Fraction(int(a > b)), otypes=[object])
+_le = np.vectorize(lambda a, b: Fraction(int(a <= b)), otypes=[object])
+
+
+@pytest.mark.parametrize("name", list(ONE_SIDED))
+@pytest.mark.parametrize("v", [1.0, -1.0, 0.5])
+def test_f33_one_reachable_side_is_answered_exactly(name, v):
+    """Where the pieces prove that the jump's input reaches only the side equal to its value
+    at the point, the jump is none: the exact one-sided derivative (Fractions along the ray),
+    no refusal."""
+    f, exact, x = ONE_SIDED[name]
+    _, got = asd.directional(f)(np.array([x]), np.array([v]))
+    want = directional_derivative(exact, [Fraction(x)], [Fraction(v)])
+    assert Fraction(float(got[0])) == want[0]
+
+
+@pytest.mark.parametrize("name", list(BOTH_SIDES))
+@pytest.mark.parametrize("v", [1.0, -1.0])
+def test_f33_a_jump_both_sides_reach_is_still_refused(name, v):
+    """The input can cross the jump near x (a bound that does not hold it, a clip capping
+    the wrong side, a product of moving values the analysis does not order): refused."""
+    with pytest.raises(NotLipschitzError, match="jumps here"):
+        asd.directional(BOTH_SIDES[name])(np.array([BOTH_POINTS[name]]), np.array([v]))

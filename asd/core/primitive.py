@@ -347,7 +347,8 @@ class Jump:
 
 
 def record_jump(at, mask, sides, fix: str | None = None, still=None,
-                still_if_flat: bool = False, on_ray=None) -> None:
+                still_if_flat: bool = False, on_ray=None, crossing: tuple | None = None,
+                entered=None) -> None:
     """Report that the running rule's value jumps at the entries ``mask`` (see `Jump`).
 
     The engine taints the node: a differentiated output it reaches is refused with
@@ -376,6 +377,14 @@ def record_jump(at, mask, sides, fix: str | None = None, still=None,
     direction. The engine then checks the output's tangent along ``v`` too: with those
     entries at their value at the point (what the ray sees) and on every side it must be
     the sweep's, else the output jumps arbitrarily near ``x`` and is refused.
+
+    ``crossing`` (optional, with two ``sides``: below, then above the jump): the positions
+    among the rule's inputs of ``a`` (and ``b``) whose difference ``a - b`` crosses the jump
+    at 0. An eager sweep drops the entries where every side ``a - b`` can reach near ``x``
+    equals ``at`` (`Trace.unreachable`: ``ceil`` of an input a saturated clip caps at the
+    integer it sits on never jumps). ``entered`` (the sign of ``a - b`` along the ray, the
+    side the rule took) must be 0 or a side ``a - b`` can reach there, else the entry stays
+    (the value the rule returned is then checked as any side is).
     """
     trace = rule_context.trace
     if trace is None:
@@ -400,6 +409,13 @@ def record_jump(at, mask, sides, fix: str | None = None, still=None,
             mask = mask & ~still
             if not mask.any():
                 return
+    unreachable = getattr(trace, "unreachable", None)
+    if crossing is not None and len(sides) == 2 and unreachable is not None:
+        mask = mask & ~unreachable(rule_context.node, crossing, host(at),
+                                   tuple(host(s) for s in sides), mask,
+                                   None if entered is None else host(entered))
+        if not mask.any():
+            return
     trace.record_jump(rule_context.node,
                       Jump(host(at), mask, tuple(host(s) for s in sides), fix, on_ray))
 

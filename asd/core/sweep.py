@@ -579,6 +579,104 @@ class Trace:
                 stack.extend(r for r in nodes[j].args if type(r) is int)
         return True
 
+    def unreachable(self, k: int, crossing: tuple, at, sides, mask,
+                    entered=None) -> np.ndarray:
+        """The entries of ``mask`` that are no jump near ``x``: every side of the jump that
+        the switching quantity ``a - b`` can reach on a neighbourhood of ``x`` (``sides``:
+        its value as ``a - b`` decreases to 0, then as it increases) equals the value at the
+        point ``at``. ``crossing`` gives the positions of ``a`` (and ``b``, or None) among
+        node ``k``'s inputs. Which way ``a - b`` can move near ``x`` comes from `moves`:
+        ``ceil(sinh(clip(x, -2, 2)) - c)`` at the bound, its input 3, never exceeds 3 (the
+        clip caps it, sinh and ``- c`` keep the order), and ceil is 3 up to 3: no jump
+        (fuzz finding F33); where the input can exceed 3 the jump stays. ``entered`` (the
+        side the rule took along the ray, or None) must be reachable too (or 0)."""
+        args = self.nodes[k].args if k < len(self.nodes) else self.running_args
+        shape = np.shape(mask)
+        up, down = self._moves_of(args[crossing[0]], shape, {})
+        if len(crossing) > 1 and crossing[1] is not None:
+            b_up, b_down = self._moves_of(args[crossing[1]], shape, {})
+            up, down = up | b_down, down | b_up
+        at = np.broadcast_to(at, shape)
+        left, right = (np.broadcast_to(side, shape) for side in sides)
+        gone = mask & (~down | (left == at)) & (~up | (right == at))
+        if entered is not None:
+            entered = np.broadcast_to(entered, shape)
+            gone &= (entered == 0) | ((entered < 0) & down) | ((entered > 0) & up)
+        return gone
+
+    def _moves_of(self, ref, shape: tuple, memo: dict) -> tuple:
+        """`moves` of an input reference (a literal or a constant node moves nowhere)."""
+        if type(ref) is not int:
+            none = np.zeros(shape, bool)
+            return none, none
+        up, down = self.moves(ref, memo)
+        return np.broadcast_to(up, shape), np.broadcast_to(down, shape)
+
+    def moves(self, j: int, memo: dict) -> tuple:
+        """``(up, down)``: host masks of node ``j``'s shape, False where its value provably
+        does not exceed (``up``), or fall below (``down``), its value at the point on a
+        neighbourhood of ``x`` (along every direction). Proven from the pieces, for the
+        order-keeping primitives only (rounding keeps the order too): a bound held by a
+        saturated clip, relu, maximum or minimum, monotone functions, sums and constant
+        scalings; a discontinuous node that met no jump is constant. Every other node may
+        move both ways."""
+        if j in memo:
+            return memo[j]
+        node = self.nodes[j]
+        shape = tuple(node.shape)
+        both = np.ones(shape, bool)
+        if node.prim is None or not node.active:
+            out = (both, both) if node.active else (~both, ~both)
+        elif node.prim.discontinuous:
+            out = (both, both) if j in self.jumps else (~both, ~both)
+        else:
+            out = self._moves_by_rule(j, node, shape, memo)
+        memo[j] = out
+        return out
+
+    def _moves_by_rule(self, j: int, node: Node, shape: tuple, memo: dict) -> tuple:
+        """`moves` of a node from its inputs' (see there)."""
+        name, args = node.prim.name, node.args
+        both = np.ones(shape, bool)
+        if name not in _ORDER_KEEPING or not all(
+                type(r) is not int or np.shape(self.values[r]) == shape or
+                np.broadcast_shapes(np.shape(self.values[r]), shape) == shape for r in args):
+            return both, both
+        ins = [self._moves_of(r, shape, memo) for r in args]
+        vals = [np.broadcast_to(backend.to_host(self.values[r] if type(r) is int else r.value),
+                                shape) if r is not None else None for r in args]
+        value = np.broadcast_to(backend.to_host(self.values[j]), shape)
+        if name in _INCREASING:
+            return ins[0]
+        if name == "negative":
+            return ins[0][1], ins[0][0]
+        if name == "add":
+            return ins[0][0] | ins[1][0], ins[0][1] | ins[1][1]
+        if name == "subtract":
+            return ins[0][0] | ins[1][1], ins[0][1] | ins[1][0]
+        if name in ("multiply", "divide"):
+            moving = [i for i, r in enumerate(args) if type(r) is int and self.nodes[r].active]
+            if len(moving) != 1 or (name == "divide" and moving[0] != 0):
+                return both, both
+            c = vals[1 - moving[0]]
+            up, down = ins[moving[0]]
+            return (up & (c > 0)) | (down & (c < 0)), (down & (c > 0)) | (up & (c < 0))
+        if name == "relu":
+            return ins[0][0], ins[0][1] & (value != 0)
+        if name in ("maximum", "minimum"):
+            (a_up, a_down), (b_up, b_down) = ins
+            a, b = vals
+            if name == "maximum":
+                return a_up | b_up, (a_down | (a < value)) & (b_down | (b < value))
+            return (a_up | (a > value)) & (b_up | (b > value)), a_down | b_down
+        # clip: minimum(maximum(x, lo), hi), increasing in every input; it never exceeds hi
+        # and never falls below min(lo, hi)
+        (x_up, x_down), (lo_up, lo_down), (hi_up, hi_down) = ins
+        lo, hi = vals[1], vals[2]
+        up = np.where(value == hi, hi_up, x_up | lo_up | hi_up)
+        down = np.where(value == lo, lo_down | hi_down, x_down | lo_down | hi_down)
+        return up, down
+
     def _dead(self, j: int) -> bool:
         """Whether node ``j`` is a relu off at every entry by its values (no tie: the caller
         checked): its output is 0 on a neighbourhood of ``x`` however the nodes above it
@@ -1242,6 +1340,16 @@ NONFINITE_FIX = {
            "(asd.logsumexp, asd.numpy.logaddexp, softplus).",
 }
 """What to do about a non-finite value, by the primitive that made it (`Trace.raise_nonfinite`)."""
+
+
+_INCREASING = frozenset({"sinh", "exp", "exp2", "expm1", "tanh", "arctan", "arcsinh",
+                         "arctanh", "arcsin", "log", "log1p", "log2", "log10", "sqrt", "cbrt",
+                         "tan", "positive", "copy"})
+"""Elementwise primitives increasing on their domain: they keep which way an input moves."""
+_ORDER_KEEPING = _INCREASING | {"negative", "add", "subtract", "multiply", "divide", "relu",
+                                "maximum", "minimum", "clip"}
+"""The primitives `Trace.moves` reads (elementwise, their order proven); others move both
+ways."""
 
 
 def _selects(m) -> bool:

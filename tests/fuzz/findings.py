@@ -372,14 +372,19 @@ FINDINGS += [
         "F33", "a piecewise-constant op on a jump whose input is held at the jump by a clip "
                "saturated at its bound (`ceil(sinh(clip(x, -2, 2)) - c)` at x = 2 with "
                "sinh(2) - c = 3): the input stays at 3 along the ray and never exceeds it near "
-               "the point, so ceil is 3 there, but asd counts both sides of the jump as "
-               "reachable (the clip's tie keeps `Trace.settled` false) and refuses", False,
+               "the point, so ceil is 3 there, but asd counted both sides of the jump as "
+               "reachable and refused: along +1 the tie's exact series read the rounding "
+               "residue sinh(2) - c - 3 = 2e-16 as the side (now a tie's constant term is "
+               "0: the values tie), and the clip's tie kept `Trace.settled` false (now "
+               "`Trace.unreachable` proves from the pieces which way the input can move "
+               "near x, and drops a jump whose reachable sides equal its value)", False,
         "asd/core/sweep.py (Trace.settled / record_jump's still entries)",
         lambda c, o: o.status == "bad-refusal" and o.kind.startswith("NotLipschitzError")
         and "jumps here" in o.detail and _uses(c, *JUMPS), (),
         _case([Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (1,)),
                Op("add_constant", (2,), {"constant": (-0.6268604078470186,)}),
-               Op("np_ceil", (3,))], [(1,)] * 5, [2.0], [1.0])),
+               Op("np_ceil", (3,))], [(1,)] * 5, [2.0], [1.0]),
+        fixed=True),
 ]
 
 FINDINGS += [
