@@ -622,6 +622,22 @@ class Trace:
         move both ways."""
         if j in memo:
             return memo[j]
+        cone, stack = set(), [j]  # the order-keeping cone above j, evaluated in program order
+        while stack:
+            i = stack.pop()
+            if i in cone or i in memo:
+                continue
+            cone.add(i)
+            node = self.nodes[i]
+            if (node.prim is not None and node.active and not node.prim.discontinuous
+                    and node.prim.name in _ORDER_KEEPING):
+                stack.extend(r for r in node.args if type(r) is int)
+        for i in sorted(cone):
+            memo[i] = self._moves_here(i, memo)
+        return memo[j]
+
+    def _moves_here(self, j: int, memo: dict) -> tuple:
+        """`moves` of node ``j``, its inputs' already in ``memo``."""
         node = self.nodes[j]
         shape = tuple(node.shape)
         both = np.ones(shape, bool)
@@ -631,7 +647,6 @@ class Trace:
             out = (both, both) if j in self.jumps else (~both, ~both)
         else:
             out = self._moves_by_rule(j, node, shape, memo)
-        memo[j] = out
         return out
 
     def _moves_by_rule(self, j: int, node: Node, shape: tuple, memo: dict) -> tuple:
