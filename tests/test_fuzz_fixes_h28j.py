@@ -175,15 +175,24 @@ ONE_SIDED = {  # the input can reach one side of the jump only, and that side is
                                lambda x: x * _gt(_capped(x), 2), 2.0),
     "x * (3 * min(x, 2) <= 6) at 2": (lambda x: x * (3.0 * np.minimum(x, 2.0) <= 6.0),
                                       lambda x: x * _le(3 * np.minimum(x, 2), 6), 2.0),
+    "floor_divide(leaky_relu(min(1 / (|x| + 1), 0.5) - 0.5), 2) held by the bound": (
+        lambda x: np.floor_divide(asd.leaky_relu(np.ravel(np.clip(
+            1.0 / (np.abs(x) + 1.0), None, 0.5)) - 0.5, 0.25), 2.0),
+        lambda x: _floor(_leaky(np.minimum(1 / (abs(x) + 1), Fraction(1, 2)) - Fraction(1, 2))
+                         / 2), 0.75),
 }
 BOTH_SIDES = {  # the input reaches the other side too: the jump stays, so does the refusal
+    "floor_divide(leaky_relu(min(1 / (|x| + 1), 0.5) - 0.5), 2) at the bound": lambda x: (
+        np.floor_divide(asd.leaky_relu(np.clip(1.0 / (np.abs(x) + 1.0), None, 0.5) - 0.5,
+                                       0.25), 2.0)),
     "ceil(x + 1) at 2": lambda x: np.ceil(x + 1.0),
     "floor(clip(x) + 1) at the upper bound": lambda x: np.floor(np.clip(x, -2.0, 2.0) + 1.0),
     "ceil(relu(x)) at 0": lambda x: np.ceil(np.maximum(x, 0.0)),
     "x * (clip(x) >= 2) at 2": lambda x: x * (np.clip(x, -2.0, 2.0) >= 2.0),
     "ceil(x * clip(x) - 3) at 2": lambda x: np.ceil(x * np.clip(x, -2.0, 2.0) - 3.0),
 }
-BOTH_POINTS = {"ceil(x + 1) at 2": 2.0, "floor(clip(x) + 1) at the upper bound": 2.0,
+BOTH_POINTS = {"floor_divide(leaky_relu(min(1 / (|x| + 1), 0.5) - 0.5), 2) at the bound": 1.0,
+               "ceil(x + 1) at 2": 2.0, "floor(clip(x) + 1) at the upper bound": 2.0,
                "ceil(relu(x)) at 0": 0.0, "x * (clip(x) >= 2) at 2": 2.0,
                "ceil(x * clip(x) - 3) at 2": 2.0}
 
@@ -206,6 +215,7 @@ def _lazy_floor(s):
 
 _floor = _elementwise(_lazy_floor)
 _ceil = _elementwise(lambda s: -_lazy_floor(-s))
+_leaky = np.vectorize(lambda y: max(y, y / 4), otypes=[object])
 _gt = np.vectorize(lambda a, b: Fraction(int(a > b)), otypes=[object])
 _le = np.vectorize(lambda a, b: Fraction(int(a <= b)), otypes=[object])
 

@@ -653,6 +653,9 @@ class Trace:
         """`moves` of a node from its inputs' (see there)."""
         name, args = node.prim.name, node.args
         both = np.ones(shape, bool)
+        if name == "reshape":  # the same entries, in another shape
+            up, down = self._moves_of(args[0], np.shape(self.values[args[0]]), memo)
+            return np.reshape(up, shape), np.reshape(down, shape)
         if name not in _ORDER_KEEPING or not all(
                 type(r) is not int or np.shape(self.values[r]) == shape or
                 np.broadcast_shapes(np.shape(self.values[r]), shape) == shape for r in args):
@@ -661,9 +664,10 @@ class Trace:
         vals = [np.broadcast_to(backend.to_host(self.values[r] if type(r) is int else r.value),
                                 shape) if r is not None else None for r in args]
         value = np.broadcast_to(backend.to_host(self.values[j]), shape)
-        if name in _INCREASING:
+        if name in _INCREASING or (name == "leaky_relu"
+                                   and node.params.get("negative_slope", 0.0) >= 0):
             return ins[0]
-        if name == "negative":
+        if name in ("negative", "reciprocal"):  # decreasing (reciprocal: on each side of 0)
             return ins[0][1], ins[0][0]
         if name == "add":
             return ins[0][0] | ins[1][0], ins[0][1] | ins[1][1]
@@ -671,25 +675,39 @@ class Trace:
             return ins[0][0] | ins[1][1], ins[0][1] | ins[1][0]
         if name in ("multiply", "divide"):
             moving = [i for i, r in enumerate(args) if type(r) is int and self.nodes[r].active]
-            if len(moving) != 1 or (name == "divide" and moving[0] != 0):
+            if len(moving) != 1:
                 return both, both
             c = vals[1 - moving[0]]
             up, down = ins[moving[0]]
+            if name == "divide" and moving[0] == 1:  # c / x: decreasing in x for c > 0
+                c = -c
             return (up & (c > 0)) | (down & (c < 0)), (down & (c > 0)) | (up & (c < 0))
+        # an input strictly past a bound stays past it near x, where no jump moves it
+        continuous = type(args[0]) is not int or self.taint[args[0]] is None
         if name == "relu":
-            return ins[0][0], ins[0][1] & (value != 0)
+            off = (vals[0] < 0) & continuous
+            return ins[0][0] & ~off, ins[0][1] & (value != 0)
         if name in ("maximum", "minimum"):
+            # max: up only through an operand not strictly below it (a continuous one stays
+            # below), down only where both can be below it; min the mirror image
             (a_up, a_down), (b_up, b_down) = ins
             a, b = vals
+            held = [type(r) is not int or self.taint[r] is None for r in args]
             if name == "maximum":
-                return a_up | b_up, (a_down | (a < value)) & (b_down | (b < value))
-            return (a_up | (a > value)) & (b_up | (b > value)), a_down | b_down
+                return ((a_up & ~((a < value) & held[0])) | (b_up & ~((b < value) & held[1])),
+                        (a_down | (a < value)) & (b_down | (b < value)))
+            return ((a_up | (a > value)) & (b_up | (b > value)),
+                    (a_down & ~((a > value) & held[0])) | (b_down & ~((b > value) & held[1])))
         # clip: minimum(maximum(x, lo), hi), increasing in every input; it never exceeds hi
         # and never falls below min(lo, hi)
         (x_up, x_down), (lo_up, lo_down), (hi_up, hi_down) = ins
         lo, hi = vals[1], vals[2]
         up = np.where(value == hi, hi_up, x_up | lo_up | hi_up)
         down = np.where(value == lo, lo_down | hi_down, x_down | lo_down | hi_down)
+        x = vals[0]
+        above, below = (x > hi) & continuous, (x < lo) & continuous  # held at the bound
+        up = np.where(above, hi_up, np.where(below, lo_up | hi_up, up))
+        down = np.where(above, hi_down | lo_down, np.where(below, lo_down | hi_down, down))
         return up, down
 
     def _dead(self, j: int) -> bool:
@@ -1361,8 +1379,9 @@ _INCREASING = frozenset({"sinh", "exp", "exp2", "expm1", "tanh", "arctan", "arcs
                          "arctanh", "arcsin", "log", "log1p", "log2", "log10", "sqrt", "cbrt",
                          "tan", "positive", "copy"})
 """Elementwise primitives increasing on their domain: they keep which way an input moves."""
-_ORDER_KEEPING = _INCREASING | {"negative", "add", "subtract", "multiply", "divide", "relu",
-                                "maximum", "minimum", "clip"}
+_ORDER_KEEPING = _INCREASING | {"negative", "reciprocal", "add", "subtract", "multiply",
+                                "divide", "relu", "leaky_relu", "maximum", "minimum", "clip",
+                                "reshape"}
 """The primitives `Trace.moves` reads (elementwise, their order proven); others move both
 ways."""
 
