@@ -698,6 +698,8 @@ class Trace:
                         (a_down | (a < value)) & (b_down | (b < value)))
             return ((a_up | (a > value)) & (b_up | (b > value)),
                     (a_down & ~((a > value) & held[0])) | (b_down & ~((b > value) & held[1])))
+        if name != "clip" or len(ins) != 3:  # leaky_relu with a negative slope
+            return both, both
         # clip: minimum(maximum(x, lo), hi), increasing in every input; it never exceeds hi
         # and never falls below min(lo, hi)
         (x_up, x_down), (lo_up, lo_down), (hi_up, hi_down) = ins
