@@ -186,12 +186,14 @@ BOTH_SIDES = {  # the input reaches the other side too: the jump stays, so does 
         np.floor_divide(asd.leaky_relu(np.clip(1.0 / (np.abs(x) + 1.0), None, 0.5) - 0.5,
                                        0.25), 2.0)),
     "ceil(x + 1) at 2": lambda x: np.ceil(x + 1.0),
+    "ceil(leaky_relu(x, -0.5)) at 0": lambda x: np.ceil(asd.leaky_relu(x, -0.5)),
     "floor(clip(x) + 1) at the upper bound": lambda x: np.floor(np.clip(x, -2.0, 2.0) + 1.0),
     "ceil(relu(x)) at 0": lambda x: np.ceil(np.maximum(x, 0.0)),
     "x * (clip(x) >= 2) at 2": lambda x: x * (np.clip(x, -2.0, 2.0) >= 2.0),
     "ceil(x * clip(x) - 3) at 2": lambda x: np.ceil(x * np.clip(x, -2.0, 2.0) - 3.0),
 }
-BOTH_POINTS = {"floor_divide(leaky_relu(min(1 / (|x| + 1), 0.5) - 0.5), 2) at the bound": 1.0,
+BOTH_POINTS = {"ceil(leaky_relu(x, -0.5)) at 0": 0.0,
+               "floor_divide(leaky_relu(min(1 / (|x| + 1), 0.5) - 0.5), 2) at the bound": 1.0,
                "ceil(x + 1) at 2": 2.0, "floor(clip(x) + 1) at the upper bound": 2.0,
                "ceil(relu(x)) at 0": 0.0, "x * (clip(x) >= 2) at 2": 2.0,
                "ceil(x * clip(x) - 3) at 2": 2.0}
