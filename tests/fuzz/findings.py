@@ -484,6 +484,25 @@ FINDINGS += [
         fixed=True),  # refused by name: asd.api._narrowed
 ]
 
+FINDINGS += [
+    Finding(
+        "F38", "what F33's matcher also held once F33 was fixed (campaign seed 2801, 8 of "
+               "2000 programs): a jump whose input cannot reach its other side near the "
+               "point is refused where the pieces above it are not ones `Trace.moves` "
+               "orders: `(arcsinh(v) + c) // (|v| + 1)` with `v` a variance at 0 (v >= 0, "
+               "so the quotient never falls below 0); a `rint` behind a `where` of "
+               "comparisons; a `//` whose other side moves a heaviside below it", False,
+        "asd/core/sweep.py (Trace.moves: var, abs, where, products of moving values)",
+        lambda c, o: o.status == "bad-refusal" and o.kind.startswith("NotLipschitzError")
+        and "jumps here" in o.detail and _uses(c, *JUMPS), (),
+        _case([Op("cumprod", (0,), {"axis": -2}), Op("method_var", (1,), {"axis": 1}),
+               Op("arcsinh", (2,)), Op("add_constant", (3,), {"constant": (0.75, 0.0)}),
+               Op("abs", (2,)), Op("add_constant", (5,), {"constant": 1.0}),
+               Op("floor_divide_traced", (4, 6))],
+              [(2, 2), (2, 2), (2,), (2,), (2,), (2,), (2,), (2,)],
+              [[0.0, 0.5], [0.5, 0.0]], [[-0.5, 1.0], [1.0, -0.5]], reduce=False)),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
