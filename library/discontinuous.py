@@ -9,7 +9,10 @@ value on the side the ray ``x + δv`` enters (decided by `ray_compare`, like eve
 reports the jump with `record_jump`: the engine then refuses a differentiated output the jump
 reaches with `NotLipschitzError`, unless re-evaluating the output with the jump's value at
 the point and with every one-sided limit gives the same number (``x * sign(x)`` at 0 is
-``|x|``), as ``where`` checks that its two sides agree where its condition is tied.
+``|x|``), as ``where`` checks that its two sides agree where its condition is tied. Where the
+ray stays on the jump (its input equals the jump's location all along it, so a further
+direction chose the side: ``x > flip(x)`` at 0 along (1, 1)), the output's tangent along the
+ray must be the same with the jump at its value at the point and on every side, too.
 ``asd.stop_gradient`` cuts the jump off.
 """
 
@@ -98,8 +101,10 @@ def defjump(name: str, impl, jumps, limits, *, discontinuous: bool = True) -> Pr
         lin = None if discontinuous else Diagonal(xp.ones_like(ans), tuple(x.shape), out)
         left, right = (xp.broadcast_to(s, out) for s in limits(x, ans, **params))
         # the sign of x - (x at the jump) along the ray: its tangent, then its exact series
-        side = ray_compare(x, dxs[0], _only(mask, xp.broadcast_to(x, out)), None)
-        record_jump(ans, mask, (left, right), still=mask & (side == 0))
+        side, on_ray = ray_compare(x, dxs[0], _only(mask, xp.broadcast_to(x, out)), None,
+                                   beyond=True)
+        record_jump(ans, mask, (left, right), still=mask & (side == 0), on_ray=on_ray,
+                    crossing=(0,), entered=side)
         return _on_side(ans, mask, side, left, right), lin
 
     jump_rule.__name__ = f"{name}_rule"
@@ -219,11 +224,12 @@ def _divmod_xy_rule(remainder: bool):
             exact = np.fmod(x, y) == 0 if xp is np else _remainder(x, y) == 0
             mask = xp.broadcast_to(xp.isfinite(q) & exact, out)
         q_b = xp.broadcast_to(q, out)
-        side = ray_compare(t, dxs[2], _only(mask, q_b), None)
+        side, on_ray = ray_compare(t, dxs[2], _only(mask, q_b), None, beyond=True)
         left = xp.broadcast_to(y if remainder else q - 1, out)
         # side 0: y divides x all along the ray (x % x: no jump where `record_jump` can
         # tell that it does so near x; x / x's series is flat, not proven constant)
-        record_jump(ans, mask, (left, ans), still=mask & (side == 0), still_if_flat=True)
+        record_jump(ans, mask, (left, ans), still=mask & (side == 0), still_if_flat=True,
+                    on_ray=on_ray, crossing=(2,), entered=side)
         below = mask & (side < 0)
         ans = _on_side(ans, mask, side, left, ans)
         if not remainder:
@@ -258,9 +264,10 @@ def _comparison_rule(op):
         ans = np.asarray(ans) if xp is np else ans
         out = tuple(ans.shape)
         mask = xp.broadcast_to(a_ == b_, out)
-        side = ray_compare(a, dxs[0], b, dxs[1])
+        side, on_ray = ray_compare(a, dxs[0], b, dxs[1], beyond=True)
         record_jump(ans, mask, (_full_like(mask, below), _full_like(mask, above)),
-                    still=mask & (side == 0))
+                    still=mask & (side == 0), on_ray=on_ray, crossing=(0, 1),
+                    entered=side)
         return xp.where(mask, OPERATORS[op](side, 0), ans), None
 
     comparison_rule.__name__ = f"{fn.__name__}_rule"

@@ -323,26 +323,32 @@ class Jump:
     """Where a rule's value jumps (`record_jump`): the output's entries on the jump
     (``mask``), the value at the point (``at``) and the one-sided limits (``sides``, one
     array per side), all broadcast to the output's shape. The rule itself returns the value
-    on the side the sweep enters, so its linearization is the one along the ray."""
+    on the side the sweep enters, so its linearization is the one along the ray.
+    ``on_ray`` (None, or a mask within ``mask``): the entries whose input stays on the jump
+    all along the ray (`ray_compare`'s ``beyond``: a further direction chose the side), where
+    the value the ray sees is ``at``, not the side entered."""
 
-    __slots__ = ("at", "mask", "sides", "fix")
+    __slots__ = ("at", "mask", "sides", "fix", "on_ray")
 
-    def __init__(self, at, mask, sides, fix: str | None = None):
+    def __init__(self, at, mask, sides, fix: str | None = None, on_ray=None):
         self.at, self.mask, self.sides = np.asarray(at), np.asarray(mask, bool), tuple(
             np.asarray(s) for s in sides)
         self.fix = fix
+        self.on_ray = None if on_ray is None else self.mask & np.broadcast_to(
+            np.asarray(on_ray, bool), self.mask.shape)
 
     @classmethod
     def staged(cls, at, mask, sides, fix: str | None = None) -> Jump:
         """A jump met by a staged sweep: its arrays stay in their library (traced values
         cannot come to the host); the sweep counts its entries, never replays them."""
         jump = cls.__new__(cls)
-        jump.at, jump.mask, jump.sides, jump.fix = at, mask, tuple(sides), fix
+        jump.at, jump.mask, jump.sides, jump.fix, jump.on_ray = at, mask, tuple(sides), fix, None
         return jump
 
 
 def record_jump(at, mask, sides, fix: str | None = None, still=None,
-                still_if_flat: bool = False) -> None:
+                still_if_flat: bool = False, on_ray=None, crossing: tuple | None = None,
+                entered=None) -> None:
     """Report that the running rule's value jumps at the entries ``mask`` (see `Jump`).
 
     The engine taints the node: a differentiated output it reaches is refused with
@@ -365,6 +371,20 @@ def record_jump(at, mask, sides, fix: str | None = None, still=None,
     A tie of the rule's own that is only flat (first order agrees along every direction
     tried, the series unproven) keeps them, unless ``still_if_flat`` (the quotient of
     ``x % x``, whose series the engine cannot prove constant).
+
+    ``on_ray`` (optional, within ``mask``; `ray_compare`'s ``beyond`` mask): the entries
+    whose input stays on the jump all along the ray, their side chosen by a further
+    direction. The engine then checks the output's tangent along ``v`` too: with those
+    entries at their value at the point (what the ray sees) and on every side it must be
+    the sweep's, else the output jumps arbitrarily near ``x`` and is refused.
+
+    ``crossing`` (optional, with two ``sides``: below, then above the jump): the positions
+    among the rule's inputs of ``a`` (and ``b``) whose difference ``a - b`` crosses the jump
+    at 0. An eager sweep drops the entries where every side ``a - b`` can reach near ``x``
+    equals ``at`` (`Trace.unreachable`: ``ceil`` of an input a saturated clip caps at the
+    integer it sits on never jumps). ``entered`` (the sign of ``a - b`` along the ray, the
+    side the rule took) must be 0 or a side ``a - b`` can reach there, else the entry stays
+    (the value the rule returned is then checked as any side is).
     """
     trace = rule_context.trace
     if trace is None:
@@ -389,8 +409,15 @@ def record_jump(at, mask, sides, fix: str | None = None, still=None,
             mask = mask & ~still
             if not mask.any():
                 return
+    unreachable = getattr(trace, "unreachable", None)
+    if crossing is not None and len(sides) == 2 and unreachable is not None:
+        mask = mask & ~unreachable(rule_context.node, crossing, host(at),
+                                   tuple(host(s) for s in sides), mask,
+                                   None if entered is None else host(entered))
+        if not mask.any():
+            return
     trace.record_jump(rule_context.node,
-                      Jump(host(at), mask, tuple(host(s) for s in sides), fix))
+                      Jump(host(at), mask, tuple(host(s) for s in sides), fix, on_ray))
 
 
 DECIDED_BY = ("tangent", "series", "lexicographic", "equal", "flat", "tolerance")

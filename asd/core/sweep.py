@@ -269,6 +269,9 @@ that decides on the host, refused by name (`Trace.run_rule`)."""
 MAX_REQUEST_DEPTH = 150
 
 MAX_JUMP_CELLS = 8
+MAX_RAY_VARIANTS = 64
+"""Most re-sweeps the tangent check of jumps the ray stays on tries (`Trace.replay_tangents`);
+past it such a jump reaching the output is refused."""
 """Most entries on jumps whose sides a continuity check tries (2**8 re-evaluations); past
 it a jump reaching the output is refused."""
 
@@ -583,6 +586,139 @@ class Trace:
             if nodes[j].prim is not None and not self._dead(j):
                 stack.extend(r for r in nodes[j].args if type(r) is int)
         return True
+
+    def unreachable(self, k: int, crossing: tuple, at, sides, mask,
+                    entered=None) -> np.ndarray:
+        """The entries of ``mask`` that are no jump near ``x``: every side of the jump that
+        the switching quantity ``a - b`` can reach on a neighbourhood of ``x`` (``sides``:
+        its value as ``a - b`` decreases to 0, then as it increases) equals the value at the
+        point ``at``. ``crossing`` gives the positions of ``a`` (and ``b``, or None) among
+        node ``k``'s inputs. Which way ``a - b`` can move near ``x`` comes from `moves`:
+        ``ceil(sinh(clip(x, -2, 2)) - c)`` at the bound, its input 3, never exceeds 3 (the
+        clip caps it, sinh and ``- c`` keep the order), and ceil is 3 up to 3: no jump
+        (fuzz finding F33); where the input can exceed 3 the jump stays. ``entered`` (the
+        side the rule took along the ray, or None) must be reachable too (or 0)."""
+        args = self.nodes[k].args if k < len(self.nodes) else self.running_args
+        shape = np.shape(mask)
+        up, down = self._moves_of(args[crossing[0]], shape, {})
+        if len(crossing) > 1 and crossing[1] is not None:
+            b_up, b_down = self._moves_of(args[crossing[1]], shape, {})
+            up, down = up | b_down, down | b_up
+        at = np.broadcast_to(at, shape)
+        left, right = (np.broadcast_to(side, shape) for side in sides)
+        gone = mask & (~down | (left == at)) & (~up | (right == at))
+        if entered is not None:
+            entered = np.broadcast_to(entered, shape)
+            gone &= (entered == 0) | ((entered < 0) & down) | ((entered > 0) & up)
+        return gone
+
+    def _moves_of(self, ref, shape: tuple, memo: dict) -> tuple:
+        """`moves` of an input reference (a literal or a constant node moves nowhere)."""
+        if type(ref) is not int:
+            none = np.zeros(shape, bool)
+            return none, none
+        up, down = self.moves(ref, memo)
+        return np.broadcast_to(up, shape), np.broadcast_to(down, shape)
+
+    def moves(self, j: int, memo: dict) -> tuple:
+        """``(up, down)``: host masks of node ``j``'s shape, False where its value provably
+        does not exceed (``up``), or fall below (``down``), its value at the point on a
+        neighbourhood of ``x`` (along every direction). Proven from the pieces, for the
+        order-keeping primitives only (rounding keeps the order too): a bound held by a
+        saturated clip, relu, maximum or minimum, monotone functions, sums and constant
+        scalings; a discontinuous node that met no jump is constant. Every other node may
+        move both ways."""
+        if j in memo:
+            return memo[j]
+        cone, stack = set(), [j]  # the order-keeping cone above j, evaluated in program order
+        while stack:
+            i = stack.pop()
+            if i in cone or i in memo:
+                continue
+            cone.add(i)
+            node = self.nodes[i]
+            if (node.prim is not None and node.active and not node.prim.discontinuous
+                    and node.prim.name in _ORDER_KEEPING):
+                stack.extend(r for r in node.args if type(r) is int)
+        for i in sorted(cone):
+            memo[i] = self._moves_here(i, memo)
+        return memo[j]
+
+    def _moves_here(self, j: int, memo: dict) -> tuple:
+        """`moves` of node ``j``, its inputs' already in ``memo``."""
+        node = self.nodes[j]
+        shape = tuple(node.shape)
+        both = np.ones(shape, bool)
+        if node.prim is None or not node.active:
+            out = (both, both) if node.active else (~both, ~both)
+        elif node.prim.discontinuous:
+            out = (both, both) if j in self.jumps else (~both, ~both)
+        else:
+            out = self._moves_by_rule(j, node, shape, memo)
+        return out
+
+    def _moves_by_rule(self, j: int, node: Node, shape: tuple, memo: dict) -> tuple:
+        """`moves` of a node from its inputs' (see there)."""
+        name, args = node.prim.name, node.args
+        both = np.ones(shape, bool)
+        if name == "reshape":  # the same entries, in another shape
+            up, down = self._moves_of(args[0], np.shape(self.values[args[0]]), memo)
+            return np.reshape(up, shape), np.reshape(down, shape)
+        if name not in _ORDER_KEEPING or not all(
+                type(r) is not int or np.shape(self.values[r]) == shape or
+                np.broadcast_shapes(np.shape(self.values[r]), shape) == shape for r in args):
+            return both, both
+        ins = [self._moves_of(r, shape, memo) for r in args]
+        vals = [np.broadcast_to(backend.to_host(self.values[r] if type(r) is int else r.value),
+                                shape) if r is not None else None for r in args]
+        value = np.broadcast_to(backend.to_host(self.values[j]), shape)
+        if name in _INCREASING or (name == "leaky_relu"
+                                   and node.params.get("negative_slope", 0.0) >= 0):
+            return ins[0]
+        if name in ("negative", "reciprocal"):  # decreasing (reciprocal: on each side of 0)
+            return ins[0][1], ins[0][0]
+        if name == "add":
+            return ins[0][0] | ins[1][0], ins[0][1] | ins[1][1]
+        if name == "subtract":
+            return ins[0][0] | ins[1][1], ins[0][1] | ins[1][0]
+        if name in ("multiply", "divide"):
+            moving = [i for i, r in enumerate(args) if type(r) is int and self.nodes[r].active]
+            if len(moving) != 1:
+                return both, both
+            c = vals[1 - moving[0]]
+            up, down = ins[moving[0]]
+            if name == "divide" and moving[0] == 1:  # c / x: decreasing in x for c > 0
+                c = -c
+            return (up & (c > 0)) | (down & (c < 0)), (down & (c > 0)) | (up & (c < 0))
+        # an input strictly past a bound stays past it near x, where no jump moves it
+        continuous = type(args[0]) is not int or self.taint[args[0]] is None
+        if name == "relu":
+            off = (vals[0] < 0) & continuous
+            return ins[0][0] & ~off, ins[0][1] & (value != 0)
+        if name in ("maximum", "minimum"):
+            # max: up only through an operand not strictly below it (a continuous one stays
+            # below), down only where both can be below it; min the mirror image
+            (a_up, a_down), (b_up, b_down) = ins
+            a, b = vals
+            held = [type(r) is not int or self.taint[r] is None for r in args]
+            if name == "maximum":
+                return ((a_up & ~((a < value) & held[0])) | (b_up & ~((b < value) & held[1])),
+                        (a_down | (a < value)) & (b_down | (b < value)))
+            return ((a_up | (a > value)) & (b_up | (b > value)),
+                    (a_down & ~((a > value) & held[0])) | (b_down & ~((b > value) & held[1])))
+        if name != "clip" or len(ins) != 3:  # leaky_relu with a negative slope
+            return both, both
+        # clip: minimum(maximum(x, lo), hi), increasing in every input; it never exceeds hi
+        # and never falls below min(lo, hi)
+        (x_up, x_down), (lo_up, lo_down), (hi_up, hi_down) = ins
+        lo, hi = vals[1], vals[2]
+        up = np.where(value == hi, hi_up, x_up | lo_up | hi_up)
+        down = np.where(value == lo, lo_down | hi_down, x_down | lo_down | hi_down)
+        x = vals[0]
+        above, below = (x > hi) & continuous, (x < lo) & continuous  # held at the bound
+        up = np.where(above, hi_up, np.where(below, lo_up | hi_up, up))
+        down = np.where(above, hi_down | lo_down, np.where(below, lo_down | hi_down, down))
+        return up, down
 
     def _dead(self, j: int) -> bool:
         """Whether node ``j`` is a relu off at every entry by its values (no tie: the caller
@@ -918,6 +1054,8 @@ class Trace:
         else:
             why = self.replay_jumps(jumps, k)
             if why is None:
+                why = self.replay_tangents(jumps, k)
+            if why is None:
                 return
             origin = jumps[0]
             what = f"jumps here ({self.jump_site(origin)}): {why}; its result flows"
@@ -988,6 +1126,85 @@ class Trace:
                 return (f"the output is {summarize(want)} on the side the sweep enters but "
                         f"{summarize(got)} at the point or on another side")
         return None
+
+    def replay_tangents(self, jumps: list[int], k: int) -> str | None:
+        """Where the ray stays on a jump (`Jump.on_ray`: its input equals the jump's location
+        all along ``x + δv``, a further direction chose the side), continuity at the point
+        is not enough: the value along the ray is the one at the point, the other sides
+        hold arbitrarily near ``x``. Re-sweep node ``k`` with those entries at their value at
+        the point and on every side: None if its tangent along ``v`` is the sweep's in each
+        (the number stands whatever the ray sees), else why the output is refused (its
+        sides part at first order along the ray: ``x * (x > flip(x))`` at 0 along (1, 1))."""
+        cells = [(j, e) for j in jumps if self.jumps[j].on_ray is not None
+                 for e in np.flatnonzero(self.jumps[j].on_ray)]
+        if not cells:
+            return None
+        choices = [(self.jumps[j].at,) + self.jumps[j].sides for j, _ in cells]
+        if int(np.prod([len(c) for c in choices])) > MAX_RAY_VARIANTS:
+            return (f"{len(cells)} entries stay on jumps all along the ray, and asd checks the "
+                    f"output's tangent across at most {MAX_RAY_VARIANTS} combinations of sides")
+        want = backend.to_host(self.tangent(k))
+        entered = {j: backend.to_host(self.values[j]) for j, _ in cells}
+        for pick in itertools.product(*(range(len(c)) for c in choices)):
+            variant = {j: np.array(v, copy=True, order="C") for j, v in entered.items()}
+            for (j, e), c, s in zip(cells, choices, pick, strict=True):
+                variant[j].reshape(-1)[e] = np.broadcast_to(c[s], variant[j].shape).reshape(-1)[e]
+            got, why = self.tangent_with(variant, k)
+            if why is not None:
+                return why
+            if not np.array_equal(backend.to_host(got), want, equal_nan=True):
+                return (f"its input stays on the jump all along the ray at {len(cells)} "
+                        f"{'entry' if len(cells) == 1 else 'entries'} (the compared values "
+                        "are equal all along it; a further direction chose the side), and "
+                        "the output's derivative along the ray differs between the side the "
+                        "sweep enters and the value at the point or another side, so the "
+                        "output jumps arbitrarily near the point (a direction along which "
+                        "the jump's input leaves it is answered)")
+        return None
+
+    def tangent_with(self, fixed: dict, k: int):
+        """Node ``k``'s tangent along ``v`` with the jump nodes ``fixed`` at other values:
+        the nodes below them run their rules again (eagerly, on a copy of this sweep), the
+        others keep their linearizations. ``(tangent, None)``, or ``(None, why)`` where a
+        discontinuous node below would move or a rule refuses the new values."""
+        self.tangent(k)  # the lazy directions this cone reads are drawn in this sweep
+        first, nodes = min(fixed), self.nodes
+        t = Trace(self.lex)
+        t.nodes, t.values, t.lins = nodes, list(self.values), list(self.lins)
+        t.wants, t.taint = list(self.wants), list(self.taint)
+        t.leaf_index, t.like, t.dargs = dict(self.leaf_index), self.like, dict(self.dargs)
+        t.seeds = dict(self.seeds)
+        t.tangents = [d if j < first or nodes[j].prim is None else None
+                      for j, d in enumerate(self.tangents)]
+        like = (lambda v, j: v) if self.like is None else (
+            lambda v, j: backend.from_host(v, self.values[j], dtype="like"))
+        changed: set[int] = set()
+        for j in range(first, k + 1):
+            node = nodes[j]
+            if j in fixed:
+                t.values[j] = like(fixed[j], j)
+                changed.add(j)
+                continue
+            moved = [r for r in node.args if type(r) is int and r in changed]
+            if node.prim is None or node.prim.stops_gradient or not moved:
+                continue
+            if node.prim.discontinuous or j in self.jumps:
+                if all(_same_value(backend.to_host(t.values[r]), backend.to_host(self.values[r]))
+                       for r in moved):
+                    continue
+                return None, (f"another side of the jump moves %{j} ({node.name}), itself "
+                              "discontinuous, so the tangent along the ray cannot be checked")
+            xs = [t.values[r] if type(r) is int else r.value for r in node.args]
+            wants = [type(r) is int and nodes[r].active for r in node.args]
+            try:
+                ans, lin, _, _ = t.run_rule(j, node.prim, node.args, node.params, xs, wants,
+                                            any(wants), None)
+            except ASDError as e:
+                return None, (f"%{j} ({node.name}) cannot be differentiated on another side "
+                              f"of the jump ({type(e).__name__}: {e})")
+            t.values[j], t.lins[j] = ans, lin if node.active else None
+            changed.add(j)
+        return t.tangent(k), None
 
     def point_value(self, k: int):
         """Node ``k``'s value at the point itself: the jumps above it at their values there,
@@ -1170,6 +1387,17 @@ NONFINITE_FIX = {
            "(asd.logsumexp, asd.numpy.logaddexp, softplus).",
 }
 """What to do about a non-finite value, by the primitive that made it (`Trace.raise_nonfinite`)."""
+
+
+_INCREASING = frozenset({"sinh", "exp", "exp2", "expm1", "tanh", "arctan", "arcsinh",
+                         "arctanh", "arcsin", "log", "log1p", "log2", "log10", "sqrt", "cbrt",
+                         "tan", "positive", "copy"})
+"""Elementwise primitives increasing on their domain: they keep which way an input moves."""
+_ORDER_KEEPING = _INCREASING | {"negative", "reciprocal", "add", "subtract", "multiply",
+                                "divide", "relu", "leaky_relu", "maximum", "minimum", "clip",
+                                "reshape"}
+"""The primitives `Trace.moves` reads (elementwise, their order proven); others move both
+ways."""
 
 
 def _selects(m) -> bool:

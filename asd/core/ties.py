@@ -521,7 +521,8 @@ def entries(t, shape: tuple, mask: np.ndarray) -> np.ndarray:
 
 # ----- the declarative service: rules state the switching quantity, the engine decides -----
 
-def ray_compare(a, da, b, db=None, *, record: bool = False, strict: bool = False):
+def ray_compare(a, da, b, db=None, *, record: bool = False, strict: bool = False,
+                beyond: bool = False):
     """The sign of ``a - b`` at ``x + δv`` (δ ↓ 0, then the lexicographic directions), for
     every entry of their broadcast shape, as int8 in their array library.
 
@@ -533,7 +534,21 @@ def ray_compare(a, da, b, db=None, *, record: bool = False, strict: bool = False
     leaves the device: ties are decided by the first-order signs along ``v, w1, …`` as array
     operations, and the entries they leave open are counted in the sweep's ``undecided``
     flag (`staged_sign`). NaN compares as 0 (neither side).
+
+    ``beyond=True`` returns ``(sign, beyond)``: ``beyond`` (a host bool mask, or None where
+    no entry is) marks the entries whose sign no order along ``v`` itself decided (tangent
+    and series agree as far as the sweep could tell: the ray stays on ``a == b``), so a
+    further direction did. A tie of a Lipschitz rule may take that side (both pieces agree
+    on the ray); a jump may not: along the ray its value is the one where ``a == b``
+    (`asd.core.sweep.Trace.check_lipschitz` checks the output's tangent there). A staged
+    sweep reports none: it counts every jump reaching an output as undecided.
     """
+    sign, on_ray = _ray_compare(a, da, b, db, record, strict)
+    return (sign, on_ray) if beyond else sign
+
+
+def _ray_compare(a, da, b, db, record: bool, strict: bool):
+    """`ray_compare`'s sign, and its ``beyond`` mask (None: no entry)."""
     xp = backend.namespace(a, b)
     a_, b_ = backend.operands(a, b) if xp is not np else (np.asarray(a), np.asarray(b))
     shape = tuple(np.broadcast_shapes(tuple(np.shape(a_)), tuple(np.shape(b_))))
@@ -543,16 +558,21 @@ def ray_compare(a, da, b, db=None, *, record: bool = False, strict: bool = False
     trace = _trace_of(da, db)
     mode = getattr(trace, "staged", False)  # a re-run's tangents (asd.clarke) read eagerly
     if trace is None and getattr(rule_context.trace, "staged", False):
-        return sign  # constant operands in a staged sweep: equal where they tie, nothing to read
+        return sign, None  # constant operands in a staged sweep: equal where they tie
     if mode:
         if mode == "values":  # a probe: the values' side, ties only flagged
             trace.flag_tie(rule_context.node, tie)
-            return sign
-        return xp.where(tie, staged_sign(trace, a, da, b, db, tie), sign)
+            return sign, None
+        return xp.where(tie, staged_sign(trace, a, da, b, db, tie), sign), None
     if not bool(xp.any(tie)):
-        return sign
-    return backend.set_at(xp.asarray(sign, copy=True), tie, xp.astype(
-        tie_sign(a, da, b, db, tie, record=record, strict=strict), xp.int8))
+        return sign, None
+    tied, on_ray = tie_sign(a, da, b, db, tie, record=record, strict=strict, beyond=True)
+    if on_ray is not None:  # in the broadcast shape (the tie-mask order of `tie_sign`)
+        host = backend.to_host(tie)
+        full = np.zeros(host.shape, bool)
+        full[host] = on_ray
+        on_ray = full if full.any() else None
+    return backend.set_at(xp.asarray(sign, copy=True), tie, xp.astype(tied, xp.int8)), on_ray
 
 
 def ray_nonnegative(x, dx, *, mask_dtype: bool = False):
@@ -701,7 +721,8 @@ def _level_tangent(side: _Side, level: int):
     return side.dx.lex[level - 1]
 
 
-def tie_sign(a, da, b, db, tie, *, record: bool = False, strict: bool = False):
+def tie_sign(a, da, b, db, tie, *, record: bool = False, strict: bool = False,
+             beyond: bool = False):
     """The side of ``a - b`` that the sweep enters, at the tied entries (``a == b`` there).
 
     ``tie`` is a bool mask in the broadcast shape of ``a`` and ``b``; ``da``/``db`` are their
@@ -711,15 +732,19 @@ def tie_sign(a, da, b, db, tie, *, record: bool = False, strict: bool = False):
     false there). ``record=True`` also counts the ties first order leaves open (for
     user-written branches); ``strict=True`` raises `UndecidedTieError` instead of returning 0
     for a tie that is only flat, not proven equal (for rules whose value depends on the side).
+    ``beyond=True`` returns ``(sign, beyond)``, ``beyond`` a host mask in mask order (or
+    None) of the entries a further direction decided (`ray_compare`).
     """
     if backend.is_host(tie):
-        return _tie_sign(a, da, b, db, tie, record, strict)
+        sign, on_ray = _tie_sign(a, da, b, db, tie, record, strict)
+        return (sign, on_ray) if beyond else sign
     sign = _tangent_sign_xp(a, da, b, db, tie)
     if sign is not None:
-        return sign
+        return (sign, None) if beyond else sign
     # a tangent at (or within rounding of) 0: the rest of the contract runs on host copies
-    sign = _tie_sign(a, da, b, db, backend.to_host(tie), record, strict)
-    return backend.from_host(sign, tie)
+    sign, on_ray = _tie_sign(a, da, b, db, backend.to_host(tie), record, strict)
+    sign = backend.from_host(sign, tie)
+    return (sign, on_ray) if beyond else sign
 
 
 def _tangent_sign_xp(a, da, b, db, tie):
@@ -745,8 +770,9 @@ def _tangent_sign_xp(a, da, b, db, tie):
     return xp.astype(xp.sign(h_dot), xp.int8)
 
 
-def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.ndarray:
-    """`tie_sign` on a host mask (every library's values are read through `entries`)."""
+def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> tuple:
+    """`tie_sign` on a host mask (every library's values are read through `entries`), and
+    its ``beyond`` mask (None where no entry was decided past the ray itself)."""
     shape = tie.shape
     left, right = _Side(a, da, shape), _Side(b, db, shape)
     h_dot = left.tangent(0, tie) - right.tangent(0, tie)
@@ -755,7 +781,7 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
     record_tie_decision("tangent", int(np.count_nonzero(sign)))
     open_ = sign == 0
     if not open_.any():
-        return sign
+        return sign, None
     if record:
         record_degenerate_tie(int(np.count_nonzero(open_)))
     same = _same_quantity(left, right)
@@ -764,9 +790,10 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
         record_tie_decision("equal", int(np.count_nonzero(equal)))
         open_ &= ~equal
         if not open_.any():
-            return sign
+            return sign, None
     where = np.flatnonzero(tie.ravel())
     flat = np.zeros(sign.shape, bool)  # open entries whose series could not be proven
+    on_ray = None  # the entries still open once the ray itself (depth 1) is exhausted
     levels = min((n for n in (left.levels(), right.levels()) if n is not None), default=0)
     for depth in range(1, levels + 2):
         if depth > 1:  # first order along the next direction, through the selected maps
@@ -778,10 +805,12 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
             open_[idx[decided]] = False
             record_tie_decision("lexicographic", int(np.count_nonzero(decided)))
             if not open_.any():
-                return sign
+                return sign, _beyond(on_ray, sign)
         _decide_by_series(left, right, shape, where, open_, sign, depth, flat)
+        if depth == 1:
+            on_ray = open_.copy()
         if not open_.any():
-            return sign
+            return sign, _beyond(on_ray, sign)
     equal = open_ & ~flat
     record_tie_decision("equal", int(np.count_nonzero(equal)))
     if (open_ & flat).any():
@@ -797,7 +826,15 @@ def _tie_sign(a, da, b, db, tie: np.ndarray, record: bool, strict: bool) -> np.n
                 "the result here, so asd refuses to guess: write the condition with "
                 "polynomial operations near the tie, or move the point off the tie."
             )
-    return sign
+    return sign, _beyond(on_ray, sign)
+
+
+def _beyond(on_ray, sign: np.ndarray):
+    """The entries open after depth 1 that a further direction decided (None: none)."""
+    if on_ray is None:
+        return None
+    on_ray = on_ray & (sign != 0)
+    return on_ray if on_ray.any() else None
 
 
 def _same_quantity(left: _Side, right: _Side) -> np.ndarray | None:
@@ -997,6 +1034,7 @@ def _decide_by_series(left: _Side, right: _Side, shape: tuple, where: np.ndarray
             continue
         except SeriesUnavailable:
             break
+        h = _tied_at_the_point(h)
         signs = [s.proven_sign() if isinstance(s, Series) else int(np.sign(s)) for s in h]
         for i, s, e in zip(idx, signs, h, strict=True):
             if s is None:
@@ -1011,6 +1049,16 @@ def _decide_by_series(left: _Side, right: _Side, shape: tuple, where: np.ndarray
     flat[todo] = True
     record_tie_decision("series" if depth == 1 else "lexicographic",
                         before - int(np.count_nonzero(open_)))
+
+
+def _tied_at_the_point(h: np.ndarray) -> list:
+    """The tied quantities' series with their constant term 0: the values tie in floats, so
+    ``h`` is 0 at the point, and the side is the one its variation along the ray takes. The
+    exact series' constant term may hold a residue of the rounding (``sinh(2) - c`` is 3 in
+    floats, 3 + 2e-16 exactly), which would otherwise decide the side as if the program's own
+    value at the point were not on the tie: the value entered would then differ from the
+    value at the point though the input never moves (fuzz finding F33)."""
+    return [e.with_constant(0) if isinstance(e, Series) else e for e in h]
 
 
 def _decide_by_jets(left: _Side, right: _Side, shape: tuple, where: np.ndarray,

@@ -344,15 +344,17 @@ FINDINGS += [
                "there: `x * (x > flip(x))` at (0, 0) along (1, 1) gives f'(x; v) = 1, but "
                "`x0 > x1` is false all along the ray, so f = 0 on it and f'(x; v) = 0 (the "
                "jump is absorbed at the point only: at x + dv its factor is d, so f is "
-               "discontinuous arbitrarily near x). A silent wrong number: asd should refuse "
-               "(NotLipschitzError) where the output's tangent along v differs between the "
-               "jump's sides, or use the value on the ray", False,
+               "discontinuous arbitrarily near x). A silent wrong number; now refused "
+               "(NotLipschitzError): where the ray stays on a jump, the sweep re-runs the "
+               "output's tangent along v with the jump at its value at the point and on "
+               "every side, and refuses where they differ", False,
         "library/discontinuous.py (_comparison_rule) / asd/core/sweep.py (jump replay checks "
         "continuity at the point only)",
         lambda c, o: o.status == "wrong" and o.check == "directional"
         and o.kind == "directional derivative" and _uses(c, *COMPARISONS_AS_NUMBERS), (),
         _case([Op("flip", (0,), {"axis": 0}), Op("step_multiply", (0, 0, 1), {"cmp": ">"})],
-              [(2,), (2,), (2,)], [0.0, 0.0], [1.0, 1.0])),
+              [(2,), (2,), (2,)], [0.0, 0.0], [1.0, 1.0]),
+        fixed=True),
     Finding(
         "F30", "a piecewise-constant op (`%`, `//`, floor, ...) on a jump whose input is 0 "
                "near the point below a dead relu was refused when a node above the relu met a "
@@ -370,14 +372,19 @@ FINDINGS += [
         "F33", "a piecewise-constant op on a jump whose input is held at the jump by a clip "
                "saturated at its bound (`ceil(sinh(clip(x, -2, 2)) - c)` at x = 2 with "
                "sinh(2) - c = 3): the input stays at 3 along the ray and never exceeds it near "
-               "the point, so ceil is 3 there, but asd counts both sides of the jump as "
-               "reachable (the clip's tie keeps `Trace.settled` false) and refuses", False,
+               "the point, so ceil is 3 there, but asd counted both sides of the jump as "
+               "reachable and refused: along +1 the tie's exact series read the rounding "
+               "residue sinh(2) - c - 3 = 2e-16 as the side (now a tie's constant term is "
+               "0: the values tie), and the clip's tie kept `Trace.settled` false (now "
+               "`Trace.unreachable` proves from the pieces which way the input can move "
+               "near x, and drops a jump whose reachable sides equal its value)", False,
         "asd/core/sweep.py (Trace.settled / record_jump's still entries)",
         lambda c, o: o.status == "bad-refusal" and o.kind.startswith("NotLipschitzError")
         and "jumps here" in o.detail and _uses(c, *JUMPS), (),
         _case([Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (1,)),
                Op("add_constant", (2,), {"constant": (-0.6268604078470186,)}),
-               Op("np_ceil", (3,))], [(1,)] * 5, [2.0], [1.0])),
+               Op("np_ceil", (3,))], [(1,)] * 5, [2.0], [1.0]),
+        fixed=True),
 ]
 
 FINDINGS += [
@@ -475,6 +482,25 @@ FINDINGS += [
               [(1,)] * 9 + [(2,), (), (2,)], [0.0], [9.332636185032189e-302], reduce=False,
               dtype="float16", seed=90),
         fixed=True),  # refused by name: asd.api._narrowed
+]
+
+FINDINGS += [
+    Finding(
+        "F38", "what F33's matcher also held once F33 was fixed (campaign seed 2801, 8 of "
+               "2000 programs): a jump whose input cannot reach its other side near the "
+               "point is refused where the pieces above it are not ones `Trace.moves` "
+               "orders: `(arcsinh(v) + c) // (|v| + 1)` with `v` a variance at 0 (v >= 0, "
+               "so the quotient never falls below 0); a `rint` behind a `where` of "
+               "comparisons; a `//` whose other side moves a heaviside below it", False,
+        "asd/core/sweep.py (Trace.moves: var, abs, where, products of moving values)",
+        lambda c, o: o.status == "bad-refusal" and o.kind.startswith("NotLipschitzError")
+        and "jumps here" in o.detail and _uses(c, *JUMPS), (),
+        _case([Op("cumprod", (0,), {"axis": -2}), Op("method_var", (1,), {"axis": 1}),
+               Op("arcsinh", (2,)), Op("add_constant", (3,), {"constant": (0.75, 0.0)}),
+               Op("abs", (2,)), Op("add_constant", (5,), {"constant": 1.0}),
+               Op("floor_divide_traced", (4, 6))],
+              [(2, 2), (2, 2), (2,), (2,), (2,), (2,), (2,), (2,)],
+              [[0.0, 0.5], [0.5, 0.0]], [[-0.5, 1.0], [1.0, -0.5]], reduce=False)),
 ]
 
 BY_ID = {f.id: f for f in FINDINGS}
