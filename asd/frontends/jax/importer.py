@@ -19,6 +19,7 @@ from asd.errors import (
 from asd.frontends import common, reach
 from asd.frontends.jax.ops import (
     CALLS,
+    CUSTOM_JVP,
     LAX,
     LOCALLY_CONSTANT,
     MULTIPLE,
@@ -44,6 +45,21 @@ def _body(eqn):
     if isinstance(body, jcore.ClosedJaxpr):
         return body.jaxpr, list(body.consts)
     return body, []
+
+
+def _mapped_call(eqn) -> Callable | None:
+    """The handler of a ``custom_jvp_call`` that `CUSTOM_JVP` maps as a whole (its body is
+    not read), from the called function's name and source file; None for any other call."""
+    if eqn.primitive.name != "custom_jvp_call":
+        return None
+    body = eqn.params.get("call_jaxpr")
+    info = getattr(getattr(body, "jaxpr", body), "debug_info", None)
+    name, _, where = (getattr(info, "func_src_info", None) or "").partition(" at ")
+    source = where.rsplit(":", 1)[0].replace("\\", "/")
+    for (fn_name, file), handler in CUSTOM_JVP.items():
+        if name == fn_name and source.endswith(file):
+            return handler
+    return None
 
 
 def _describe(eqn, path: tuple[str, ...]) -> str:
@@ -95,6 +111,8 @@ def check(jaxpr, live: list[bool], path: tuple[str, ...] = ()) -> list[bool]:
         name = eqn.primitive.name
         if not any(ins) or name in LOCALLY_CONSTANT or _is_same_var_compare(eqn):
             outs = [False] * len(eqn.outvars)
+        elif _mapped_call(eqn) is not None:
+            outs = [True] * len(eqn.outvars)
         elif name in CALLS:
             body, _ = _body(eqn)
             label = eqn.params.get("name") or name
@@ -145,6 +163,11 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = (),
             outs = [_norm_over(env[base], axes)]
         elif name in LOCALLY_CONSTANT or _is_same_var_compare(eqn):
             outs = _constant(eqn, [_raw(v) for v in vals])
+        elif (mapped := _mapped_call(eqn)) is not None:
+            try:
+                outs = [mapped(*vals)]
+            except asd.ASDError as e:
+                raise type(e)(f"{e} [while importing {_describe(eqn, path)}]") from e
         elif name in CALLS:
             body, body_consts = _body(eqn)
             label = eqn.params.get("name") or name

@@ -611,5 +611,19 @@ CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_cal
          "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
          "custom_lin": None}
 
+def _det(a):
+    """``jnp.linalg.det`` as asd's ``det`` primitive: JAX computes it as ``sign * exp(log|det|)``
+    (slogdet, by LU) under its own ``custom_jvp``, whose body has no derivative at a singular
+    matrix (``log 0``); the polynomial's gradient there is the cofactor matrix."""
+    return np.linalg.det(a)
+
+
+CUSTOM_JVP: dict[tuple[str, str], Callable] = {
+    ("_det", "jax/_src/numpy/linalg.py"): _det,
+}
+"""JAX-internal ``custom_jvp`` functions mapped as a whole, by the function's name and its
+source file (a user's function of the same name is not matched): their bodies compute a
+function asd knows as one primitive in a way that is undefined where the function is not."""
+
 # Primitives whose result is locally constant at every finite point.
 LOCALLY_CONSTANT = {"is_finite"}

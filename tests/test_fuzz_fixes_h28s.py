@@ -1,0 +1,134 @@
+"""Regression tests of the issue-23 fixes of helper h28s: ``jnp.linalg.det`` imported as asd's
+``det`` primitive (F23, JAX part), ... Every expected number is an exact oracle: Fraction
+difference quotients along the ray, extrapolated exactly (det is a polynomial)."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import asd
+
+jax = pytest.importorskip("jax")
+jnp = jax.numpy
+jax.config.update("jax_enable_x64", True)
+
+
+# ----- F23 (JAX part): jnp.linalg.det is asd's det, the cofactor matrix at singular A -----
+
+def _det_fraction(a: list[list[Fraction]]) -> Fraction:
+    """The determinant by exact Gaussian elimination over the rationals."""
+    m = [row[:] for row in a]
+    n, sign, out = len(m), 1, Fraction(1)
+    for c in range(n):
+        pivot = next((r for r in range(c, n) if m[r][c] != 0), None)
+        if pivot is None:
+            return Fraction(0)
+        if pivot != c:
+            m[c], m[pivot], sign = m[pivot], m[c], -sign
+        out *= m[c][c]
+        for r in range(c + 1, n):
+            f = m[r][c] / m[c][c]
+            m[r] = [x - f * y for x, y in zip(m[r], m[c], strict=True)]
+    return sign * out
+
+
+def _exact_slope(A: np.ndarray, V: np.ndarray) -> Fraction:
+    """``d/dt det(A + t V)`` at 0: the quotient ``(det(A + tV) - det(A)) / t`` is a
+    polynomial of degree n - 1 in t, so its values at t = 1..n (exact Fractions) give its
+    value at 0 by Lagrange extrapolation, exactly."""
+    n = A.shape[-1]
+    fa = [[Fraction(float(x)) for x in row] for row in A]
+    fv = [[Fraction(float(x)) for x in row] for row in V]
+    base = _det_fraction(fa)
+    ts = [Fraction(k) for k in range(1, n + 1)]
+    qs = [(_det_fraction([[a + t * v for a, v in zip(ra, rv, strict=True)]
+                          for ra, rv in zip(fa, fv, strict=True)]) - base) / t for t in ts]
+    out = Fraction(0)
+    for i, (ti, qi) in enumerate(zip(ts, qs, strict=True)):
+        weight = Fraction(1)
+        for j, tj in enumerate(ts):
+            if j != i:
+                weight *= (0 - tj) / (ti - tj)
+        out += weight * qi
+    return out
+
+
+def _exact_gradient(A: np.ndarray) -> np.ndarray:
+    """The gradient of det at A, entry (i, j) the exact slope along the unit matrix E_ij."""
+    n = A.shape[-1]
+    out = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            E = np.zeros((n, n))
+            E[i, j] = 1.0
+            out[i, j] = float(_exact_slope(A, E))
+    return out
+
+
+RANK1_4 = np.outer([1.0, 2.0, -1.0, 0.5], [2.0, -1.0, 1.0, 3.0])
+RANK3_4 = np.array([[1.0, 2.0, 0.0, 0.0], [2.0, 4.0, 0.0, 0.0], [0.0, 0.0, 1.0, 0.5],
+                    [0.0, 0.0, -2.0, 3.0]])
+SINGULAR = [
+    pytest.param(np.zeros((1, 1)), id="1x1-zero"),
+    pytest.param(np.array([[1.0, 2.0], [2.0, 4.0]]), id="2x2-rank1"),
+    pytest.param(np.outer([1.0, -2.0, 0.5], [3.0, 1.0, -1.0]), id="3x3-rank1"),
+    pytest.param(RANK1_4, id="4x4-rank1"),
+    pytest.param(RANK3_4, id="4x4-rank3"),
+    pytest.param(np.zeros((5, 5)), id="5x5-zero"),
+]
+
+
+@pytest.mark.parametrize("A", SINGULAR)
+def test_f23_jax_det_gradient_is_the_cofactor_matrix_at_singular_matrices(A):
+    """Before the fix, JAX's det (1x1 and n >= 4: slogdet's sign * exp(log|det|)) was
+    refused with NonFiniteError (log 0) at every singular matrix; the gradient of the
+    polynomial is the cofactor matrix, 0 where the rank is below n - 1."""
+    expected = _exact_gradient(A)
+    got = np.asarray(asd.jax.subgrad(jnp.linalg.det)(jnp.asarray(A)))
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    through = jax.grad(lambda a: asd.jax.function(jnp.linalg.det)(a))(jnp.asarray(A))
+    np.testing.assert_allclose(np.asarray(through), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_f23_jax_det_directional_derivative_along_a_ray_is_exact():
+    """The one-sided slope along a direction V at a rank-3 4x4 matrix: asd's <G, V> against
+    the Fraction quotients along the ray."""
+    V = np.array([[0.5, -1.0, 2.0, 0.25], [1.0, 0.0, -0.5, 1.5], [-2.0, 1.0, 0.0, 0.5],
+                  [0.75, -0.25, 1.0, -1.0]])
+    got = asd.jax.value_and_subgrad(jnp.linalg.det, direction=jnp.asarray(V))(
+        jnp.asarray(RANK3_4))[1]
+    assert np.sum(np.asarray(got) * V) == pytest.approx(float(_exact_slope(RANK3_4, V)),
+                                                        rel=1e-12, abs=1e-12)
+
+
+def test_f23_jax_det_batched_stack_of_matrices():
+    """``jnp.linalg.det`` of a stack (a leading batch axis): each matrix's cofactor matrix."""
+    B = np.stack([RANK1_4, RANK3_4, np.eye(4) * 2.0])
+    got = np.asarray(asd.jax.subgrad(lambda b: jnp.linalg.det(b).sum())(jnp.asarray(B)))
+    for k in range(B.shape[0]):
+        np.testing.assert_allclose(got[k], _exact_gradient(B[k]), rtol=1e-12, atol=1e-12)
+
+
+def test_f23_jax_det_value_unchanged():
+    """The imported det's value is numpy's det (JAX's is the same within rounding)."""
+    A = np.array([[2.0, 1.0, 0.0, 1.0], [1.0, 3.0, 1.0, 0.0], [0.0, 1.0, 4.0, 1.0],
+                  [1.0, 0.0, 1.0, 5.0]])
+    value = asd.jax.value_and_subgrad(jnp.linalg.det)(jnp.asarray(A))[0]
+    assert float(value) == pytest.approx(float(_det_fraction(
+        [[Fraction(x) for x in row] for row in A])), rel=1e-13)
+
+
+def test_f23_a_user_function_named_det_is_not_taken_for_jnp_det():
+    """The mapping keys on JAX's own ``_det`` (name and source file), not on a name alone:
+    a user's custom_jvp function called ``_det`` keeps its body (here 2 x, not det)."""
+
+    @jax.custom_jvp
+    def _det(a):
+        return 2.0 * a.sum()
+
+    _det.defjvp(lambda p, t: (_det(p[0]), 2.0 * t[0].sum()))
+    got = asd.jax.subgrad(_det)(jnp.ones((1, 1)))
+    np.testing.assert_array_equal(np.asarray(got), [[2.0]])
