@@ -132,3 +132,64 @@ def test_f23_a_user_function_named_det_is_not_taken_for_jnp_det():
     _det.defjvp(lambda p, t: (_det(p[0]), 2.0 * t[0].sum()))
     got = asd.jax.subgrad(_det)(jnp.ones((1, 1)))
     np.testing.assert_array_equal(np.asarray(got), [[2.0]])
+
+
+# ----- F36: a where tied between a median over a singleton axis and its operand -----
+
+def _f36(x):
+    """F36's reproducer: ``m = median(a, axis=0)`` of a ``(1, 2)`` array ``a`` is ``a``'s
+    row, so ``where(m * [1, 3] >= a, ...)`` ties one quantity with itself at entry 0."""
+    a = np.arctan(np.positive(np.abs(x))) + np.array(((0.75, 1.0),))
+    m = np.median(a, axis=0) * np.array((1.0, 3.0))
+    return np.median(np.where(m >= a, m, a) + np.array(((0.0, -2.25),)), axis=None)
+
+
+def _f36_mp(t):
+    """The same program along the ray ``x = t (1, 1)``, in mpmath, for the quotient."""
+    import mpmath
+
+    a = [mpmath.atan(abs(t)) + mpmath.mpf(0.75), mpmath.atan(abs(t)) + 1]
+    m = [a[0], 3 * a[1]]
+    w = [m[i] if m[i] >= a[i] else a[i] for i in range(2)]
+    return (w[0] + w[1] - mpmath.mpf(2.25)) / 2
+
+
+def test_f36_singleton_median_tie_is_proven_equal_and_fast():
+    """Before the fix each call climbed the exact series to order 64 four times (~1.3 s a
+    call, the where decided 'flat'); the median over a length-1 axis is now its operand, so
+    the tie is one quantity, 'equal' without a series, in milliseconds."""
+    import time
+
+    import mpmath
+
+    x, v = np.zeros((1, 2)), np.ones((1, 2))
+    asd.asd(_f36, direction=v)(x)
+    start = time.perf_counter()
+    result = asd.asd(_f36, direction=v)(x)
+    assert time.perf_counter() - start < 0.1
+    where = [d for d in result.decisions if d.primitive == "where"]
+    assert [d.how for d in where] == ["equal"]
+    with mpmath.workdps(60):
+        t = mpmath.mpf(10) ** -30
+        slope = (_f36_mp(t) - _f36_mp(mpmath.mpf(0))) / t
+    assert float(np.sum(result.subgradient * v)) == pytest.approx(float(slope), rel=1e-12)
+    np.testing.assert_array_equal(result.subgradient, [[0.5, 1.5]])  # the only branch: no choice
+
+
+@pytest.mark.parametrize("shape, reduce, same", [
+    ((1, 2), lambda a: np.median(a, axis=0), True),
+    ((1, 2), lambda a: np.sum(a, axis=0, keepdims=True), True),
+    ((1, 1, 2), lambda a: np.max(a, axis=1), True),
+    ((2, 1), lambda a: np.median(a, axis=1), False),   # (2,) broadcasts against (2, 1) crosswise
+    ((2, 2), lambda a: np.median(a, axis=0), False),   # not a singleton axis
+])
+def test_f36_singleton_reduction_is_its_operand_only_where_it_broadcasts_alike(shape, reduce,
+                                                                                same):
+    """`ties._singleton_reduction` peels a reduction to its operand only where every reduced
+    axis has length 1 and the shapes agree up to leading 1s (then both broadcast to any tie's
+    shape entry for entry)."""
+    from asd.core.ties import _singleton_reduction
+
+    program = asd.trace(lambda x: reduce(np.arctan(x)))(np.zeros(shape))
+    k = len(program.nodes) - 1
+    assert (_singleton_reduction(program.nodes, k) == k - 1) is same
