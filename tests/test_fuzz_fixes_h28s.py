@@ -13,7 +13,14 @@ import asd
 
 jax = pytest.importorskip("jax")
 jnp = jax.numpy
-jax.config.update("jax_enable_x64", True)
+
+
+@pytest.fixture(autouse=True)
+def _x64():
+    """float64 JAX arrays for these tests only (the exact oracles compare to 1e-12); a
+    global switch would change the dtypes of other test files' JAX programs."""
+    with jax.enable_x64(True):
+        yield
 
 
 # ----- F23 (JAX part): jnp.linalg.det is asd's det, the cofactor matrix at singular A -----
@@ -193,3 +200,70 @@ def test_f36_singleton_reduction_is_its_operand_only_where_it_broadcasts_alike(s
     program = asd.trace(lambda x: reduce(np.arctan(x)))(np.zeros(shape))
     k = len(program.nodes) - 1
     assert (_singleton_reduction(program.nodes, k) == k - 1) is same
+
+
+# ----- F38: asd.jax of table[jnp.argmax(x)] (a dynamic_slice at JAX's wrapped index) -----
+
+TABLE = (0.75, -2.0, 3.0, 1.0, -2.0, -0.5, -2.0, 1.0, -0.5)
+SHIFT = ((1.0, 1.0, -1.0), (0.0, -1.0, 1.0), (1.0, 0.0, 0.0))
+
+
+def _f38(x, pick=jnp.argmax):
+    x1 = x + jnp.asarray(SHIFT)
+    return jnp.sum(jnp.asarray(TABLE)[pick(x1)] * x1)
+
+
+def _f38_fraction(x: list[Fraction], arg=max) -> Fraction:
+    """The program on exact rationals (flat 3x3 entries; numpy's first-index tie-break)."""
+    x1 = [a + Fraction(c) for a, c in zip(x, [c for row in SHIFT for c in row], strict=True)]
+    i = x1.index(arg(x1))
+    return Fraction(TABLE[i]) * sum(x1)
+
+
+X38 = np.array([[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]])   # the campaign's point
+
+
+X38_MIN = np.array([[0.0, 0.0, 1.0], [-1.0, 1.0, 0.0], [1.0, 1.0, 0.0]])  # one least entry
+
+
+@pytest.mark.parametrize("pick, arg, x0", [(jnp.argmax, max, X38), (jnp.argmin, min, X38_MIN)])
+def test_f38_jax_index_by_untied_argmax_is_differentiated(pick, arg, x0):
+    """Before the fix asd.jax refused any dynamic_slice at a traced start; an untied argmax
+    is locally constant, so the gradient is the table entry times the sum's: checked entry
+    by entry against the exact quotient along each unit direction (f is linear near x)."""
+    got = np.asarray(asd.jax.subgrad(lambda x: _f38(x, pick))(jnp.asarray(x0)))
+    through = np.asarray(jax.grad(lambda x: asd.jax.function(lambda y: _f38(y, pick))(x))(
+        jnp.asarray(x0)))
+    base = [Fraction(float(a)) for a in x0.ravel()]
+    t = Fraction(1, 1024)
+    expected = np.array([float((_f38_fraction([b + (t if j == i else 0) for j, b in
+                                               enumerate(base)], arg)
+                                - _f38_fraction(base, arg)) / t) for i in range(9)])
+    np.testing.assert_array_equal(got.ravel(), expected)
+    np.testing.assert_array_equal(through.ravel(), expected)
+
+
+def test_f38_jax_row_of_a_matrix_at_argmax():
+    """``M[jnp.argmax(y)]``: a dynamic_slice of one row (the other axis sliced whole) at an
+    untied argmax reads that row; its gradient is the row's (exact: a linear function)."""
+    M = np.array([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]])
+    y0 = np.array([0.0, 2.0, 1.0])
+    grad = asd.jax.subgrad(lambda y: jnp.sum(jnp.asarray(M)[jnp.argmax(y)] * y))(
+        jnp.asarray(y0))
+    np.testing.assert_array_equal(np.asarray(grad), M[1])
+
+
+def test_f38_tied_argmax_reading_different_entries_is_refused_by_name():
+    """At a tie of the argmax whose positions read different table entries the function
+    jumps: refused (NotLipschitzError naming the gather at argmax positions), as numpy's."""
+    with pytest.raises(asd.errors.NotLipschitzError, match="argmax positions"):
+        asd.jax.subgrad(lambda x: jnp.sum(jnp.asarray(TABLE)[jnp.argmax(x)] * x))(
+            jnp.zeros((3, 3)))
+
+
+def test_f38_other_traced_starts_stay_refused_with_advice():
+    """A start that is not an argmax/argmin itself (``argmax(x) - 1``) still jumps with the
+    input in ways asd does not decide: refused, naming what works."""
+    with pytest.raises(asd.errors.NotLipschitzError, match=r"Index by jnp\.argmax"):
+        asd.jax.subgrad(lambda x: jnp.asarray(TABLE)[jnp.argmax(x) - 1] * jnp.sum(x))(
+            jnp.asarray(np.arange(9.0)))

@@ -480,6 +480,28 @@ FINDINGS += [
         fixed=True),  # refused by name: asd.api._narrowed
 ]
 
+FINDINGS += [
+    Finding(
+        "F38", "asd.jax: `table[jnp.argmax(x)]` refused with NotLipschitzError (\"dynamic_slice "
+               "at a position computed from the differentiated input\") where argmax is not "
+               "tied and numpy's path (`gather_at`) gives the number: JAX wraps the index "
+               "(`select_n(i < 0, i, i + n)`) and slices at it, and the importer refused any "
+               "traced start (JAX campaign, seed 2802)",
+        False, "asd/frontends/jax/ops.py (_dynamic_slice)",
+        lambda c, o: o.check.startswith("jax.") and o.status == "bad-refusal"
+        and "dynamic_slice at a position" in o.detail, (),
+        _case([Op("add_constant", (0,), {"constant": ((1.0, 1.0, -1.0), (0.0, -1.0, 1.0),
+                                                      (1.0, 0.0, 0.0))}),
+               Op("argmax_take", (1,), {"table": (0.75, -2.0, 3.0, 1.0, -2.0, -0.5, -2.0, 1.0,
+                                                  -0.5)}),
+               Op("multiply", (2, 1))],
+              [(3, 3), (3, 3), (), (3, 3)],
+              [[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]],
+              [[1.0, -1.0, -0.5], [1.0, -1.0, -0.5], [-0.5, -0.5, 1.0]], seed=65536),
+        frameworks=("jax",), fixed=True),  # the wrap is unwrapped (importer._unwrapped_index)
+    # and an argmax/argmin start is read by gather_at (ops._slice_at_position)
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 

@@ -62,6 +62,29 @@ def _mapped_call(eqn) -> Callable | None:
     return None
 
 
+def _unwrapped_index(v, producer: dict):
+    """The variable behind JAX's wrap of a negative index, ``select_n(i < 0, i, i + n)``,
+    where ``i`` is an argmax or argmin (never negative, so the wrap is the identity; perhaps
+    converted to int32, which `ops._convert` passes through unchanged), else
+    ``v``: the start then reaches `ops._dynamic_slice` as the position itself."""
+    eqn = producer.get(v)
+    if eqn is None or eqn.primitive.name != "select_n" or len(eqn.invars) != 3:
+        return v
+    pred, keep, wrapped = eqn.invars
+    if any(isinstance(u, jcore.Literal) for u in eqn.invars):
+        return v
+    test, add = producer.get(pred), producer.get(wrapped)
+    position = producer.get(keep)
+    if position is not None and position.primitive.name == "convert_element_type":
+        position = producer.get(position.invars[0])  # int64 positions as int32: the same
+    if (test is None or add is None or position is None
+            or position.primitive.name not in ("argmax", "argmin")
+            or test.primitive.name != "lt" or test.invars[0] is not keep
+            or add.primitive.name != "add" or keep not in add.invars):
+        return v
+    return keep
+
+
 def _describe(eqn, path: tuple[str, ...]) -> str:
     where = " > ".join(path) if path else "top level"
     text = str(eqn).strip().splitlines()
@@ -176,6 +199,10 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = (),
         elif name in CONTROL:
             outs = CONTROL[name](eqn, vals, path)
         else:
+            if name == "dynamic_slice":
+                vals = [vals[0], *(env[_unwrapped_index(v, producer)]
+                                   if not isinstance(v, jcore.Literal) else read(v)
+                                   for v in eqn.invars[1:])]
             handler = LAX.get(name)
             if handler is None:
                 raise UnsupportedError(f"JAX primitive `{name}` has no asd mapping "
