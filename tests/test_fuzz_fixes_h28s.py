@@ -267,3 +267,12 @@ def test_f38_other_traced_starts_stay_refused_with_advice():
     with pytest.raises(asd.errors.NotLipschitzError, match=r"Index by jnp\.argmax"):
         asd.jax.subgrad(lambda x: jnp.asarray(TABLE)[jnp.argmax(x) - 1] * jnp.sum(x))(
             jnp.asarray(np.arange(9.0)))
+
+
+def test_f23_jax_det_under_jit_is_refused_by_name():
+    """asd's det rule runs on numpy only: a staged sweep (``jax.jit`` of
+    ``asd.jax.value_and_subgrad``) meets it as JAX tracers and refuses it by name
+    (StagedUnsupported, an ASDError naming det), never JAX's slogdet derivative."""
+    g = jax.jit(asd.jax.value_and_subgrad(jnp.linalg.det))
+    with pytest.raises(asd.errors.StagedUnsupported, match="det"):
+        g(jnp.asarray(RANK1_4))
