@@ -276,3 +276,38 @@ def test_f23_jax_det_under_jit_is_refused_by_name():
     g = jax.jit(asd.jax.value_and_subgrad(jnp.linalg.det))
     with pytest.raises(asd.errors.StagedUnsupported, match="det"):
         g(jnp.asarray(RANK1_4))
+
+
+# ----- JAX campaign: the boolean lax primitives and tile, mapped (were 'unmapped') -----
+
+Y = np.array([0.0, 0.5, -1.0, 3.0])
+BOOLEAN_AND_TILE = {
+    "fmax (or)": (lambda x: jnp.sum(jnp.fmax(x, jnp.asarray(Y)) * jnp.arange(1.0, 5.0)),
+                  lambda x: np.sum(np.fmax(x, Y) * np.arange(1.0, 5.0))),
+    "fmin (or)": (lambda x: jnp.sum(jnp.fmin(x, x[::-1]) * jnp.arange(1.0, 5.0)),
+                  lambda x: np.sum(np.fmin(x, x[::-1]) * np.arange(1.0, 5.0))),
+    "remainder (and)": (lambda x: jnp.sum(jnp.remainder(x + 0.25, 2.0) * jnp.arange(1.0, 5.0)),
+                        lambda x: np.sum(np.remainder(x + 0.25, 2.0) * np.arange(1.0, 5.0))),
+    "floor_divide (and)": (lambda x: jnp.sum(jnp.floor_divide(x + 0.25, 2.0) * x),
+                           lambda x: np.sum(np.floor_divide(x + 0.25, 2.0) * x)),
+    "tile": (lambda x: jnp.sum(jnp.abs(jnp.tile(x, 2)) * jnp.arange(8.0)),
+             lambda x: np.sum(np.abs(np.tile(x, 2)) * np.arange(8.0))),
+    "not": (lambda x: jnp.sum(jnp.where(~(x > 0), x, 2 * x)),
+            lambda x: np.sum(np.where(~(x > 0), x, 2 * x))),
+    "and": (lambda x: jnp.sum(jnp.where((x > 0) & (x < 1.5), x, 0.0)),
+            lambda x: np.sum(np.where((x > 0) & (x < 1.5), x, 0.0))),
+}
+
+
+@pytest.mark.parametrize("name", list(BOOLEAN_AND_TILE))
+@pytest.mark.parametrize("v", [np.array([1.0, -1.0, 2.0, 0.5]), np.array([-1.0, 1.0, -0.5, 1.0])])
+def test_jax_boolean_primitives_and_tile_are_mapped(name, v):
+    """JAX's ``and``/``or``/``not`` (inside jnp.fmax, remainder, floor_divide, ``~``, ``&``)
+    and ``tile`` were refused as unmapped; at kinks (x = 0 = Y[0], ties of fmin) the
+    one-sided slope along v is the exact quotient (dyadic values and a dyadic step: float
+    arithmetic is exact on these piecewise-linear functions)."""
+    fj, fn = BOOLEAN_AND_TILE[name]
+    x = np.array([0.0, 1.0, -1.0, 2.0])
+    got = np.asarray(asd.jax.subgrad(fj, direction=jnp.asarray(v))(jnp.asarray(x)))
+    t = 2.0 ** -20
+    assert float(got @ v) == (fn(x + t * v) - fn(x)) / t

@@ -599,7 +599,9 @@ LAX: dict[str, Callable] = {
     "round": _round, "rem": _plain(_rem),
     # piecewise
     "max": _plain(np.maximum), "min": _plain(np.minimum), "select_n": _select_n,
-    "clamp": _clamp, "gt": _plain(operator.gt), "ge": _plain(operator.ge),
+    "clamp": _clamp, "and": _plain(np.bitwise_and), "or": _plain(np.bitwise_or),
+    "xor": _plain(np.bitwise_xor), "not": _plain(np.invert),  # logical on comparisons
+    "gt": _plain(operator.gt), "ge": _plain(operator.ge),
     "lt": _plain(operator.lt), "le": _plain(operator.le), "eq": _plain(operator.eq),
     "ne": _plain(operator.ne),
     # reductions and order
@@ -617,6 +619,7 @@ LAX: dict[str, Callable] = {
     "convert_element_type": _convert, "slice": _slice, "dynamic_slice": _dynamic_slice,
     "gather": _gather, "scatter-add": _scatter_add, "scatter": _scatter, "split": _split,
     "concatenate": _concatenate, "stack": _stack, "pad": _pad, "rev": _rev,
+    "tile": lambda x, *, reps: np.tile(x, tuple(int(r) for r in reps)),
     "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
     "stop_gradient": _plain(lambda x: asd.stop_gradient(x)),
     # linear algebra
