@@ -311,3 +311,30 @@ def test_jax_boolean_primitives_and_tile_are_mapped(name, v):
     got = np.asarray(asd.jax.subgrad(fj, direction=jnp.asarray(v))(jnp.asarray(x)))
     t = 2.0 ** -20
     assert float(got @ v) == (fn(x + t * v) - fn(x)) / t
+
+
+# ----- F40: lax.rem with a differentiated divisor -----
+
+@pytest.mark.parametrize("name, fj, fn", [
+    ("remainder",
+     lambda x: jnp.sum(jnp.remainder(x + 0.5, jnp.abs(x) + 1.0) * jnp.arange(1.0, 5.0)),
+     lambda x: np.sum(np.remainder(x + 0.5, np.abs(x) + 1.0) * np.arange(1.0, 5.0))),
+    ("fmod", lambda x: jnp.sum(jnp.fmod(x - 2.5, jnp.abs(x) + 1.0) * jnp.arange(1.0, 5.0)),
+     lambda x: np.sum(np.fmod(x - 2.5, np.abs(x) + 1.0) * np.arange(1.0, 5.0))),
+])
+def test_f40_jax_rem_with_a_differentiated_divisor(name, fj, fn):
+    """Before the fix lax ``rem`` refused any traced divisor (UnsupportedError); away from its
+    jumps it is linear in both operands: the one-sided slope along v (through a kink of
+    ``|x|`` at 0) is the exact dyadic quotient."""
+    x, v = np.array([-1.0, 0.0, 0.5, 2.0]), np.array([-0.5, 1.0, -0.5, 0.25])
+    got = np.asarray(asd.jax.subgrad(fj, direction=jnp.asarray(v))(jnp.asarray(x)))
+    t = 2.0 ** -20
+    assert float(got @ v) == (fn(x + t * v) - fn(x)) / t
+
+
+def test_f40_jax_rem_jump_with_a_differentiated_divisor_is_refused():
+    """At a jump (x + 3 a multiple of the divisor |x| + 1: 4 = 2 * 2 at x = 1) the
+    remainder is discontinuous: refused, as numpy's ``%`` is."""
+    with pytest.raises(asd.errors.NotLipschitzError):
+        asd.jax.subgrad(lambda x: jnp.sum(jnp.remainder(x + 3.0, jnp.abs(x) + 1.0)))(
+            jnp.asarray([1.0]))

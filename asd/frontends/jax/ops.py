@@ -505,9 +505,8 @@ def _round(x, *, rounding_method=1):
 
 def _rem(x, y):
     """``lax.rem`` (C's fmod, the sign of ``x``): ``x - y trunc(x / y)``, whose jumps the
-    discontinuous-primitive policy checks."""
-    if common.is_traced(y):
-        raise UnsupportedError("rem with a differentiated divisor (its jumps move with it)")
+    discontinuous-primitive policy checks (``trunc``'s, at ``x / y`` an integer, decided
+    along the ray whether or not ``y`` is differentiated, as numpy's ``x % y`` is)."""
     return x - y * np.trunc(x / y)
 
 
