@@ -342,7 +342,7 @@ def _jax(kind: str):
                               * jnp.array([1.0, 2.0, 3.0])).sum(), V),
         "scatter": (lambda v: (v.at[jnp.array([1, 1, 3])].add(v[:3] ** 2)
                                * jnp.arange(1.0, 5.0)).sum(), V),
-        "gather_computed": (lambda v: v[jnp.argmax(v)], V),
+        "gather_computed": (lambda v: jnp.take_along_axis(v, jnp.argsort(v), -1), V),
         "transposed": (lambda x: lax.conv_transpose(
             x, jnp.ones((3, 3, 2, 3)), (2, 2), "SAME",
             dimension_numbers=("NCHW", "HWIO", "NCHW")).sum(), x4),

@@ -927,13 +927,47 @@ IDENTITIES = {"add": 0.0, "subtract": 0.0, "multiply": 1.0, "divide": 1.0}
 """Binary operations that leave an operand unchanged where the other is this constant."""
 
 
+SINGLETON_REDUCTIONS = ("sum", "prod", "median", "quantile", "reduce_max")
+"""Reductions that are the identity where every axis they reduce has length 1 (``np.median(a,
+axis=0)`` of a ``(1, n)`` array is ``a``'s row; ``mean`` is a ``sum`` then a division by 1)."""
+
+
+def _stripped(shape: tuple) -> tuple:
+    """``shape`` without its leading 1s: two arrays whose shapes agree so broadcast alike."""
+    shape = tuple(shape)
+    while shape and shape[0] == 1:
+        shape = shape[1:]
+    return shape
+
+
+def _singleton_reduction(nodes: list, k: int) -> int | None:
+    """The operand of node ``k`` if ``k`` reduces it over axes of length 1 only, with the
+    remaining axes in place (equal shapes up to leading 1s, so both broadcast to any tie's
+    shape entry for entry, and the same dtype): node ``k`` is then its operand's value."""
+    node = nodes[k]
+    if node.prim is None or node.name not in SINGLETON_REDUCTIONS or len(node.args) != 1:
+        return None
+    r = node.args[0]
+    if type(r) is not int or nodes[r].dtype != node.dtype:
+        return None
+    size = int(np.prod(node.shape, dtype=np.int64))
+    if int(np.prod(nodes[r].shape, dtype=np.int64)) != size or size == 0:
+        return None
+    return r if _stripped(nodes[r].shape) == _stripped(node.shape) else None
+
+
 def _peeled(nodes: list, k: int, whole: bool = False) -> tuple[int, np.ndarray]:
     """``(j, kept)``: node ``k`` computes node ``j``'s value at the entries ``kept`` (a bool
     array broadcastable to its shape), past operations with a constant that is an identity
-    there (``x + 0``, ``x * 1``) and keep the shape and dtype. ``whole``: only constants that
-    are an identity at every entry."""
+    there (``x + 0``, ``x * 1``) and keep the shape and dtype, and past reductions over axes
+    of length 1 (`_singleton_reduction`: the shape changes by leading 1s only, so the two
+    broadcast alike). ``whole``: only constants that are an identity at every entry."""
     kept = np.ones((), bool)
     while True:
+        r = _singleton_reduction(nodes, k)
+        if r is not None:
+            k = r
+            continue
         node = nodes[k]
         unit = IDENTITIES.get(node.name) if node.prim is not None else None
         if unit is None or len(node.args) != 2:

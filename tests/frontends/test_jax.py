@@ -295,11 +295,20 @@ def test_program_prints():
     assert "conv" in text and "max_pool" in text and "relu" in text
 
 
-@pytest.mark.parametrize("f", [lambda x: x[jnp.argmax(x)], lambda x: x[jnp.argsort(x)[-1]]],
-                         ids=["x[argmax]", "x[argsort[-1]]"])
+@pytest.mark.parametrize("f", [lambda x: x[jnp.argsort(x)[-1]]], ids=["x[argsort[-1]]"])
 def test_indexing_by_computed_positions_is_refused_not_guessed(f):
     with pytest.raises(asd.NotLipschitzError, match="dynamic_slice"):
         asd.jax.subgrad(f, seed=0)(np.array([1.0, 3.0, 3.0, 0.5]))
+
+
+def test_indexing_by_argmax_is_decided_along_the_ray_as_numpy_does():
+    """``x[jnp.argmax(x)]`` at a tie whose positions read the same value (it is ``max``):
+    the position is decided along the ray, as numpy's ``x[np.argmax(x)]`` is (F38)."""
+    x = np.array([1.0, 3.0, 3.0, 0.5])
+    got = asd.jax.subgrad(lambda x: x[jnp.argmax(x)], seed=0)(x)
+    np.testing.assert_array_equal(np.asarray(got),
+                                  asd.subgrad(lambda x: x[np.argmax(x)], seed=0)(x))
+    np.testing.assert_array_equal(np.asarray(got), asd.subgrad(np.max, seed=0)(x))
 
 
 # ----- argnums, linear algebra, stack, the drop-in's arguments and second derivatives -----

@@ -250,7 +250,8 @@ FINDINGS += [
         and _uses(c, "det"), (),
         _case([Op("reshape", (0,), {"shape": (1, 1)}), Op("det", (1,))], [(), (1, 1), ()], 0.0,
               1.0),
-        frameworks=("jax",)),
+        frameworks=("jax",), fixed=True),  # JAX's `_det` custom_jvp is asd's det primitive
+    # (asd/frontends/jax/ops.py CUSTOM_JVP): the cofactor matrix at singular matrices
 ]
 
 FINDINGS += [
@@ -462,7 +463,9 @@ FINDINGS += [
                Op("where", (6, 4), {"cmp": ">="}),
                Op("add_constant", (7,), {"constant": ((0.0, -2.25),)}),
                Op("np_median", (8,), {"axis": None})],
-              [(1, 2)] * 5 + [(2,), (2,), (1, 2), (1, 2), ()], [[0.0, 0.0]], [[1.0, 1.0]])),
+              [(1, 2)] * 5 + [(2,), (2,), (1, 2), (1, 2), ()], [[0.0, 0.0]], [[1.0, 1.0]]),
+        fixed=True),  # the median over the singleton axis is its operand (asd/core/ties.py
+    # _singleton_reduction): the tie is one quantity, proven equal without a series
     Finding(
         "F37", "`asd.vjp`'s pullback of a float16 program returns inf where the exact "
                "cotangent product (1965117.5) is finite but beyond float16's range: an "
@@ -486,7 +489,84 @@ FINDINGS += [
 
 FINDINGS += [
     Finding(
-        "F38", "what F33's matcher also held once F33 was fixed (campaign seed 2801, 8 of "
+        "F38", "asd.jax: `table[jnp.argmax(x)]` refused with NotLipschitzError (\"dynamic_slice "
+               "at a position computed from the differentiated input\") where argmax is not "
+               "tied and numpy's path (`gather_at`) gives the number: JAX wraps the index "
+               "(`select_n(i < 0, i, i + n)`) and slices at it, and the importer refused any "
+               "traced start (JAX campaign, seed 2802)",
+        False, "asd/frontends/jax/ops.py (_dynamic_slice)",
+        lambda c, o: o.check.startswith("jax.") and o.status == "bad-refusal"
+        and "dynamic_slice at a position" in o.detail, (),
+        _case([Op("add_constant", (0,), {"constant": ((1.0, 1.0, -1.0), (0.0, -1.0, 1.0),
+                                                      (1.0, 0.0, 0.0))}),
+               Op("argmax_take", (1,), {"table": (0.75, -2.0, 3.0, 1.0, -2.0, -0.5, -2.0, 1.0,
+                                                  -0.5)}),
+               Op("multiply", (2, 1))],
+              [(3, 3), (3, 3), (), (3, 3)],
+              [[0.0, 0.0, 1.0], [0.0, 1.0, 0.0], [1.0, 1.0, 0.0]],
+              [[1.0, -1.0, -0.5], [1.0, -1.0, -0.5], [-0.5, -0.5, 1.0]], seed=65536),
+        frameworks=("jax",), fixed=True),  # the wrap is unwrapped (importer._unwrapped_index)
+    # and an argmax/argmin start is read by gather_at (ops._slice_at_position)
+]
+
+FINDINGS += [  # the JAX campaign after F23/F36/F38 (seed 2802, 400 programs): bad refusals
+    Finding(
+        "F39", "asd.jax.function (the vjp path) of `np.hypot(x, x)` (jnp.hypot's lowering "
+               "selects with `where(x == 0, ...)`) at a point with x = 0 refuses \"where(lhs "
+               "== rhs, a, b) jumps\" where asd.jax.subgrad and numpy's path give the number",
+        False, "asd/frontends/jax (jnp.hypot's where(x == 0) in the vjp path)",
+        lambda c, o: o.check == "jax.function" and o.status == "bad-refusal"
+        and "where(lhs == rhs, a, b) jumps" in o.detail and _uses(c, "hypot"), (),
+        _case([Op("hypot", (0, 0)), Op("rollaxis", (1,)), Op("add", (1, 0)),
+               Op("method_cumsum", (3,), {"axis": 1}), Op("abs", (1,)),
+               Op("add_constant", (5,), {"constant": 0.5}), Op("sqrt", (6,)),
+               Op("sum", (2,), {"axis": None}), Op("add", (7, 8)),
+               Op("sum", (4,), {"axis": None}), Op("add", (9, 10))],
+              [(3, 2), (3, 2), (2, 3), (3, 2), (3, 2), (3, 2), (3, 2), (3, 2), (), (3, 2), (),
+               (3, 2)],
+              [[2.0, 2.0], [2.0, 2.0], [2.0, 0.0]], [[2.0, 2.0], [1.0, 2.0], [2.0, 1.0]],
+              reduce=False, seed=11056),
+        frameworks=("jax",)),
+    Finding(
+        "F40", "asd.jax.function of `x % y` with a differentiated divisor (jnp.remainder, "
+               "mapped since `and` is) refuses \"rem with a differentiated divisor\" where "
+               "numpy's path (`remainder_traced`) gives the number: the lax `rem` handler "
+               "refuses any traced divisor",
+        False, "asd/frontends/jax/ops.py (_rem)",
+        lambda c, o: o.check.startswith("jax.") and o.status == "bad-refusal"
+        and "rem with a differentiated divisor" in o.detail, (),
+        _case([Op("add_constant", (0,), {"constant": (0.0, 0.0, 0.0, 0.5)}), Op("abs", (0,)),
+               Op("add_constant", (2,), {"constant": 1.0}), Op("remainder_traced", (1, 3)),
+               Op("inner", (4, 0)), Op("clip", (3,), {"lo": -2.0, "hi": 2.0}), Op("exp", (6,)),
+               Op("sum", (5,), {"axis": None}), Op("add", (7, 8))],
+              [(4,), (4,), (4,), (4,), (4,), (), (4,), (4,), (), (4,)],
+              [-1.0, -1.0, -1.0, -1.0], [-0.5, 1.0, -0.5, -0.5], reduce=False, seed=151),
+        frameworks=("jax",), fixed=True),  # ops._rem: x - y trunc(x / y) for a traced y too
+    Finding(
+        "F41", "asd.jax of `jnp.select` over a logical combination of comparisons (lax "
+               "`select_n` with more than two cases and a traced selector) refuses "
+               "UnsupportedError where numpy's `np.select` path gives the number",
+        False, "asd/frontends/jax/ops.py (_select_n)",
+        lambda c, o: o.check.startswith("jax.") and o.status == "bad-refusal"
+        and "select_n with more than two cases" in o.detail, (),
+        _case([Op("where_logic", (0, 0, 0, 0, 0, 0), {"cmps": ("<=", "<"),
+                                                       "expr": ("or", ("not", 0), 1),
+                                                       "spelling": "select"}),
+               Op("cummax", (1,), {"axis": 0}),
+               Op("multiply_constant", (2,), {"constant": ((1.0, -2.0), (0.75, 0.75),
+                                                           (-1.0, 0.75))}),
+               Op("clip_traced", (3, 0, 0)), Op("prod", (4,), {"axis": 1}),
+               Op("add_constant", (3,), {"constant": ((0.0, 0.0), (0.0, 3.0), (0.0, 3.0))}),
+               Op("np_trunc", (6,)), Op("sum", (5,), {"axis": None}), Op("add", (7, 8))],
+              [(3, 2)] * 5 + [(3,), (3, 2), (3, 2), (), (3, 2)],
+              [[0.0, 0.0], [0.0, 2.0], [0.0, 2.0]], [[0.25, 2.0], [1.0, 2.0], [2.0, 0.25]],
+              seed=0),
+        frameworks=("jax",)),
+]
+
+FINDINGS += [  # after F33's fix (campaign seed 2801)
+    Finding(
+        "F42", "what F33's matcher also held once F33 was fixed (campaign seed 2801, 8 of "
                "2000 programs): a jump whose input cannot reach its other side near the "
                "point is refused where the pieces above it are not ones `Trace.moves` "
                "orders: `(arcsinh(v) + c) // (|v| + 1)` with `v` a variance at 0 (v >= 0, "

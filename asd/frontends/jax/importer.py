@@ -19,6 +19,7 @@ from asd.errors import (
 from asd.frontends import common, reach
 from asd.frontends.jax.ops import (
     CALLS,
+    CUSTOM_JVP,
     LAX,
     LOCALLY_CONSTANT,
     MULTIPLE,
@@ -44,6 +45,44 @@ def _body(eqn):
     if isinstance(body, jcore.ClosedJaxpr):
         return body.jaxpr, list(body.consts)
     return body, []
+
+
+def _mapped_call(eqn) -> Callable | None:
+    """The handler of a ``custom_jvp_call`` that `CUSTOM_JVP` maps as a whole (its body is
+    not read), from the called function's name and source file; None for any other call."""
+    if eqn.primitive.name != "custom_jvp_call":
+        return None
+    body = eqn.params.get("call_jaxpr")
+    info = getattr(getattr(body, "jaxpr", body), "debug_info", None)
+    name, _, where = (getattr(info, "func_src_info", None) or "").partition(" at ")
+    source = where.rsplit(":", 1)[0].replace("\\", "/")
+    for (fn_name, file), handler in CUSTOM_JVP.items():
+        if name == fn_name and source.endswith(file):
+            return handler
+    return None
+
+
+def _unwrapped_index(v, producer: dict):
+    """The variable behind JAX's wrap of a negative index, ``select_n(i < 0, i, i + n)``,
+    where ``i`` is an argmax or argmin (never negative, so the wrap is the identity; perhaps
+    converted to int32, which `ops._convert` passes through unchanged), else
+    ``v``: the start then reaches `ops._dynamic_slice` as the position itself."""
+    eqn = producer.get(v)
+    if eqn is None or eqn.primitive.name != "select_n" or len(eqn.invars) != 3:
+        return v
+    pred, keep, wrapped = eqn.invars
+    if any(isinstance(u, jcore.Literal) for u in eqn.invars):
+        return v
+    test, add = producer.get(pred), producer.get(wrapped)
+    position = producer.get(keep)
+    if position is not None and position.primitive.name == "convert_element_type":
+        position = producer.get(position.invars[0])  # int64 positions as int32: the same
+    if (test is None or add is None or position is None
+            or position.primitive.name not in ("argmax", "argmin")
+            or test.primitive.name != "lt" or test.invars[0] is not keep
+            or add.primitive.name != "add" or keep not in add.invars):
+        return v
+    return keep
 
 
 def _describe(eqn, path: tuple[str, ...]) -> str:
@@ -95,6 +134,8 @@ def check(jaxpr, live: list[bool], path: tuple[str, ...] = ()) -> list[bool]:
         name = eqn.primitive.name
         if not any(ins) or name in LOCALLY_CONSTANT or _is_same_var_compare(eqn):
             outs = [False] * len(eqn.outvars)
+        elif _mapped_call(eqn) is not None:
+            outs = [True] * len(eqn.outvars)
         elif name in CALLS:
             body, _ = _body(eqn)
             label = eqn.params.get("name") or name
@@ -145,6 +186,11 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = (),
             outs = [_norm_over(env[base], axes)]
         elif name in LOCALLY_CONSTANT or _is_same_var_compare(eqn):
             outs = _constant(eqn, [_raw(v) for v in vals])
+        elif (mapped := _mapped_call(eqn)) is not None:
+            try:
+                outs = [mapped(*vals)]
+            except asd.ASDError as e:
+                raise type(e)(f"{e} [while importing {_describe(eqn, path)}]") from e
         elif name in CALLS:
             body, body_consts = _body(eqn)
             label = eqn.params.get("name") or name
@@ -153,6 +199,10 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = (),
         elif name in CONTROL:
             outs = CONTROL[name](eqn, vals, path)
         else:
+            if name == "dynamic_slice":
+                vals = [vals[0], *(env[_unwrapped_index(v, producer)]
+                                   if not isinstance(v, jcore.Literal) else read(v)
+                                   for v in eqn.invars[1:])]
             handler = LAX.get(name)
             if handler is None:
                 raise UnsupportedError(f"JAX primitive `{name}` has no asd mapping "

@@ -189,6 +189,10 @@ def _convert(x, *, new_dtype, **_):
         return x if np.result_type(_raw(x)) == new else x.astype(new)
     if common.is_traced(x) and backend.numpy_dtype(x) == np.bool_:
         return x  # a traced comparison as 0/1: its jump rule still decides its ties
+    if (common.is_traced(x) and np.issubdtype(backend.numpy_dtype(x), np.integer)
+            and np.issubdtype(new, np.integer) and new.itemsize >= 4):
+        return x  # a traced position (argmax) as int32: the same integers; where it is
+        # used as an index, that use decides its ties (`_dynamic_slice`) or refuses it
     if common.is_traced(x):
         raise UnsupportedError(f"convert_element_type to {new} of a differentiated value (a "
                                "step function: rounding to integers or booleans)")
@@ -202,17 +206,39 @@ def _slice(x, *, start_indices, limit_indices, strides=None):
 
 
 def _dynamic_slice(x, *starts, slice_sizes):
-    if any(common.is_traced(s) for s in starts):
-        raise NotLipschitzError(
-            "dynamic_slice at a position computed from the differentiated input (e.g. "
-            "x[argmax(x)]): the position jumps where values tie, so the result does too. Use "
-            "a reduction such as jnp.max instead."
-        )
+    """``lax.dynamic_slice`` at constant starts (clamped into the operand, as JAX does), or
+    at one start that is an argmax/argmin of the differentiated input (`_slice_at_position`:
+    decided along the ray, refused where tied positions read different values)."""
+    traced = [i for i, s in enumerate(starts) if common.is_traced(s)]
     shape = np.shape(x)
-    idx = tuple(slice(s, s + n) for s, n in
-                ((int(np.clip(_raw(s), 0, dim - n)), n)
-                 for s, n, dim in zip(starts, slice_sizes, shape)))
+    idx = tuple(slice(None) if i in traced else slice(s, s + n) for i, (s, n) in enumerate(
+        (s if i in traced else int(np.clip(_raw(s), 0, dim - n)), n)
+        for i, (s, n, dim) in enumerate(zip(starts, slice_sizes, shape, strict=True))))
+    if traced:
+        return _slice_at_position(x[idx], starts, slice_sizes, traced)
     return x[idx]
+
+
+def _slice_at_position(x, starts, slice_sizes, traced: list[int]):
+    """``x`` (its other axes already sliced) at the traced start, read as `gather_at` reads
+    ``np.take(x, argmax(y), axis)``: the position is decided along the ray and a tie whose
+    positions read different values is refused. Only a single entry along one axis, at a
+    position that never needs JAX's clamping (argmax over at most that axis' length)."""
+    from asd.library.order import _source_of, gather_at
+
+    i = traced[0]
+    s = starts[i]
+    source = _source_of(s) if len(traced) == 1 and slice_sizes[i] == 1 else None
+    if source is not None:
+        _, y, axis, post = source
+        reach = int(np.size(y.value)) if axis is None else int(np.shape(y.value)[axis])
+        if not post and np.ndim(s.value) == 0 and reach <= np.shape(x)[i]:
+            return np.expand_dims(gather_at(x, s, mode="take", axis=i), i)
+    raise NotLipschitzError(
+        "dynamic_slice at a position computed from the differentiated input other than an "
+        "argmax/argmin within the operand's range (e.g. x[argmax(x) + 1]): the position "
+        "jumps with the input, so the result does too. Index by jnp.argmax(y) itself, or use "
+        "a reduction such as jnp.max instead.")
 
 
 def _positions(shape) -> np.ndarray:
@@ -479,9 +505,8 @@ def _round(x, *, rounding_method=1):
 
 def _rem(x, y):
     """``lax.rem`` (C's fmod, the sign of ``x``): ``x - y trunc(x / y)``, whose jumps the
-    discontinuous-primitive policy checks."""
-    if common.is_traced(y):
-        raise UnsupportedError("rem with a differentiated divisor (its jumps move with it)")
+    discontinuous-primitive policy checks (``trunc``'s, at ``x / y`` an integer, decided
+    along the ray whether or not ``y`` is differentiated, as numpy's ``x % y`` is)."""
     return x - y * np.trunc(x / y)
 
 
@@ -573,7 +598,9 @@ LAX: dict[str, Callable] = {
     "round": _round, "rem": _plain(_rem),
     # piecewise
     "max": _plain(np.maximum), "min": _plain(np.minimum), "select_n": _select_n,
-    "clamp": _clamp, "gt": _plain(operator.gt), "ge": _plain(operator.ge),
+    "clamp": _clamp, "and": _plain(np.bitwise_and), "or": _plain(np.bitwise_or),
+    "xor": _plain(np.bitwise_xor), "not": _plain(np.invert),  # logical on comparisons
+    "gt": _plain(operator.gt), "ge": _plain(operator.ge),
     "lt": _plain(operator.lt), "le": _plain(operator.le), "eq": _plain(operator.eq),
     "ne": _plain(operator.ne),
     # reductions and order
@@ -591,6 +618,7 @@ LAX: dict[str, Callable] = {
     "convert_element_type": _convert, "slice": _slice, "dynamic_slice": _dynamic_slice,
     "gather": _gather, "scatter-add": _scatter_add, "scatter": _scatter, "split": _split,
     "concatenate": _concatenate, "stack": _stack, "pad": _pad, "rev": _rev,
+    "tile": lambda x, *, reps: np.tile(x, tuple(int(r) for r in reps)),
     "copy": _identity, "copy_p": _identity, "optimization_barrier": lambda *xs: list(xs),
     "stop_gradient": _plain(lambda x: asd.stop_gradient(x)),
     # linear algebra
@@ -610,6 +638,20 @@ CALLS = {"pjit": "jaxpr", "jit": "jaxpr", "closed_call": "call_jaxpr", "core_cal
          "remat": "jaxpr", "checkpoint": "jaxpr", "custom_jvp_call": "call_jaxpr",
          "custom_vjp_call": "call_jaxpr", "custom_vjp_call_jaxpr": "fun_jaxpr",
          "custom_lin": None}
+
+def _det(a):
+    """``jnp.linalg.det`` as asd's ``det`` primitive: JAX computes it as ``sign * exp(log|det|)``
+    (slogdet, by LU) under its own ``custom_jvp``, whose body has no derivative at a singular
+    matrix (``log 0``); the polynomial's gradient there is the cofactor matrix."""
+    return np.linalg.det(a)
+
+
+CUSTOM_JVP: dict[tuple[str, str], Callable] = {
+    ("_det", "jax/_src/numpy/linalg.py"): _det,
+}
+"""JAX-internal ``custom_jvp`` functions mapped as a whole, by the function's name and its
+source file (a user's function of the same name is not matched): their bodies compute a
+function asd knows as one primitive in a way that is undefined where the function is not."""
 
 # Primitives whose result is locally constant at every finite point.
 LOCALLY_CONSTANT = {"is_finite"}
