@@ -32,6 +32,7 @@ import math
 
 import numpy as np
 
+from asd.core.backend import device as device_of
 from asd.core.backend import library as library_of
 from asd.errors import NotLipschitzError, UnsupportedError
 from asd.extend import (
@@ -698,7 +699,7 @@ def _torch_pool_first_max(x, window, stride, padding, settled=None):
         # a comparison written as 0/1 floats, then cast, is several times faster than a
         # bool one on torch's CPU kernels; float32 counts are exact (windows < 2**24 entries)
         hit = torch.eq(rows[at], top, out=torch.empty(top.shape, dtype=torch.float32,
-                                                      device=top.device))
+                                                      device=device_of(top)))
         count = hit if count is None else count + hit
         if settled is not None:  # hit > settled: a tied entry that is not settled
             hit = hit.bool() > settled[at]

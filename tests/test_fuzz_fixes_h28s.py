@@ -340,3 +340,52 @@ def test_f40_jax_rem_jump_with_a_differentiated_divisor_is_refused():
     with pytest.raises(asd.errors.NotLipschitzError):
         asd.jax.subgrad(lambda x: jnp.sum(jnp.remainder(x + 3.0, jnp.abs(x) + 1.0)))(
             jnp.asarray([1.0]))
+
+
+# ----- F39: jnp.hypot imported whole (its where(max == 0) was a jump in the vjp path) -----
+
+def _hypots(x):
+    return jnp.sum(jnp.hypot(x, x)) + jnp.hypot(x[0], 2.0 * x[1])
+
+
+def _hypots_np(x):
+    return np.sum(np.hypot(x, x)) + np.hypot(x[0], 2.0 * x[1])
+
+
+def _hypots_slope(x, v):
+    """The one-sided quotient along ``v`` in mpmath (hypot is positively homogeneous of
+    degree 1 at 0 entrywise, but the quotient is taken, not assumed)."""
+    import mpmath
+
+    with mpmath.workdps(60):
+        t = mpmath.mpf(10) ** -30
+
+        def f(s):
+            y = [mpmath.mpf(float(a)) + s * mpmath.mpf(float(b)) for a, b in zip(x, v)]
+            return (sum(mpmath.hypot(a, a) for a in y) + mpmath.hypot(y[0], 2 * y[1]))
+        return float((f(t) - f(mpmath.mpf(0))) / t)
+
+
+@pytest.mark.parametrize("x, v", [([0.0, 0.0], [1.0, -2.0]), ([0.0, 0.0], [-3.0, 0.5]),
+                                  ([0.0, 1.5], [2.0, -1.0]), ([1.0, 0.0], [0.0, 1.0])])
+def test_f39_jax_hypot_at_zero_is_the_exact_slope_eager_and_under_jit(x, v):
+    """At a zero of either operand, asd.jax.subgrad (eager, and the staged sweep under
+    jax.jit) gives an element whose pairing with ``v`` is the one-sided slope."""
+    x, v = np.asarray(x), np.asarray(v)
+    slope = _hypots_slope(x, v)
+    eager = asd.jax.subgrad(_hypots, direction=v)(jnp.asarray(x))
+    _, staged, undecided = jax.jit(asd.jax.value_and_subgrad(
+        _hypots, direction=v, report=True))(jnp.asarray(x))
+    assert float(np.dot(np.asarray(eager), v)) == pytest.approx(slope, rel=1e-13, abs=1e-15)
+    assert int(undecided) == 0
+    np.testing.assert_allclose(np.asarray(staged), np.asarray(eager), rtol=1e-15)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 7])
+def test_f39_jax_function_of_hypot_at_zero_is_numpys_element(seed):
+    """The drop-in's vjp path (refused before, "where(lhs == rhs, a, b) jumps") gives the
+    element numpy's path gives with the same seed."""
+    x = np.array([0.0, 0.0])
+    got = jax.grad(asd.jax.function(_hypots, seed=seed))(jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), asd.subgrad(_hypots_np, seed=seed)(x),
+                               rtol=1e-14)

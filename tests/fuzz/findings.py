@@ -526,7 +526,7 @@ FINDINGS += [  # the JAX campaign after F23/F36/F38 (seed 2802, 400 programs): b
                (3, 2)],
               [[2.0, 2.0], [2.0, 2.0], [2.0, 0.0]], [[2.0, 2.0], [1.0, 2.0], [2.0, 1.0]],
               reduce=False, seed=11056),
-        frameworks=("jax",)),
+        frameworks=("jax",), fixed=True),  # ops.CUSTOM_JVP maps jnp.hypot whole
     Finding(
         "F40", "asd.jax.function of `x % y` with a differentiated divisor (jnp.remainder, "
                "mapped since `and` is) refuses \"rem with a differentiated divisor\" where "

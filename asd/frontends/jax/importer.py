@@ -48,11 +48,14 @@ def _body(eqn):
 
 
 def _mapped_call(eqn) -> Callable | None:
-    """The handler of a ``custom_jvp_call`` that `CUSTOM_JVP` maps as a whole (its body is
-    not read), from the called function's name and source file; None for any other call."""
-    if eqn.primitive.name != "custom_jvp_call":
+    """The handler of a JAX-internal call (a ``custom_jvp_call`` or a jitted function) that
+    `CUSTOM_JVP` maps as a whole (its body is not read), from the called function's name and
+    source file; None for any other call."""
+    key = {"custom_jvp_call": "call_jaxpr", "jit": "jaxpr", "pjit": "jaxpr"}.get(
+        eqn.primitive.name)
+    if key is None:
         return None
-    body = eqn.params.get("call_jaxpr")
+    body = eqn.params.get(key)
     info = getattr(getattr(body, "jaxpr", body), "debug_info", None)
     name, _, where = (getattr(info, "func_src_info", None) or "").partition(" at ")
     source = where.rsplit(":", 1)[0].replace("\\", "/")

@@ -646,12 +646,20 @@ def _det(a):
     return np.linalg.det(a)
 
 
+def _hypot(a, b):
+    """``jnp.hypot`` as asd's ``hypot``: JAX scales by the larger operand behind
+    ``where(max == 0, ...)``, a jump in the jaxpr where the norm itself is Lipschitz (F39)."""
+    return np.hypot(a, b)
+
+
 CUSTOM_JVP: dict[tuple[str, str], Callable] = {
     ("_det", "jax/_src/numpy/linalg.py"): _det,
+    ("hypot", "jax/_src/numpy/ufuncs.py"): _hypot,
 }
-"""JAX-internal ``custom_jvp`` functions mapped as a whole, by the function's name and its
-source file (a user's function of the same name is not matched): their bodies compute a
-function asd knows as one primitive in a way that is undefined where the function is not."""
+"""JAX-internal functions (``custom_jvp`` or jitted) mapped as a whole, by the function's
+name and its source file (a user's function of the same name is not matched): their bodies
+compute a function asd knows as one primitive in a way that is undefined (or a jump) where
+the function is not."""
 
 # Primitives whose result is locally constant at every finite point.
 LOCALLY_CONSTANT = {"is_finite"}
