@@ -389,3 +389,72 @@ def test_f39_jax_function_of_hypot_at_zero_is_numpys_element(seed):
     got = jax.grad(asd.jax.function(_hypots, seed=seed))(jnp.asarray(x))
     np.testing.assert_allclose(np.asarray(got), asd.subgrad(_hypots_np, seed=seed)(x),
                                rtol=1e-14)
+
+
+# ----- F41: jnp.select with a traced selector (argmax over its stacked conditions) -----
+
+def _select_jnp(x):
+    return jnp.sum(jnp.select([x < 0, x < 1, x < 2], [-x, x * x, 2 * x - 1], 3.0 + 0 * x))
+
+
+def _select_piece(t: Fraction) -> Fraction:
+    """The same function of one entry, exactly: first true condition wins."""
+    if t < 0:
+        return -t
+    if t < 1:
+        return t * t
+    if t < 2:
+        return 2 * t - 1
+    return Fraction(3)
+
+
+def _select_slope(x, v) -> float:
+    h = Fraction(1, 10**30)
+    return float(sum((_select_piece(Fraction(a) + h * Fraction(b)) - _select_piece(Fraction(a)))
+                     / h for a, b in zip(x, v)))
+
+
+@pytest.mark.parametrize("v", [[1.0, 1.0, 1.0, -1.0], [-1.0, -1.0, -1.0, 1.0],
+                               [1.0, -1.0, 0.5, 2.0]])
+def test_f41_jax_select_at_its_breakpoints_is_the_exact_slope(v):
+    """At every breakpoint of a continuous jnp.select (refused before: select_n with more
+    than two cases and a traced selector), eagerly, under jax.jit and per example under vmap,
+    the element pairs with v to the exact one-sided slope; the staged sweep decides it all."""
+    x, v = np.array([0.0, 1.0, 2.0, 0.5]), np.asarray(v)
+    slope = _select_slope(x, v)
+    eager = asd.jax.subgrad(_select_jnp, direction=v)(jnp.asarray(x))
+    _, staged, undecided = jax.jit(asd.jax.value_and_subgrad(
+        _select_jnp, direction=v, report=True))(jnp.asarray(x))
+    batched = jax.vmap(asd.jax.subgrad(_select_jnp, direction=v))(jnp.stack([x, x]))
+    assert float(np.dot(np.asarray(eager), v)) == pytest.approx(slope, rel=1e-12, abs=1e-14)
+    assert int(undecided) == 0
+    np.testing.assert_array_equal(np.asarray(staged), np.asarray(eager))
+    np.testing.assert_array_equal(np.asarray(batched), np.stack([eager, eager]))
+
+
+def test_f41_jax_select_across_a_jump_is_refused_by_name():
+    """Where the chosen cases differ at a tied condition the select jumps: refused, naming
+    the where, as numpy's np.select path refuses it."""
+    def jumps(x):
+        return jnp.sum(jnp.select([x < 0, x < 1], [-x, x * x + 1], 5.0 + 0 * x))
+
+    with pytest.raises(asd.errors.NotLipschitzError, match="jumps"):
+        asd.jax.subgrad(jumps, direction=np.ones(2))(jnp.array([1.0, 0.3]))
+
+
+@pytest.mark.parametrize("v", [[1.0, -1.0], [-1.0, 1.0]])
+def test_jax_trunc_at_zero_is_constant_as_numpys(v):
+    """jnp.trunc is imported as asd's trunc: its jaxpr ``where(x < 0, ceil(x), floor(x))``
+    ties at 0 between ceil's jump and floor's and was refused there, though trunc is 0 near
+    0. The element is numpy's path's along the same direction."""
+    def fj(x):
+        return jnp.sum(jnp.trunc(x * x) + x * jnp.trunc(x) + x * x * x)
+
+    def fn(x):
+        return np.sum(np.trunc(x * x) + x * np.trunc(x) + x * x * x)
+
+    x, v = np.array([0.0, 0.5]), np.asarray(v)
+    np.testing.assert_array_equal(asd.jax.subgrad(fj, direction=v)(jnp.asarray(x)),
+                                  asd.subgrad(fn, direction=v)(x))
+    np.testing.assert_array_equal(jax.grad(asd.jax.function(fj, seed=3))(jnp.asarray(x)),
+                                  asd.subgrad(fn, seed=3)(x))

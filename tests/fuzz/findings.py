@@ -561,7 +561,7 @@ FINDINGS += [  # the JAX campaign after F23/F36/F38 (seed 2802, 400 programs): b
               [(3, 2)] * 5 + [(3,), (3, 2), (3, 2), (), (3, 2)],
               [[0.0, 0.0], [0.0, 2.0], [0.0, 2.0]], [[0.25, 2.0], [1.0, 2.0], [2.0, 0.25]],
               seed=0),
-        frameworks=("jax",)),
+        frameworks=("jax",), fixed=True),  # importer: the selector's conditions, first true
 ]
 
 FINDINGS += [  # after F33's fix (campaign seed 2801)

@@ -88,6 +88,61 @@ def _unwrapped_index(v, producer: dict):
     return keep
 
 
+def _first_true_conditions(eqn, producer: dict) -> list | None:
+    """The conditions behind ``jnp.select``'s selector, ``argmax(stack([s0, s1, ...]))`` over
+    booleans (the first true one's index, 0 where none is), for a ``select_n`` with more than
+    two cases; None for any other selector. ``select_n`` then is a chain of wheres on the
+    conditions themselves, as numpy's ``np.select`` path nests them, so a tied condition is
+    decided where it is made (an argmax over booleans would be a jump in the selector)."""
+    if eqn.primitive.name != "select_n" or len(eqn.invars) <= 3:
+        return None
+    arg = producer.get(eqn.invars[0])
+    if arg is not None and arg.primitive.name == "convert_element_type":
+        arg = producer.get(arg.invars[0])
+    if arg is None or arg.primitive.name != "argmax" or tuple(arg.params["axes"]) != (0,):
+        return None
+    stacked = producer.get(arg.invars[0])
+    if (stacked is None or stacked.primitive.name != "stack" or stacked.params["axis"] != 0
+            or len(stacked.invars) != len(eqn.invars) - 1
+            or any(getattr(v.aval, "dtype", None) != np.bool_ for v in stacked.invars)):
+        return None
+    return list(stacked.invars)
+
+
+def _selectors_read_only_by_select(jaxpr) -> set[int]:
+    """``id``s of the selector argmaxes (and their int casts) that only `jnp.select`'s
+    ``select_n`` reads, each of which `_first_true_conditions` rewrites: never evaluated (an
+    argmax over booleans has no staged rule, and its value is not needed)."""
+    producer = {v: e for e in jaxpr.eqns for v in e.outvars}
+    readers: dict = {}
+    for e in jaxpr.eqns:
+        for v in e.invars:
+            if not isinstance(v, jcore.Literal):
+                readers.setdefault(v, []).append(e)
+    outs = {v for v in jaxpr.outvars if not isinstance(v, jcore.Literal)}
+    skipped: set[int] = set()
+    for e in jaxpr.eqns:
+        if _first_true_conditions(e, producer) is None:
+            continue
+        v = e.invars[0]
+        while v not in outs and all(_first_true_conditions(r, producer) is not None
+                                    and r.invars[0] is v for r in readers.get(v, [])):
+            made = producer[v]
+            skipped.add(id(made))
+            if made.primitive.name != "convert_element_type":
+                break
+            v = made.invars[0]
+    return skipped
+
+
+def _select_first_true(conditions: list, cases: list):
+    """Case k where condition k is the first true one, case 0 where none is."""
+    out = cases[0]
+    for cond, case in zip(reversed(conditions), reversed(cases), strict=True):
+        out = np.where(cond, case, out)
+    return out
+
+
 def _describe(eqn, path: tuple[str, ...]) -> str:
     where = " > ".join(path) if path else "top level"
     text = str(eqn).strip().splitlines()
@@ -176,8 +231,17 @@ def evaluate(jaxpr, consts: list, args: list, path: tuple[str, ...] = (),
     read_vars = {v for e in jaxpr.eqns for v in e.invars if not isinstance(v, jcore.Literal)}
     read_vars.update(v for v, u in zip(jaxpr.outvars, used or [True] * len(jaxpr.outvars),
                                        strict=True) if u and not isinstance(v, jcore.Literal))
+    unread = _selectors_read_only_by_select(jaxpr)
     for eqn, needed in zip(jaxpr.eqns, _needed(jaxpr), strict=True):
-        if not needed:
+        if not needed or id(eqn) in unread:
+            if needed:
+                producer.update((v, eqn) for v in eqn.outvars)
+            continue
+        conditions = _first_true_conditions(eqn, producer)
+        if conditions is not None:
+            cases = [read(v) for v in eqn.invars[1:]]
+            env[eqn.outvars[0]] = _select_first_true([read(v) for v in conditions], cases)
+            producer[eqn.outvars[0]] = eqn
             continue
         vals = [read(v) for v in eqn.invars]
         name = eqn.primitive.name

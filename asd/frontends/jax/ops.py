@@ -57,9 +57,14 @@ def _select_n(pred, *cases):
     if len(cases) == 1:
         return cases[0]
     if len(cases) != 2:
-        if common.is_traced(pred):
-            raise UnsupportedError("select_n with more than two cases and a traced selector")
-        return np.choose(np.asarray(pred, dtype=int), cases)
+        if not common.is_traced(pred):
+            return np.choose(np.asarray(pred, dtype=int), cases)
+        # a traced selector (jnp.select's index, made from comparisons): case k where it is
+        # k, nested as np.select's path nests its wheres, so its ties are decided the same way
+        out = cases[-1]
+        for k in range(len(cases) - 2, -1, -1):
+            out = np.where(pred == k, cases[k], out)
+        return out
     # select_n(p, a, b) is b where p else a
     return np.where(pred, cases[1], cases[0])
 
@@ -652,7 +657,16 @@ def _hypot(a, b):
     return np.hypot(a, b)
 
 
+def _trunc(x):
+    """``jnp.trunc`` as asd's ``trunc``: JAX writes it ``where(x < 0, ceil(x), floor(x))``, whose
+    condition ties at 0 between two jumps; numpy's trunc has one jump per nonzero integer and
+    is constant near 0 (so ``x % y`` with a traced divisor, ``x - y trunc(x / y)``, is read
+    as numpy's path reads it)."""
+    return np.trunc(x)
+
+
 CUSTOM_JVP: dict[tuple[str, str], Callable] = {
+    ("trunc", "jax/_src/numpy/lax_numpy.py"): _trunc,
     ("_det", "jax/_src/numpy/linalg.py"): _det,
     ("hypot", "jax/_src/numpy/ufuncs.py"): _hypot,
 }
