@@ -458,3 +458,25 @@ def test_jax_trunc_at_zero_is_constant_as_numpys(v):
                                   asd.subgrad(fn, direction=v)(x))
     np.testing.assert_array_equal(jax.grad(asd.jax.function(fj, seed=3))(jnp.asarray(x)),
                                   asd.subgrad(fn, seed=3)(x))
+
+
+@pytest.mark.parametrize("op, lo, hi", [("floor_divide", -1.0, 1.0), ("remainder", 0.0, 1.0)])
+@pytest.mark.parametrize("v", [[1.0, -1.0, 2.0, 1.0], [-1.0, 1.0, 1.0, -2.0]])
+def test_f43_jax_floor_divide_and_remainder_are_numpys_where_a_clip_holds_the_jump(op, lo, hi,
+                                                                                   v):
+    """At integer quotients held by a saturated clip (only one side of the floor reachable:
+    F33's proof) asd.jax gives numpy's path's element, eagerly and through the drop-in; JAX's
+    own lowering tied its where((sign(x) != sign(y)) & (rem != 0), ...) and was refused."""
+    jop, nop = getattr(jnp, op), getattr(np, op)
+
+    def fj(x):
+        return jnp.sum(jnp.clip(jop(x, -0.25), lo, hi) * x + x * x)
+
+    def fn(x):
+        return np.sum(np.clip(nop(x, -0.25), lo, hi) * x + x * x)
+
+    x, v = np.array([1.5, 0.75, 0.5, 0.3]), np.asarray(v)
+    want = asd.subgrad(fn, direction=v)(x)
+    np.testing.assert_array_equal(asd.jax.subgrad(fj, direction=v)(jnp.asarray(x)), want)
+    np.testing.assert_array_equal(jax.grad(asd.jax.function(fj, seed=5))(jnp.asarray(x)),
+                                  asd.subgrad(fn, seed=5)(x))

@@ -583,6 +583,42 @@ FINDINGS += [  # after F33's fix (campaign seed 2801)
               [[0.0, 0.5], [0.5, 0.0]], [[-0.5, 1.0], [1.0, -0.5]], reduce=False)),
 ]
 
+FINDINGS += [  # the JAX campaign on the final code (seed 2812, 400 programs)
+    Finding(
+        "F43", "asd.jax of `x // c` (and `%`) refused \"where(condition, a, b) jumps\" at an "
+               "integer quotient whose floor a saturated clip then holds (`hardtanh(x // -0.25)`), "
+               "where numpy's path gives the number: jnp.floor_divide corrects a truncated "
+               "quotient by `where((sign(x) != sign(y)) & (rem != 0), q - 1, q)`, whose tied "
+               "condition is refused as a where before the floor's jump can be seen as "
+               "unreachable (F33's proof)", False,
+        "asd/frontends/jax/ops.py (jnp.floor_divide / remainder read through their jaxpr)",
+        lambda c, o: o.check.startswith("jax.") and o.status == "bad-refusal"
+        and "in jit[floor_divide]" in o.detail, (),
+        _case([Op("add_constant", (0,), {"constant": ((0.75, -0.75, -0.75),
+                                                      (-1.0, 2.0, 0.0))}),
+               Op("median", (1,), {"axis": -2}),
+               Op("multiply_constant", (2,), {"constant": (-2.0, 0.5, 3.0)}),
+               Op("add_constant", (3,), {"constant": (0.0, 0.0, 0.5)}),
+               Op("step_multiply", (1, 4, 3), {"cmp": "<"}),
+               Op("add_constant", (1,), {"constant": ((0.75, 0.75, 0.75),
+                                                      (0.75, -0.25, 0.75))}),
+               Op("floor_divide", (6,), {"c": -0.25}),
+               Op("hardtanh", (7,), {"lo": -1.0, "hi": 1.0}),
+               Op("add_constant", (3,), {"constant": (0.75, -2.0, 0.75)}),
+               Op("minimum", (9, 2)), Op("step_multiply", (0, 10, 9), {"cmp": ">"}),
+               Op("abs", (0,)), Op("add_constant", (12,), {"constant": 0.25}),
+               Op("sqrt", (13,)), Op("sum", (5,), {"axis": None}), Op("add", (14, 15)),
+               Op("sum", (8,), {"axis": None}), Op("add", (16, 17)),
+               Op("sum", (11,), {"axis": None}), Op("add", (18, 19))],
+              [(2, 3), (2, 3), (3,), (3,), (3,), (2, 3), (2, 3), (2, 3), (2, 3), (3,), (3,),
+               (2, 3), (2, 3), (2, 3), (2, 3), (), (2, 3), (), (2, 3), (), (2, 3)],
+              [[0.75, 0.75, 0.75], [0.0, 0.75, 0.0]],
+              [[2.6787715179656683e+300, 2.6787715179656683e+300, 1.0715086071862673e+301],
+               [2.6787715179656683e+300, 2.6787715179656683e+300, 1.0715086071862673e+301]],
+              seed=109),
+        frameworks=("jax",), fixed=True),  # ops.CUSTOM_JVP: floor_divide, remainder whole
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 

@@ -665,8 +665,22 @@ def _trunc(x):
     return np.trunc(x)
 
 
+def _floor_divide(x, y):
+    """``jnp.floor_divide`` as numpy's: JAX corrects a truncated quotient by
+    ``where((sign(x) != sign(y)) & (rem != 0), q - 1, q)``, whose condition ties wherever
+    the quotient is an integer (the jump the floor has there anyway, read as such)."""
+    return np.floor_divide(x, y)
+
+
+def _remainder(x, y):
+    """``jnp.remainder`` as numpy's (JAX's correction of ``rem`` ties as floor_divide's)."""
+    return np.remainder(x, y)
+
+
 CUSTOM_JVP: dict[tuple[str, str], Callable] = {
     ("trunc", "jax/_src/numpy/lax_numpy.py"): _trunc,
+    ("floor_divide", "jax/_src/numpy/ufuncs.py"): _floor_divide,
+    ("remainder", "jax/_src/numpy/ufuncs.py"): _remainder,
     ("_det", "jax/_src/numpy/linalg.py"): _det,
     ("hypot", "jax/_src/numpy/ufuncs.py"): _hypot,
 }
