@@ -25,6 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from asd.core.backend import (
+    device,
     from_host,
     is_foreign,
     is_host,
@@ -35,6 +36,7 @@ from asd.core.backend import (
     set_at,
     to_host,
 )
+from asd.core.backend import library as array_library
 from asd.core.jit import read_value
 from asd.core.linear import (
     Closure,
@@ -425,10 +427,12 @@ __all__ = [
     "Transpose",
     "Zero",
     "ZeroTangent",
+    "array_library",
     "comparison_of",
     "deflinear",
     "defpiecewise",
     "defsmooth",
+    "device",
     "first_order_keys",
     "from_host",
     "identity",

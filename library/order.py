@@ -32,8 +32,6 @@ import math
 
 import numpy as np
 
-from asd.core.backend import device as device_of
-from asd.core.backend import library as library_of
 from asd.errors import NotLipschitzError, UnsupportedError
 from asd.extend import (
     FanIn,
@@ -42,6 +40,8 @@ from asd.extend import (
     Primitive,
     Rows,
     Take,
+    array_library,
+    device,
     from_host,
     index_array,
     is_host,
@@ -699,7 +699,7 @@ def _torch_pool_first_max(x, window, stride, padding, settled=None):
         # a comparison written as 0/1 floats, then cast, is several times faster than a
         # bool one on torch's CPU kernels; float32 counts are exact (windows < 2**24 entries)
         hit = torch.eq(rows[at], top, out=torch.empty(top.shape, dtype=torch.float32,
-                                                      device=device_of(top)))
+                                                      device=device(top)))
         count = hit if count is None else count + hit
         if settled is not None:  # hit > settled: a tied entry that is not settled
             hit = hit.bool() > settled[at]
@@ -800,7 +800,7 @@ class WindowSelect(LinearMap):
 def _placed(part, offset, stride, out_sp, spatial, lead, xp):
     """``part`` (``lead + out``) at entries ``offset + stride * i`` of zeros ``lead +
     spatial``: one ``lax.pad`` on JAX, an in-place strided add elsewhere."""
-    if library_of(xp) == "jax":
+    if array_library(xp) == "jax":
         from jax import lax
 
         config = [(0, 0, 0)] * len(lead) + [

@@ -34,7 +34,6 @@ from fractions import Fraction
 
 import numpy as np
 
-from asd.core.backend import device as device_of
 from asd.errors import NotLipschitzError, ShapeError
 from asd.extend import (
     Diagonal,
@@ -50,6 +49,7 @@ from asd.extend import (
     Zero,
     deflinear,
     defsmooth,
+    device,
     from_host,
     identity,
     index_array,
@@ -145,7 +145,7 @@ class Embed(LinearMap):
         if is_host(t):
             out = np.zeros(shape, np.result_type(t))
         else:
-            out = namespace(t).zeros(shape, dtype=t.dtype, device=device_of(t))
+            out = namespace(t).zeros(shape, dtype=t.dtype, device=device(t))
         return set_at(out, lead + self.index, t)
 
     def pull(self, ct):
@@ -420,7 +420,7 @@ def integer_pow_rule(xs, dxs, n):
     if n in (0, 1):
         slope = (np.full(x.shape, float(n), dtype=x.dtype) if is_host(x)
                  else namespace(x).full(tuple(x.shape), float(n), dtype=x.dtype,
-                                        device=device_of(x)))
+                                        device=device(x)))
     else:
         slope = n * (ans / x if n < 0 else _integer_pow_impl(x, n - 1))
     return ans, Diagonal(slope, tuple(x.shape))
@@ -709,7 +709,7 @@ def _max_shift(x, axes):
     xp = namespace(x)
     if math.prod(x.shape) == 0:
         return np.zeros((1,) * x.ndim, x.dtype) if xp is np else xp.zeros(
-            (1,) * x.ndim, dtype=x.dtype, device=device_of(x))
+            (1,) * x.ndim, dtype=x.dtype, device=device(x))
     m = xp.max(x, axis=axes, keepdims=True)
     if xp is np:
         return np.where(np.isfinite(m), m, 0).astype(x.dtype)

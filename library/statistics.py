@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from asd.core.backend import device as device_of
 from asd.errors import NotLipschitzError, ShapeError
 from asd.extend import (
     Closure,
     Primitive,
+    device,
     from_host,
     is_host,
     is_traced,
@@ -308,7 +308,7 @@ def correlation_rule(xs, dxs):
     s = xp.sqrt(d)
     outer = s[:, None] * s[None, :]
     R = C / outer
-    eye = xp.eye(d.shape[0], dtype=C.dtype, device=device_of(C))
+    eye = xp.eye(d.shape[0], dtype=C.dtype, device=device(C))
 
     def push(t):
         g = namespace(t).linalg.diagonal(t) / d

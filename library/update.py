@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 
-from asd.core.backend import device as device_of
 from asd.errors import ArgumentTypeError, NotLipschitzError, UnsupportedError
 from asd.extend import (
     Closure,
@@ -22,6 +21,7 @@ from asd.extend import (
     Primitive,
     comparison_of,
     deflinear,
+    device,
     from_host,
     identity,
     is_host,
@@ -94,7 +94,7 @@ def _new_entries_xp(w: _Written) -> Closure:
     def push(t):
         lead = tuple(t.shape)[:t.ndim - len(w.new_shape)]
         flat = xp.reshape(t, lead + (n_new,))
-        out = xp.zeros(lead + (n_old,), dtype=t.dtype, device=device_of(t))
+        out = xp.zeros(lead + (n_old,), dtype=t.dtype, device=device(t))
         out = set_at(out, (..., w.at), xp.take(flat, w.src, axis=len(lead)))
         return xp.reshape(out, lead + w.old_shape)
 
@@ -102,7 +102,7 @@ def _new_entries_xp(w: _Written) -> Closure:
         lead = tuple(ct.shape)[:ct.ndim - len(w.old_shape)]
         picked = xp.take(xp.reshape(ct, lead + (n_old,)), w.at, axis=len(lead))
         moved = xp.moveaxis(picked, -1, 0) if lead else picked
-        g = xp.zeros((n_new,) + lead, dtype=ct.dtype, device=device_of(ct))
+        g = xp.zeros((n_new,) + lead, dtype=ct.dtype, device=device(ct))
         g = kernel("scatter_add", xp)(g, w.src, moved)
         return xp.reshape(xp.moveaxis(g, 0, -1) if lead else g, lead + w.new_shape)
 

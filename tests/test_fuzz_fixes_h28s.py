@@ -480,3 +480,19 @@ def test_f43_jax_floor_divide_and_remainder_are_numpys_where_a_clip_holds_the_ju
     np.testing.assert_array_equal(asd.jax.subgrad(fj, direction=v)(jnp.asarray(x)), want)
     np.testing.assert_array_equal(jax.grad(asd.jax.function(fj, seed=5))(jnp.asarray(x)),
                                   asd.subgrad(fn, seed=5)(x))
+
+
+@pytest.mark.parametrize("v", [1.0, -1.0, 0.5])
+def test_a_singleton_peel_below_a_scalar_tie_keeps_the_ties_shape(v):
+    """``maximum(s, s)`` with ``s`` a 0-d sum of ``|x[[0]]|`` (shape (1,)): the same-quantity
+    peel passes the singleton reduction and the abs below it, and its mask came back with
+    shape (1,), which a 0-d tie cannot take (a ShapeError found by the random-program test).
+    The element is the exact one-sided slope (Fraction quotient of |t| + relu(t))."""
+    def f(x):
+        s = np.sum(np.abs(np.take(x, [0])))
+        return np.maximum(s, s) + asd.relu(x)
+
+    h, fv = Fraction(1, 10**20), Fraction(v)
+    slope = (abs(h * fv) + max(h * fv, 0)) / h
+    value, derivative = asd.directional(f)(np.array(0.0), np.array(v))
+    assert value == 0.0 and derivative == float(slope)

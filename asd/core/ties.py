@@ -860,9 +860,18 @@ def _same_quantity(left: _Side, right: _Side) -> np.ndarray | None:
     for peel in (lambda k: _peeled(nodes, k), lambda k: _ray_peeled(nodes, lins, k)):
         (i, kept_i), (j, kept_j) = peel(a.k), peel(b.k)
         if same_node(nodes, i, j):
-            here = np.broadcast_to(kept_i & kept_j, left.shape)
+            here = np.broadcast_to(_without_leading_ones(kept_i & kept_j, left.shape),
+                                   left.shape)
             same = here if same is None else same | here
     return same
+
+
+def _without_leading_ones(mask: np.ndarray, shape: tuple) -> np.ndarray:
+    """A peel's mask in the tie's shape: a peel past a reduction over axes of length 1 (or
+    the ray pieces below it) may leave a mask with more leading 1s than the tie has."""
+    while mask.ndim > len(shape) and mask.shape[0] == 1:
+        mask = mask[0]
+    return mask
 
 
 RAY_IDENTITIES = ("abs", "relu")
