@@ -496,3 +496,20 @@ def test_a_singleton_peel_below_a_scalar_tie_keeps_the_ties_shape(v):
     slope = (abs(h * fv) + max(h * fv, 0)) / h
     value, derivative = asd.directional(f)(np.array(0.0), np.array(v))
     assert value == 0.0 and derivative == float(slope)
+
+
+def test_values_gathered_at_sorted_positions_sum_bit_for_bit_as_numpys():
+    """``take_along_axis(x, argsort(y, axis=0))`` with a traced ``y``: the rule's positions
+    came out column-major, so the gathered array did too, and numpy's sum over it rounded in
+    another order (last bit; the long campaign's only 'wrong' signature). Positions are
+    C-ordered as numpy's argsort returns them."""
+    x0 = np.array([[-0.5, -0.5], [2.0, 0.0], [-0.5, -0.5]])
+
+    def f(x):
+        x1 = -x
+        x2 = x1 + np.array(((0.0, 0.0), (-0.25, -2.0), (0.0, 0.0)))
+        return np.sum(np.sin(np.take_along_axis(x2, np.argsort(x1, axis=0, stable=True),
+                                                axis=0)))
+
+    value, _ = asd.value_and_subgrad(f, direction=np.ones((3, 2)))(x0)
+    assert value == f(x0)
