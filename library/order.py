@@ -1140,7 +1140,7 @@ def gather_rule(xs, dxs, kind, axis, post, mode, take_axis):
         pos, alternatives = _positions(kind, y, dxs[1], axis)
     # numpy's positions are C-ordered; gathered through a transposed view, the result's
     # layout (and so the rounding of a later sum over it) would differ from numpy's
-    pos = np.ascontiguousarray(pos)
+    pos = np.asarray(pos, order="C")  # (not ascontiguousarray: a 0-d position stays 0-d)
     index = _gather_index(x.shape, _post(pos, post), mode, take_axis)
     ans = x[index]
     for alt_pos in alternatives:
