@@ -619,6 +619,23 @@ FINDINGS += [  # the JAX campaign on the final code (seed 2812, 400 programs)
         frameworks=("jax",), fixed=True),  # ops.CUSTOM_JVP: floor_divide, remainder whole
 ]
 
+FINDINGS += [  # the long numpy campaign on the final code (seed 2813)
+    Finding(
+        "F44", "the value of `sum(sin(take_along_axis(x2, argsort(x1, axis=0))))` differed "
+               "from numpy's in the last bit: gather_at's rule gathered at column-major "
+               "positions, so the gathered array was column-major and numpy's sum over it "
+               "rounded in another order", False,
+        "library/order.py (gather_rule: positions' memory order)",
+        lambda c, o: o.status == "wrong" and o.kind == "value" and _uses(c, "sorted_by"), (),
+        _case([Op("negative", (0,)),
+               Op("add_constant", (1,), {"constant": ((0.0, 0.0), (-0.25, -2.0), (0.0, 0.0))}),
+               Op("sorted_by", (2, 1), {"axis": 0}), Op("sin", (3,))],
+              [(3, 2)] * 5, [[-0.5, -0.5], [2.0, 0.0], [-0.5, -0.5]],
+              [[1.0, 1.0], [1.0, 1.0], [1.0, 3.0]], dtype="float16", structure="namedtuple",
+              split=4, seed=27609),
+        fixed=True),  # gather_rule: positions C-ordered, as numpy's argsort returns them
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 
