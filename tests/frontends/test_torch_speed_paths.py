@@ -193,3 +193,21 @@ def test_decided_pool_forward_is_max_pool2d(shape, kernel, stride, padding, ceil
     got = native.decided_max_pool2d(x, kernel, stride, padding, 1, ceil_mode)
     assert torch.equal(got.isnan(), want.isnan())
     assert torch.equal(got.nan_to_num(0.0), want.nan_to_num(0.0))
+
+
+def test_decided_relu_sends_exactly_zero_where_its_piece_is_off():
+    """The decided relu's backward is PyTorch's relu's: 0 where the piece is off even for an
+    infinite cotangent (a product with the mask made NaN there), the cotangent where it is
+    on; at the tie the tangent's side (here +1: on)."""
+    import torch.autograd.forward_ad as fwAD
+
+    from asd.frontends.torch import native
+
+    x = torch.tensor([-1.0, 0.0, 2.0, 0.0], dtype=torch.float64, requires_grad=True)
+    t = torch.tensor([1.0, 1.0, 1.0, -1.0], dtype=torch.float64)
+    with native.Deciding(torch.tensor(1e-12, dtype=torch.float64), random=False):
+        with fwAD.dual_level():
+            y = fwAD.unpack_dual(native.decided_relu(fwAD.make_dual(x, t))).primal
+        ct = torch.tensor([math.inf, 3.0, 5.0, math.inf], dtype=torch.float64)
+        (g,) = torch.autograd.grad(y, x, ct)
+    assert g.tolist() == [0.0, 3.0, 5.0, 0.0]

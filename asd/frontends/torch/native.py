@@ -609,7 +609,9 @@ class _DecidedRelu(torch.autograd.Function):
         mask = ctx.mask
         if mask is None:                  # no tangent reached it: no tie was decided
             raise RuntimeError("decided_relu was differentiated without its tangent")
-        return ct * mask
+        # exactly 0 where the piece is off, as PyTorch's relu (an inf cotangent there is no
+        # NaN: ct * mask would make one)
+        return ct.masked_fill(~mask, 0)
 
 
 def decided_relu(x):
