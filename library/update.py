@@ -186,16 +186,19 @@ def setitem(y, key, value):
     return update_p(y, value, index=key)
 
 
-copy_p = deflinear("copy", lambda x: np.array(x, copy=True), lambda i, o: identity(i))
+copy_p = deflinear("copy", lambda x, order="K": np.array(x, copy=True, order=order),
+                   lambda i, o, order="K": identity(i))
 
 
 def copy(a, order="K", subok=False):
-    """``numpy.copy`` and ``.copy()``: the same values in a new array to assign into."""
-    return copy_p(a) if is_traced(a) else np.copy(a, order=order, subok=subok)
+    """``numpy.copy`` and ``.copy()``: the same values in a new array to assign into, in
+    numpy's memory order (a later reduction over it rounds in that order, as numpy's does)."""
+    return copy_p(a, order=order) if is_traced(a) else np.copy(a, order=order, subok=subok)
 
 
 register_method("setitem", setitem)
-register_method("copy", lambda x, order="K": copy_p(x))
+# ndarray.copy() is C-ordered by default, np.copy keeps the layout ('K')
+register_method("copy", lambda x, order="C": copy_p(x, order=order))
 register_numpy(np.copy, copy)
 
 __all__ = ["copy", "setitem"]

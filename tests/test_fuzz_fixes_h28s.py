@@ -513,3 +513,18 @@ def test_values_gathered_at_sorted_positions_sum_bit_for_bit_as_numpys():
 
     value, _ = asd.value_and_subgrad(f, direction=np.ones((3, 2)))(x0)
     assert value == f(x0)
+
+
+@pytest.mark.parametrize("spelling", ["method", "function"])
+def test_a_copy_keeps_numpys_memory_order_so_a_sum_rounds_as_numpys(spelling):
+    """``.copy()`` of a transposed array is C-ordered in numpy, ``np.copy`` keeps the layout;
+    asd's copy kept it for both, so a sum over the method's copy rounded in another order
+    (last bit: the long campaign, seed 2813). Both spellings give numpy's value bit for bit."""
+    def f(x):
+        t = np.transpose(np.concatenate([x, x], axis=0))
+        c = np.fabs(t).copy() if spelling == "method" else np.copy(np.fabs(t))
+        return np.sum(np.tanh(c) + np.sum(t - t))
+
+    x0 = np.array([[0.5, 0.5, 0.5], [0.5, 0.5, 0.0]])
+    value, _ = asd.value_and_subgrad(f, direction=np.ones((2, 3)))(x0)
+    assert value == f(x0)
