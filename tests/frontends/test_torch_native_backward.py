@@ -69,6 +69,22 @@ def _square_loss(out):
     return (out ** 2).sum() + out.sum()
 
 
+def _steps(model, x, native_backward: bool, n: int, seed=3, direction=None) -> list:
+    """The parameter gradients of ``n`` calls of one drop-in of ``model``."""
+    old = asd.torch.NATIVE_BACKWARD
+    asd.torch.NATIVE_BACKWARD = native_backward
+    try:
+        f = asd.torch.function(model, seed=seed, direction=direction)
+        out = []
+        for _ in range(n):
+            model.zero_grad(set_to_none=True)
+            _square_loss(f(x)).backward()
+            out.append({k: p.grad.clone() for k, p in model.named_parameters()})
+        return out
+    finally:
+        asd.torch.NATIVE_BACKWARD = old
+
+
 def _quotient(model, x, v: dict, t: float = 1e-7) -> float:
     """The one-sided difference quotient of ``_square_loss(model(x))`` along the parameter
     direction ``v`` (a dict by parameter name), parameters restored after."""
@@ -630,18 +646,7 @@ def test_a_seeded_direction_is_drawn_once_for_every_tied_call(monkeypatch, asd_r
     x = torch.randn(2, 1, 8, 8, dtype=torch.float64)
 
     def calls(native_backward: bool, n: int) -> list:
-        old = asd.torch.NATIVE_BACKWARD
-        asd.torch.NATIVE_BACKWARD = native_backward
-        try:
-            f = asd.torch.function(model, seed=3)
-            grads = []
-            for _ in range(n):
-                model.zero_grad(set_to_none=True)
-                _square_loss(f(x)).backward()
-                grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
-            return grads
-        finally:
-            asd.torch.NATIVE_BACKWARD = old
+        return _steps(model, x, native_backward, n)
 
     grads = calls(True, 3)
     assert decided_runs == [True] * 3 and not asd_runs

@@ -22,23 +22,7 @@ import asd.torch  # noqa: E402
 
 from asd.frontends.torch import dropin, native  # noqa: E402
 
-from .test_torch_native_backward import _close, _square_loss  # noqa: E402
-
-
-def _steps(model, x, native_backward: bool, n: int, seed=3, direction=None) -> list:
-    """The parameter gradients of ``n`` calls of one drop-in of ``model``."""
-    old = asd.torch.NATIVE_BACKWARD
-    asd.torch.NATIVE_BACKWARD = native_backward
-    try:
-        f = asd.torch.function(model, seed=seed, direction=direction)
-        out = []
-        for _ in range(n):
-            model.zero_grad(set_to_none=True)
-            _square_loss(f(x)).backward()
-            out.append({k: p.grad.clone() for k, p in model.named_parameters()})
-        return out
-    finally:
-        asd.torch.NATIVE_BACKWARD = old
+from .test_torch_native_backward import _close, _square_loss, _steps  # noqa: E402
 
 
 def _zero_cnn(pool=None):
