@@ -626,8 +626,11 @@ class Trace:
         neighbourhood of ``x`` (along every direction). Proven from the pieces, for the
         order-keeping primitives only (rounding keeps the order too): a bound held by a
         saturated clip, relu, maximum or minimum, monotone functions, sums and constant
-        scalings; a discontinuous node that met no jump is constant. Every other node may
-        move both ways."""
+        scalings (F33); signs held by ``|x|``, even powers, products and quotients of moving
+        values, reductions nondecreasing in every entry (a sum: a variance never falls below
+        0; max, min, sort, median, quantiles), and the branch a ``where`` selects (F42); a
+        discontinuous node that met no jump is constant. Every other node may move both
+        ways."""
         if j in memo:
             return memo[j]
         cone, stack = set(), [j]  # the order-keeping cone above j, evaluated in program order
@@ -661,9 +664,20 @@ class Trace:
         """`moves` of a node from its inputs' (see there)."""
         name, args = node.prim.name, node.args
         both = np.ones(shape, bool)
-        if name == "reshape":  # the same entries, in another shape
-            up, down = self._moves_of(args[0], np.shape(self.values[args[0]]), memo)
-            return np.reshape(up, shape), np.reshape(down, shape)
+        if name in _SELECTIONS:  # entries moved, not changed: the primitive moves the masks
+            ins = [self._moves_of(r, np.shape(self.values[r] if type(r) is int else r.value),
+                                  memo) for r in args]
+            try:
+                return tuple(np.reshape(np.asarray(node.prim.impl(*(m[i] for m in ins),
+                                                                  **node.params)), shape)
+                             for i in (0, 1))
+            except Exception:  # an index or layout the masks cannot take: no proof
+                return both, both
+        if name in _MONOTONE_REDUCTIONS:
+            try:
+                return self._moves_of_reduction(node, shape, memo)
+            except ValueError:  # a layout this reading does not know (an array of q)
+                return both, both
         if name not in _ORDER_KEEPING or not all(
                 type(r) is not int or np.shape(self.values[r]) == shape or
                 np.broadcast_shapes(np.shape(self.values[r]), shape) == shape for r in args):
@@ -683,6 +697,8 @@ class Trace:
             return ins[0][0] | ins[1][1], ins[0][1] | ins[1][0]
         if name in ("multiply", "divide"):
             moving = [i for i, r in enumerate(args) if type(r) is int and self.nodes[r].active]
+            if len(moving) == 2:
+                return self._moves_of_product(name, args, ins, vals, both)
             if len(moving) != 1:
                 return both, both
             c = vals[1 - moving[0]]
@@ -692,6 +708,10 @@ class Trace:
             return (up & (c > 0)) | (down & (c < 0)), (down & (c > 0)) | (up & (c < 0))
         # an input strictly past a bound stays past it near x, where no jump moves it
         continuous = type(args[0]) is not int or self.taint[args[0]] is None
+        if name in ("abs", "integer_pow"):
+            return self._moves_of_power(name, node, ins[0], vals[0], continuous, both)
+        if name in ("where", "where_logic", "select"):
+            return self._moves_of_where(node, ins, vals, value, both)
         if name == "relu":
             off = (vals[0] < 0) & continuous
             return ins[0][0] & ~off, ins[0][1] & (value != 0)
@@ -718,6 +738,136 @@ class Trace:
         above, below = (x > hi) & continuous, (x < lo) & continuous  # held at the bound
         up = np.where(above, hi_up, np.where(below, lo_up | hi_up, up))
         down = np.where(above, hi_down | lo_down, np.where(below, lo_down | hi_down, down))
+        return up, down
+
+    def _moves_of_reduction(self, node: Node, shape: tuple, memo: dict) -> tuple:
+        """`moves` of a reduction nondecreasing in every entry it reads: it exceeds (falls
+        below) its value only where one of those entries does. An order statistic reads
+        only the entries between the order statistics it uses (``lo``, ``hi``): an entry
+        strictly outside them stays outside near ``x`` where no jump moves it, so the
+        order, and the statistic, do not see it (``median(min(x, 2))`` at (-1, 2, 5)
+        rises only if the entries held at 2 do)."""
+        name, ref = node.prim.name, node.args[0]
+        x = np.asarray(backend.to_host(self.values[ref]))
+        up, down = self._moves_of(ref, x.shape, memo)
+        axis = node.params.get("axis")
+        axes = tuple(range(x.ndim)) if axis is None else tuple(
+            a % x.ndim for a in np.atleast_1d(axis))
+        last = tuple(range(x.ndim - len(axes), x.ndim))
+        x, up, down = (np.moveaxis(a, axes, last).reshape(
+            np.moveaxis(a, axes, last).shape[:x.ndim - len(axes)] + (-1,)) for a in (x, up, down))
+        n = x.shape[-1]
+        if name == "sum" or n == 0 or (name == "sort" and n > 256):
+            seen = np.ones(x.shape, bool)
+        else:
+            s = np.sort(x, axis=-1)
+            if name == "sort":  # position p reads the entries equal to its value
+                s = s[..., :, None]
+                x, up, down = x[..., None, :], up[..., None, :], down[..., None, :]
+                lo = hi = s
+            else:
+                lo_at, hi_at = self._order_positions(node, n)
+                lo, hi = s[..., lo_at:lo_at + 1], s[..., hi_at:hi_at + 1]
+            seen = np.ones(x.shape, bool)
+            if self.taint[ref] is None:  # continuous: strictly outside stays outside
+                seen = ~(x < lo) & ~(x > hi)
+        up, down = np.any(up & seen, axis=-1), np.any(down & seen, axis=-1)
+        if name == "sort" and axis is not None:  # positions back on the sorted axis
+            up, down = np.moveaxis(up, -1, axes[0]), np.moveaxis(down, -1, axes[0])
+        return up.reshape(shape), down.reshape(shape)
+
+    @staticmethod
+    def _order_positions(node: Node, n: int) -> tuple:
+        """The positions in the sorted entries of the lowest and highest order statistic a
+        reduction of ``n`` entries reads."""
+        name, params = node.prim.name, node.params
+        if name == "reduce_max":
+            return (n - 1, n - 1) if params.get("kind") == "max" else (0, 0)
+        if name == "topk_sum":
+            return n - min(int(params["k"]), n), n - 1
+        if name == "median":  # numpy's median reads the middle one or two exactly
+            return (n - 1) // 2, n // 2
+        q = float(params["q"]) if np.ndim(params.get("q", 0.5)) == 0 else None
+        if q is None:
+            raise ValueError("an array of quantiles")
+        at = q * (n - 1)  # widened by its rounding: a neighbour more is still sound
+        return max(int(np.floor(at - 1e-9 * n)), 0), min(int(np.ceil(at + 1e-9 * n)), n - 1)
+
+    def _moves_of_product(self, name: str, args: tuple, ins: list, vals: list,
+                          both: np.ndarray) -> tuple:
+        """`moves` of ``a * b`` (``a / b`` as ``a * (1 / b)``) with both factors moving,
+        from the factors' signs, which hold near ``x`` where they are nonzero and no jump
+        moves them: the product exceeds its value only where a factor moves towards the
+        other's sign (or both leave 0 the same way); ``x * x`` never falls below 0."""
+        if any(self.taint[r] is not None for r in args):
+            return both, both
+        (a_up, a_down), (b_up, b_down) = ins
+        a, b = vals
+        if name == "divide":  # 1 / b: decreasing on each side of 0 (a pole at 0: unknown)
+            b = 1.0 / np.where(b == 0, 1.0, b)
+            b_up, b_down = b_down, b_up
+        if name == "multiply" and args[0] == args[1]:  # a square: never below 0 at 0
+            up = (a_up & (a > 0)) | (a_down & (a < 0)) | ((a == 0) & (a_up | a_down))
+            down = (a_down & (a > 0)) | (a_up & (a < 0))
+        else:
+            zero = (a == 0) & (b == 0)
+            up = ((a_up & (b > 0)) | (a_down & (b < 0)) | (b_up & (a > 0)) | (b_down & (a < 0))
+                  | (zero & ((a_up & b_up) | (a_down & b_down))))
+            down = ((a_down & (b > 0)) | (a_up & (b < 0)) | (b_down & (a > 0))
+                    | (b_up & (a < 0)) | (zero & ((a_up & b_down) | (a_down & b_up))))
+        unknown = ~np.isfinite(vals[0]) | ~np.isfinite(vals[1])
+        if name == "divide":
+            unknown = unknown | (vals[1] == 0)
+        return up | unknown, down | unknown
+
+    @staticmethod
+    def _moves_of_power(name: str, node: Node, ins: tuple, x, continuous: bool,
+                        both: np.ndarray) -> tuple:
+        """`moves` of ``|x|`` and ``x ** n`` (n > 0): increasing where ``x > 0``, decreasing
+        where ``x < 0`` for ``|x|`` and even ``n`` (increasing for odd ``n``), and never below
+        0 at 0; the sign of ``x`` holds near ``x`` where no jump moves it."""
+        n = node.params.get("n", 1) if name == "integer_pow" else 2
+        if not continuous or n <= 0:
+            return both, both
+        up, down = ins
+        if n % 2:
+            return up, down
+        zero = x == 0
+        return ((up & (x > 0)) | (down & (x < 0)) | (zero & (up | down)) | np.isnan(x),
+                (down & (x > 0)) | (up & (x < 0)) | np.isnan(x))
+
+    def _moves_of_where(self, node: Node, ins: list, vals: list, value,
+                        both: np.ndarray) -> tuple:
+        """`moves` of a where: near ``x`` its entry is always one of its branches' (``a`` or
+        ``b`` at the same point). Where the condition holds near ``x`` (a comparison of
+        unequal operands, or a boolean, that no jump moves) it moves as the branch it
+        selects; elsewhere, where the branches are equal at ``x``, only as one of them
+        does; else both ways. The selected branch is read by running the where itself on
+        branches 0 and 1."""
+        name, args = node.prim.name, node.args
+        (a_up, a_down), (b_up, b_down) = ins[-2:]
+        a, b = vals[-2:]
+        held = all(type(r) is not int or self.taint[r] is None for r in args[:-2])
+        if not held:
+            still = np.zeros(np.shape(value), bool)
+        elif name == "select":
+            c_up, c_down = ins[0]
+            still = ~(c_up | c_down)
+        elif name == "where":
+            still = (vals[0] != vals[1]) & ~_nan(vals[0]) & ~_nan(vals[1])
+        else:  # where_logic: comparisons (operand pairs) and constant masks, in its leaves
+            still, pos = np.ones(np.shape(value), bool), 0
+            for leaf in node.params["leaves"]:
+                if leaf[0] == "cmp":
+                    lhs, rhs = vals[pos], vals[pos + 1]
+                    still = still & (lhs != rhs) & ~_nan(lhs) & ~_nan(rhs)
+                pos += 2 if leaf[0] == "cmp" else 1
+        on_a = np.asarray(node.prim.impl(*vals[:-2], np.zeros(np.shape(value)),
+                                         np.ones(np.shape(value)), **node.params)) == 0
+        same = a == b
+        up = np.where(still, np.where(on_a, a_up, b_up), np.where(same, a_up | b_up, True))
+        down = np.where(still, np.where(on_a, a_down, b_down),
+                        np.where(same, a_down | b_down, True))
         return up, down
 
     def _dead(self, j: int) -> bool:
@@ -1391,13 +1541,19 @@ NONFINITE_FIX = {
 
 _INCREASING = frozenset({"sinh", "exp", "exp2", "expm1", "tanh", "arctan", "arcsinh",
                          "arctanh", "arcsin", "log", "log1p", "log2", "log10", "sqrt", "cbrt",
-                         "tan", "positive", "copy"})
+                         "tan", "positive", "copy", "cast"})
 """Elementwise primitives increasing on their domain: they keep which way an input moves."""
-_ORDER_KEEPING = _INCREASING | {"negative", "reciprocal", "add", "subtract", "multiply",
-                                "divide", "relu", "leaky_relu", "maximum", "minimum", "clip",
-                                "reshape"}
-"""The primitives `Trace.moves` reads (elementwise, their order proven); others move both
-ways."""
+_SELECTIONS = frozenset({"reshape", "getitem", "transpose", "broadcast_to", "concatenate",
+                         "stack", "pad"})
+"""Primitives that only move, copy or pad their inputs' entries."""
+_MONOTONE_REDUCTIONS = frozenset({"sum", "reduce_max", "median", "quantile", "sort",
+                                  "topk_sum"})
+"""Primitives nondecreasing in every entry they reduce along ``axis`` (the order statistics
+and a sum); sort along its axis per position."""
+_ORDER_KEEPING = _INCREASING | _SELECTIONS | _MONOTONE_REDUCTIONS | {
+    "negative", "reciprocal", "add", "subtract", "multiply", "divide", "relu", "leaky_relu",
+    "maximum", "minimum", "clip", "abs", "integer_pow", "where", "where_logic", "select"}
+"""The primitives `Trace.moves` reads (their order proven); others move both ways."""
 
 
 def _selects(m) -> bool:
@@ -1410,6 +1566,11 @@ def _selects(m) -> bool:
         return d is None or (np.asarray(d).dtype == bool if backend.is_host(d)
                              else backend.namespace(d).isdtype(d.dtype, "bool"))
     return False
+
+
+def _nan(v: np.ndarray) -> np.ndarray:
+    """Where a host value is NaN (never, for integers and booleans)."""
+    return np.isnan(v) if np.issubdtype(v.dtype, np.inexact) else np.zeros(v.shape, bool)
 
 
 def _has_infinity(v) -> bool:

@@ -319,7 +319,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--phase", choices=("all", "deep"), default="all")
     parser.add_argument("--framework", choices=frameworks.FRAMEWORKS, default=None)
     parser.add_argument("--max-steps", type=int, default=7)
-    parser.add_argument("--time-limit", type=float, default=harness.TIME_LIMIT)
+    parser.add_argument("--time-limit", type=float, default=harness.CAMPAIGN_TIME_LIMIT)
     parser.add_argument("--no-shrink", action="store_true")
     parser.add_argument("--jobs", type=int, default=1,
                         help="processes running batches (same seeds, same report)")

@@ -229,3 +229,19 @@ def test_a_clarke_sample_with_rounded_entries_is_checked_within_rounding():
                         np.array([[2.0, 1.0], [1.0, 1.0], [1.0, 2.0]]))
     outcomes = harness.check_clarke(case, harness.expect(case))
     assert [o.status for o in outcomes] == ["ok"], [o.detail for o in outcomes]
+
+
+def test_the_mpmath_oracle_counts_a_jump_whose_input_is_flat_there():
+    """``rint(x ** 2 + 0.5) + exp(x)`` at (0, -1.5) in float32 (the mpmath oracle's case):
+    the jump's input is flat to first order, so the oracle cannot tell the side and gives up
+    on the derivative, but the entry is on a jump all the same, and asd's refusal of it is
+    right (the campaign on seed 2811 counted it as a bad refusal: the jump was dropped with
+    the derivative)."""
+    ops = (Op("np_power", (0,), {"n": 2}), Op("add_constant", (1,), {"constant": 0.5}),
+           Op("np_rint", (2,)), Op("exp", (0,)), Op("add", (3, 4)))  # exp: no exact floats
+    case = harness.Case(Program(ops, ((2,),) * 6, True), np.array([0.0, -1.5]),
+                        np.array([1.0, -1.0]), "float32")
+    expected = harness.expect(case)
+    assert expected.hybrid is not None and expected.hybrid.undecided
+    assert expected.hybrid.jumps and "NotLipschitzError" in expected.refusals
+    assert [o.status for o in harness.check_directional(case, expected)] == ["refused"]
