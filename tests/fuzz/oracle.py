@@ -589,6 +589,7 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
     singular = undecided = None
     for decide in (False, True):
         MpDual.decide_ties = decide
+        found: list[Any] = []
         try:
             with recording_jumps() as found:
                 values, ray = [_duals(xf, v)], [xf]
@@ -603,7 +604,6 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
                 out = np.asarray(finish(program, values[-1],
                                         lambda a: np.sum(np.asarray(a, dtype=object))),
                                  dtype=object)
-            jumps = max(jumps, len(found))
             results[decide] = out
         except Singular as e:
             singular = str(e)
@@ -612,6 +612,9 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
             undecided = str(e)
         finally:
             MpDual.decide_ties = True
+            # the jumps met before a later op left a tie undecided are at the point all the
+            # same (a tied argmax as a plain index, which asd refuses as documented)
+            jumps = max(jumps, len(found))
     n = np.size(x)
 
     def tangent(e: Any) -> Any:

@@ -229,3 +229,20 @@ def test_a_clarke_sample_with_rounded_entries_is_checked_within_rounding():
                         np.array([[2.0, 1.0], [1.0, 1.0], [1.0, 2.0]]))
     outcomes = harness.check_clarke(case, harness.expect(case))
     assert [o.status for o in outcomes] == ["ok"], [o.detail for o in outcomes]
+
+
+def test_a_jump_met_before_an_undecided_tie_still_allows_the_refusal():
+    """``c[np.argmax(x)]`` at a tie of ``x`` whose table entries differ: asd refuses the plain
+    index (README "Positions as indices"). The mpmath oracle met that jump, then a tie it
+    could not decide further on (``y * (y + 0 < y * y)``, flat at its jump) and dropped the
+    jumps it had counted, so the documented refusal read as a bad one (long campaign, seed
+    2813, where the jump was behind ``ptp`` of a scalar)."""
+    ops = (Op("argmax_take", (0,), {"table": (2.0, 0.5)}), Op("multiply", (1, 1)),
+           Op("add_constant", (2,), {"constant": 0.0}), Op("subtract", (3, 2)),
+           Op("step_multiply", (4, 3, 2), {"cmp": "<"}), Op("sin", (0,)),
+           Op("sum", (6,), {"axis": None}), Op("add", (5, 7)))
+    shapes = ((2,), (), (), (), (), (), (2,), (), ())
+    case = harness.Case(Program(ops, shapes, True), np.zeros(2), np.array([1.0, 2.0]))
+    expected, outcomes = harness.run_checks(case, ("directional", "subgrad", "vjp"))
+    assert expected.hybrid.undecided and expected.hybrid.jumps
+    assert [o.status for o in outcomes] == ["refused"] * 3, [o.detail for o in outcomes]
