@@ -342,12 +342,19 @@ def conjugate(x, **kwargs):
 
 
 def real(x):
-    """The real part: ``x`` itself for real input."""
+    """The real part: ``x`` itself for real input. A complex traced value (a complex
+    constant times ``x``) is refused as its ``.real`` is, naming the user's line."""
+    if is_traced(x) and np.dtype(x.dtype).kind == "c":
+        return x.real
     return conjugate_p(x) if is_traced(x) else np.real(x)
 
 
 def imag(x):
-    """The imaginary part: zeros (a constant) for real input."""
+    """The imaginary part: zeros (a constant) for real input. A complex traced value is
+    refused as its ``.imag`` is: zeros of its dtype would drop it from the program (a
+    later write of a traced value into them was then refused as a plain-array store)."""
+    if is_traced(x) and np.dtype(x.dtype).kind == "c":
+        return x.imag
     return np.zeros(np.shape(x), np.result_type(x)) if is_traced(x) else np.imag(x)
 
 

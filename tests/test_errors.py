@@ -454,3 +454,20 @@ def test_a_derivative_beyond_the_arguments_dtype_is_refused_by_name():
     _, pullback = asd.vjp(lambda x: x * 300.0)(x)
     with pytest.raises(asd.NonFiniteError, match="wider dtype"):
         pullback(np.array([1000.0, 1.0]))
+
+
+@pytest.mark.parametrize("part", ["real", "imag"])
+def test_np_real_and_imag_of_a_complex_traced_value_are_refused_where_read(part):
+    """``np.imag(x * c)`` with a complex constant ``c`` is refused at the read, as the
+    ``.imag`` attribute is: it gave plain complex zeros, so a write of a traced value into
+    them (``view[...] = y``) was refused as a store into a plain array, an undocumented
+    class for this program (fuzz campaign seed 2813)."""
+    fn = getattr(np, part)
+
+    def f(x):
+        out = fn(x * complex(1.5, 0.0)).copy()
+        out[:1] = x[:1] * 2.0
+        return out.sum()
+
+    call_raises(asd.ArgumentTypeError, lambda: asd.subgrad(f)(np.array([0.0, 1.0])),
+                f"holds complex values, and its .{part} is read", "test_errors.py")

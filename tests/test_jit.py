@@ -429,3 +429,32 @@ def test_share_locals_never_gives_one_name_to_overlapping_lifetimes():
         for ranges in by_slot.values():
             ranges.sort()
             assert all(a[1] < b[0] for a, b in itertools.pairwise(ranges))
+
+
+
+@pytest.mark.parametrize("spelling", ["index", "cast"])
+def test_a_plain_read_replayed_under_a_jump_refuses_as_uncompiled(spelling):
+    """A traced position used as a plain index (``c[np.argmax(y)]``), or a traced float cast
+    to integers, is read once, at tracing. Where a later call puts a jump above it (a floor
+    at an integer) that leaves the reading as it was, the value guard passes; the
+    uncompiled call refuses (README "Positions as indices"), and so must the replay, which
+    returned a number (fuzz campaign seed 2813)."""
+    table = np.array([-0.5, -0.5])
+
+    def f(x):
+        y = np.floor(x[:2])
+        if spelling == "index":
+            return table[np.argmax(y + np.array([0.0, 5.0]))] * x
+        return np.asarray(y * 0.25 + 0.5, dtype=np.int64)[0] * x - x
+
+    plain = asd.jacobian(f)
+    compiled = asd.jit(asd.jacobian(f))
+    off, jump = np.array([0.5, 0.5, 3.0]), np.array([1.0, 0.5, 3.0])
+    assert same_bits(compiled(off), plain(off))
+    with pytest.raises(asd.NotLipschitzError) as want:
+        plain(jump)
+    with pytest.raises(asd.NotLipschitzError) as got:
+        compiled(jump)
+    assert str(got.value) == str(want.value)
+    assert same_bits(compiled(off), plain(off))
+    assert compiled.traces == 1

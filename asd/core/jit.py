@@ -202,8 +202,8 @@ class Plan:
 class Variant:
     """One traced program: its nodes, inputs, output and guards (what a replay needs)."""
 
-    __slots__ = ("nodes", "n_diff", "n_inputs", "out_tree", "outs", "guards", "fast",
-                 "fast_tried")
+    __slots__ = ("nodes", "n_diff", "n_inputs", "out_tree", "outs", "guards", "unjumped",
+                 "fast", "fast_tried")
 
     def __init__(self, trace: Trace, n_diff: int, n_inputs: int, out):
         leaves, self.out_tree = flatten(out)
@@ -219,6 +219,7 @@ class Variant:
         self.nodes = nodes
         self.n_diff, self.n_inputs = n_diff, n_inputs
         self.guards = dict(trace.guards)
+        self.unjumped = tuple(sorted(trace.unjumped))  # `Trace.guard_unjumped`
         self.fast = None  # the generated tie-free path, built on the second call
         self.fast_tried = False
         _snapshot_constants(nodes)
@@ -252,6 +253,8 @@ class Variant:
                     raise Retrace
                 if k in guards:
                     _check_guards(guards[k], ans)
+        if trace.jumps and any(trace.jumps_reaching(k) for k in self.unjumped):
+            raise Retrace  # tracing refuses the read there (no jumps: nothing to walk)
         return trace
 
 

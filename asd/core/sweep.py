@@ -282,7 +282,7 @@ class Trace:
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
                  "series_memo", "magnitudes", "like", "guards", "dargs", "staged", "undecided",
-                 "tied", "running_args", "lex_leaves")
+                 "tied", "running_args", "lex_leaves", "unjumped")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
@@ -305,6 +305,7 @@ class Trace:
         self.jumps: dict = {}  # node -> Jump its rule met (None: a discontinuity without rule)
         self.like = None  # a torch/JAX input value, when the sweep runs in that library
         self.guards: dict = {}  # node -> [(read, result)]: values the trace itself depends on
+        self.unjumped: set = set()  # nodes read as constants because no jump reaches them
         # node -> the nodes its linearization reads, where a rule rerouted it (`Reroute`)
         self.dargs: dict[int, tuple] = {}
         # a staged sweep decides ties as array operations only (`asd.core.ties.ray_compare`):
@@ -542,6 +543,13 @@ class Trace:
         library function chose its nodes from a value (a sign, a check), so a compiled
         replay whose value reads differently must trace again."""
         self.guards.setdefault(k, []).append((read, result))
+
+    def guard_unjumped(self, k: int) -> None:
+        """Record that the program was built from node ``k`` read as a constant because no
+        jump reaches it (a plain numpy array indexed by ``argmax``, an integer cast): a jump
+        reaching it in a compiled replay may leave the reading (and its value guard) as it
+        was, so the replay traces again, where the read is refused as it is uncompiled."""
+        self.unjumped.add(k)
 
     def describe(self, prim, refs, params, k) -> str:
         return format_node(k, Node(prim, refs, params, None, None, None))

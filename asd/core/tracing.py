@@ -1203,6 +1203,8 @@ class Tracer(Traced):
                 "by intent (numpy's tie order).")
         value = backend.to_host(self.value)
         trace.guard(k, backend.to_host, value)
+        if not _one_position(trace, k):
+            trace.guard_unjumped(k)
         return value
 
     def _truncated(self, dtype):
@@ -1235,6 +1237,7 @@ class Tracer(Traced):
                 "asd.stop_gradient(x) if the integers are constants by intent.")
         trace.guard(k, read if moves else (lambda v: np.asarray(backend.to_host(v)).astype(
             dtype)), cast)
+        trace.guard_unjumped(k)
         return cast
 
     def __array__(self, dtype=None, copy=None):

@@ -637,6 +637,34 @@ FINDINGS += [  # the long numpy campaign on the final code (seed 2813)
         fixed=True),  # gather_rule: positions C-ordered, as numpy's argsort returns them
 ]
 
+
+
+def _matrix_norm(case: Case) -> bool:
+    """Whether the program takes ``np.linalg.norm(a, order)`` of a 2-D value (a matrix norm;
+    its torch spelling ``torch.linalg.norm(a, order)`` exports as ``aten.linalg_norm``)."""
+    return any(op.name == "np_norm" and len(case.program.shapes[op.args[0]]) == 2
+               for op in case.program.ops)
+
+
+FINDINGS += [  # the torch campaign on the final code (seed 2911, 300 programs)
+    Finding(
+        "F46", "asd.torch.function / asd.torch.subgrad of `torch.linalg.norm(A, ord)` with a "
+               "2-D `A` (a matrix norm: max column sum for ord=1, max row sum for inf, "
+               "spectral for 2, Frobenius for 'fro') return the vector norm of the flattened "
+               "`A`: a wrong value and gradient (torch 3.0, asd 8.0 for ord=1), or a "
+               "ShapeError for 'fro'. `torch.export` keeps the call whole as "
+               "`aten.linalg_norm(A, ord)` (dim None), which the importer reads as a vector "
+               "norm", False,
+        "asd/frontends/torch/ops.py (_linalg_norm: ord given, dim None, 2-D input; or dim of "
+        "two axes: a matrix norm, asd.numpy's linalg.norm(x, ord, axis=dim))",
+        lambda c, o: o.check.startswith("torch.") and o.status == "wrong"
+        and _matrix_norm(c), (),
+        _case([Op("np_norm", (0,), {"order": 1})], [(2, 3), ()],
+              [[-1.5, -1.5, -0.5], [-1.5, -1.5, -1.5]], [[1.0, 1.0, 0.25], [0.25, 0.25, 0.25]],
+              seed=162),
+        frameworks=("torch",)),
+]
+
 BY_ID = {f.id: f for f in FINDINGS}
 
 

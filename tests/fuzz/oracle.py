@@ -131,10 +131,15 @@ def run(program: Program, x: Any) -> Any:
 
 def run_exact(program: Program, xs: Any) -> Any:
     """The result on the oracle's object arrays (Series, Jet, MpDual)."""
-    out = evaluate(program, xs, ops.apply_exact)[-1]
-    out = finish(program, np.asarray(out, dtype=object),
+    return run_exact_steps(program, xs)[1]
+
+
+def run_exact_steps(program: Program, xs: Any) -> tuple[list[Any], Any]:
+    """`run_exact`'s every step and its result."""
+    steps = evaluate(program, xs, ops.apply_exact)
+    out = finish(program, np.asarray(steps[-1], dtype=object),
                  lambda a: np.sum(np.asarray(a, dtype=object)))
-    return out
+    return steps, out
 
 
 def float_values(program: Program, x: np.ndarray) -> list[np.ndarray]:
@@ -192,18 +197,48 @@ class Exact:
     derivative: np.ndarray  # f'(x; v)
     jumps: int  # piecewise-constant ops sitting on a jump at x
     discontinuous: bool  # a ray found on which f jumps at x
+    float_path: bool = True  # every step's value and slope along v is a float64 number
 
 
 def exact_oracle(program: Program, x: np.ndarray, v: np.ndarray) -> Exact:
     with recording_jumps() as jumps:
         value = _fractions(run_exact(program, series_ray(x, np.zeros(np.shape(x)), order=0)))
-    out = np.asarray(run_exact(program, series_ray(x, v, ORDER)), dtype=object)
+    steps, out = run_exact_steps(program, series_ray(x, v, ORDER))
+    out = np.asarray(out, dtype=object)
     limit = _fractions(out)
     derivative = np.array([_coefficient(e, 1) for e in out.flat], dtype=object).reshape(
         out.shape)
     discontinuous = bool(jumps) and (not np.all(limit == value) or _jumps_elsewhere(
         program, x, value))
-    return Exact(value, limit, derivative, len(jumps), discontinuous)
+    return Exact(value, limit, derivative, len(jumps), discontinuous,
+                 all(map(_floats_on_path, steps)))
+
+
+def _is_float(c: Any) -> bool:
+    """Whether an exact number is a float64 number."""
+    c = to_fraction(c)
+    try:
+        return Fraction(float(c)) == c
+    except OverflowError:
+        return False
+
+
+def _floats_on_path(step: Any) -> bool:
+    """Whether a step's exact values and first-order coefficients (a Series' value and
+    slope, a Jet's value and gradient) are all float64 numbers. Where one is not (a mean of
+    3 entries: slopes / 3), floats round on the way even when the final answer is a float
+    (``1 + 0.75 * (-3.5 / 3) = 1/8``), so a result is compared within rounding, as
+    `tests.fuzz.harness._inner_agrees` compares a gradient with rounded entries."""
+    for e in np.ravel(np.asarray(step, dtype=object)):
+        if isinstance(e, Jet):
+            parts = [e.value.coefficient(0), *(g.coefficient(0) for g in e.grad)]
+        elif isinstance(e, Series):
+            parts = [e.coefficient(0), e.coefficient(1)]
+        else:
+            parts = [e]
+        if not all(map(_is_float, parts)):
+            return False
+    return True
 
 
 def _coefficient(e: Any, k: int) -> Fraction:
@@ -235,19 +270,27 @@ def exact_jacobian(program: Program, x: np.ndarray, v: np.ndarray
                    ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """``(J, w)``: the limiting Jacobian along ``v`` (w None) or lexicographic along ``[v, w]``;
     ``(None, None)`` where neither decides it. Shape ``out.shape + x.shape``."""
+    return exact_jacobian_path(program, x, v)[:2]
+
+
+def exact_jacobian_path(program: Program, x: np.ndarray, v: np.ndarray
+                        ) -> tuple[np.ndarray | None, np.ndarray | None, bool]:
+    """`exact_jacobian`'s ``(J, w)`` and whether every step's value and gradient entries are
+    float64 numbers (`_floats_on_path`): only then can floats equal J bit for bit."""
     for w in (None, second_direction(x)):
         try:
             with recording_jumps():
                 xs = jet_ray(x, v, ORDER, None, w, LEX_POWER)
-                out = np.asarray(run_exact(program, xs), dtype=object)
+                steps, out = run_exact_steps(program, xs)
+                out = np.asarray(out, dtype=object)
         except DegenerateTie:
             continue
         rows = [[g.coefficient(0) for g in e.grad] if isinstance(e, Jet)
                 else [Fraction(0)] * xs.size for e in out.flat]
         jac = np.array([g for row in rows for g in row], dtype=object).reshape(
             out.shape + np.shape(x))
-        return jac, w
-    return None, None
+        return jac, w, all(map(_floats_on_path, steps))
+    return None, None, True
 
 
 # ----- the mpmath oracle -----
@@ -589,13 +632,15 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
     singular = undecided = None
     for decide in (False, True):
         MpDual.decide_ties = decide
-        found: list[Any] = []
+        done = 0  # the jumps met by the ops that completed
         try:
-            with recording_jumps() as found:
+            with recording_jumps():
+                start = len(_JUMPS)
                 values, ray = [_duals(xf, v)], [xf]
                 for op in program.ops:
                     met = len(_JUMPS)
                     out = ops.apply_exact(op, values)
+                    done = len(_JUMPS) - start
                     ray.append(_ray_primal(op, ray, out, len(_JUMPS) > met))
                     values.append(_sync(out, ray[-1]))
                     for e in values[-1].flat:
@@ -612,9 +657,11 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
             undecided = str(e)
         finally:
             MpDual.decide_ties = True
-            # a jump met before the oracle gave up (a flat input on it) is a jump all the
-            # same: asd may refuse it
-            jumps = max(jumps, len(found))
+            # a jump an op met and passed is at the point whatever a later op leaves
+            # undecided (a tied argmax as a plain index, which asd refuses as documented);
+            # the op that stopped at its own jump, flat there, is not counted: whether its
+            # input reaches the other side is what the oracle could not tell (F42)
+            jumps = max(jumps, done)
     n = np.size(x)
 
     def tangent(e: Any) -> Any:
