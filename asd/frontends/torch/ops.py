@@ -203,9 +203,18 @@ def _norm_p(x, p=2, dim=None, keepdim=False, dtype=None):
 
 
 def _linalg_norm(x, ord=None, dim=None, keepdim=False, dtype=None):  # noqa: A002
-    if ord is not None and not (dim is None or len(dim) == 1):
-        raise UnsupportedError(f"aten.linalg_norm with a matrix norm (ord={ord!r}, dim={dim})")
-    return _vector_norm(x, 2 if ord is None else ord, dim, keepdim)
+    """``torch.linalg.norm``: a vector norm over one axis (or, with ``ord`` None, the
+    2-norm of all entries or of two axes: Frobenius), a matrix norm over two axes, which
+    ``dim`` None means for a 2-D input with ``ord`` given (max column sum for 1, spectral
+    for 2, 'fro', 'nuc', ...); not the vector norm of the flattened matrix (F46)."""
+    axes = _dims(dim, np.ndim(x))
+    if ord is None or (axes is None and np.ndim(x) == 1) or (axes and len(axes) == 1):
+        return _vector_norm(x, 2 if ord is None else ord, dim, keepdim)
+    if axes is None and np.ndim(x) != 2:
+        raise UnsupportedError(f"aten.linalg_norm with ord={ord!r} of a {np.ndim(x)}-D input "
+                               "and no dim (PyTorch requires a 1-D or 2-D input): give dim")
+    return _lib("norm")(x, ord=ord, axis=(0, 1) if axes is None else axes,
+                        keepdims=bool(keepdim))
 
 
 def _softmax(x, dim, dtype_or_half=None):
