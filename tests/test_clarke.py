@@ -338,3 +338,21 @@ def test_a_persistently_tied_chain_costs_series_linear_in_its_length(monkeypatch
         asd.clarke(chain(n), n=4, seed=0)(np.zeros(2))
         counts.append(sum(evaluated))
     assert counts[1] <= 2.5 * counts[0], counts
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("radius", [0.0, 0.5])
+def test_a_program_that_does_not_read_its_argument_gives_zeros_of_its_dtype(dtype, radius):
+    """A Clarke sample of a locally constant program (a table read at a position, no traced
+    path to the output) is the zero gradient in the argument's dtype, as `asd.subgrad` gives
+    it and as every other sample is (the fuzz campaign, seed 2921, met float64 zeros for a
+    float16 argument)."""
+    x = np.zeros(2, dtype)
+
+    def f(x):
+        return np.array((-1.0, 1.0))[asd.stop_gradient(np.argmax(x + np.array((0.0, -1.0))))]
+
+    sample = asd.clarke(f, n=4, seed=0, radius=radius, points=2 if radius else 0)(x)
+    assert [g.dtype for g in sample.gradients] == [np.dtype(dtype)]
+    assert not np.any(sample.gradients[0])
+    assert asd.subgrad(f)(x).dtype == np.dtype(dtype)

@@ -36,6 +36,8 @@ class Float:
     def topk(x, k):
         return asd.topk_sum(x, k)
 
+    hardtanh, relu6, hinge, hypot = asd.hardtanh, asd.relu6, asd.hinge, np.hypot
+
     @staticmethod
     def where(c, a, b):
         return np.where(c, a, b)
@@ -83,6 +85,24 @@ class Exact:
     @staticmethod
     def topk(x, k):
         return sum(sorted(x.tolist())[-k:], Fraction(0))
+
+    @staticmethod
+    def hardtanh(x, lo, hi):
+        return np.minimum(np.maximum(x, Fraction(lo)), Fraction(hi))
+
+    @staticmethod
+    def relu6(x):
+        return np.minimum(np.maximum(x, 0), 6)
+
+    @staticmethod
+    def hinge(x):
+        return np.maximum(1 - x, 0)
+
+    @staticmethod
+    def hypot(a, b):
+        """Rounded, not exact (a square root), but 0 exactly at 0 and positive elsewhere,
+        which is all a step at an integer reads here."""
+        return Fraction(math.hypot(float(a), float(b)))
 
     @staticmethod
     def where(c, a, b):
@@ -152,6 +172,24 @@ PROGRAMS = {  # name: (the step's input g, the step, the point, whether a jump i
         lambda x, x0, x1, m: m.median(np.minimum(x, 2) - 2) + 0.5, "rint", (-1, 2, 5), False),
     "rint(median(x - 2) + 1/2) at (-1, 2, 5)": (
         lambda x, x0, x1, m: m.median(x - 2) + 0.5, "rint", (-1, 2, 5), True),
+    "trunc(hardtanh(x, 1, 1)) at 1, a constant (the campaign's case)": (
+        lambda x, x0, x1, m: m.hardtanh(x, 1.0, 1.0), "floor", (1, 1), False),
+    "floor(relu6(x) - 6) at 7, saturated": (lambda x, x0, x1, m: m.relu6(x) - 6, "floor",
+                                            (7, 7), False),
+    "floor(relu6(x) - 6) at 6, on the bound": (lambda x, x0, x1, m: m.relu6(x) - 6, "floor",
+                                               (6, 7), True),
+    "ceil(relu6(x)) at 0, on the bound": (lambda x, x0, x1, m: m.relu6(x), "ceil", (0, 0),
+                                          True),
+    "floor(hinge(x)) at 1": (lambda x, x0, x1, m: m.hinge(x), "floor", (1, 1), False),
+    "ceil(hinge(x)) at 1": (lambda x, x0, x1, m: m.hinge(x), "ceil", (1, 1), True),
+    "floor(hypot(x0, x1)) at 0": (lambda x, x0, x1, m: m.hypot(x0, x1), "floor", (0, 0), False),
+    "ceil(hypot(x0, x1)) at 0": (lambda x, x0, x1, m: m.hypot(x0, x1), "ceil", (0, 0), True),
+    "floor(|x0| % 3) at 0": (lambda x, x0, x1, m: abs(x0) % 3, "floor", (0, 0), False),
+    "floor(x0 % 3) at 0": (lambda x, x0, x1, m: x0 % 3, "floor", (0, 0), True),
+    "floor((|x0| % (|x1| + 1)) % 2) at 0, nested remainders (the campaign's case)": (
+        lambda x, x0, x1, m: (abs(x0) % (abs(x1) + 1)) % 2, "floor", (0, 0), False),
+    "floor((x0 % (|x1| + 1)) % 2) at 0, nested remainders": (
+        lambda x, x0, x1, m: (x0 % (abs(x1) + 1)) % 2, "floor", (0, 0), True),
     "floor(arcsinh(var x) / (|x0| + 1)) at a constant x (the campaign's case)": (
         lambda x, x0, x1, m: (np.arcsinh(m.var(x)) if m is Float else m.var(x))
         / (abs(x0) + 1), "floor", (0.5, 0.5), False),

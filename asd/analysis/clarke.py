@@ -513,7 +513,7 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         traced = _scalar_output(out, trace)
         shape = inputs.leaves[0].shape if len(inputs.leaves) == 1 else None
         if traced is None:
-            zero = np.zeros((1, dirs.shape[1]))
+            zero = _in_leaf_dtypes(np.zeros((1, dirs.shape[1])), inputs.leaves)
             return ClarkeSample(np.asarray(out)[()], zero, np.array([len(dirs)]), dirs, shape,
                                 [], [], radius)
         k = traced._id
@@ -604,7 +604,8 @@ def _limiting_gradient(f, inputs: _Inputs, leaf_dirs: list[np.ndarray]) -> tuple
     trace, out, ids = sweep_along(f, inputs, [d[0] for d in leaf_dirs])
     traced = _scalar_output(out, trace)
     if traced is None:
-        return np.zeros(sum(x.size for x in inputs.leaves)), {}
+        return _in_leaf_dtypes(np.zeros((1, sum(x.size for x in inputs.leaves))),
+                               inputs.leaves)[0], {}
     kk = traced._id
     trace.check_lipschitz(kk)
     resweep = _Resweep(trace, ids, leaf_dirs)

@@ -649,7 +649,7 @@ class Trace:
             cone.add(i)
             node = self.nodes[i]
             if (node.prim is not None and node.active and not node.prim.discontinuous
-                    and node.prim.name in _ORDER_KEEPING):
+                    and _reads_order(node.prim)):
                 stack.extend(r for r in node.args if type(r) is int)
         for i in sorted(cone):
             memo[i] = self._moves_here(i, memo)
@@ -686,9 +686,18 @@ class Trace:
                 return self._moves_of_reduction(node, shape, memo)
             except ValueError:  # a layout this reading does not know (an array of q)
                 return both, both
-        if name not in _ORDER_KEEPING or not all(
-                type(r) is not int or np.shape(self.values[r]) == shape or
-                np.broadcast_shapes(np.shape(self.values[r]), shape) == shape for r in args):
+        if name == "hypot":  # of a pair (last axis): sqrt(a**2 + b**2) grows as |a|, |b| do
+            ref = args[0]
+            if type(ref) is not int or self.taint[ref] is not None:
+                return both, both
+            pair = np.asarray(backend.to_host(self.values[ref]))
+            up, down = self._moves_of(ref, pair.shape, memo)
+            (a_up, a_down), (b_up, b_down) = (
+                _moves_of_square((up[..., i], down[..., i]), pair[..., i]) for i in (0, 1))
+            return np.reshape(a_up | b_up, shape), np.reshape(a_down | b_down, shape)
+        if not _reads_order(node.prim) or not all(
+                type(r) is not int or _broadcasts(np.shape(self.values[r]), shape)
+                for r in args):
             return both, both
         ins = [self._moves_of(r, shape, memo) for r in args]
         vals = [np.broadcast_to(backend.to_host(self.values[r] if type(r) is int else r.value),
@@ -718,6 +727,21 @@ class Trace:
         continuous = type(args[0]) is not int or self.taint[args[0]] is None
         if name in ("abs", "integer_pow"):
             return self._moves_of_power(name, node, ins[0], vals[0], continuous, both)
+        if name in ("remainder", "remainder_xy"):  # x - q y, q constant off its jumps
+            if j in self.jumps:
+                return both, both
+            (x_up, x_down) = ins[0]
+            if name == "remainder":
+                return x_up, x_down
+            (y_up, y_down) = ins[1]
+            with np.errstate(all="ignore"):
+                q = np.floor_divide(vals[0], vals[1])
+            unknown = ~np.isfinite(q)
+            return (x_up | (y_down & (q > 0)) | (y_up & (q < 0)) | unknown,
+                    x_down | (y_up & (q > 0)) | (y_down & (q < 0)) | unknown)
+        table = getattr(node.prim.rule, "piecewise_table", None)
+        if table is not None and name != "leaky_relu":
+            return _moves_of_piecewise(table(node.params), ins[0], vals[0], continuous, both)
         if name in ("where", "where_logic", "select"):
             return self._moves_of_where(node, ins, vals, value, both)
         if name == "relu":
@@ -815,8 +839,7 @@ class Trace:
             b = 1.0 / np.where(b == 0, 1.0, b)
             b_up, b_down = b_down, b_up
         if name == "multiply" and args[0] == args[1]:  # a square: never below 0 at 0
-            up = (a_up & (a > 0)) | (a_down & (a < 0)) | ((a == 0) & (a_up | a_down))
-            down = (a_down & (a > 0)) | (a_up & (a < 0))
+            up, down = _moves_of_square(ins[0], a)
         else:
             zero = (a == 0) & (b == 0)
             up = ((a_up & (b > 0)) | (a_down & (b < 0)) | (b_up & (a > 0)) | (b_down & (a < 0))
@@ -837,12 +860,7 @@ class Trace:
         n = node.params.get("n", 1) if name == "integer_pow" else 2
         if not continuous or n <= 0:
             return both, both
-        up, down = ins
-        if n % 2:
-            return up, down
-        zero = x == 0
-        return ((up & (x > 0)) | (down & (x < 0)) | (zero & (up | down)) | np.isnan(x),
-                (down & (x > 0)) | (up & (x < 0)) | np.isnan(x))
+        return ins if n % 2 else _moves_of_square(ins, x)
 
     def _moves_of_where(self, node: Node, ins: list, vals: list, value,
                         both: np.ndarray) -> tuple:
@@ -1560,8 +1578,64 @@ _MONOTONE_REDUCTIONS = frozenset({"sum", "reduce_max", "median", "quantile", "so
 and a sum); sort along its axis per position."""
 _ORDER_KEEPING = _INCREASING | _SELECTIONS | _MONOTONE_REDUCTIONS | {
     "negative", "reciprocal", "add", "subtract", "multiply", "divide", "relu", "leaky_relu",
-    "maximum", "minimum", "clip", "abs", "integer_pow", "where", "where_logic", "select"}
+    "maximum", "minimum", "clip", "abs", "integer_pow", "where", "where_logic", "select",
+    "hypot", "remainder", "remainder_xy"}
 """The primitives `Trace.moves` reads (their order proven); others move both ways."""
+
+
+def _reads_order(prim) -> bool:
+    """Whether `Trace.moves` reads ``prim`` (else its node may move both ways)."""
+    return prim.name in _ORDER_KEEPING or hasattr(prim.rule, "piecewise_table")
+
+
+def _broadcasts(shape: tuple, out: tuple) -> bool:
+    """Whether an input of ``shape`` broadcasts to ``out`` (an elementwise operand)."""
+    try:
+        return shape == out or np.broadcast_shapes(shape, out) == out
+    except ValueError:
+        return False
+
+
+def _moves_of_square(ins: tuple, x: np.ndarray) -> tuple:
+    """`moves` of ``x ** 2`` (and of ``|x|``) from ``x``'s, its sign held near ``x``: it
+    moves as ``x`` where ``x > 0``, the other way where ``x < 0``, and never below 0 at 0."""
+    up, down = ins
+    unknown = np.isnan(x)
+    return ((up & (x > 0)) | (down & (x < 0)) | ((x == 0) & (up | down)) | unknown,
+            (down & (x > 0)) | (up & (x < 0)) | unknown)
+
+
+def _moves_of_piecewise(table: tuple, ins: tuple, x: np.ndarray, continuous: bool,
+                        both: np.ndarray) -> tuple:
+    """`moves` of a `defpiecewise` primitive: an input moving up enters the piece right of
+    ``x`` (the one holding it, off the breakpoints), moving down the one left of it, and
+    each piece moves the output as the sign of its slope there says: not at all where it
+    is constant (a saturated ``hardtanh``, ``relu6``; ``hardtanh`` with ``lo == hi`` is
+    constant everywhere), both ways where its slope is 0 but it is not constant (or a
+    piece is not a polynomial)."""
+    if not continuous:
+        return both, both
+    bps, parsed, _ = table
+    up_in, down_in = ins
+    ways = []
+    for idx, sign in ((np.searchsorted(bps, x, "right"), 1.0),
+                      (np.searchsorted(bps, x, "left"), -1.0)):
+        rises, falls = np.zeros(x.shape, bool), np.zeros(x.shape, bool)
+        for i, (_, slope, coeffs) in enumerate(parsed):
+            here = idx == i
+            if coeffs is not None and not any(coeffs[1:]):  # a constant piece
+                continue
+            if coeffs is None:
+                rises, falls = rises | here, falls | here
+                continue
+            with np.errstate(all="ignore"):
+                s = np.asarray(slope(x), dtype=float) * sign
+            rises, falls = rises | (here & (s >= 0)), falls | (here & (s <= 0))
+        ways.append((rises, falls))
+    (r_up, r_down), (l_up, l_down) = ways
+    unknown = np.isnan(x)
+    return ((up_in & r_up) | (down_in & l_up) | unknown,
+            (up_in & r_down) | (down_in & l_down) | unknown)
 
 
 def _selects(m) -> bool:

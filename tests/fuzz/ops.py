@@ -777,7 +777,8 @@ register("average",
          **_xp(lambda xp, a, *, weights: xp.average(a, weights=weights)),
          builder=_unary("average", lambda s: len(s) >= 1, _average_params),
          source="np.average({0}, weights={weights})",
-         torch=lambda a, *, weights: (a * weights).sum() / weights.sum())
+         torch=lambda a, *, weights: (a * weights).sum() / weights.sum(),
+         exact_floats=False)  # its slopes are w / sum(w), rounded even on dyadic operands
 
 
 def _flip_params(d: Draft, shape: tuple[int, ...]) -> dict[str, Any]:

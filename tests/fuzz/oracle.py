@@ -77,6 +77,9 @@ def recording_jumps():
         del _JUMPS[start:]
 
 
+FLAT_JUMP = "a piecewise-constant op's input is flat to first order at its jump"
+
+
 def undecided_side(e: Any) -> None:
     """A piecewise-constant op whose input stays on its jump along the ray (see
     `ops._undecided_side`); harmless where the input has no gradient."""
@@ -88,7 +91,7 @@ def undecided_side(e: Any) -> None:
         # flat to first order in every direction (h = x - sin(x) at 0): the side is a
         # higher order's, which an MpDual does not carry; the value at the point (side 0)
         # would be a guess, so neither the tangent nor the gradient is decided
-        raise Undecided("a piecewise-constant op's input is flat to first order at its jump")
+        raise Undecided(FLAT_JUMP)
 
 
 def base_and_side(e: Any) -> tuple[Fraction, int]:
@@ -576,6 +579,7 @@ class Hybrid:
     singular: str | None  # a smooth function met a point where it is not Lipschitz
     undecided: str | None = None
     notes: list[str] = field(default_factory=list)
+    flat_jump: bool = False  # an attempt stopped at a jump whose input is flat to first order
 
 
 def _duals(x: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -630,6 +634,7 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
     scale = mp.mpf(0)
     jumps = 0
     singular = undecided = None
+    flat_jump = False
     for decide in (False, True):
         MpDual.decide_ties = decide
         done = 0  # the jumps met by the ops that completed
@@ -655,6 +660,7 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
             break
         except Undecided as e:
             undecided = str(e)
+            flat_jump = flat_jump or str(e) == FLAT_JUMP
         finally:
             MpDual.decide_ties = True
             # a jump an op met and passed is at the point whatever a later op leaves
@@ -678,7 +684,8 @@ def hybrid_oracle(program: Program, x: np.ndarray, v: np.ndarray, dtype: Any) ->
         out = results[True]
         rows = [grad(e) for e in out.flat]
         jacobian = object_array([g for row in rows for g in row], out.shape + np.shape(x))
-    return Hybrid(value, derivative, jacobian, scale, jumps, singular, undecided)
+    return Hybrid(value, derivative, jacobian, scale, jumps, singular, undecided,
+                  flat_jump=flat_jump)
 
 
 # ----- comparing -----

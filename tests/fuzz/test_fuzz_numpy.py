@@ -307,3 +307,54 @@ def test_a_clarke_sample_holding_sevenths_is_checked_within_rounding():
     case = harness.Case(Program(ops, shapes, True), np.zeros(3), np.ones(3), seed=3)
     outcomes = harness.check_clarke(case, harness.expect(case))
     assert [o.status for o in outcomes] == ["ok"], [o.detail for o in outcomes]
+
+
+def test_a_derivative_past_the_dtypes_range_may_be_refused_by_every_gradient_check():
+    """``((x ** 5 - 0.5) ** 3 + (x - 2) ** 2`` at 2 in float16: the exact gradient, about
+    2.4e5, is past float16's largest number, so asd's NonFiniteError is right for subgrad
+    and jacobian as it already was for vjp (campaign seed 2921 counted it a bad refusal)."""
+    ops = (Op("take", (0,), {"indices": (0, 0, 0, 0)}), Op("prod", (1,), {"axis": None}),
+           Op("einsum", (2, 0), {"spec": ",->"}), Op("add_constant", (3,), {"constant": -0.5}),
+           Op("pow_operator", (4,), {"n": 3}), Op("nan_to_num", (0,)),
+           Op("add_constant", (6,), {"constant": -2.0}), Op("pow_operator", (7,), {"n": 2}),
+           Op("sum", (5,), {"axis": None}), Op("add", (8, 9)))
+    shapes = ((), (4,), (), (), (), (), (), (), (), (), ())
+    case = harness.Case(Program(ops, shapes, True), np.array(2.0), np.array(1.0), "float16",
+                        "zero_d", 0, 25938)
+    _, outcomes = harness.run_checks(case, ("subgrad", "vjp"))
+    assert [o.status for o in outcomes] == ["refused", "refused"], [o.detail for o in outcomes]
+
+
+def test_a_weighted_averages_slopes_are_compared_within_rounding():
+    """``np.average`` with weights (4, 2) scales slopes by 2/6, rounded in floats even where
+    every exact step is a float (the fmin tie's slope -1.40625 came back as
+    -1.4062499999999998 in reverse mode, campaign seed 2921): not bit for bit."""
+    ops = (Op("add_constant", (0,), {"constant": ((2.0, 0.0),)}), Op("maximum", (1, 0)),
+           Op("add_constant", (2,), {"constant": ((-3.0, -0.25),)}),
+           Op("np_power", (3,), {"n": 3}), Op("average", (4,), {"weights": ((4.0, 2.0),)}),
+           Op("add_constant", (1,), {"constant": ((-2.859375, -0.859375),)}),
+           Op("fmin", (5, 6)), Op("dot", (7,), {"constant": ((-0.5,), (-2.0,))}))
+    shapes = ((1, 2),) * 5 + ((), (1, 2), (1, 2), (1, 1))
+    case = harness.Case(Program(ops, shapes, False), np.array([[1.0, 1.0]]),
+                        np.array([[1.0, 1.0]]), "float64", "namedtuple", 0, 54283)
+    _, outcomes = harness.run_checks(case, ("jacobian", "vjp"))
+    assert [o.status for o in outcomes] == ["ok", "ok"], [o.detail for o in outcomes]
+
+
+def test_a_flat_jump_left_undecided_by_the_first_attempt_is_remembered():
+    """``x // (|x| + 1)`` with an entry the direction leaves flat at its jump, then a tied
+    argmax: the mpmath oracle's first attempt stops at the flat jump, its second at the tie,
+    whose message replaced the first; asd's refusal of the jumps then read as a bad one
+    (campaign seed 2921). It is unjudged: the oracle cannot tell the flat entry's side."""
+    ops = (Op("add_constant", (0,), {"constant": ((0.0, 2.0), (1.0, 0.0), (1.0, -2.0))}),
+           Op("abs", (0,)), Op("add_constant", (2,), {"constant": 1.0}),
+           Op("floor_divide_traced", (1, 3)),
+           Op("argmax_take", (1,), {"table": (-1.0, 1.0, 3.0, 0.5, 0.75, 3.0)}),
+           Op("multiply", (5, 2)), Op("clip", (6,), {"lo": -2.0, "hi": 2.0}), Op("cosh", (7,)),
+           Op("sum", (4,), {"axis": None}), Op("add", (8, 9)))
+    shapes = ((3, 2),) * 5 + ((), (3, 2), (3, 2), (3, 2), (), (3, 2))
+    case = harness.Case(Program(ops, shapes, False), np.zeros((3, 2)),
+                        np.array([[3.0, 1.0], [1.0, 1.0], [1.0, 0.0]]), "float64", "list", 5, 180)
+    expected, outcomes = harness.run_checks(case, ("directional", "vjp"))
+    assert expected.hybrid.flat_jump
+    assert [o.status for o in outcomes] == ["skipped", "skipped"], [o.detail for o in outcomes]
