@@ -27,6 +27,7 @@ real and traced powers, einsum, astype) run on numpy only so far.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import operator
 import string
@@ -382,13 +383,33 @@ def power(x, y, **kwargs):
     """
     if kwargs:
         raise unsupported(f"numpy.power with {', '.join(kwargs)}")
+    return _power(x, y, operator=False)
+
+
+def power_operator(x, y):
+    """``x ** y``: as `power`, but a numpy floating scalar base is raised by scalar math, as
+    numpy's ``**`` on it is (libm's pow), not by the ufunc's loop, which differs from it in
+    the last bit for some bases (float32 and float64 alike)."""
+    return _power(x, y, operator=True)
+
+
+def _power(x, y, operator: bool):
     if is_traced(y):
-        return pow_p(x, y)
+        return pow_p(x, y, operator=True) if operator else pow_p(x, y)
     if isinstance(y, int | np.integer) or (np.ndim(y) == 0 and float(y).is_integer()):
-        return integer_pow_p(x, n=int(y))
+        return integer_pow_p(x, n=int(y), operator=operator)
     if np.ndim(y) == 0:
-        return real_pow_p(x, p=float(y))
+        return real_pow_p(x, p=float(y), operator=operator)
     return pow_p(x, y)
+
+
+def _scalar_power(x, p, operator: bool):
+    """``x ** p`` by numpy's scalar math where numpy's ``**`` would use it (``operator`` and
+    a floating numpy scalar ``x``), else None."""
+    if operator and isinstance(x, np.floating):
+        with np.errstate(all="ignore"):
+            return x ** p
+    return None
 
 
 def _inexact(x) -> np.ndarray:
@@ -402,21 +423,24 @@ def _inexact(x) -> np.ndarray:
     return x.astype(np.float64) if x.dtype.kind in "biu" else x
 
 
-def _integer_pow_impl(x, n):
+def _integer_pow_impl(x, n, operator=False):
+    scalar = _scalar_power(x, n, operator)
+    if scalar is not None:
+        return scalar
     x = _inexact(x)
     if not is_host(x):
         return x ** n if n >= 0 else 1.0 / x ** -n
-    return np.power(x, n) if n >= 0 else np.reciprocal(np.power(x, -n))
+    return np.power(x, n)  # numpy's own loop (1 / x ** 2 rounds differently from x ** -2)
 
 
 integer_pow_p = Primitive("integer_pow", _integer_pow_impl, array_api=True)
 
 
 @integer_pow_p.defrule
-def integer_pow_rule(xs, dxs, n):
+def integer_pow_rule(xs, dxs, n, operator=False):
     (x,) = xs
+    ans = _integer_pow_impl(x, n, operator)
     x = _inexact(x)
-    ans = _integer_pow_impl(x, n)
     if n in (0, 1):
         slope = (np.full(x.shape, float(n), dtype=x.dtype) if is_host(x)
                  else namespace(x).full(tuple(x.shape), float(n), dtype=x.dtype,
@@ -426,14 +450,19 @@ def integer_pow_rule(xs, dxs, n):
     return ans, Diagonal(slope, tuple(x.shape))
 
 
-real_pow_p = Primitive("real_pow", lambda x, p: np.power(x, p))
+def _real_pow_impl(x, p, operator=False):
+    scalar = _scalar_power(x, p, operator)
+    return np.power(x, p) if scalar is None else scalar
+
+
+real_pow_p = Primitive("real_pow", _real_pow_impl)
 
 
 @real_pow_p.defrule
-def real_pow_rule(xs, dxs, p):
+def real_pow_rule(xs, dxs, p, operator=False):
     (x,) = xs
+    ans = _real_pow_impl(x, p, operator)
     x = _inexact(x)
-    ans = np.power(x, p)
     if p < 0:
         _refuse(f"x ** {p}", x == 0, x, "x = 0", "Keep the input away from 0.")
     if p >= 1 or p <= 0:
@@ -445,13 +474,20 @@ def real_pow_rule(xs, dxs, p):
                           where="x = 0")
 
 
-pow_p = Primitive("power", np.power)
+def _pow_impl(a, b, operator=False):
+    """``a ** b`` with numpy's operator where it was spelled so: on a numpy scalar that is
+    scalar math, not np.power's loop (`power_operator`)."""
+    with np.errstate(all="ignore") if operator else contextlib.nullcontext():
+        return a ** b if operator else np.power(a, b)
+
+
+pow_p = Primitive("power", _pow_impl)
 
 
 @pow_p.defrule
-def pow_rule(xs, dxs):
+def pow_rule(xs, dxs, operator=False):
     a, b = xs
-    ans = np.power(a, b)  # the operands as given: a Python float stays weakly typed
+    ans = _pow_impl(a, b, operator)  # the operands as given: a Python float stays weak
     out, dtype = np.shape(ans), np.result_type(ans)
     base, expo = np.broadcast_to(a, out), np.broadcast_to(b, out)
     a_moves = not getattr(dxs[0], "is_zero", False)
@@ -1494,6 +1530,7 @@ for _name, _fn in [
     ("getitem", getitem), ("reshape", reshape), ("transpose", transpose),
     ("swapaxes", swapaxes), ("sum", sum), ("mean", mean), ("prod", prod), ("dot", dot),
     ("astype", astype), ("squeeze", squeeze), ("ravel", ravel), ("cumsum", cumsum),
+    ("__pow__", power_operator),
 ]:
     register_method(_name, _fn)
 

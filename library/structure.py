@@ -334,6 +334,13 @@ def cumprod(a, axis=None, dtype=None, out=None):
         a, axis = smooth.ravel(a), 0
     x = smooth.moveaxis(a, axis, -1)
     n = smooth.shape_of(x)[-1]
+    if smooth._dtype(x) == np.float16 and n > 1:
+        # numpy accumulates float16 products one rounded step at a time, but reduces them
+        # through float32 (its prod of the prefixes rounds once): the chain is numpy's value
+        steps = [x[..., :1]]
+        for k in range(1, n):
+            steps.append(smooth.multiply(steps[-1], x[..., k:k + 1]))
+        return smooth.moveaxis(smooth.concatenate(steps, axis=-1), -1, axis)
     rows = smooth.broadcast_to(smooth.expand_dims(x, -2), smooth.shape_of(x)[:-1] + (n, n))
     prefixes = where(np.tri(n, dtype=bool), rows, 1.0)
     return smooth.moveaxis(smooth.prod(prefixes, axis=-1), -1, axis)

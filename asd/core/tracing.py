@@ -48,11 +48,13 @@ from asd.errors import (
 )
 
 
-def _ufunc(uf):
+def _ufunc(uf, operator: str | None = None):
     # When the table entry is a primitive and the other operand is a constant or from the
     # same sweep, go straight to the trace: operators are the hottest path of a program.
+    # ``operator``: a METHODS entry that spells the operator where numpy computes it apart
+    # from the ufunc (a numpy scalar's ``**`` is scalar math, not np.power's loop).
     def op(self, other):
-        fn = UFUNCS.get(uf)
+        fn = METHODS.get(operator) or UFUNCS.get(uf)
         try:
             if type(fn) is Primitive and (type(other) is not Tracer
                                           or other._trace is self._trace):
@@ -64,7 +66,7 @@ def _ufunc(uf):
             raise_as_asd_error(e, f"numpy.{uf.__name__}", (self, other))
 
     def rop(self, other):
-        fn = UFUNCS.get(uf)
+        fn = METHODS.get(operator) or UFUNCS.get(uf)
         try:
             if type(fn) is Primitive and type(other) is not Tracer:
                 return self._trace.apply(fn, (other, self), {})
@@ -1327,7 +1329,7 @@ class Tracer(Traced):
     __sub__, __rsub__ = _ufunc(np.subtract)
     __mul__, __rmul__ = _ufunc(np.multiply)
     __truediv__, __rtruediv__ = _ufunc(np.true_divide)
-    __pow__, __rpow__ = _ufunc(np.power)
+    __pow__, __rpow__ = _ufunc(np.power, "__pow__")
     __matmul__, __rmatmul__ = _ufunc(np.matmul)
     __floordiv__, __rfloordiv__ = _ufunc(np.floor_divide)
     __mod__, __rmod__ = _ufunc(np.remainder)
