@@ -307,6 +307,16 @@ class NotNative(Exception):
     on its differentiated path)."""
 
 
+def _discrete_cast(node) -> bool:
+    """Whether a cast node makes integers or booleans (``x.long()``): a step function of a
+    floating input, which PyTorch's autograd silently cuts (its derivative 0 even where the
+    cast jumps); asd's sweep refuses it."""
+    dtype = node.kwargs.get("dtype")
+    if dtype is None:
+        dtype = next((a for a in node.args[1:] if isinstance(a, torch.dtype)), None)
+    return isinstance(dtype, torch.dtype) and not (dtype.is_floating_point or dtype.is_complex)
+
+
 def _bounds(call, x, *bounds) -> list:
     """The margins of an input to its clamping bounds (None: no bound)."""
     return [call(off_value, (x, b)) for b in bounds if b is not None]
@@ -337,6 +347,8 @@ def flag_for(node, graph: torch.fx.Graph, flagged_relus: set, decided: bool = Fa
     name = _name(node)
     call = graph.call_function
     a0 = node.args[0] if node.args else None
+    if name in ("_to_copy", "to") and _discrete_cast(node):
+        raise NotNative(f"aten.{name} to an integer or boolean dtype (a step function)")
     if name in SMOOTH:
         return []
     if name in ALWAYS_SWEPT:
