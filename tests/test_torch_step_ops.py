@@ -78,6 +78,8 @@ SMOOTH = {
     "round decimals=1": lambda x, y: torch.round(x, decimals=1) * y,
     "round decimals=-1": lambda x, y: torch.round(x * 10, decimals=-1) * y,
     "hypot": lambda x, y: torch.hypot(x, y),
+    "hypot with a constant, broadcast": lambda x, y: torch.hypot(
+        x[:, None], NANS[:3].nan_to_num(1.5).to(x.dtype)) * y[:, None],
     "& on comparisons": lambda x, y: torch.where((x > 0) & (y < 1), x, y * 2),
     "| on comparisons": lambda x, y: torch.where((x > 0) | (y > 2), x * y, y),
     "^ on comparisons": lambda x, y: torch.where((x > 0) ^ (y > 0), x, -y),

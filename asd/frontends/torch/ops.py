@@ -22,6 +22,7 @@ from asd.errors import NonFiniteError, TracerBoolError, UnsupportedError
 from asd.extend import Diagonal, FanIn, Primitive, is_host, ray_compare, record_jump
 from asd.frontends import common
 from asd.frontends.torch.convert import HALF, _np_dtype, _to_numpy
+from asd.library.elementwise import hypot_pair_p
 from asd.library.piecewise import _only, _operands
 
 # ----- helpers -----
@@ -1093,6 +1094,22 @@ def _fmod(x, y):
     return fmod_p(x, y, x / y)
 
 
+def _hypot(a, b):
+    """``torch.hypot``: asd's (the 2-norm of the pair: at the origin the gradient of the norm
+    along the ray), with numpy's value. On torch tensors with a constant operand the pair is
+    stacked here (asd's ``hypot`` reads a constant's dtype through numpy)."""
+    if not (_on_torch(a, b) and common.is_traced(a) != common.is_traced(b)):
+        return np.hypot(a, b)
+    shape = tuple(np.broadcast_shapes(tuple(np.shape(a)), tuple(np.shape(b))))
+
+    def spread(c):
+        if common.is_traced(c):
+            return c if tuple(np.shape(c)) == shape else asd.broadcast_to(c, shape)
+        return torch.as_tensor(c).expand(shape)
+
+    return hypot_pair_p(np.stack([spread(a), spread(b)], axis=-1))
+
+
 def _diagonal(x, offset=0, dim1=0, dim2=1):
     """``torch.diagonal``: numpy's (the diagonal becomes the last axis in both)."""
     nd = max(np.ndim(x), 1)
@@ -1214,7 +1231,7 @@ ATEN: dict[str, Callable] = {
     # step functions (asd's jump rules) and their relatives
     "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "fix": np.trunc, "round": _round,
     "frac": lambda x: x - np.trunc(x), "remainder": _remainder, "fmod": _fmod,
-    "floor_divide": _floor_divide, "fmax": _fmax, "fmin": _fmin, "hypot": np.hypot,
+    "floor_divide": _floor_divide, "fmax": _fmax, "fmin": _fmin, "hypot": _hypot,
     # & | ^ ~: numpy's, logical on booleans (comparisons, their ties decided along the ray)
     "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
     "bitwise_xor": np.bitwise_xor, "bitwise_not": np.bitwise_not,
