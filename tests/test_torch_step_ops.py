@@ -168,6 +168,19 @@ def test_kthvalue_indices_read_a_constant_as_pytorch_does(path):
     torch.testing.assert_close(gy, ry)
 
 
+def test_kthvalue_indices_at_a_tie_reading_different_entries_are_refused(path):
+    """Tied k-th entries: PyTorch's index is its choice, and a constant read through it
+    jumps between the tied positions' entries, so asd refuses rather than pick."""
+    table = torch.arange(4, dtype=D) * 10.0
+
+    def fn(x):
+        k = torch.kthvalue(x, 2)
+        return k.values + table[k.indices]
+
+    with pytest.raises(asd.NotLipschitzError, match="argsort"):
+        value_and_grad(path, fn, t(1.0, 1.0, 3.0, 0.0))
+
+
 # ----- on kinks: the one-sided derivative along the direction, exactly -----
 
 def exact_slope(fn, xs, vs) -> Fraction:
@@ -343,3 +356,41 @@ def test_a_cast_to_integers_before_bitwise_ops_is_refused_on_every_path(path):
     assert value == advised(t(1.5, 2.5)) and torch.equal(g, t(3.0, 3.0))
     with pytest.raises(asd.NotLipschitzError):
         value_and_grad(path, advised, t(1.0, 2.0))
+
+
+# ----- the native fast path: PyTorch's derivative off the jumps, asd's sweep on them -----
+
+MARGINS = {
+    # name: (program, a point off its jumps, a point on one)
+    "floor": (lambda x: (torch.floor(x) * x).sum(), t(0.5, -1.25), t(0.5, -1.0)),
+    "ceil": (lambda x: torch.ceil(x).sum() + x.sum(), t(0.5, -1.25), t(3.0, -1.25)),
+    "trunc": (lambda x: (torch.trunc(x) * x).sum(), t(0.5, -1.25), t(0.5, 2.0)),
+    "frac": (lambda x: torch.frac(x).sum(), t(0.5, -1.25), t(-4.0, 0.25)),
+    "round at a half": (lambda x: (torch.round(x) * x).sum(), t(0.75, -1.25), t(0.75, -1.5)),
+    "hypot at the origin": (lambda x: torch.hypot(x[0], x[1]), t(0.0, -1.25), t(0.0, 0.0)),
+}
+
+
+def native_flag(fn, x) -> bool:
+    """Whether the instrumented native program flags a tie at ``x`` (PyTorch's autograd
+    answers only where it does not)."""
+    prog = frontend.import_program(fn, x)
+    form = prog.native_program(frozenset(prog.user_inputs))
+    assert not isinstance(form, str), form
+    res = form.module(*form.flat([x]))
+    return frontend.native.flag_on_host(res[2:], res[1])
+
+
+@pytest.mark.parametrize("name", list(MARGINS))
+def test_the_native_path_flags_exactly_the_jumps(name):
+    fn, off, on = MARGINS[name]
+    assert not native_flag(fn, off)
+    assert native_flag(fn, on)
+
+
+def test_round_with_decimals_and_the_rounded_divisions_have_no_native_form():
+    for fn in (lambda x: torch.round(x, decimals=1).sum(),
+               lambda x: torch.div(x, 0.5, rounding_mode="floor").sum(),
+               lambda x: torch.fmod(x, 0.5).sum() + torch.remainder(x, 0.5).sum()):
+        prog = frontend.import_program(fn, t(0.3, 0.7))
+        assert isinstance(prog.native_program(frozenset(prog.user_inputs)), str)

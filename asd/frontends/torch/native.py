@@ -19,6 +19,9 @@ whether one of its entries sits on a kink where the branches' gradients may diff
   whose input has no 0 (the tied candidates are dead units: each has a zero gradient row, so
   whichever the branch, the window passes no gradient; the common case at a random
   initialisation);
+- the jumps of the step functions: ``floor``, ``ceil``, ``trunc``, ``frac`` at integers,
+  ``round`` (without ``decimals``) at halves (PyTorch's derivative, 0 or 1, is the
+  derivative off them); ``hypot`` at the origin;
 - the points where a function is not Lipschitz or not finite: ``sqrt``/``rsqrt``/fractional
   ``pow`` at or below 0, ``log`` at or below 0, division and ``reciprocal`` by 0, the
   2-norm and ``std`` at 0, ``asin``/``acos``/``atanh`` at ±1; and any non-finite output.
@@ -134,6 +137,24 @@ def inside_unit(x) -> torch.Tensor:
     if x.numel() == 0:
         return _positive(x)
     return 1 - torch.abs(x).amax()
+
+
+def off_integer(x) -> torch.Tensor:
+    """``min |x - round(x)|``: 0 where an entry is an integer (or too large to be anything
+    else), the jumps of floor, ceil, trunc and frac; NaN where one is not finite."""
+    x = _plain(x)
+    if x.numel() == 0 or not x.is_floating_point():
+        return _positive(x)
+    return off_value(x - torch.round(x))
+
+
+def off_half(x) -> torch.Tensor:
+    """``min |x - floor(x) - 1/2|``: 0 exactly where ``x - floor(x) == 0.5`` (asd's test of
+    round's jumps: an exact half gives an exact 0.5), NaN where an entry is not finite."""
+    x = _plain(x)
+    if x.numel() == 0 or not x.is_floating_point():
+        return _positive(x)
+    return off_value(x - torch.floor(x), 0.5)
 
 
 def off_origin(a, b) -> torch.Tensor:
@@ -409,8 +430,14 @@ def flag_for(node, graph: torch.fx.Graph, flagged_relus: set, decided: bool = Fa
         return [call(above, (a0, 1.0))]
     if name in ("asin", "acos", "atanh", "erfinv"):
         return [call(inside_unit, (a0,))]
-    if name == "atan2":
+    if name in ("atan2", "hypot"):
         return [call(off_origin, (a0, node.args[1]))]
+    if name in ("floor", "ceil", "trunc", "frac"):   # constant (frac: slope 1) off integers
+        return [call(off_integer, (a0,))]
+    if name == "round":
+        if _arg(node, 1, "decimals", 0):
+            raise NotNative("aten.round with decimals (its jumps are of the scaled value)")
+        return [call(off_half, (a0,))]
     if name == "reciprocal":
         return [call(off_value, (a0,))]
     if name == "div":
