@@ -101,6 +101,8 @@ SMOOTH = {
     "c % x (remainder.Scalar_Tensor)": lambda x, y: torch.remainder(2.0, y) * x + y,
     "fmod": lambda x, y: torch.fmod(x, y),
     "fmod by a constant": lambda x, y: torch.fmod(x, 0.7) * y,
+    "fmod and remainder of a constant": lambda x, y: torch.fmod(NANS.nan_to_num(-2.5).to(
+        x.dtype), y) + torch.remainder(NANS.nan_to_num(4.5).to(x.dtype), x),
     "fmod by a negative constant": lambda x, y: torch.fmod(x, -0.7) * y,
     "div rounding_mode='floor'": lambda x, y: torch.div(x, y, rounding_mode="floor") * x,
     "div rounding_mode='trunc'": lambda x, y: torch.div(x, y, rounding_mode="trunc") * x,
@@ -315,6 +317,10 @@ HIDDEN = {
     "fmod under saturated clamps": (lambda x: (torch.clamp(torch.fmod(x, 1.0), max=0.0)
                                                + torch.clamp(torch.fmod(-x, 1.0), min=0.0)
                                                ).sum() + x.sum(), t(2.0, 3.0, 1.0)),
+    "fmod and remainder by a traced divisor under saturated clamps": (lambda x: (
+        torch.clamp(torch.fmod(x[:1], x[1:2]), max=0.0) + torch.clamp(torch.remainder(
+            x[:1], x[1:2]), max=0.0) + torch.clamp(torch.fmod(-x[:1], x[1:2]), min=0.0)
+    ).sum() + x.sum(), t(2.0, 1.0, 0.5)),
     "div rounding_mode='floor' times 0": (lambda x: (torch.div(
         x, 0.5, rounding_mode="floor") * 0).sum() + (x * 3).sum(), t(1.0, -1.5, 2.0)),
 }
