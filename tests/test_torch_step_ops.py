@@ -400,3 +400,15 @@ def test_round_with_decimals_and_the_rounded_divisions_have_no_native_form():
                lambda x: torch.fmod(x, 0.5).sum() + torch.remainder(x, 0.5).sum()):
         prog = frontend.import_program(fn, t(0.3, 0.7))
         assert isinstance(prog.native_program(frozenset(prog.user_inputs)), str)
+
+
+def test_a_bool_cast_is_the_comparison_with_zero(path):
+    """``x.bool()`` is ``x != 0``: off 0 a constant mask, at 0 a tie decided along the ray
+    (the two sides of this where agree there, so the number exists)."""
+    fn = lambda x: torch.where(x.bool(), x * 3, x * 0.5 + x * x).sum()  # noqa: E731
+    value, (g,) = value_and_grad(path, fn, t(1.0, -0.5))
+    assert value == fn(t(1.0, -0.5)) and torch.equal(g, t(3.0, 3.0))
+    if path != "function":
+        for v in (t(1.0, -1.0), t(-1.0, 2.0)):
+            _, (g,) = value_and_grad(path, fn, t(0.0, 2.0), direction=(v,))
+            assert pairing((g,), (v,)) == exact_slope(fn, (t(0.0, 2.0),), (v,))

@@ -667,6 +667,8 @@ def _to_copy(x, dtype=None, **kwargs):
         return x
     if isinstance(dtype, torch.dtype) and not dtype.is_floating_point and common.is_traced(x) \
             and np.issubdtype(np.dtype(backend.numpy_dtype(x)), np.floating):
+        if dtype == torch.bool:       # x.bool() is x != 0: a comparison, decided along the ray
+            return x != 0
         raise UnsupportedError(
             f"a cast to {dtype} of a value computed from the differentiated inputs: a step "
             "function (it truncates), whose jumps asd cannot see through an integer dtype. "
