@@ -412,3 +412,12 @@ def test_a_bool_cast_is_the_comparison_with_zero(path):
         for v in (t(1.0, -1.0), t(-1.0, 2.0)):
             _, (g,) = value_and_grad(path, fn, t(0.0, 2.0), direction=(v,))
             assert pairing((g,), (v,)) == exact_slope(fn, (t(0.0, 2.0),), (v,))
+
+
+def test_diagonal_and_xor_of_comparisons_run_natively_off_ties():
+    """diagonal is linear and ``^`` of comparisons a boolean whose ties the comparisons
+    flag: neither stops PyTorch's autograd from answering where no tie matters."""
+    fn = lambda x: torch.where((x > 0) ^ (x < 1), x, -x).sum() + torch.diagonal(  # noqa: E731
+        torch.outer(x, x), 1).sum()
+    assert not native_flag(fn, t(0.5, 2.0, -1.0))
+    assert native_flag(fn, t(0.0, 2.0, -1.0))

@@ -72,11 +72,11 @@ SMOOTH = frozenset({
     "transpose", "t", "select", "slice", "index", "expand", "broadcast_tensors", "cat", "stack",
     "clone", "contiguous", "alias", "lift_fresh_copy", "_to_copy", "to", "detach", "split",
     "split_with_sizes", "flip", "repeat", "gather", "index_select", "index_put", "slice_scatter",
-    "copy", "constant_pad_nd", "zeros_like", "ones_like", "full_like", "empty_like",
+    "copy", "constant_pad_nd", "diagonal", "zeros_like", "ones_like", "full_like", "empty_like",
     "_assert_tensor_metadata", "getitem",
     # booleans (their ties are flagged at the comparison that made them)
-    "where", "logical_not", "logical_and", "logical_or", "bitwise_and", "bitwise_or",
-    "bitwise_not", "any", "all",
+    "where", "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "bitwise_not", "any", "all",
 })
 """ATen operations (overload packets) differentiable at every point of their domain, whose
 PyTorch derivative is therefore the derivative (asd's element) wherever they are evaluated.
