@@ -183,6 +183,27 @@ OPS: dict[str, tuple[Callable, str]] = {
     "erf": (lambda x: torch.erf(x).sum(), "elementwise"),
     "abs": (lambda x: x.abs().sum(), "elementwise"),
     "sign (a constant factor)": (lambda x: (x * torch.sign(x)).sum(), "elementwise"),
+    "floor / ceil / trunc / frac": (lambda x: (torch.floor(x * 3) * x + torch.ceil(x * 3) * W
+                                                + torch.trunc(x * 3) * x + torch.frac(x * 3))
+                                   .sum(), "step function"),
+    "round (and decimals)": (lambda x: (torch.round(x * 3) * x + torch.round(x, decimals=1)
+                                        * W).sum(), "step function"),
+    "remainder / fmod (%)": (lambda x: (torch.remainder(x, W) + torch.fmod(x, W) + x % 0.3
+                                        + torch.fmod(x, -0.3) * W).sum(), "step function"),
+    "div rounding_mode floor / trunc": (lambda x: (torch.div(x, W, rounding_mode="floor") * x
+                                                   + torch.div(x, W, rounding_mode="trunc") * W
+                                                   + torch.div(x, 0.3, rounding_mode="floor")
+                                                   * x).sum(), "step function"),
+    "sign / sgn": (lambda x: (torch.sign(x) * W + torch.sgn(x) * x).sum(), "step function"),
+    "bitwise and / or / xor / not of comparisons": (lambda x: torch.where(
+        ((x > 0) & (W < 0)) | ~(x > W) ^ (x < -0.5), x, x * W).sum(), "step function"),
+    "fmax / fmin": (lambda x: (torch.fmax(x, W) * 2 + torch.fmin(x, W * 0.5)).sum(),
+                    "elementwise"),
+    "hypot": (lambda x: torch.hypot(x, W).sum(), "elementwise"),
+    "diagonal": (lambda x: (torch.diagonal(x, 1) ** 2).sum() + torch.diagonal(
+        x[None] * x[:, None], -1, 0, 2).sum(), "tensor"),
+    "kthvalue": (lambda x: torch.kthvalue(x, 2, dim=1).values.square().sum()
+                 + torch.kthvalue(x.reshape(-1), 5).values, "reduction"),
     "cumsum": (lambda x: (torch.cumsum(x, 1) ** 2).sum(), "reduction"),
     "prod": (lambda x: x[:, :2].prod(), "reduction"),
     "var / std": (lambda x: x.var() + x.std(1).sum(), "reduction"),

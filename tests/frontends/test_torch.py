@@ -394,9 +394,12 @@ def test_unknown_op_names_the_op_and_the_module_path():
         asd.torch.subgrad(model, torch.zeros(2, dtype=DOUBLE))
 
 
-def test_step_functions_are_refused_not_differentiated():
-    with pytest.raises(asd.UnsupportedError, match="floor"):
+def test_step_functions_are_refused_at_their_jumps_and_constant_elsewhere():
+    """floor goes through asd's jump rule (tests/test_torch_step_ops.py has the rest)."""
+    with pytest.raises(asd.NotLipschitzError, match="floor"):
         asd.torch.subgrad(lambda x: torch.floor(x).sum(), torch.zeros(2))
+    assert torch.equal(asd.torch.subgrad(lambda x: torch.floor(x).sum(),
+                                         torch.full((2,), 0.5)), torch.zeros(2))
 
 
 def test_constant_only_nodes_are_evaluated_by_torch():

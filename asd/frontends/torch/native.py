@@ -19,6 +19,9 @@ whether one of its entries sits on a kink where the branches' gradients may diff
   whose input has no 0 (the tied candidates are dead units: each has a zero gradient row, so
   whichever the branch, the window passes no gradient; the common case at a random
   initialisation);
+- the jumps of the step functions: ``floor``, ``ceil``, ``trunc``, ``frac`` at integers,
+  ``round`` (without ``decimals``) at halves (PyTorch's derivative, 0 or 1, is the
+  derivative off them); ``hypot`` at the origin;
 - the points where a function is not Lipschitz or not finite: ``sqrt``/``rsqrt``/fractional
   ``pow`` at or below 0, ``log`` at or below 0, division and ``reciprocal`` by 0, the
   2-norm and ``std`` at 0, ``asin``/``acos``/``atanh`` at ±1; and any non-finite output.
@@ -69,11 +72,11 @@ SMOOTH = frozenset({
     "transpose", "t", "select", "slice", "index", "expand", "broadcast_tensors", "cat", "stack",
     "clone", "contiguous", "alias", "lift_fresh_copy", "_to_copy", "to", "detach", "split",
     "split_with_sizes", "flip", "repeat", "gather", "index_select", "index_put", "slice_scatter",
-    "copy", "constant_pad_nd", "zeros_like", "ones_like", "full_like", "empty_like",
+    "copy", "constant_pad_nd", "diagonal", "zeros_like", "ones_like", "full_like", "empty_like",
     "_assert_tensor_metadata", "getitem",
     # booleans (their ties are flagged at the comparison that made them)
-    "where", "logical_not", "logical_and", "logical_or", "bitwise_and", "bitwise_or",
-    "bitwise_not", "any", "all",
+    "where", "logical_not", "logical_and", "logical_or", "logical_xor", "bitwise_and",
+    "bitwise_or", "bitwise_xor", "bitwise_not", "any", "all",
 })
 """ATen operations (overload packets) differentiable at every point of their domain, whose
 PyTorch derivative is therefore the derivative (asd's element) wherever they are evaluated.
@@ -134,6 +137,24 @@ def inside_unit(x) -> torch.Tensor:
     if x.numel() == 0:
         return _positive(x)
     return 1 - torch.abs(x).amax()
+
+
+def off_integer(x) -> torch.Tensor:
+    """``min |x - round(x)|``: 0 where an entry is an integer (or too large to be anything
+    else), the jumps of floor, ceil, trunc and frac; NaN where one is not finite."""
+    x = _plain(x)
+    if x.numel() == 0 or not x.is_floating_point():
+        return _positive(x)
+    return off_value(x - torch.round(x))
+
+
+def off_half(x) -> torch.Tensor:
+    """``min |x - floor(x) - 1/2|``: 0 exactly where ``x - floor(x) == 0.5`` (asd's test of
+    round's jumps: an exact half gives an exact 0.5), NaN where an entry is not finite."""
+    x = _plain(x)
+    if x.numel() == 0 or not x.is_floating_point():
+        return _positive(x)
+    return off_value(x - torch.floor(x), 0.5)
 
 
 def off_origin(a, b) -> torch.Tensor:
@@ -307,6 +328,16 @@ class NotNative(Exception):
     on its differentiated path)."""
 
 
+def _discrete_cast(node) -> bool:
+    """Whether a cast node makes integers or booleans (``x.long()``): a step function of a
+    floating input, which PyTorch's autograd silently cuts (its derivative 0 even where the
+    cast jumps); asd's sweep refuses it."""
+    dtype = node.kwargs.get("dtype")
+    if dtype is None:
+        dtype = next((a for a in node.args[1:] if isinstance(a, torch.dtype)), None)
+    return isinstance(dtype, torch.dtype) and not (dtype.is_floating_point or dtype.is_complex)
+
+
 def _bounds(call, x, *bounds) -> list:
     """The margins of an input to its clamping bounds (None: no bound)."""
     return [call(off_value, (x, b)) for b in bounds if b is not None]
@@ -337,6 +368,8 @@ def flag_for(node, graph: torch.fx.Graph, flagged_relus: set, decided: bool = Fa
     name = _name(node)
     call = graph.call_function
     a0 = node.args[0] if node.args else None
+    if name in ("_to_copy", "to") and _discrete_cast(node):
+        raise NotNative(f"aten.{name} to an integer or boolean dtype (a step function)")
     if name in SMOOTH:
         return []
     if name in ALWAYS_SWEPT:
@@ -397,8 +430,14 @@ def flag_for(node, graph: torch.fx.Graph, flagged_relus: set, decided: bool = Fa
         return [call(above, (a0, 1.0))]
     if name in ("asin", "acos", "atanh", "erfinv"):
         return [call(inside_unit, (a0,))]
-    if name == "atan2":
+    if name in ("atan2", "hypot"):
         return [call(off_origin, (a0, node.args[1]))]
+    if name in ("floor", "ceil", "trunc", "frac"):   # constant (frac: slope 1) off integers
+        return [call(off_integer, (a0,))]
+    if name == "round":
+        if _arg(node, 1, "decimals", 0):
+            raise NotNative("aten.round with decimals (its jumps are of the scaled value)")
+        return [call(off_half, (a0,))]
     if name == "reciprocal":
         return [call(off_value, (a0,))]
     if name == "div":

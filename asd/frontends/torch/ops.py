@@ -9,6 +9,7 @@ that run natively (``leaky_relu`` as ``maximum(x, slope x)``).
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable
 
@@ -17,9 +18,12 @@ import torch
 
 import asd
 from asd.core import backend
-from asd.errors import TracerBoolError, UnsupportedError
+from asd.errors import NonFiniteError, TracerBoolError, UnsupportedError
+from asd.extend import Diagonal, FanIn, Primitive, is_host, ray_compare, record_jump
 from asd.frontends import common
 from asd.frontends.torch.convert import HALF, _np_dtype, _to_numpy
+from asd.library.elementwise import hypot_pair_p
+from asd.library.piecewise import _only, _operands
 
 # ----- helpers -----
 
@@ -80,9 +84,16 @@ def _sub(a, b, alpha=1):
 
 
 def _div(a, b, rounding_mode=None):
-    if rounding_mode is not None:
-        raise UnsupportedError(f"aten.div with rounding_mode={rounding_mode!r} (a step function)")
-    return a / b
+    """``torch.div``; with ``rounding_mode`` a step function through asd's jump rules:
+    ``'floor'`` is numpy's ``floor_divide`` (PyTorch computes it by numpy's algorithm),
+    ``'trunc'`` is ``trunc(a / b)`` of the rounded quotient, as PyTorch computes it."""
+    if rounding_mode is None:
+        return a / b
+    if rounding_mode == "floor":
+        return _floor_divide(a, b)
+    if rounding_mode == "trunc":
+        return np.trunc(a / b)
+    raise UnsupportedError(f"aten.div with rounding_mode={rounding_mode!r}")
 
 
 def _linear(x, w, b=None):
@@ -663,6 +674,15 @@ def _broadcast_tensors(tensors):
 def _to_copy(x, dtype=None, **kwargs):
     if dtype is None:
         return x
+    if isinstance(dtype, torch.dtype) and not dtype.is_floating_point and common.is_traced(x) \
+            and np.issubdtype(np.dtype(backend.numpy_dtype(x)), np.floating):
+        if dtype == torch.bool:       # x.bool() is x != 0: a comparison, decided along the ray
+            return x != 0
+        raise UnsupportedError(
+            f"a cast to {dtype} of a value computed from the differentiated inputs: a step "
+            "function (it truncates), whose jumps asd cannot see through an integer dtype. "
+            "Write torch.trunc(x) (the same numbers as floats; asd decides its jumps), or "
+            "detach the value first if its integers are constants by intent.")
     if _on_torch(x):          # natively: half precision is computed in float32
         target = torch.float32 if dtype in HALF else dtype
         if getattr(x, "dtype", None) == target:
@@ -955,6 +975,180 @@ def _erf(name: str):
     return special
 
 
+# ----- step functions and their relatives: numpy's spellings, PyTorch's semantics -----
+# floor, ceil, trunc, round, remainder and floor division go to asd's jump rules through
+# numpy's names (a locally constant step has derivative 0; a jump the output sees is refused
+# with NotLipschitzError), on numpy and on torch values alike.
+
+def _round(x, decimals=0):
+    """``torch.round`` (half to even, as numpy's): with ``decimals``, PyTorch scales by
+    ``10**decimals`` (divides for negative ``decimals``), rounds and scales back, as numpy."""
+    return np.round(x) if int(decimals) == 0 else np.round(x, int(decimals))
+
+
+def _nan_free(c, fill: float):
+    """A constant operand of fmax/fmin with its NaN entries replaced by ``fill`` (-inf for
+    fmax, inf for fmin): PyTorch's fmax takes the other operand there, as ``maximum`` with
+    -inf does. A traced operand stays (asd refuses NaN in it, with a NonFiniteError)."""
+    if common.is_traced(c):
+        return c
+    raw = getattr(c, "value", c)
+    if isinstance(raw, torch.Tensor):
+        return torch.nan_to_num(raw, nan=fill, posinf=math.inf, neginf=-math.inf) \
+            if raw.is_floating_point() else raw
+    raw = np.asarray(raw)
+    return np.where(np.isnan(raw), raw.dtype.type(fill), raw) \
+        if np.issubdtype(raw.dtype, np.floating) else raw
+
+
+def _finite_operands(name: str, *xs) -> None:
+    """asd's fmax/fmin differentiate finite values (NaN in a traced operand is refused):
+    tested here on the values at the point, whatever their library."""
+    for x in xs:
+        if common.is_traced(x):
+            raw = x.value
+            finite = bool(torch.isfinite(raw).all()) if isinstance(raw, torch.Tensor) \
+                else bool(np.all(np.isfinite(raw)))
+            if not finite:
+                raise NonFiniteError(
+                    f"aten.{name} of a value holding NaN or infinite entries: asd "
+                    f"differentiates finite values, where {name} is maximum/minimum. Keep "
+                    "the values finite before this call (torch.nan_to_num).")
+
+
+def _fmax(a, b):
+    """``torch.fmax``: the maximum, ignoring a NaN of either side: asd's ``maximum`` of
+    finite traced values (its ties decided along the ray); a constant's NaN entries take
+    the other side."""
+    _finite_operands("fmax", a, b)
+    return np.maximum(_nan_free(a, -math.inf), _nan_free(b, -math.inf))
+
+
+def _fmin(a, b):
+    """``torch.fmin``: as `_fmax`, with the minimum."""
+    _finite_operands("fmin", a, b)
+    return np.minimum(_nan_free(a, math.inf), _nan_free(b, math.inf))
+
+
+def _as_operand(c, like):
+    """A Python number beside a traced numpy array, as an array of its dtype: PyTorch
+    computes ``c % x`` in ``x``'s dtype, and a 0-d float64 array would widen float32 (only
+    Python numbers themselves are weak in numpy's promotion)."""
+    if isinstance(c, int | float) and common.is_traced(like) and not _on_torch(like):
+        return np.asarray(c, dtype=backend.numpy_dtype(like))
+    return c
+
+
+def _remainder(a, b):
+    """``torch.remainder`` (all overloads, ``c % x`` too): numpy's, the divisor's sign."""
+    return np.remainder(_as_operand(a, b), b)
+
+
+def _floor_divide(a, b):
+    """``torch.floor_divide`` and ``div(rounding_mode='floor')``: numpy's algorithm, which
+    PyTorch's is."""
+    return np.floor_divide(_as_operand(a, b), b)
+
+
+def _fmod_value(x, y):
+    """C's ``fmod`` (PyTorch's and numpy's, exact) on numpy or torch values."""
+    if is_host(x) and is_host(y):
+        return np.fmod(x, y)
+    _, (x, y) = _operands(x, y)
+    if not isinstance(x, torch.Tensor):
+        raise _numpy_only("fmod on this array library")
+    return torch.fmod(x, y)
+
+
+def fmod_rule(xs, dxs):
+    """``fmod(x, y) = x - y trunc(x / y)``, given ``t = x / y`` as a third input whose
+    tangent (and series) decides the side of a jump. It jumps where ``y`` divides a nonzero
+    ``x`` (the exact remainder is 0, so ``t`` is exactly the integer ``q``; not at ``x = 0``,
+    where fmod is ``x`` nearby). As ``t`` rises to a ``q > 0`` the value tends to ``y``
+    (``t - trunc(t)`` to 1), as it falls to a ``q < 0`` to ``-y``; on the other side it is
+    0. Slopes: 1 in ``x``, ``-trunc(t)`` of the side entered in ``y``; the truncated
+    quotient comes from the floor quotient (numpy's and PyTorch's exact ``floor_divide``),
+    so it agrees with the remainder bit for bit."""
+    xp, (x, y, t) = _operands(*xs)
+    if xp is np:   # a Python number stays one (weak: a float32 x keeps its dtype)
+        x, y, t = (v if isinstance(v, float | int) else np.asarray(v) for v in (x, y, t))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ans = xp.asarray(_fmod_value(x, y))
+        out = tuple(ans.shape)
+        floor_q = xp.floor_divide(x, y)
+        q = floor_q + xp.astype((ans != 0) & ((x < 0) != (y < 0)), floor_q.dtype)
+        mask = xp.broadcast_to(xp.isfinite(q) & (ans == 0) & (x != 0), out)
+    q_b = xp.astype(xp.broadcast_to(q, out), ans.dtype)
+    side, on_ray = ray_compare(t, dxs[2], _only(mask, q_b), None, beyond=True)
+    y_b = xp.astype(xp.broadcast_to(xp.asarray(y), out), ans.dtype)
+    zero = xp.zeros_like(ans)
+    below = xp.where(q_b > 0, y_b, zero)     # the limit as t rises to q
+    above = xp.where(q_b < 0, -y_b, zero)    # as t falls to q
+    record_jump(ans, mask, (below, above), still=mask & (side == 0), still_if_flat=True,
+                on_ray=on_ray, crossing=(2,), entered=side)
+    below_q, above_q = mask & (side < 0), mask & (side > 0)
+    # trunc(t) on the side entered: q - 1 below a positive q, q + 1 above a negative one
+    slope = q_b - xp.astype(below_q & (q_b > 0), ans.dtype) \
+        + xp.astype(above_q & (q_b < 0), ans.dtype)
+    ans = xp.where(below_q, below, xp.where(above_q, above, ans))
+    return ans, FanIn(Diagonal(xp.ones_like(ans), tuple(np.shape(x)), out),
+                      Diagonal(-slope, tuple(np.shape(y)), out), None)
+
+
+fmod_p = Primitive("fmod", lambda x, y, t: _fmod_value(x, y), fmod_rule, array_api=True)
+
+
+def _fmod(x, y):
+    """``torch.fmod``: C's fmod (the dividend's sign), through `fmod_p`."""
+    if not (common.is_traced(x) or common.is_traced(y)):
+        return _fmod_value(_raw(x), _raw(y))
+    return fmod_p(x, y, x / y)
+
+
+def _hypot(a, b):
+    """``torch.hypot``: asd's (the 2-norm of the pair: at the origin the gradient of the norm
+    along the ray), with numpy's value. On torch tensors with a constant operand the pair is
+    stacked here (asd's ``hypot`` reads a constant's dtype through numpy)."""
+    if not (_on_torch(a, b) and common.is_traced(a) != common.is_traced(b)):
+        return np.hypot(a, b)
+    shape = tuple(np.broadcast_shapes(tuple(np.shape(a)), tuple(np.shape(b))))
+
+    def spread(c):
+        if common.is_traced(c):
+            return c if tuple(np.shape(c)) == shape else asd.broadcast_to(c, shape)
+        return torch.as_tensor(c).expand(shape)
+
+    return hypot_pair_p(np.stack([spread(a), spread(b)], axis=-1))
+
+
+def _diagonal(x, offset=0, dim1=0, dim2=1):
+    """``torch.diagonal``: numpy's (the diagonal becomes the last axis in both)."""
+    nd = max(np.ndim(x), 1)
+    return np.diagonal(x, int(offset), int(dim1) % nd, int(dim2) % nd)
+
+
+def _kthvalue(x, k, dim=-1, keepdim=False):
+    """``torch.kthvalue``: the ``k``-th smallest entry (``k`` from 1) along ``dim`` by asd's
+    sort (its ties decided along the ray) and its position (discrete; on torch tensors not
+    computed, as for median: a use moves the program to numpy)."""
+    dim = int(dim) % max(np.ndim(x), 1)
+    n = np.shape(x)[dim] if np.ndim(x) else 1
+    if not 1 <= int(k) <= n:
+        raise UnsupportedError(f"aten.kthvalue with k={k} out of range for {n} entries")
+    if np.ndim(x) == 0:
+        return x, np.zeros((), np.int64)
+    if _on_torch(x):
+        values = _select(np.sort(x, axis=dim), dim, int(k) - 1)
+        indices = NotComputed("the indices of aten.kthvalue on torch tensors",
+                              numpy_only=True)
+    else:
+        values, indices = (_select(v, dim, int(k) - 1) for v in _sort(x, dim))
+    if keepdim:
+        values = _unsqueeze(values, dim)
+        indices = indices if isinstance(indices, NotComputed) else np.expand_dims(indices, dim)
+    return values, indices
+
+
 def _any(x, dim=None, keepdim=False):
     return np.any(x, axis=_dims(dim, np.ndim(x)), keepdims=keepdim)
 
@@ -1026,7 +1220,8 @@ ATEN: dict[str, Callable] = {
     "gather": _gather,
     "index_put": _index_put, "slice_scatter": _slice_scatter,
     "copy": _copy, "index_select": _index_select, "_assert_tensor_metadata": _no_value,
-    "sign": np.sign, "argmax": _argmax_or_min(np.argmax), "argmin": _argmax_or_min(np.argmin),
+    "sign": np.sign, "sgn": np.sign, "argmax": _argmax_or_min(np.argmax),
+    "argmin": _argmax_or_min(np.argmin),
     "_local_scalar_dense": _item,
     # torch's decompositions of linalg_svd drop full_matrices and compute_uv: kept whole
     "linalg_svd": lambda a, full_matrices=True, driver=None, used=None: _svd(
@@ -1044,6 +1239,15 @@ ATEN: dict[str, Callable] = {
     "upsample_bilinear2d": _upsample_bilinear, "upsample_nearest2d": _upsample_nearest,
     "constant_pad_nd": _constant_pad, "full_like": _full_like(None),
     "zeros_like": _full_like(0.0), "ones_like": _full_like(1.0), "empty_like": _full_like(0.0),
+    # step functions (asd's jump rules) and their relatives
+    "floor": np.floor, "ceil": np.ceil, "trunc": np.trunc, "fix": np.trunc, "round": _round,
+    "frac": lambda x: x - np.trunc(x), "remainder": _remainder, "fmod": _fmod,
+    "floor_divide": _floor_divide, "fmax": _fmax, "fmin": _fmin, "hypot": _hypot,
+    # & | ^ ~: numpy's, logical on booleans (comparisons, their ties decided along the ray)
+    "bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor, "bitwise_not": np.bitwise_not,
+    "logical_and": np.logical_and, "logical_or": np.logical_or, "logical_xor": np.logical_xor,
+    "diagonal": _diagonal, "kthvalue": _kthvalue,
 }
 """ATen operator name (the overload packet, e.g. ``relu`` for ``aten.relu.default``) ->
 handler on numpy or traced arrays. Extend it to teach the importer a new operation."""
