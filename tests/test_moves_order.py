@@ -190,6 +190,10 @@ PROGRAMS = {  # name: (the step's input g, the step, the point, whether a jump i
         lambda x, x0, x1, m: (abs(x0) % (abs(x1) + 1)) % 2, "floor", (0, 0), False),
     "floor((x0 % (|x1| + 1)) % 2) at 0, nested remainders": (
         lambda x, x0, x1, m: (x0 % (abs(x1) + 1)) % 2, "floor", (0, 0), True),
+    "floor(x0 / 2 * (x0 / 2 >= x0)) at 0, a comparison that jumps (was a wrong number)": (
+        lambda x, x0, x1, m: x0 / 2 * (x0 / 2 >= x0), "floor", (0, 0), True),
+    "floor(x0 * (x0 > x0)) at 1/2, a comparison of a value with itself": (
+        lambda x, x0, x1, m: x0 * (x0 > x0), "floor", (0.5, 0), False),
     "floor(arcsinh(var x) / (|x0| + 1)) at a constant x (the campaign's case)": (
         lambda x, x0, x1, m: (np.arcsinh(m.var(x)) if m is Float else m.var(x))
         / (abs(x0) + 1), "floor", (0.5, 0.5), False),

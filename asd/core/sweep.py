@@ -608,6 +608,9 @@ class Trace:
         side the rule took along the ray, or None) must be reachable too (or 0)."""
         args = self.nodes[k].args if k < len(self.nodes) else self.running_args
         shape = np.shape(mask)
+        if (len(crossing) > 1 and crossing[1] is not None
+                and args[crossing[0]] == args[crossing[1]] and type(args[crossing[0]]) is int):
+            return mask  # a - a: 0 near x, on the jump's own value (x > x is always False)
         up, down = self._moves_of(args[crossing[0]], shape, {})
         if len(crossing) > 1 and crossing[1] is not None:
             b_up, b_down = self._moves_of(args[crossing[1]], shape, {})
@@ -660,10 +663,13 @@ class Trace:
         node = self.nodes[j]
         shape = tuple(node.shape)
         both = np.ones(shape, bool)
-        if node.prim is None or not node.active:
+        if node.prim is None:  # an input moves; a constant one does not
             out = (both, both) if node.active else (~both, ~both)
-        elif node.prim.discontinuous:
-            out = (both, both) if j in self.jumps else (~both, ~both)
+        elif not node.active or node.prim.discontinuous:
+            # constant near x unless a jump is at it or above it (a comparison that jumps
+            # is inactive, yet it moves: x * (x >= 2 x) at 0 is -1 left of 0)
+            jumped = j in self.jumps or self.taint[j] is not None
+            out = (both, both) if jumped else (~both, ~both)
         else:
             out = self._moves_by_rule(j, node, shape, memo)
         return out
@@ -713,7 +719,8 @@ class Trace:
         if name == "subtract":
             return ins[0][0] | ins[1][1], ins[0][1] | ins[1][0]
         if name in ("multiply", "divide"):
-            moving = [i for i, r in enumerate(args) if type(r) is int and self.nodes[r].active]
+            moving = [i for i, r in enumerate(args) if type(r) is int
+                      and (self.nodes[r].active or self.taint[r] is not None)]
             if len(moving) == 2:
                 return self._moves_of_product(name, args, ins, vals, both)
             if len(moving) != 1:
