@@ -473,13 +473,25 @@ def ray_argmax_windows(x, dx, window: tuple, stride: tuple, padding: tuple):
         keys = xp.where(cands, stacked(t, 0.0), -xp.inf)
         return cands & (keys == xp.max(keys, axis=0))
 
+    # settled entries (`index_decided`: a dead relu's) are constant along every direction:
+    # among tied candidates that are all settled no key can choose (every key is 0) and any
+    # choice gives the same element, so the further directions and the dead test run only
+    # where a window's tied candidates include one that is not settled. A tied network's
+    # pools of dead relus hold such windows at every call: they sent every call through a
+    # further direction's push and a push of ones through the whole cone.
+    settled = index_decided(dx, tuple(x.shape))
+    moving = None if settled is None else ~stacked(settled, True)
+
+    def still_open(cands):  # windows whose tied candidates include one that may move
+        open_ = _count(cands, xp, 0) > 1
+        return open_ if moving is None else open_ & xp.any(cands & moving, axis=0)
+
     cands = narrowed(cands, 0)
     for level in range(1, trace.lex.levels + 1):  # only while some window is still open
         for j in trace.leaf_index:
             trace.lex_leaf(j, level)
-        cands = backend.when_any(_count(cands, xp, 0) > 1, _isolated_level(
+        cands = backend.when_any(still_open(cands), _isolated_level(
             trace, level, lambda c, lv=level: narrowed(c, lv)), cands)
-    open_ = _count(cands, xp, 0) > 1
 
     def alive(open_):  # all tied candidates move with no direction: either will do
         dead = Rows(None, x, dx, None).staged_dead_input(trace, xp)
@@ -487,6 +499,7 @@ def ray_argmax_windows(x, dx, window: tuple, stride: tuple, padding: tuple):
             return open_
         return open_ & xp.any(cands & ~stacked(dead, True), axis=0)
 
+    open_ = still_open(cands)
     open_ = backend.when_any(open_, _isolated_reach(trace, dx.k, alive), open_)
     trace.count_undecided(node, open_)
     return ans, _first_slice(cands, xp)
