@@ -457,6 +457,17 @@ def ray_argmax_windows(x, dx, window: tuple, stride: tuple, padding: tuple):
     # operands (a convolution output's select by a relu)
     vals = stacked(x, -xp.inf)
     ans = xp.max(vals, axis=0)
+    n = int(vals.shape[0])
+    if mode == "values" and n <= _MAX_BITS:  # as below, in one pass per window
+        bits = _bits(_value_candidates(x, ans, window, stride, padding, xp), xp)
+        tied = (bits & (bits - 1)) != 0  # two candidates or more
+        settled = _probe_settled_of(dx, tuple(x.shape), trace)
+        if settled is not None:
+            tied = tied & ((bits & _bits([~m for m in window_slices(
+                xp.broadcast_to(settled, tuple(x.shape)), window, stride, padding, True, xp)],
+                xp)) != 0)
+        trace.flag_tie(node, tied)
+        return ans, _first_of([(bits & (1 << i)) != 0 for i in range(n)], xp)
     cands = vals == ans
     if any(padding):  # padding never ties with the edge it borders, even at -inf
         cands = cands & stacked(xp.ones(tuple(x.shape), dtype=xp.bool), False)
@@ -507,7 +518,6 @@ def ray_argmax_windows(x, dx, window: tuple, stride: tuple, padding: tuple):
         open_, _ = backend.when_any(open_, dead_test, (open_, cands))
         return _first_slice(cands, xp), open_
 
-    n = int(vals.shape[0])
     if n > _MAX_BITS:
         sel, open_ = further(narrowed(cands, 0))
     else:
@@ -536,16 +546,24 @@ def _candidate_bits(x, t, window: tuple, stride: tuple, padding: tuple, xp):
     recompute that maximum for each offset, ``K**2`` work, the largest cost of a tied
     pooling layer's decision."""
     shape = tuple(x.shape)
-    vals = window_slices(x, window, stride, padding, -xp.inf, xp)
-    top = _max_of(vals, xp)
-    cands = [v == top for v in vals]
-    if any(padding):  # padding never ties with the edge it borders, even at -inf
-        cands = [c & p for c, p in zip(cands, window_slices(
-            xp.ones(shape, dtype=xp.bool), window, stride, padding, False, xp), strict=True)]
+    cands = _value_candidates(x, None, window, stride, padding, xp)
     keys = [xp.where(c, k, -xp.inf) for c, k in zip(cands, window_slices(
         xp.broadcast_to(t, shape), window, stride, padding, 0.0, xp), strict=True)]
     best = _max_of(keys, xp)
     return _bits([c & (k == best) for c, k in zip(cands, keys, strict=True)], xp)
+
+
+def _value_candidates(x, top, window: tuple, stride: tuple, padding: tuple, xp) -> list:
+    """Per window offset, whether its value is the window's maximum ``top`` (computed here
+    where None; never at padding, even at -inf)."""
+    vals = window_slices(x, window, stride, padding, -xp.inf, xp)
+    top = _max_of(vals, xp) if top is None else top
+    cands = [v == top for v in vals]
+    if any(padding):
+        cands = [c & p for c, p in zip(cands, window_slices(
+            xp.ones(tuple(x.shape), dtype=xp.bool), window, stride, padding, False, xp),
+                                       strict=True)]
+    return cands
 
 
 def _bits(masks: list, xp):
