@@ -457,6 +457,17 @@ def ray_argmax_windows(x, dx, window: tuple, stride: tuple, padding: tuple):
     # operands (a convolution output's select by a relu)
     vals = stacked(x, -xp.inf)
     ans = xp.max(vals, axis=0)
+    n = int(vals.shape[0])
+    if mode == "values" and n <= _MAX_BITS:  # as below, in one pass per window
+        bits = _bits(_value_candidates(x, ans, window, stride, padding, xp), xp)
+        tied = (bits & (bits - 1)) != 0  # two candidates or more
+        settled = _probe_settled_of(dx, tuple(x.shape), trace)
+        if settled is not None:
+            tied = tied & ((bits & _bits([~m for m in window_slices(
+                xp.broadcast_to(settled, tuple(x.shape)), window, stride, padding, True, xp)],
+                xp)) != 0)
+        trace.flag_tie(node, tied)
+        return ans, _first_of([(bits & (1 << i)) != 0 for i in range(n)], xp)
     cands = vals == ans
     if any(padding):  # padding never ties with the edge it borders, even at -inf
         cands = cands & stacked(xp.ones(tuple(x.shape), dtype=xp.bool), False)
@@ -473,23 +484,111 @@ def ray_argmax_windows(x, dx, window: tuple, stride: tuple, padding: tuple):
         keys = xp.where(cands, stacked(t, 0.0), -xp.inf)
         return cands & (keys == xp.max(keys, axis=0))
 
-    cands = narrowed(cands, 0)
-    for level in range(1, trace.lex.levels + 1):  # only while some window is still open
-        for j in trace.leaf_index:
-            trace.lex_leaf(j, level)
-        cands = backend.when_any(_count(cands, xp, 0) > 1, _isolated_level(
-            trace, level, lambda c, lv=level: narrowed(c, lv)), cands)
-    open_ = _count(cands, xp, 0) > 1
+    # settled entries (`index_decided`: a dead relu's) are constant along every direction:
+    # among tied candidates that are all settled no key can choose (every key is 0) and any
+    # choice gives the same element, so the further directions and the dead test run only
+    # where a window's tied candidates include one that is not settled. A tied network's
+    # pools of dead relus hold such windows at every call: they sent every call through a
+    # further direction's push and a push of ones through the whole cone.
+    settled = index_decided(dx, tuple(x.shape))
+    moving = None if settled is None else ~stacked(settled, True)
 
-    def alive(open_):  # all tied candidates move with no direction: either will do
+    def still_open(cands):  # windows whose tied candidates include one that may move
+        open_ = _count(cands, xp, 0) > 1
+        return open_ if moving is None else open_ & xp.any(cands & moving, axis=0)
+
+    def alive(carry):  # all tied candidates move with no direction: either will do
+        open_, cands = carry
         dead = Rows(None, x, dx, None).staged_dead_input(trace, xp)
         if dead is None:
-            return open_
-        return open_ & xp.any(cands & ~stacked(dead, True), axis=0)
+            return open_, cands
+        return open_ & xp.any(cands & ~stacked(dead, True), axis=0), cands
 
-    open_ = backend.when_any(open_, _isolated_reach(trace, dx.k, alive), open_)
+    levels = range(1, trace.lex.levels + 1)
+    for level in levels:  # the directions' constants, made outside the branches
+        for j in trace.leaf_index:
+            trace.lex_leaf(j, level)
+    dead_test = _isolated_reach(trace, dx.k, alive)
+
+    def further(cands):  # after v: the further directions, then the dead test
+        for level in levels:  # only while some window is still open
+            cands = backend.when_any(still_open(cands), _isolated_level(
+                trace, level, lambda c, lv=level: narrowed(c, lv)), cands)
+        open_ = still_open(cands)
+        open_, _ = backend.when_any(open_, dead_test, (open_, cands))
+        return _first_slice(cands, xp), open_
+
+    if n > _MAX_BITS:
+        sel, open_ = further(narrowed(cands, 0))
+    else:
+        bits = _candidate_bits(x, trace.tangent(dx.k), window, stride, padding, xp)
+        live = (bits & (bits - 1)) != 0  # two candidates or more
+        if settled is not None:
+            live = live & ((bits & _bits([~m for m in window_slices(
+                xp.broadcast_to(settled, tuple(x.shape)), window, stride, padding, True, xp)],
+                xp)) != 0)
+        first = _first_of([(bits & (1 << i)) != 0 for i in range(n)], xp)
+        sel, open_ = backend.when_any(live, lambda c: further(xp.stack(
+            [(bits & (1 << i)) != 0 for i in range(n)])), (first, live))
     trace.count_undecided(node, open_)
-    return ans, _first_slice(cands, xp)
+    return ans, sel
+
+
+_MAX_BITS = 30
+"""Windows of up to this many entries keep their candidates as the bits of one int32."""
+
+
+def _candidate_bits(x, t, window: tuple, stride: tuple, padding: tuple, xp):
+    """Per window, the offsets with the largest ``(value, tangent)`` as the bits of one
+    int32 (bit ``i``: offset ``i``; none where a value or a candidate's tangent is NaN, as
+    the stacked comparison has none). One pass over the ``K`` offsets per window: comparing
+    a ``(K,) + window`` stack against each window's maximum made XLA's CPU backend
+    recompute that maximum for each offset, ``K**2`` work, the largest cost of a tied
+    pooling layer's decision."""
+    shape = tuple(x.shape)
+    cands = _value_candidates(x, None, window, stride, padding, xp)
+    keys = [xp.where(c, k, -xp.inf) for c, k in zip(cands, window_slices(
+        xp.broadcast_to(t, shape), window, stride, padding, 0.0, xp), strict=True)]
+    best = _max_of(keys, xp)
+    return _bits([c & (k == best) for c, k in zip(cands, keys, strict=True)], xp)
+
+
+def _value_candidates(x, top, window: tuple, stride: tuple, padding: tuple, xp) -> list:
+    """Per window offset, whether its value is the window's maximum ``top`` (computed here
+    where None; never at padding, even at -inf)."""
+    vals = window_slices(x, window, stride, padding, -xp.inf, xp)
+    top = _max_of(vals, xp) if top is None else top
+    cands = [v == top for v in vals]
+    if any(padding):
+        cands = [c & p for c, p in zip(cands, window_slices(
+            xp.ones(tuple(x.shape), dtype=xp.bool), window, stride, padding, False, xp),
+                                       strict=True)]
+    return cands
+
+
+def _bits(masks: list, xp):
+    """The masks as the bits of one int32 per entry (bit ``i``: ``masks[i]``)."""
+    out = None
+    for i, m in enumerate(masks):
+        b = xp.where(m, xp.asarray(1 << i, dtype=xp.int32), xp.asarray(0, dtype=xp.int32))
+        out = b if out is None else out | b
+    return out
+
+
+def _max_of(parts: list, xp):
+    """The elementwise maximum of ``parts`` (NaN where one is NaN, as ``max`` is)."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = xp.maximum(out, p)
+    return out
+
+
+def _first_of(masks: list, xp):
+    """Per entry, the first ``i`` where ``masks[i]`` holds (0 where none does)."""
+    sel = xp.zeros(tuple(masks[0].shape), dtype=xp.int32)
+    for i in range(len(masks) - 1, -1, -1):
+        sel = xp.where(masks[i], xp.asarray(i, dtype=xp.int32), sel)
+    return sel
 
 
 def _first_slice(cands, xp):
