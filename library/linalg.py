@@ -254,7 +254,28 @@ def _sum_last2(t):
 
 
 def _det_impl(A):
+    if np.asarray(A).dtype == object:  # exact series at a tie: np.linalg.det is floats only
+        return _det_exact(np.asarray(A))
     return np.linalg.det(A)
+
+
+def _det_exact(A: np.ndarray):
+    """``det`` of an object array (exact series, Fractions), by expansion along the first row
+    (n! products: the small matrices a tie's cone meets; past 6x6 the series is unavailable
+    and the tie goes to the next direction, as for any operation without one)."""
+    n = A.shape[-1]
+    if n > 6:
+        raise TypeError(f"det of a {n}x{n} matrix on exact series (at most 6x6)")
+    if n == 0:
+        return np.ones(A.shape[:-2], dtype=object)
+    if n == 1:
+        return A[..., 0, 0]
+    rest = A[..., 1:, :]
+    total = None
+    for j in range(n):
+        term = A[..., 0, j] * _det_exact(np.delete(rest, j, axis=-1))
+        total = term if total is None else (total + term if j % 2 == 0 else total - term)
+    return total
 
 
 det_p = Primitive("det", _det_impl)

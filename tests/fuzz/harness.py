@@ -10,6 +10,7 @@ that disagrees with the oracle), ``raw`` (a raw Python exception from inside asd
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 import signal
@@ -316,6 +317,7 @@ class Expect:
     refusals: dict[str, str] = field(default_factory=dict)  # error class -> why acceptable
     must_refuse: str = ""  # a reason any number would be wrong
     unjudged: dict[str, str] = field(default_factory=dict)  # error class -> why not judged
+    elsewhere: Any = None  # () -> whether another ray meets a jump (mpmath: asked lazily)
     jacobian_float_path: bool = True  # the exact Jacobian's steps are floats (`_bit_for_bit`)
 
     @property
@@ -358,6 +360,9 @@ def expect(case: Case) -> Expect:
         if e.hybrid.singular:
             e.refusals["NotLipschitzError"] = f"not Lipschitz: {e.hybrid.singular}"
             e.refusals["NonFiniteError"] = e.refusals["NotLipschitzError"]
+        if not e.hybrid.jumps:
+            e.elsewhere = functools.cache(
+                lambda: oracle.hybrid_jumps_elsewhere(program, x, dtype))
         if e.hybrid.flat_jump:
             # the ray stays at a jump, flat to first order: whether the input reaches the
             # other side is a higher order's, which the mpmath oracle does not carry
@@ -394,6 +399,10 @@ def _classify(check: str, e: BaseException, expected: Expect) -> Outcome:
         for cls in type(e).__mro__:
             if cls.__name__ in expected.unjudged:
                 return Outcome(check, "skipped", expected.unjudged[cls.__name__], name)
+        if isinstance(e, asd.NotLipschitzError) and expected.elsewhere is not None \
+                and expected.elsewhere():
+            return Outcome(check, "refused", "a piecewise-constant entry on a jump another "
+                           "ray meets (mpmath)", name)
         return Outcome(check, "bad-refusal", f"{name}: {str(e)[:600]}", _error_key(e))
     return Outcome(check, "raw", f"{name}: {str(e)[:600]}", _error_key(e),
                    _innermost_asd_frame(e))

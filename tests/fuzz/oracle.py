@@ -251,14 +251,32 @@ def _coefficient(e: Any, k: int) -> Fraction:
 def _jumps_elsewhere(program: Program, x: np.ndarray, value: np.ndarray) -> bool:
     """Whether some ray other than ``v`` finds ``f`` jumping at ``x``: the coordinate
     directions both ways and a few fixed mixed ones."""
+    for d in _other_directions(x):
+        out = run_exact(program, series_ray(x, d, ORDER))
+        if not np.all(_fractions(out) == value):
+            return True
+    return False
+
+
+def _other_directions(x: np.ndarray) -> list[np.ndarray]:
+    """The coordinate directions both ways and a few fixed mixed ones."""
     n = np.size(x)
     directions = [s * np.eye(n)[i] for i in range(n) for s in (1.0, -1.0)]
     directions += [np.cos(np.arange(n) * k + 1.0).round(3) for k in range(1, 4)]
-    for d in directions:
-        if not np.any(d):
+    return [np.reshape(d, np.shape(x)) for d in directions if np.any(d)]
+
+
+def hybrid_jumps_elsewhere(program: Program, x: np.ndarray, dtype: Any) -> bool:
+    """Whether the mpmath oracle, along a ray other than ``v``, meets a piecewise-constant
+    op on a jump at ``x`` (as `_jumps_elsewhere` for the exact oracle): along ``v`` a kink
+    may take a constant piece, whose plain constant then hides the jump below it
+    (``sign(max(-x, 0))`` at 0 along +1 meets the literal 0)."""
+    for d in _other_directions(x):
+        try:
+            h = hybrid_oracle(program, x, d, dtype)
+        except (Undecided, Singular):
             continue
-        out = run_exact(program, series_ray(x, np.reshape(d, np.shape(x)), ORDER))
-        if not np.all(_fractions(out) == value):
+        if h.jumps or h.flat_jump:
             return True
     return False
 

@@ -358,3 +358,22 @@ def test_a_flat_jump_left_undecided_by_the_first_attempt_is_remembered():
     expected, outcomes = harness.run_checks(case, ("directional", "vjp"))
     assert expected.hybrid.flat_jump
     assert [o.status for o in outcomes] == ["skipped", "skipped"], [o.detail for o in outcomes]
+
+
+def test_a_jump_the_mpmath_oracle_meets_only_along_another_ray_allows_the_refusal():
+    """``sign(sinh(clip(|hinge(x + 1)|)))`` at 0 in float32, along +1: the hinge takes its
+    constant piece along v, whose literal 0 hides the sign's jump from the mpmath oracle, but
+    the jump is there (x < 0 makes the hinge positive: the output jumps), and asd's refusal is
+    right (campaign seed 2921 counted it a bad refusal). Another ray meets it, as the exact
+    oracle's `_jumps_elsewhere` already asks."""
+    ops = (Op("add_constant", (0,), {"constant": 1.0}), Op("hinge", (1,)), Op("abs", (2,)),
+           Op("add_constant", (3,), {"constant": 0.25}), Op("log2", (4,)),
+           Op("clip", (3,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (6,)), Op("broadcast_to", (7,)),
+           Op("np_sign", (8,)), Op("maximum", (9, 8)), Op("sum", (5,), {"axis": None}),
+           Op("add", (10, 11)))
+    shapes = ((),) * 9 + ((2,), (2,), (2,), (), (2,))
+    case = harness.Case(Program(ops, shapes, True), np.array(0.0), np.array(1.0), "float32",
+                        "array", 0, 3670)
+    expected, outcomes = harness.run_checks(case, ("directional", "vjp"))
+    assert expected.hybrid is not None and not expected.hybrid.jumps
+    assert [o.status for o in outcomes] == ["refused", "refused"], [o.detail for o in outcomes]
