@@ -1246,8 +1246,19 @@ def pad(x, pad_width, mode="constant", **kwargs):
         return pad_p(x, pad_width=width, constant_values=c)
     if not isinstance(mode, str):
         raise unsupported("numpy.pad with a callable mode")
+    if mode not in _GATHER_PADS or kwargs.get("reflect_type", "even") != "even":
+        # statistics, ramps and odd reflections compute new values: padding the positions
+        # would gather the wrong entries (the maximum of the positions is the last one)
+        raise unsupported(f"numpy.pad with mode={mode!r}"
+                          + (" and reflect_type='odd'" if mode in _GATHER_PADS else "")
+                          + f" (asd pads by copying entries: modes {', '.join(_GATHER_PADS)} "
+                          "with even reflection, and 'constant')")
     source = np.pad(np.arange(np.size(x)).reshape(np.shape(x)), width, mode=mode, **kwargs)
     return getitem(ravel(x), source)
+
+
+_GATHER_PADS = ("edge", "wrap", "reflect", "symmetric")
+"""The padding modes that copy entries of the input (a gather of its positions)."""
 
 
 # ----- Structure: indexing -----
