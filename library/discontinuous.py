@@ -374,8 +374,17 @@ def floor_divide(x, c, **kwargs):
     """
     _no_options("floor_divide", kwargs)
     if is_traced(c):
+        x = _weak(x, c)
         return floor_divide_xy_p(x, c, x / c)
     return floor_divide_p(x, c=c)
+
+
+def _weak(x, c):
+    """A Python number ``x`` beside a traced floating ``c`` in ``c``'s dtype, as numpy
+    promotes it (``2.0 % x`` of a float32 ``x`` is float32); anything else as it is."""
+    if type(x) in (int, float) and np.dtype(c.dtype).kind == "f":
+        return np.asarray(x, dtype=c.dtype)
+    return x
 
 
 def remainder(x, c, **kwargs):
@@ -390,6 +399,7 @@ def remainder(x, c, **kwargs):
     """
     _no_options("remainder", kwargs)
     if is_traced(c):
+        x = _weak(x, c)
         return remainder_xy_p(x, c, x / c)
     return remainder_p(x, c=c)
 

@@ -251,7 +251,7 @@ def sinc(x):
 
 def _finite(name: str, *xs) -> None:
     for x in xs:
-        if is_traced(x) and not read_value(x, lambda v: bool(np.all(np.isfinite(v)))):
+        if is_traced(x) and not read_value(x, lambda v: bool(np.all(np.isfinite(to_host(v))))):
             raise NonFiniteError(
                 f"{name} of {x!r}, which holds NaN or infinite entries: asd differentiates "
                 f"finite values, where {name} is the same as its finite-input counterpart. "
@@ -259,17 +259,34 @@ def _finite(name: str, *xs) -> None:
 
 
 def fmax(a, b, **kwargs):
-    """``maximum`` on finite input (the NaN-ignoring part of fmax never applies there)."""
+    """``maximum`` of finite traced values; a NaN in a constant operand is ignored, as fmax
+    does (the traced value there: ``maximum`` with -inf)."""
     _no_options("fmax", kwargs)
     _finite("fmax", a, b)
-    return maximum(a, b)
+    return maximum(*_nan_as(a, b, -np.inf))
 
 
 def fmin(a, b, **kwargs):
-    """``minimum`` on finite input."""
+    """``minimum`` of finite traced values; a NaN in a constant operand is ignored."""
     _no_options("fmin", kwargs)
     _finite("fmin", a, b)
-    return minimum(a, b)
+    return minimum(*_nan_as(a, b, np.inf))
+
+
+def _nan_as(a, b, fill) -> tuple:
+    """``(a, b)`` with a constant operand's NaN entries replaced by ``fill`` (its dtype
+    kept), which the other, traced, operand always beats."""
+    def filled(c):
+        if isinstance(c, float):  # a Python float stays weakly typed
+            return fill if c != c else c
+        if is_traced(c) or not is_host(c):
+            return c
+        arr = np.asarray(c)
+        if arr.dtype.kind != "f" or not np.isnan(arr).any():
+            return c
+        out = np.where(np.isnan(arr), arr.dtype.type(fill), arr)
+        return out if np.ndim(c) else out[()]
+    return filled(a), filled(b)
 
 
 def fabs(x, **kwargs):

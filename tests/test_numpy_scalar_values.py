@@ -50,3 +50,31 @@ def test_a_float16_cumprod_is_numpys_bit_for_bit(shape, axis):
     exact = asd.directional(lambda t: np.cumprod(t, axis=axis))(x.astype(np.float64),
                                                                np.ones(shape))[1]
     np.testing.assert_allclose(slope, exact, rtol=2e-2)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("spelling", ["c % x", "c // x", "np.remainder(c, x)",
+                                      "np.floor_divide(c, x)", "divmod"])
+def test_a_python_number_over_a_traced_divisor_keeps_its_dtype(dtype, spelling):
+    """``2.5 % x`` of a float32 ``x`` is float32 in numpy (a Python number is weakly typed);
+    asd's traced-divisor rule widened it to float64."""
+    f = {"c % x": lambda x: 2.5 % x, "c // x": lambda x: 2.5 // x,
+         "np.remainder(c, x)": lambda x: np.remainder(2, x),
+         "np.floor_divide(c, x)": lambda x: np.floor_divide(2.5, x),
+         "divmod": lambda x: np.divmod(2.5, x)[1]}[spelling]
+    x = np.array([0.7, 1.3, 0.3], dtype)
+    value, _ = asd.directional(f)(x, np.ones(3, dtype))
+    assert value.dtype == f(x).dtype and np.array_equal(value, f(x))
+
+
+@pytest.mark.parametrize("name", ["fmax", "fmin"])
+@pytest.mark.parametrize("nan", [np.array([np.nan, 1.0], np.float32), np.nan,
+                                 np.array([np.nan, 0.5])])
+def test_fmax_and_fmin_ignore_a_constants_nan_as_numpy_does(name, nan):
+    """numpy's fmax/fmin take the other operand where one is NaN; asd refused a NaN in a
+    constant operand (NonFiniteError), though the result is finite and traced."""
+    fn = getattr(np, name)
+    x = np.array([0.7, 1.3], np.float32)
+    value, slope = asd.directional(lambda t: fn(t, nan))(x, np.ones(2, np.float32))
+    assert value.dtype == fn(x, nan).dtype and np.array_equal(value, fn(x, nan))
+    assert slope[0] == 1.0

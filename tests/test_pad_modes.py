@@ -34,5 +34,5 @@ def test_copying_modes_are_numpys_and_linear(kw, width):
 
 @pytest.mark.parametrize("kw", COMPUTING, ids=str)
 def test_computing_modes_are_refused(kw):
-    with pytest.raises(asd.UnsupportedError, match="numpy.pad with mode="):
+    with pytest.raises(asd.UnsupportedError, match=r"numpy\.pad with mode="):
         asd.directional(lambda x: np.pad(x, 1, **kw))(X, V)
