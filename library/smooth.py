@@ -35,7 +35,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from asd.errors import NotLipschitzError, ShapeError
+from asd.errors import NotLipschitzError, ShapeError, UnsupportedError
 from asd.extend import (
     Diagonal,
     FanIn,
@@ -858,7 +858,12 @@ def stop_gradient(x):
 def astype(x, dtype, copy=True):
     dtype = np.dtype(dtype)
     if not np.issubdtype(dtype, np.inexact):
-        raise unsupported(f"astype({dtype}) (a cast to a discrete type)")
+        raise UnsupportedError(
+            f"astype({dtype}) of a traced array: a cast to a discrete type is a step function "
+            "(it truncates toward 0), with nothing to differentiate and jumps at the "
+            "integers. Write np.trunc(x), the same integers as floats (asd decides its jumps "
+            "and refuses one the output sees), or np.trunc(asd.stop_gradient(x)) where they "
+            "are constants by intent.")
     return cast_p(x, dtype=dtype)
 
 

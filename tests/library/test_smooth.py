@@ -584,6 +584,20 @@ def test_unsupported_options_name_themselves():
         asd.subgrad(lambda x: x.astype(int).sum())(np.ones(2))
 
 
+def test_a_cast_to_integers_is_refused_with_advice_that_works():
+    """``x.astype(int)`` is a step function: the refusal says so and offers np.trunc (and
+    np.trunc of a stop_gradient for constants by intent), which both run; it suggested
+    registering a rule before."""
+    x = np.array([1.5, 2.25])
+    with pytest.raises(asd.UnsupportedError, match=r"step function.*np\.trunc\(x\)") as e:
+        asd.subgrad(lambda x: x.astype(np.int32).sum() * x.sum())(x)
+    assert "add a rule" not in str(e.value)
+    g = asd.subgrad(lambda x: np.trunc(x).sum() * x.sum())(x)
+    np.testing.assert_array_equal(g, [3.0, 3.0])  # trunc is locally constant here: 1 + 2
+    g = asd.subgrad(lambda x: np.trunc(asd.stop_gradient(x)).sum() * x.sum())(x)
+    np.testing.assert_array_equal(g, [3.0, 3.0])
+
+
 def test_the_docstring_examples_run():
     # library/ is outside the doctest paths (it installs as asd.library), so run them here
     result = doctest.testmod(smooth)
