@@ -694,3 +694,57 @@ def triggers() -> tuple[set[str], set[str], set[str]]:
             else:
                 names.add(t)
     return names, structures, checks
+
+FINDINGS += [  # the long numpy campaign on this stop's code (seed 2921, 23,500 programs)
+    Finding(
+        "F45", "a silent wrong number: a jump whose input goes through a comparison used as a "
+               "number was proven unreachable, `floor(x/2 * (x/2 >= x))` at 0 answered (the "
+               "output is -1 left of 0): `Trace.moves` read the comparison, inactive, as a "
+               "constant, though it jumps", False,
+        "asd/core/sweep.py (Trace._moves_here: an inactive node at or below a jump moves)",
+        lambda c, o: _missed_jump(c, o), (),
+        _case([Op("method_transpose", (0,)), Op("dot", (1,), {"constant": ((0.5,),)}),
+               Op("step_multiply", (2, 2, 0), {"cmp": ">="}),
+               Op("add_constant", (3,), {"constant": (0.0,)}), Op("np_floor", (4,)),
+               Op("add_constant", (5,), {"constant": (0.0,)}), Op("np_ceil", (6,))],
+              [(1,)] * 8, [0.0], [1.0], seed=2441), fixed=True),
+    Finding(
+        "F47", "a value off numpy's in the last bit: `s ** p` of a numpy floating scalar (a "
+               "ufunc's result on a 0-d array) is scalar math in numpy (libm's pow) and was "
+               "np.power's loop in asd; they differ for some bases in float32 and float64", False,
+        "library/smooth.py (power_operator: the ** operator computes with ** itself)",
+        lambda c, o: o.status == "wrong" and o.kind.startswith("value")
+        and _uses(c, "float_power", "pow_operator"), (),
+        _case([Op("negative", (0,)), Op("add_constant", (0,), {"constant": -0.25}),
+               Op("abs", (2,)), Op("add_constant", (3,), {"constant": 0.5}),
+               Op("clip_traced", (4, 2, 2)), Op("abs", (5,)), Op("float_power", (6,), {"p": 1.5}),
+               Op("sum", (1,), {"axis": None}), Op("add", (7, 8))],
+              [()] * 10, -1.5, 2.0, dtype="float32", structure="tuple", seed=212), fixed=True),
+    Finding(
+        "F48", "a float16 value off numpy's: np.cumprod accumulates float16 products one "
+               "rounded step at a time, but asd reduced its prefixes with np.prod, which "
+               "rounds float16 through float32 once", False,
+        "library/structure.py (cumprod of float16: a chain of products)",
+        lambda c, o: o.status == "wrong" and o.kind.startswith("value")
+        and _uses(c, "cumprod"), (),
+        _case([Op("logaddexp", (0, 0)), Op("cumprod", (1,), {"axis": -1}),
+               Op("multiply_constant", (2,), {"constant": (1.0, 3.0, -2.0, 0.5)}),
+               Op("arcsinh", (3,)), Op("sum", (4,), {"axis": None})],
+              [(4,)] * 5 + [()], [1.0, 0.0, 0.0, 1.0], [1.0, 1.0, 3.0, 1.0],
+              dtype="float16", structure="namedtuple", seed=973), fixed=True),
+    Finding(
+        "F49", "a Jacobian along v from another branch: a tie tied at second order whose cone "
+               "holds np.linalg.det took the next direction's side, since det could not run "
+               "on exact series (`relu(det(median(sort(x)**2)) - 1)` at (-1, -1))", False,
+        "library/linalg.py (det of exact matrices: expansion by the first row)",
+        lambda c, o: o.status == "wrong" and o.check in ("jacobian", "vjp", "subgrad")
+        and _uses(c, "det"), (),
+        _case([Op("add_constant", (0,), {"constant": ((0.0,), (0.0,))}),
+               Op("sort", (1,), {"axis": -2}), Op("square", (2,)),
+               Op("np_median", (3,), {"axis": None}), Op("reshape", (4,), {"shape": (1, 1)}),
+               Op("det", (5,)), Op("add_constant", (6,), {"constant": -1.0}), Op("relu", (7,)),
+               Op("concatenate", (5, 5), {"axis": 1}), Op("sum", (8,), {"axis": None}),
+               Op("add", (9, 10))],
+              [(2, 1)] * 4 + [(), (1, 1), (), (), (), (1, 2), (), (1, 2)],
+              [[-1.0], [-1.0]], [[-1.0], [1.0]], structure="dict", seed=703), fixed=True),
+]
