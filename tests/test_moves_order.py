@@ -37,6 +37,8 @@ class Float:
         return asd.topk_sum(x, k)
 
     hardtanh, relu6, hinge, hypot = asd.hardtanh, asd.relu6, asd.hinge, np.hypot
+    box, nonneg = asd.projections.box, asd.projections.nonneg
+    nonpos = asd.projections.nonpos
 
     @staticmethod
     def where(c, a, b):
@@ -97,6 +99,18 @@ class Exact:
     @staticmethod
     def hinge(x):
         return np.maximum(1 - x, 0)
+
+    @staticmethod
+    def box(x, lo, hi):
+        return min(max(x, Fraction(lo)), Fraction(hi))
+
+    @staticmethod
+    def nonneg(x):
+        return max(x, 0)
+
+    @staticmethod
+    def nonpos(x):
+        return min(x, 0)
 
     @staticmethod
     def hypot(a, b):
@@ -194,6 +208,15 @@ PROGRAMS = {  # name: (the step's input g, the step, the point, whether a jump i
         lambda x, x0, x1, m: x0 / 2 * (x0 / 2 >= x0), "floor", (0, 0), True),
     "floor(x0 * (x0 > x0)) at 1/2, a comparison of a value with itself": (
         lambda x, x0, x1, m: x0 * (x0 > x0), "floor", (0.5, 0), False),
+    "floor(box(x0 + 3, -1, 0)) at 0, saturated (the campaign's case)": (
+        lambda x, x0, x1, m: m.box(x0 + 3, -1.0, 0.0), "floor", (0, 0), False),
+    "floor(box(x0, -1, 0)) at 0, on the upper bound": (
+        lambda x, x0, x1, m: m.box(x0, -1.0, 0.0), "floor", (0, 0), True),
+    "ceil(box(x0, 0, 0) - 2) at 1, a degenerate box": (
+        lambda x, x0, x1, m: m.box(x0, 0.0, 0.0) - 2, "ceil", (1, 0), False),
+    "floor(nonneg(x0)) at 0": (lambda x, x0, x1, m: m.nonneg(x0), "floor", (0, 0), False),
+    "ceil(nonpos(x0)) at 0": (lambda x, x0, x1, m: m.nonpos(x0), "ceil", (0, 0), False),
+    "floor(nonpos(x0)) at 0": (lambda x, x0, x1, m: m.nonpos(x0), "floor", (0, 0), True),
     "floor(arcsinh(var x) / (|x0| + 1)) at a constant x (the campaign's case)": (
         lambda x, x0, x1, m: (np.arcsinh(m.var(x)) if m is Float else m.var(x))
         / (abs(x0) + 1), "floor", (0.5, 0.5), False),

@@ -751,9 +751,12 @@ class Trace:
             return _moves_of_piecewise(table(node.params), ins[0], vals[0], continuous, both)
         if name in ("where", "where_logic", "select"):
             return self._moves_of_where(node, ins, vals, value, both)
-        if name == "relu":
+        if name in ("relu", "proj_nonneg"):
             off = (vals[0] < 0) & continuous
             return ins[0][0] & ~off, ins[0][1] & (value != 0)
+        if name == "proj_nonpos":  # min(x, 0): the mirror image
+            off = (vals[0] > 0) & continuous
+            return ins[0][0] & (value != 0), ins[0][1] & ~off
         if name in ("maximum", "minimum"):
             # max: up only through an operand not strictly below it (a continuous one stays
             # below), down only where both can be below it; min the mirror image
@@ -765,10 +768,10 @@ class Trace:
                         (a_down | (a < value)) & (b_down | (b < value)))
             return ((a_up | (a > value)) & (b_up | (b > value)),
                     (a_down & ~((a > value) & held[0])) | (b_down & ~((b > value) & held[1])))
-        if name != "clip" or len(ins) != 3:  # leaky_relu with a negative slope
+        if name not in ("clip", "proj_box") or len(ins) != 3:  # leaky_relu, negative slope
             return both, both
-        # clip: minimum(maximum(x, lo), hi), increasing in every input; it never exceeds hi
-        # and never falls below min(lo, hi)
+        # clip (and the box projection, lo <= hi): minimum(maximum(x, lo), hi), increasing in
+        # every input; it never exceeds hi and never falls below min(lo, hi)
         (x_up, x_down), (lo_up, lo_down), (hi_up, hi_down) = ins
         lo, hi = vals[1], vals[2]
         up = np.where(value == hi, hi_up, x_up | lo_up | hi_up)
@@ -1586,7 +1589,7 @@ and a sum); sort along its axis per position."""
 _ORDER_KEEPING = _INCREASING | _SELECTIONS | _MONOTONE_REDUCTIONS | {
     "negative", "reciprocal", "add", "subtract", "multiply", "divide", "relu", "leaky_relu",
     "maximum", "minimum", "clip", "abs", "integer_pow", "where", "where_logic", "select",
-    "hypot", "remainder", "remainder_xy"}
+    "hypot", "remainder", "remainder_xy", "proj_box", "proj_nonneg", "proj_nonpos"}
 """The primitives `Trace.moves` reads (their order proven); others move both ways."""
 
 
