@@ -29,6 +29,7 @@ from asd.extend import (
     is_host,
     is_traced,
     namespace,
+    numpy_dtype,
     ray_compare,
     record_jump,
     register_method,
@@ -382,8 +383,9 @@ def floor_divide(x, c, **kwargs):
 def _weak(x, c):
     """A Python number ``x`` beside a traced floating ``c`` in ``c``'s dtype, as numpy
     promotes it (``2.0 % x`` of a float32 ``x`` is float32); anything else as it is."""
-    if type(x) in (int, float) and np.dtype(c.dtype).kind == "f":
-        return np.asarray(x, dtype=c.dtype)
+    dtype = numpy_dtype(c.value)  # numpy's name of a torch or JAX dtype too
+    if type(x) in (int, float) and dtype.kind == "f":
+        return np.asarray(x, dtype=dtype)
     return x
 
 

@@ -282,7 +282,7 @@ def _nan_as(a, b, fill) -> tuple:
         if is_traced(c) or not is_host(c):
             return c
         arr = np.asarray(c)
-        if arr.dtype.kind != "f" or not np.isnan(arr).any():
+        if arr.dtype.kind != "f":
             return c
         out = np.where(np.isnan(arr), arr.dtype.type(fill), arr)
         return out if np.ndim(c) else out[()]

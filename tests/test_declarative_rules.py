@@ -35,8 +35,8 @@ ALLOWED: dict[str, str] = {
     # -- piecewise, discontinuous, elementwise, structure, smooth (h24b) --
     "elementwise.py:_finite": "fmax/fmin read their operands' finiteness when the program "
                               "is traced (read_value: a guard asd.jit re-checks), to refuse "
-                              "NaN semantics numpy's fmax has and maximum lacks; numpy "
-                              "programs only (no front end maps an op to fmax/fmin)",
+                              "NaN semantics numpy's fmax has and maximum lacks (a NaN "
+                              "in a constant operand is replaced, not tested)",
     "smooth.py:push_at": "Embed.push_at answers the eager numpy sweep's demand for some "
                          "tangent entries (Trace.tangent_at, a host mask); staged sweeps "
                          "push full tangents and never call it",

@@ -18,7 +18,7 @@ import torch
 
 import asd
 from asd.core import backend
-from asd.errors import NonFiniteError, TracerBoolError, UnsupportedError
+from asd.errors import NonFiniteError, NotLipschitzError, TracerBoolError, UnsupportedError
 from asd.extend import Diagonal, FanIn, Primitive, is_host, ray_compare, record_jump
 from asd.frontends import common
 from asd.frontends.torch.convert import HALF, _np_dtype, _to_numpy
@@ -317,7 +317,7 @@ def _cross_entropy(z, target, weight=None, reduction=1, ignore_index=-100,
         rows = torch.arange(target.shape[0], device=target.device)
         picked = -_lib("log_softmax")(z, axis=1)[rows, target]
         return picked.mean() if reduction == 1 else picked.sum()
-    t = _raw(target)
+    t = _static(target, "aten.cross_entropy_loss's target")
     if np.issubdtype(t.dtype, np.integer) and np.any(t == ignore_index):
         raise UnsupportedError(f"aten.cross_entropy_loss with targets equal to ignore_index "
                                f"({ignore_index})")
@@ -327,7 +327,7 @@ def _cross_entropy(z, target, weight=None, reduction=1, ignore_index=-100,
 def _nll_loss(x, target, weight=None, reduction=1, ignore_index=-100):
     if weight is not None:
         raise UnsupportedError("aten.nll_loss with class weights")
-    t = _raw(target)
+    t = _static(target, "aten.nll_loss's target")
     picked = x[np.arange(t.shape[0]), t] if np.ndim(x) == 2 else x[t]
     return {0: -picked, 1: -picked.mean(), 2: -picked.sum()}[reduction]
 
@@ -736,6 +736,8 @@ def _embedding(weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse
     if scale_grad_by_freq:
         raise UnsupportedError("aten.embedding with scale_grad_by_freq=True (a rescaled "
                                "gradient, not the gradient of the function)")
+    if common.is_traced(indices):  # positions of the input: decided, or refused
+        return weight[indices]
     return weight[_raw(indices).astype(np.intp)]
 
 
@@ -906,8 +908,9 @@ def _batch_norm_no_stats(x, w, b, training, momentum, eps):
 
 def _index_put(x, indices, values, accumulate=False):
     """``x[indices] = values`` (or ``+=`` with ``accumulate``), as a new value."""
-    key = tuple(slice(None) if i is None else _raw(i).astype(np.intp) if
-                np.issubdtype(_raw(i).dtype, np.integer) else _raw(i) for i in indices)
+    key = tuple(slice(None) if i is None else _static(i, "aten.index_put").astype(np.intp)
+                if np.issubdtype(_raw(i).dtype, np.integer) else _static(i, "aten.index_put")
+                for i in indices)
     if accumulate:
         return _lib("add_at")(x, key, values)   # functional, repeated positions add up
     return _lib("setitem")(x, key, values)
@@ -933,10 +936,39 @@ def _cdist(x1, x2, p=2.0, compute_mode=None):
 def _gather(x, dim, index, sparse_grad=False):
     """``torch.gather``: ``index`` may be smaller than ``x`` along the other axes, which
     ``take_along_axis`` does not allow, so ``x`` is cut to its extent there first."""
-    index = _raw(index).astype(np.intp)
     dim = int(dim) % np.ndim(x)
-    cut = tuple(slice(None) if a == dim else slice(0, n) for a, n in enumerate(index.shape))
-    return np.take_along_axis(x[cut], index, axis=dim)
+    cut = tuple(slice(None) if a == dim else slice(0, n)
+                for a, n in enumerate(np.shape(index)))
+    if common.is_traced(index):  # positions of the input (argsort): decided, or refused
+        return np.take_along_axis(x[cut], index, axis=dim)
+    return np.take_along_axis(x[cut], _raw(index).astype(np.intp), axis=dim)
+
+
+def _take_along_dim(x, indices, dim=None):
+    """``torch.take_along_dim``: numpy's take_along_axis (its decomposition wraps the
+    positions with ``%``, which would hide argsort's positions from asd's tie decision);
+    ``dim`` None reads the flattened input."""
+    if dim is None and np.ndim(x) == 1 and np.ndim(indices) == 1:
+        dim = 0
+    if dim is None:
+        return np.take_along_axis(np.reshape(x, (-1,)), np.reshape(indices, (-1,)), axis=0)
+    dim = int(dim) % np.ndim(x)
+    if common.is_traced(indices):
+        return np.take_along_axis(x, indices, axis=dim)
+    return np.take_along_axis(x, _raw(indices).astype(np.intp), axis=dim)
+
+
+def _static(index, what: str):
+    """A constant index's numbers; positions computed from a differentiated input (argmax,
+    argsort) move with its ties, so reading their numbers here would fix one permutation
+    silently: refused, with the fix."""
+    if common.is_traced(index):
+        raise NotLipschitzError(
+            f"{what} with positions computed from a differentiated input (argmax, argsort): "
+            "where its entries tie, the positions jump, and this operation would read them "
+            "as constants. Detach them (.detach()) if they are constants by intent, or "
+            "index with them directly (x[idx], torch.gather), where asd decides the ties.")
+    return _raw(index)
 
 
 def _centred(x, dim, keepdim):
@@ -1217,7 +1249,7 @@ ATEN: dict[str, Callable] = {
     "var": _var, "std": _std, "_cdist_forward": _cdist,
     "flip": lambda x, dims: np.flip(x, axis=tuple(int(d) for d in dims)),
     "repeat": lambda x, repeats: np.tile(x, tuple(int(r) for r in repeats)),
-    "gather": _gather,
+    "gather": _gather, "take_along_dim": _take_along_dim,
     "index_put": _index_put, "slice_scatter": _slice_scatter,
     "copy": _copy, "index_select": _index_select, "_assert_tensor_metadata": _no_value,
     "sign": np.sign, "sgn": np.sign, "argmax": _argmax_or_min(np.argmax),
