@@ -58,6 +58,7 @@ from asd.extend import (
     is_traced,
     namespace,
     numpy_dtype,
+    operation_of,
     refuse_where,
     register_method,
     register_numpy,
@@ -387,10 +388,19 @@ def power(x, y, **kwargs):
 
 
 def power_operator(x, y):
-    """``x ** y``: as `power`, but a numpy floating scalar base is raised by scalar math, as
-    numpy's ``**`` on it is (libm's pow), not by the ufunc's loop, which differs from it in
-    the last bit for some bases (float32 and float64 alike)."""
-    return _power(x, y, operator=True)
+    """``x ** y``: as `power`, but where numpy's ``**`` meets a numpy scalar it runs scalar
+    math (libm's pow), not the ufunc's loop, which differs from it in the last bit for some
+    bases (float32 and float64 alike). numpy's operations return scalars where their result
+    is 0-d, so a 0-d value some operation made is one; the function's own 0-d argument is
+    an array (`_numpy_scalar`)."""
+    return _power(x, y, operator=any(_numpy_scalar(t) for t in (x, y) if is_traced(t)))
+
+
+def _numpy_scalar(t) -> bool:
+    """Whether numpy would hold traced ``t`` as a scalar: 0-d and made by an operation (a
+    reduction, a ufunc), or a scalar passed in."""
+    return np.ndim(t) == 0 and is_host(t.value) and (
+        isinstance(t.value, np.generic) or operation_of(t) is not None)
 
 
 def _power(x, y, operator: bool):
@@ -403,12 +413,17 @@ def _power(x, y, operator: bool):
     return pow_p(x, y)
 
 
+def _as_scalar(v):
+    """A 0-d host array as its numpy scalar (what numpy's ``**`` saw); anything else as is."""
+    return v[()] if isinstance(v, np.ndarray) and v.ndim == 0 else v  # Python numbers stay
+
+
 def _scalar_power(x, p, operator: bool):
-    """``x ** p`` by numpy's scalar math where numpy's ``**`` would use it (``operator`` and
-    a floating numpy scalar ``x``), else None."""
-    if operator and isinstance(x, np.floating):
+    """``x ** p`` by numpy's scalar math where numpy's ``**`` would use it (``operator``: a
+    scalar base, `power_operator`), else None."""
+    if operator and is_host(x) and np.ndim(x) == 0 and np.asarray(x).dtype.kind == "f":
         with np.errstate(all="ignore"):
-            return x ** p
+            return _as_scalar(x) ** p
     return None
 
 
@@ -478,7 +493,7 @@ def _pow_impl(a, b, operator=False):
     """``a ** b`` with numpy's operator where it was spelled so: on a numpy scalar that is
     scalar math, not np.power's loop (`power_operator`)."""
     with np.errstate(all="ignore") if operator else contextlib.nullcontext():
-        return a ** b if operator else np.power(a, b)
+        return _as_scalar(a) ** _as_scalar(b) if operator else np.power(a, b)
 
 
 pow_p = Primitive("power", _pow_impl)

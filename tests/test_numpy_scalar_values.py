@@ -25,6 +25,8 @@ SPELLINGS = {
     "0-d array ** p": lambda p: (lambda x: x ** p),
     "array ** p": lambda p: (lambda x: np.stack([x, 2 * x]) ** p),
     "p ** scalar": lambda p: (lambda x: 1.5 ** (np.abs(x) * 0.25 * p)),
+    "median(...) ** p": lambda p: (lambda x: np.median(np.stack([x, 2 * x, x])) ** p),
+    "sum(...) ** p": lambda p: (lambda x: np.sum(np.stack([x, x])) ** p),
 }
 
 

@@ -328,7 +328,9 @@ class Expect:
 def expect(case: Case) -> Expect:
     """Run the oracle for ``case`` (once; every check reads it)."""
     program, x, v = case.program, case.x, case.v
-    dtype = np.float64 if case.structure == "int_array" else np.dtype(case.dtype)
+    # integers and Python floats are computed in float64 whatever the case's dtype (`arguments`)
+    dtype = np.float64 if case.structure in ("int_array", "python_float") \
+        else np.dtype(case.dtype)
     value = numpy_value(case, x)
     e = Expect(None, None, value)
     plain = np.ma.getdata(value) if isinstance(value, np.ma.MaskedArray) else value

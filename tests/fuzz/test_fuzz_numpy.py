@@ -377,3 +377,23 @@ def test_a_jump_the_mpmath_oracle_meets_only_along_another_ray_allows_the_refusa
     expected, outcomes = harness.run_checks(case, ("directional", "vjp"))
     assert expected.hybrid is not None and not expected.hybrid.jumps
     assert [o.status for o in outcomes] == ["refused", "refused"], [o.detail for o in outcomes]
+
+
+def test_a_python_float_argument_is_evaluated_in_float64_by_the_oracle():
+    """A case labelled float32 with a Python float argument computes in float64 (Python
+    floats are float64, `harness.arguments`), so the mpmath oracle must too: in float32 a
+    tie that float64 holds (``fmax(exp(x) - c, log1p(|x| + 1) + 0.5)`` at 0.5) was not one,
+    and the oracle took the other branch (campaign seed 2931 counted asd's right answer
+    wrong)."""
+    ops = (Op("reshape", (0,), {"shape": (1,)}), Op("abs", (1,)),
+           Op("add_constant", (2,), {"constant": 1.0}), Op("log1p", (3,)), Op("abs", (4,)),
+           Op("add_constant", (5,), {"constant": 0.5}), Op("log1p", (6,)), Op("maximum", (1, 0)),
+           Op("clip", (8,), {"lo": -2.0, "hi": 2.0}), Op("exp", (9,)),
+           Op("add_constant", (10,), {"constant": (-0.2324305388259731,)}),
+           Op("fmax", (11, 6)), Op("hypot", (12, 8)), Op("sum", (7,), {"axis": None}),
+           Op("add", (13, 14)))
+    shapes = ((),) + ((1,),) * 13 + ((), (1,))
+    case = harness.Case(Program(ops, shapes, True), np.array(0.5), np.array(1.0), "float32",
+                        "python_float", 0, 64)
+    _, outcomes = harness.run_checks(case, ("directional", "subgrad", "vjp"))
+    assert [o.status for o in outcomes] == ["ok"] * 3, [o.detail for o in outcomes]
