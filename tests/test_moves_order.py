@@ -38,6 +38,7 @@ class Float:
 
     hardtanh, relu6, hinge, hypot = asd.hardtanh, asd.relu6, asd.hinge, np.hypot
     box, nonneg = asd.projections.box, asd.projections.nonneg
+    linf = asd.projections.linf_ball
     nonpos = asd.projections.nonpos
 
     @staticmethod
@@ -107,6 +108,10 @@ class Exact:
     @staticmethod
     def nonneg(x):
         return max(x, 0)
+
+    @staticmethod
+    def linf(x, r):
+        return np.array([min(max(e, -Fraction(r)), Fraction(r)) for e in x], dtype=object)
 
     @staticmethod
     def nonpos(x):
@@ -215,6 +220,12 @@ PROGRAMS = {  # name: (the step's input g, the step, the point, whether a jump i
     "ceil(box(x0, 0, 0) - 2) at 1, a degenerate box": (
         lambda x, x0, x1, m: m.box(x0, 0.0, 0.0) - 2, "ceil", (1, 0), False),
     "floor(nonneg(x0)) at 0": (lambda x, x0, x1, m: m.nonneg(x0), "floor", (0, 0), False),
+    "ceil(max(linf_ball(x + (4, 0), 2)) - 2) at 0, held by the ball (the campaign's case)": (
+        lambda x, x0, x1, m: m.max(m.linf(x + np.array([4.0, 0.0]), 2.0)) - 2, "ceil",
+        (0, 0), False),
+    "floor(max(linf_ball(x + (2, 0), 2)) - 2) at 0, on the ball": (
+        lambda x, x0, x1, m: m.max(m.linf(x + np.array([2.0, 0.0]), 2.0)) - 2, "floor",
+        (0, 0), True),
     "ceil(nonpos(x0)) at 0": (lambda x, x0, x1, m: m.nonpos(x0), "ceil", (0, 0), False),
     "floor(nonpos(x0)) at 0": (lambda x, x0, x1, m: m.nonpos(x0), "floor", (0, 0), True),
     "floor(arcsinh(var x) / (|x0| + 1)) at a constant x (the campaign's case)": (

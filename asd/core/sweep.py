@@ -768,7 +768,11 @@ class Trace:
                         (a_down | (a < value)) & (b_down | (b < value)))
             return ((a_up | (a > value)) & (b_up | (b > value)),
                     (a_down & ~((a > value) & held[0])) | (b_down & ~((b > value) & held[1])))
-        if name not in ("clip", "proj_box") or len(ins) != 3:  # leaky_relu, negative slope
+        if name == "proj_linf_ball" and len(ins) == 2:  # clip(x, -r, r), r constant
+            none = np.zeros(shape, bool)
+            r = np.broadcast_to(np.abs(vals[1]), shape)
+            ins, vals = [ins[0], (none, none), (none, none)], [vals[0], -r, r]
+        elif name not in ("clip", "proj_box") or len(ins) != 3:  # leaky_relu, negative slope
             return both, both
         # clip (and the box projection, lo <= hi): minimum(maximum(x, lo), hi), increasing in
         # every input; it never exceeds hi and never falls below min(lo, hi)
@@ -1589,7 +1593,8 @@ and a sum); sort along its axis per position."""
 _ORDER_KEEPING = _INCREASING | _SELECTIONS | _MONOTONE_REDUCTIONS | {
     "negative", "reciprocal", "add", "subtract", "multiply", "divide", "relu", "leaky_relu",
     "maximum", "minimum", "clip", "abs", "integer_pow", "where", "where_logic", "select",
-    "hypot", "remainder", "remainder_xy", "proj_box", "proj_nonneg", "proj_nonpos"}
+    "hypot", "remainder", "remainder_xy", "proj_box", "proj_nonneg", "proj_nonpos",
+    "proj_linf_ball"}
 """The primitives `Trace.moves` reads (their order proven); others move both ways."""
 
 
