@@ -1483,8 +1483,13 @@ def vdot(a, b):
 
 
 def inner(a, b):
+    """``numpy.inner``, as numpy computes it for vectors and matrices: ``dot(a, b)`` with b's
+    last axis moved next to last, so its sums round as numpy's do (a tensordot's einsum
+    rounded some 2x2 products differently, campaign seed 2931)."""
     if np.ndim(a) == 0 or np.ndim(b) == 0:
         return multiply_p(a, b)
+    if np.ndim(a) <= 2 and np.ndim(b) <= 2:
+        return dot(a, b if np.ndim(b) == 1 else swapaxes(b, -1, -2))
     return tensordot(a, b, axes=([-1], [-1]))
 
 
