@@ -939,8 +939,11 @@ def _gather(x, dim, index, sparse_grad=False):
     dim = int(dim) % np.ndim(x)
     cut = tuple(slice(None) if a == dim else slice(0, n)
                 for a, n in enumerate(np.shape(index)))
-    if common.is_traced(index):  # positions of the input (argsort): decided, or refused
-        return np.take_along_axis(x[cut], index, axis=dim)
+    if common.is_traced(index):  # positions of the input: decided where asd can, else read
+        try:
+            return np.take_along_axis(x[cut], index, axis=dim)
+        except NotLipschitzError:  # reshaped positions (argmax with keepdim)
+            index = _static(index, "torch.gather")
     return np.take_along_axis(x[cut], _raw(index).astype(np.intp), axis=dim)
 
 
@@ -959,16 +962,20 @@ def _take_along_dim(x, indices, dim=None):
 
 
 def _static(index, what: str):
-    """A constant index's numbers; positions computed from a differentiated input (argmax,
-    argsort) move with its ties, so reading their numbers here would fix one permutation
-    silently: refused, with the fix."""
-    if common.is_traced(index):
+    """An index's numbers: a constant's, or positions computed from a differentiated input
+    (argmax, argsort) where no tie reaches them (constant near the point, read as a guard:
+    `Tracer._locally_constant`); at a tie they jump, and reading them would fix one
+    permutation silently: refused, with the fix."""
+    if not common.is_traced(index):
+        return _raw(index)
+    value = index._locally_constant(what)
+    if value is None:
         raise NotLipschitzError(
-            f"{what} with positions computed from a differentiated input (argmax, argsort): "
-            "where its entries tie, the positions jump, and this operation would read them "
-            "as constants. Detach them (.detach()) if they are constants by intent, or "
-            "index with them directly (x[idx], torch.gather), where asd decides the ties.")
-    return _raw(index)
+            f"{what} with values computed from a differentiated input as positions: they "
+            "jump where its entries tie, and this operation would read them as constants. "
+            "Detach them (.detach()) if they are constants by intent, or index with them "
+            "directly (x[idx], torch.gather), where asd decides the ties.")
+    return np.asarray(value)
 
 
 def _centred(x, dim, keepdim):
