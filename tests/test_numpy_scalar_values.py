@@ -90,6 +90,6 @@ def test_inner_of_vectors_and_matrices_is_numpys_bit_for_bit(shapes):
     rng = np.random.default_rng(3)
     for _ in range(40):
         a, b = rng.normal(size=shapes[0]), rng.normal(size=shapes[1])
-        value, slope = asd.directional(lambda x: np.inner(x, b))(a, np.ones(shapes[0]))
+        value, slope = asd.directional(lambda x, b=b: np.inner(x, b))(a, np.ones(shapes[0]))
         assert np.array_equal(value, np.inner(a, b))
         np.testing.assert_allclose(slope, np.inner(np.ones(shapes[0]), b), rtol=1e-13)
