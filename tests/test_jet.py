@@ -169,6 +169,49 @@ def test_a_tie_along_v_selects_a_branch_that_is_not_still():
     assert coefficient(f(ties.line(x, [v, w], ORDER))[0], (0, 1)) == 1
 
 
+VECTOR, MATRIX = np.array([0.5, 2.0]), np.array([[0.5, 2.0], [1.0, 3.0]])
+
+
+@pytest.mark.parametrize(("spec", "other", "first"), [
+    ("a,b->ab", VECTOR, True), ("a,b->ba", VECTOR, False), ("a,ab->ab", MATRIX, True),
+    ("ab,b->a", MATRIX, False)])
+def test_a_contraction_with_a_factor_zero_only_along_v_is_not_still(spec, other, first):
+    """F50: ``s = soft_threshold(x + 1, 1)`` at ``x = 0`` along ``v = 0`` is 0 along ``v``
+    (its kink holds) but grows along ``w = 1``; a contraction with ``s`` as a factor is 0
+    along ``v`` too, yet not still (it was claimed still, and a max over its entries was
+    decided 'equal'). A dead factor (``relu(x - 1)``: 0 along every direction) keeps it
+    still."""
+    x, v, w = np.zeros(2), np.zeros(2), np.ones(2)
+
+    def contract(factor):
+        return np.einsum(spec, factor, other) if first else np.einsum(spec, other, factor)
+
+    s = asd.soft_threshold(Jet.line(x, [v]) + 1.0, 1.0)
+    assert not s.top() >= 0 and not s.still.any()
+    out = contract(s)
+    assert not out.still.any()
+    moving = contract(asd.soft_threshold(ties.line(x, [v, w], ORDER) + 1.0, 1.0))
+    assert all(coefficient(e, (0, 1)) != 0 for e in np.ravel(moving))
+    dead = contract(np.maximum(Jet.line(x, [v]) - 1.0, 0.0))
+    assert dead.still.all()
+
+
+def test_f50_the_max_of_a_tensordot_with_a_tie_moving_along_w():
+    """The campaign's program: the max of ``tensordot(soft_threshold(x + c), x, 0)`` with
+    every entry tied at 0 along ``v``, separated along ``w``; its exact Jacobian along
+    ``[v, w]`` (``np.outer`` computes the same products through a broadcast multiply)."""
+    c = np.array((1.0, -1.5))
+    x, dirs = np.array([0.0, 0.5]), [np.array([0.0, 1.0]), np.array([0.25, -0.5])]
+
+    def through(product):
+        return lambda a: a + np.amax(product(asd.soft_threshold(a + c, 1.0), a))
+
+    want = np.array([[1.5, 0.0], [0.5, 1.0]])
+    for product in (lambda s, a: np.tensordot(s, a, 0), np.outer,
+                    lambda s, a: np.einsum("a,b->ab", s, a)):
+        np.testing.assert_array_equal(asd.jacobian(through(product), directions=dirs)(x), want)
+
+
 def sweep_trace(f, x, **kwargs) -> Trace:
     """The `Trace` of one sweep of ``f`` at ``x``."""
     traces = []

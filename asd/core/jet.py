@@ -1087,9 +1087,10 @@ def _einsum(subscripts, *operands, **kwargs) -> Jet:
     tops = [j.top() for j in js]
     cut = con.plain([j.cut.astype(float) for j in js], con.consts_as(np.ones_like)) > 0 if any(
         j.cut.any() for j in js) else np.zeros(con.shape, bool)
-    if min(tops) < 0:  # a zero factor: the contraction is 0
+    if min(tops) < 0:  # a zero factor: the contraction is 0 along this ray, but it is
+        # still only where every term is (the factor's 0 may be a tie that moves further on)
         zero = np.zeros((1,) + con.shape)
-        return Jet(zero, zero.copy(), cut, np.ones(con.shape, bool), basis_)
+        return Jet(zero, zero.copy(), cut, _still_contraction(con, js), basis_)
     cs = [j.c[:t + 1] for j, t in zip(js, tops, strict=True)]
     mags = [np.abs(x) for x in cs]
     absolute = con.absolute
@@ -1141,19 +1142,20 @@ def _contraction_grids(con: _Contraction, cs: list) -> tuple[np.ndarray, float]:
 
 
 def _still_contraction(con: _Contraction, js: list) -> np.ndarray:
-    """Per output entry, whether every term it sums is still (its series factors still, or a
-    constant factor 0); where still and moving entries mix, decided by one more contraction
-    of indicators."""
+    """Per output entry, whether every term it sums is still along every nested ray: a term
+    is still where one of its factors is a still 0 (a dead unit, a constant 0), or where all
+    its factors are still. The terms that are not are counted by two contractions of
+    indicators: those with no still-zero factor, less those whose factors are all still and
+    nonzero. (A factor that is 0 along this ray but not still, a tie that moves along a later
+    direction, does not make its terms still.)"""
     if all(j.still.all() for j in js):
         return np.ones(con.shape, bool)
-    if not any(j.still.any() for j in js):
-        return np.zeros(con.shape, bool)
-    moving = np.zeros(con.shape)
-    for n in range(len(js)):
-        flags = [(~j.still).astype(float) if m == n else np.ones(j.shape)
-                 for m, j in enumerate(js)]
-        moving = moving + con.plain(flags, con.consts_as(lambda k: (k != 0).astype(float)))
-    return moving == 0
+    zero = [j.still & ~(j.c.any(axis=0) | j.e.any(axis=0)) for j in js]
+    nonzero = con.consts_as(lambda k: (k != 0).astype(float))
+    free = con.plain([(~z).astype(float) for z in zero], nonzero)
+    held = con.plain([(j.still & ~z).astype(float) for j, z in zip(js, zero, strict=True)],
+                     nonzero)
+    return free - held < 0.5
 
 
 def _matmul(a, b) -> Jet:
