@@ -77,6 +77,14 @@ def _cnn(jax, quick: bool, tied: bool):
     x = jnp.asarray(rng.standard_normal((batch, 1, side, side)), jnp.float32)
     y = jnp.asarray(rng.standard_normal((batch, 10)), jnp.float32)
 
+    return cnn_loss(jax, jnp.mean), params, (x, y)
+
+
+def cnn_loss(jax, reduce):
+    """The CNN's loss: two blocks conv (valid, 3x3) - bias - relu - 2x2 max pool, a dense
+    layer, ``reduce`` of the squared errors; ``params`` as `_cnn` makes them."""
+    jnp = jax.numpy
+
     def block(h, w, b):
         h = jax.lax.conv_general_dilated(h, w, (1, 1), "VALID") + b.reshape(1, -1, 1, 1)
         h = jax.nn.relu(h)
@@ -86,9 +94,9 @@ def _cnn(jax, quick: bool, tied: bool):
     def loss(params, x, y):
         h = block(block(x, params[0], params[1]), params[2], params[3])
         d = h.reshape(x.shape[0], -1) @ params[4] + params[5] - y
-        return jnp.mean(d * d)
+        return reduce(d * d)
 
-    return loss, params, (x, y)
+    return loss
 
 
 def rows() -> list[JaxRow]:

@@ -20,6 +20,7 @@ jax = pytest.importorskip("jax")
 jnp = jax.numpy
 
 import asd.jax  # noqa: E402
+from asd.benchmarks import jax_models  # noqa: E402
 
 from asd.core.sweep import Trace  # noqa: E402
 
@@ -37,19 +38,7 @@ def tied_cnn():
               _ints(rng, (4, 4, 3, 3)), jnp.ones(4, jnp.float32), _ints(rng, (16, 3)),
               _ints(rng, (3,))]
     x, y = _ints(rng, (4, 1, 14, 14)), _ints(rng, (4, 3))
-
-    def block(h, w, b):
-        h = jax.lax.conv_general_dilated(h, w, (1, 1), "VALID") + b.reshape(1, -1, 1, 1)
-        h = jax.nn.relu(h)
-        return jax.lax.reduce_window(h, -jnp.inf, jax.lax.max, (1, 1, 2, 2), (1, 1, 2, 2),
-                                     "VALID")
-
-    def loss(params, x, y):
-        h = block(block(x, params[0], params[1]), params[2], params[3])
-        d = h.reshape(x.shape[0], -1) @ params[4] + params[5] - y
-        return jnp.sum(d * d)
-
-    return loss, params, (x, y)
+    return jax_models.cnn_loss(jax, jnp.sum), params, (x, y)
 
 
 def tied_mlp():
