@@ -16,7 +16,7 @@ import asd
 from asd.errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from asd.frontends import common
 from asd.frontends.torch import native
-from asd.frontends.torch.convert import HALF, _native, _to_numpy
+from asd.frontends.torch.convert import _native, _to_numpy, in_float32
 from asd.frontends.torch.importer import TorchProgram, import_program
 
 
@@ -110,24 +110,23 @@ def _settings():
 def _by_autograd(prog: TorchProgram, tensors: tuple, nums):
     """``(value, gradient)`` by PyTorch's own autograd on the native program, when no tie
     matters there (`asd.frontends.torch.native`: then it is asd's element, up to rounding);
-    None when one may (or the program has no native form, or computes in half precision,
-    which asd sweeps in float32), and asd's sweep answers."""
+    None when one may (or the program has no native form), and asd's sweep answers. Half
+    precision runs in float32, as asd's sweep computes it (its element is the float32
+    program's), and the results come back in the arguments' dtypes."""
     params = prog.tensors()
     positions = (nums,) if isinstance(nums, int) else nums
     n = len(tensors)
-    if any(isinstance(t, torch.Tensor) and t.dtype in HALF
-           for t in (*tensors, *params.values())):
-        return None
     wanted_params = n in positions
     diff = frozenset([prog.user_inputs[i] for i in positions if i < n]
                      + (list(prog.param_names) if wanted_params else []))
     form = prog.native_program(diff)
     if isinstance(form, str):
         return None
-    leaves = [t.detach().requires_grad_(True) if i in positions else
-              (t.detach() if isinstance(t, torch.Tensor) else t) for i, t in enumerate(tensors)]
-    fresh = {k: v.detach().requires_grad_(True) if wanted_params else v.detach()
-             for k, v in params.items()}
+    leaves = [in_float32(t.detach()).requires_grad_(True) if i in positions else
+              (in_float32(t.detach()) if isinstance(t, torch.Tensor) else t)
+              for i, t in enumerate(tensors)]
+    fresh = {k: in_float32(v.detach()).requires_grad_(True) if wanted_params
+             else in_float32(v.detach()) for k, v in params.items()}
     with torch.enable_grad():
         res = form.module(*form.flat(leaves, {p: fresh[t] for p, t in prog.param_names.items()}))
         out, finite, margins = res[0], res[1], res[2:]
@@ -141,10 +140,13 @@ def _by_autograd(prog: TorchProgram, tensors: tuple, nums):
                                                          if wanted_params else [])
         grads = torch.autograd.grad(out.reshape(()), wrt, allow_unused=True)
     grads = [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt, strict=True)]
-    it = iter(grads)
+    originals = [tensors[i] for i in positions if i < n] + (list(params.values())
+                                                            if wanted_params else [])
+    it = (_like(g, t) for g, t in zip(grads, originals, strict=True))
     g = tuple(dict(zip(fresh, (next(it) for _ in fresh), strict=True)) if i == n else next(it)
               for i in positions)
-    return out.detach().reshape(()), (g[0] if isinstance(nums, int) else g)
+    value = out.detach().reshape(()).to(prog.output_dtypes[0])
+    return value, (g[0] if isinstance(nums, int) else g)
 
 
 def value_and_subgrad(fn: Callable, *tensors, argnums=0, seed=None, direction=None):

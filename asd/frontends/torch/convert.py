@@ -25,6 +25,12 @@ HALF = (torch.bfloat16, torch.float16)
 """Torch dtypes asd computes in float32 (exactly: their values are float32 values)."""
 
 
+def in_float32(t):
+    """A half-precision tensor in float32 (exactly, and differentiably: autograd casts the
+    gradient back), anything else as it is: asd computes half precision in float32."""
+    return t.float() if isinstance(t, torch.Tensor) and t.dtype in HALF else t
+
+
 
 
 def _flat_values(tree):

@@ -26,7 +26,7 @@ from asd.core.sweep import LazyDirection
 from asd.errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from asd.frontends.torch import native
 from asd.frontends.torch.api import _as_torch_result, _direction, _like, _sweep
-from asd.frontends.torch.convert import HALF, _flat_values, _native, _to_numpy
+from asd.frontends.torch.convert import HALF, _flat_values, _native, _to_numpy, in_float32
 from asd.frontends.torch.importer import TorchProgram, import_program
 
 # ----- what the importer cannot see -----
@@ -221,11 +221,6 @@ def _no_autocast(tensors):
     return torch.autocast(device, enabled=False)
 
 
-def _single(t):
-    """A half-precision tensor in float32 (exactly), anything else as it is."""
-    return t.float() if isinstance(t, torch.Tensor) and t.dtype in HALF else t
-
-
 class _NoNativeForm(Exception):
     """The native program met an operation PyTorch's autograd does not differentiate."""
 
@@ -252,6 +247,11 @@ class _NativeCall:
         self.float_outputs = [d.is_floating_point for d in prog.output_dtypes]
         self.n_saved = sum(self.is_tensor)
         self.n_out = native.n_outputs
+        self.half = any(isinstance(t, torch.Tensor) and t.dtype in HALF for t in flat)
+        """Whether the program computes in half precision, which asd computes in float32
+        (`_upcast`): the native program too, so its branches and ties are the float32
+        program's, whose element asd gives."""
+        self.out_dtypes = list(prog.output_dtypes)
         self._decided = None
         self._directions: dict = {}
         self.verified = False
@@ -275,22 +275,33 @@ class _NativeCall:
             out = self._decided_forward(leaves)
             if out is not None:
                 return out
+        flat = self.native.flat(leaves)
+        if self.half:
+            flat = [in_float32(t) for t in flat]
         if self.verified:
-            res = self.native.module(*self.native.flat(leaves))
+            res = self.native.module(*flat)
         else:
             try:
-                res = self.native.module(*self.native.flat(leaves))
+                res = self.native.module(*flat)
             except RuntimeError as e:
                 if "derivative for" not in str(e):
                     raise
                 raise _NoNativeForm(str(e).splitlines()[0]) from e
             self.verified = True
         n = self.n_out
+        if self.half:
+            res = (*self._rounded(res[:n]), *res[n:])
         tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
         test = (res[n], res[n + 1:])
         if torch.compiler.is_compiling():
             test = native.flag(res[n + 1:], res[n])
         return _Correct.apply(self, test, *res[:n], *tensors, *self.tensors)
+
+    def _rounded(self, outs) -> list:
+        """The float32 outputs of a half-precision program in their own dtypes (one rounding
+        each, as asd's sweep returns them; autograd casts the cotangents back up)."""
+        return [o.to(d) if isinstance(o, torch.Tensor) and o.dtype != d else o
+                for o, d in zip(outs, self.out_dtypes, strict=True)]
 
     def tied(self, test) -> bool:
         """Whether a tie matters (eagerly: on the host for CPU tensors, else with one
@@ -317,8 +328,8 @@ class _NativeCall:
         if any(flat[i].dtype in HALF for i in self.wanted):
             # asd sweeps a half-precision program in float32 (its element is the float32
             # program's; ties of the rounded values are not its ties): so does this run
-            flat = [_single(t) for t in flat]
-            upcast = {ph: _single(t) for ph, t in zip(program.names, program.template,
+            flat = [in_float32(t) for t in flat]
+            upcast = {ph: in_float32(t) for ph, t in zip(program.names, program.template,
                                                        strict=True)}
         elif any(flat[i].dtype not in (torch.float32, torch.float64) for i in self.wanted):
             return None
