@@ -38,6 +38,8 @@ class _Inputs:
         diff = args[self.argnums[0]] if self.single else tuple(args[a] for a in self.argnums)
         raw, self.tree = flatten(diff)
         self.is_array = [isinstance(x, np.ndarray) or backend.is_foreign(x) for x in raw]
+        self.weak = tuple(type(x) is float for x in raw)
+        """Which leaves are Python floats: numpy types them weakly (`Trace.weak`)."""
         self.leaves = [as_float(x, self.describe(i), check=False) for i, x in enumerate(raw)]
         foreign = [i for i, a in enumerate(self.leaves) if not backend.is_host(a)]
         if foreign:   # the host leaves were checked one by one; these in one go
@@ -286,7 +288,8 @@ def sweep_along(f, inputs: _Inputs, dirs: list[np.ndarray], lex: LexDirections |
     if type(f) is CompiledFunction:
         return f.sweep(inputs, dirs, lex)
     trace = Trace(lex)
-    tracers = [trace.new_input(x, d) for x, d in zip(inputs.leaves, dirs, strict=True)]
+    tracers = [trace.new_input(x, d, weak=w)
+               for x, d, w in zip(inputs.leaves, dirs, inputs.weak, strict=True)]
     out = inputs.call(f, tracers)
     return trace, out, [t._id for t in tracers]
 

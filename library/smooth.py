@@ -1487,7 +1487,10 @@ def dot(a, b, out=None):
 
 
 def vdot(a, b):
-    return sum(multiply_p(ravel(a), ravel(b)))
+    """``numpy.vdot`` of real arrays: the dot product of the flattened operands, summed as
+    numpy sums it (one dot loop; a multiply then a sum rounded differently, in float16
+    each product too)."""
+    return matmul_p(ravel(a), ravel(b))
 
 
 def inner(a, b):

@@ -203,9 +203,9 @@ class Variant:
     """One traced program: its nodes, inputs, output and guards (what a replay needs)."""
 
     __slots__ = ("nodes", "n_diff", "n_inputs", "out_tree", "outs", "guards", "unjumped",
-                 "fast", "fast_tried")
+                 "fast", "fast_tried", "weak")
 
-    def __init__(self, trace: Trace, n_diff: int, n_inputs: int, out):
+    def __init__(self, trace: Trace, n_diff: int, n_inputs: int, out, weak: tuple = ()):
         leaves, self.out_tree = flatten(out)
         self.outs = []
         for o in leaves:
@@ -220,6 +220,8 @@ class Variant:
         self.n_diff, self.n_inputs = n_diff, n_inputs
         self.guards = dict(trace.guards)
         self.unjumped = tuple(sorted(trace.unjumped))  # `Trace.guard_unjumped`
+        # which inputs were Python floats, where the program depends on it (else None)
+        self.weak = weak if trace.weak_sensitive else None
         self.fast = None  # the generated tie-free path, built on the second call
         self.fast_tried = False
         _snapshot_constants(nodes)
@@ -344,6 +346,8 @@ class CompiledFunction:
             return self.record(inputs, dirs, lex, None)
         ids = list(range(len(inputs.leaves)))
         for variant in self.cache.get(plan.key, ()):
+            if variant.weak is not None and variant.weak != inputs.weak:
+                continue  # traced with other Python floats among its inputs (`Trace.weak`)
             try:
                 trace = variant.replay(inputs.leaves, dirs, lex, plan.arrays)
             except Retrace:
@@ -355,7 +359,8 @@ class CompiledFunction:
     def record(self, inputs, dirs, lex, plan: Plan | None):
         """Trace ``fn`` (the sweep a transform runs uncompiled) and keep its program."""
         trace = Trace(lex)
-        tracers = [trace.new_input(x, d) for x, d in zip(inputs.leaves, dirs, strict=True)]
+        tracers = [trace.new_input(x, d, weak=w)
+                   for x, d, w in zip(inputs.leaves, dirs, inputs.weak, strict=True)]
         extra = [] if plan is None else [trace.new_input(backend_leaf(a), active=False)
                                          for a in plan.arrays]
         fn = self.fn
@@ -375,7 +380,8 @@ class CompiledFunction:
         variant = None
         if plan is not None:
             try:
-                variant = Variant(trace, len(tracers), len(tracers) + len(extra), out)
+                variant = Variant(trace, len(tracers), len(tracers) + len(extra), out,
+                                  inputs.weak)
             except Retrace:
                 variant = None
             if variant is not None:

@@ -282,10 +282,18 @@ class Trace:
     __slots__ = ("nodes", "values", "lins", "tangents", "seeds", "partial", "wants", "taint",
                  "degenerate", "ties", "decisions", "lex", "leaf_index", "lex_tangents", "jumps",
                  "series_memo", "magnitudes", "like", "guards", "dargs", "staged", "undecided",
-                 "tied", "running_args", "lex_leaves", "unjumped")
+                 "tied", "running_args", "lex_leaves", "unjumped", "weak",
+                 "weak_sensitive")
 
     def __init__(self, lex: LexDirections | None = None):
         self.nodes: list[Node] = []
+        # node -> whether it is a Python float (numpy types those weakly, NEP 50, so that
+        # `x - np.float32(c)` computes in float32): the inputs that came as Python floats
+        # (True) or as float64 scalars (False: one would be weak had it come as a Python
+        # float), and what Python arithmetic made of them alone; `weak_sensitive`: an
+        # operation met a narrower dtype there, so the program depends on which were weak
+        self.weak: dict[int, bool] = {}
+        self.weak_sensitive = False
         self.values: list = []
         self.lins: list = []
         self.tangents: list = []  # full tangents, None until computed
@@ -346,9 +354,14 @@ class Trace:
 
     # ----- recording (the forward sweep) -----
 
-    def new_input(self, value, tangent=None, *, active: bool = True) -> Tracer:
-        """A traced input; ``tangent`` is an array, None, or a callable drawing it lazily."""
+    def new_input(self, value, tangent=None, *, active: bool = True,
+                  weak: bool = False) -> Tracer:
+        """A traced input; ``tangent`` is an array, None, or a callable drawing it lazily;
+        ``weak``: it came as a Python float (`weak`)."""
         k = len(self.nodes)
+        if weak or (type(value) is np.ndarray and value.shape == () and value.dtype == np.float64
+                    and active):
+            self.weak[k] = weak
         if active:
             self.leaf_index[k] = len(self.leaf_index)
         if callable(tangent):

@@ -48,6 +48,40 @@ from asd.errors import (
 )
 
 
+def _is_weak(x) -> bool:
+    """Whether ``x`` is (or, had its input come as a Python float, would be) a Python float
+    of the program (`Trace.weak`)."""
+    return type(x) is Tracer and x._id in x._trace.weak
+
+
+def _weakly_promoted(operands: tuple, operator: bool) -> tuple[tuple, bool | None]:
+    """``operands`` as numpy promotes a Python float among them (NEP 50: weakly, so
+    ``x - np.float32(c)`` computes in float32 with ``x`` rounded to it): a traced input that
+    came as a Python float (`Trace.weak`) is cast to the dtype the other operands give,
+    which can move a tie (``x - np.float32(0.1)`` at ``x = 0.1`` is 0 in float32 only).
+    Also what the result is: a Python operator between Python numbers alone returns a
+    Python float (weak where all its traced operands are), a ufunc a numpy scalar (None)."""
+    strong = [o for o in operands if not _is_weak(o) and type(o) not in (int, float, bool, complex)]
+    if not strong:
+        return operands, all(o._trace.weak[o._id] for o in operands if _is_weak(o)) \
+            if operator else None
+    dtype = np.result_type(*(o.dtype if hasattr(o, "dtype") else np.asarray(o).dtype
+                             for o in strong), 1.0)
+    out = []
+    for o in operands:
+        if _is_weak(o) and np.dtype(o.dtype) != dtype:
+            o._trace.weak_sensitive = True  # the program depends on which inputs were weak
+            o = o.astype(dtype) if o._trace.weak[o._id] else o
+        out.append(o)
+    return tuple(out), None
+
+
+def _marked_weak(out, weak: bool | None):
+    if weak is not None and type(out) is Tracer:
+        out._trace.weak[out._id] = weak
+    return out
+
+
 def _ufunc(uf, operator: str | None = None):
     # When the table entry is a primitive and the other operand is a constant or from the
     # same sweep, go straight to the trace: operators are the hottest path of a program.
@@ -55,24 +89,30 @@ def _ufunc(uf, operator: str | None = None):
     # from the ufunc (a numpy scalar's ``**`` is scalar math, not np.power's loop).
     def op(self, other):
         fn = METHODS.get(operator) or UFUNCS.get(uf)
+        weak = None
+        if self._trace.weak and (_is_weak(self) or _is_weak(other)):
+            (self, other), weak = _weakly_promoted((self, other), True)
         try:
             if type(fn) is Primitive and (type(other) is not Tracer
                                           or other._trace is self._trace):
-                return self._trace.apply(fn, (self, other), {})
+                return _marked_weak(self._trace.apply(fn, (self, other), {}), weak)
             if fn is None:
                 raise unsupported(uf)
-            return fn(self, other)
+            return _marked_weak(fn(self, other), weak)
         except (IndexError, ValueError, TypeError) as e:
             raise_as_asd_error(e, f"numpy.{uf.__name__}", (self, other))
 
     def rop(self, other):
         fn = METHODS.get(operator) or UFUNCS.get(uf)
+        weak = None
+        if self._trace.weak and _is_weak(self):
+            (other, self), weak = _weakly_promoted((other, self), True)
         try:
             if type(fn) is Primitive and type(other) is not Tracer:
-                return self._trace.apply(fn, (other, self), {})
+                return _marked_weak(self._trace.apply(fn, (other, self), {}), weak)
             if fn is None:
                 raise unsupported(uf)
-            return fn(other, self)
+            return _marked_weak(fn(other, self), weak)
         except (IndexError, ValueError, TypeError) as e:
             raise_as_asd_error(e, f"numpy.{uf.__name__}", (other, self))
 
@@ -1302,6 +1342,9 @@ class Tracer(Traced):
             fn = None
         if fn is None:
             raise unsupported(f"{qualified_name(ufunc)}{suffix}" if suffix else ufunc)
+        if method == "__call__" and len(inputs) > 1 and self._trace.weak \
+                and any(_is_weak(i) for i in inputs):
+            inputs, _ = _weakly_promoted(inputs, False)
         try:
             return fn(*inputs, **kwargs)
         except (IndexError, ValueError, TypeError) as e:
