@@ -15,6 +15,7 @@ Library code (torch, jax, numpy, asd...) is not walked: its globals are not prog
 from __future__ import annotations
 
 import functools
+import itertools
 import operator
 import os
 import sys
@@ -250,10 +251,11 @@ class Guard:
     anew) gives the same fingerprint, and the program is found in the cache.
     """
 
-    __slots__ = ("checks",)
+    __slots__ = ("checks", "_batches")
 
     def __init__(self):
         self.checks: list[tuple] = []
+        self._batches: _Batches | None = None
 
     def dict_of(self, d) -> None:
         """``d``'s keys and values, by identity (a dict, or an object's ``__dict__``)."""
@@ -319,39 +321,87 @@ class Guard:
         self.checks.append((_CUSTOM, check, expected))
 
     def holds(self) -> bool:
-        """Whether every object the walk read is still the one it found."""
+        """Whether every object the walk read is still the one it found. Called at every call
+        of a drop-in, so the checks run as a few C-level passes over flat lists (`_Batches`,
+        built once), not one Python step per check: a ResNet's ~400 checks cost about 0.7 ms
+        one by one, a sizeable part of a GPU training step."""
+        b = self._batches
+        if b is None or b.n != len(self.checks):
+            b = self._batches = _Batches(self.checks)
         is_ = operator.is_
-        for check in self.checks:
+        chain = itertools.chain.from_iterable
+        return (list(map(len, b.sized)) == b.sizes
+                and all(map(is_, map(getattr, b.objs, b.attrs), b.found))
+                and all(map(is_, map(dict.get, b.entry_dicts, b.entry_keys), b.entries))
+                and all(map(is_, chain(b.dicts), b.keys))
+                and all(map(is_, chain(map(dict.values, b.dicts)), b.values))
+                and all(map(is_, chain(b.lists), b.items))
+                and all(map(_holds, b.rest)))
+
+
+class _Batches:
+    """A guard's checks regrouped by kind into flat lists that `Guard.holds` compares in
+    C-level passes: the sizes of the dicts and lists it read, the attributes, the entries of
+    dicts read in part, the keys and values of dicts read whole, the items of lists; the
+    rarer kinds (closure cells, globals, arrays, a front end's own checks) one by one."""
+
+    __slots__ = ("n", "sized", "sizes", "objs", "attrs", "found", "entry_dicts", "entry_keys",
+                 "entries", "dicts", "keys", "values", "lists", "items", "rest")
+
+    def __init__(self, checks: list[tuple]):
+        self.n = len(checks)
+        self.sized, self.sizes, self.objs, self.attrs, self.found = [], [], [], [], []
+        self.entry_dicts, self.entry_keys, self.entries = [], [], []
+        self.dicts, self.keys, self.values, self.lists, self.items = [], [], [], [], []
+        self.rest = []
+        for check in checks:
             kind = check[0]
-            if kind == _ENTRIES:
-                d = check[1]
-                if len(d) != check[4] or not all(map(is_, map(d.get, check[2]), check[3])):
-                    return False
-            elif kind == _DICT:
-                d, keys, values = check[1], check[2], check[3]
-                if len(d) != len(keys) or not all(map(is_, d.values(), values)) \
-                        or not all(map(is_, d, keys)):
-                    return False
+            if kind == _ATTR:
+                self.objs.append(check[1])
+                self.attrs.append(check[2])
+                self.found.append(check[3])
+            elif kind == _ENTRIES and isinstance(check[1], dict):
+                d, names, got = check[1], check[2], check[3]
+                self.sized.append(d)
+                self.sizes.append(check[4])
+                self.entry_dicts += [d] * len(names)
+                self.entry_keys += names
+                self.entries += got
+            elif kind == _DICT and isinstance(check[1], dict):
+                self.sized.append(check[1])
+                self.sizes.append(len(check[2]))
+                self.dicts.append(check[1])
+                self.keys += check[2]
+                self.values += check[3]
             elif kind == _LIST:
-                if len(check[1]) != len(check[2]) or not all(map(is_, check[1], check[2])):
-                    return False
-            elif kind == _ATTR:
-                if getattr(check[1], check[2]) is not check[3]:
-                    return False
-            elif kind == _CELLS:
-                if not all(map(is_, map(_cell, check[1]), check[2])):
-                    return False
-            elif kind == _NAMES:
-                get = check[1].get
-                if not all(get(n, _MISSING) is v for n, v in zip(check[2], check[3],
-                                                                   strict=True)):
-                    return False
-            elif kind == _CUSTOM:
-                if check[1]() != check[2]:
-                    return False
-            elif hash(np.ascontiguousarray(check[1]).tobytes()) != check[2]:
-                return False
-        return True
+                self.sized.append(check[1])
+                self.sizes.append(len(check[2]))
+                self.lists.append(check[1])
+                self.items += check[2]
+            else:
+                self.rest.append(check)
+
+
+def _holds(check: tuple) -> bool:
+    """One check of the kinds `_Batches` leaves one by one (and dicts that are not dicts:
+    a class's mapping proxy)."""
+    is_ = operator.is_
+    kind = check[0]
+    if kind == _ENTRIES:
+        d = check[1]
+        return len(d) == check[4] and all(map(is_, map(d.get, check[2]), check[3]))
+    if kind == _DICT:
+        d, keys, values = check[1], check[2], check[3]
+        return len(d) == len(keys) and all(map(is_, d.values(), values)) \
+            and all(map(is_, d, keys))
+    if kind == _CELLS:
+        return all(map(is_, map(_cell, check[1]), check[2]))
+    if kind == _NAMES:
+        get = check[1].get
+        return all(get(n, _MISSING) is v for n, v in zip(check[2], check[3], strict=True))
+    if kind == _CUSTOM:
+        return check[1]() == check[2]
+    return hash(np.ascontiguousarray(check[1]).tobytes()) == check[2]
 
 
 def _cell(cell):
