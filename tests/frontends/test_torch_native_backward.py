@@ -621,6 +621,38 @@ def test_bfloat16_runs_natively_in_float32_where_its_rounded_values_tie(asd_runs
     torch.testing.assert_close(value, want_value, rtol=2 ** -7, atol=0)
 
 
+def test_a_half_precision_graph_that_cannot_run_in_float32_runs_in_its_own_dtype(
+        monkeypatch, decided_runs, asd_runs):
+    """Export picks kernels by dtype (CUDA bfloat16 attention is flash attention, with no
+    float32 form; its output strides are what the graph's views expect): where the graph
+    fails in float32, the call runs it in its own dtype, where the margins flag the rounded
+    values' ties, and asd's sweep (in float32, on its own operations) decides them: the
+    decided program, the same graph with tangents, cannot run in float32 either."""
+    model, x = _bf16_cnn()
+    real = native.NativeProgram.__init__
+
+    def half_only(self, *args, **kwargs):
+        real(self, *args, **kwargs)
+        module = self.module
+
+        class HalfOnly(torch.nn.Module):
+            def forward(self, *flat):
+                if any(isinstance(t, torch.Tensor) and t.dtype == torch.float32
+                       for t in flat):
+                    raise RuntimeError("view size is not compatible with input tensor's size")
+                return module(*flat)
+
+        self.module = HalfOnly()
+
+    monkeypatch.setattr(native.NativeProgram, "__init__", half_only)
+    got, _ = _grads(model, x, _square_loss, True)
+    assert decided_runs == [False] and asd_runs == [1]
+    want, _ = _grads(model, x, _square_loss, False)
+    _close({k: v.float() for k, v in got.items()}, {k: v.float() for k, v in want.items()},
+           2.0 ** -6)
+    assert asd.torch.subgrad(lambda x: _square_loss(model(x)), x).dtype == torch.bfloat16
+
+
 def test_zero_initialised_convolution_is_decided_with_the_full_sweeps_element(asd_runs,
                                                                                decided_runs):
     """A zero first convolution ties every ReLU of its layer and every pooling window above

@@ -16,7 +16,7 @@ import asd
 from asd.errors import ArgumentError, ArgumentTypeError, UnsupportedError
 from asd.frontends import common
 from asd.frontends.torch import native
-from asd.frontends.torch.convert import _native, _to_numpy, in_float32
+from asd.frontends.torch.convert import HALF, _native, _to_numpy, in_float32
 from asd.frontends.torch.importer import TorchProgram, import_program
 
 
@@ -122,13 +122,21 @@ def _by_autograd(prog: TorchProgram, tensors: tuple, nums):
     form = prog.native_program(diff)
     if isinstance(form, str):
         return None
+    half = any(isinstance(t, torch.Tensor) and t.dtype in HALF
+               for t in (*tensors, *params.values()))
     leaves = [in_float32(t.detach()).requires_grad_(True) if i in positions else
               (in_float32(t.detach()) if isinstance(t, torch.Tensor) else t)
               for i, t in enumerate(tensors)]
     fresh = {k: in_float32(v.detach()).requires_grad_(True) if wanted_params
              else in_float32(v.detach()) for k, v in params.items()}
     with torch.enable_grad():
-        res = form.module(*form.flat(leaves, {p: fresh[t] for p, t in prog.param_names.items()}))
+        try:
+            res = form.module(*form.flat(leaves, {p: fresh[t] for p, t in
+                                                  prog.param_names.items()}))
+        except RuntimeError:
+            if not half:
+                raise
+            return None     # a graph exported with half-only kernels: asd's sweep answers
         out, finite, margins = res[0], res[1], res[2:]
         if form.n_outputs != 1 or out.numel() != 1 or not out.is_floating_point():
             return None                 # asd's sweep says what is wrong with the output

@@ -252,6 +252,7 @@ class _NativeCall:
         (`_upcast`): the native program too, so its branches and ties are the float32
         program's, whose element asd gives."""
         self.out_dtypes = list(prog.output_dtypes)
+        self.half_verified = False
         self._decided = None
         self._directions: dict = {}
         self.verified = False
@@ -276,9 +277,11 @@ class _NativeCall:
             if out is not None:
                 return out
         flat = self.native.flat(leaves)
-        if self.half:
-            flat = [in_float32(t) for t in flat]
-        if self.verified:
+        n = self.n_out
+        res = self._in_float32(flat) if self.half else None
+        if res is not None:
+            res = (*self._rounded(res[:n]), *res[n:])
+        elif self.verified:
             res = self.native.module(*flat)
         else:
             try:
@@ -288,14 +291,29 @@ class _NativeCall:
                     raise
                 raise _NoNativeForm(str(e).splitlines()[0]) from e
             self.verified = True
-        n = self.n_out
-        if self.half:
-            res = (*self._rounded(res[:n]), *res[n:])
         tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
         test = (res[n], res[n + 1:])
         if torch.compiler.is_compiling():
             test = native.flag(res[n + 1:], res[n])
         return _Correct.apply(self, test, *res[:n], *tensors, *self.tensors)
+
+    def _in_float32(self, flat: list):
+        """The native program run in float32 on a half-precision call's tensors, or None
+        where the exported graph cannot run there: export picks kernels by dtype (a CUDA
+        bfloat16 attention is flash attention, which has no float32 form, and the strides
+        of its outputs are what the graph's views expect). Such a program then runs in its
+        own dtype, where the margins flag its rounded values' ties and the decided program
+        settles them in float32 (`decided_gradients`)."""
+        up = [in_float32(t) for t in flat]
+        if self.half_verified:
+            return self.native.module(*up)
+        try:
+            res = self.native.module(*up)
+        except RuntimeError:
+            self.half = False
+            return None
+        self.half_verified = True
+        return res
 
     def _rounded(self, outs) -> list:
         """The float32 outputs of a half-precision program in their own dtypes (one rounding
@@ -400,9 +418,12 @@ class _NativeCall:
             try:
                 res = program.module(*program.flat(duals[:self.n_inputs], replace))
             except (RuntimeError, NotImplementedError) as e:
-                if "forward AD" not in str(e) and "forward-mode" not in str(e):
+                if "forward AD" not in str(e) and "forward-mode" not in str(e) \
+                        and not upcast:
                     raise
-                self._decided = False       # an operation without a forward derivative
+                # an operation without a forward derivative, or a half-precision graph
+                # whose kernels have no float32 form (`_in_float32`): asd's sweep decides
+                self._decided = False
                 return None
         n = self.n_out
         return None if state.open(res[n + 1:], res[n]) else res

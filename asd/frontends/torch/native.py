@@ -109,6 +109,8 @@ def off_value(x, p=None) -> torch.Tensor:
     if x.numel() == 0:
         return _positive(x)
     d = x if p is None or (not isinstance(p, torch.Tensor) and p == 0) else x - p
+    if d.is_floating_point():   # min |d| in one reduction (a NaN gives NaN, as it should)
+        return torch.linalg.vector_norm(d, -math.inf)
     return torch.abs(d).amin()
 
 
