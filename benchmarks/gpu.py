@@ -124,6 +124,7 @@ def steps(torch, make, device, dtype):
 
 def measure(torch, name, spec, device, dtype, rounds, warmup) -> dict:
     make, batch, about = spec
+    torch.manual_seed(1)                # the same batch every run: whether it ties is fixed
     x, y = batch(device, dtype)
     torch_step, asd_step = steps(torch, make, device, dtype)
     # the check in full float32: cuDNN's default TF32 convolutions round to 10 bits
@@ -141,11 +142,12 @@ def measure(torch, name, spec, device, dtype, rounds, warmup) -> dict:
         torch_step(x, y)
         asd_step(x, y)
     times = {"torch": [], "asd": []}
-    for _ in range(rounds):
-        for label, fn in (("torch", torch_step), ("asd", asd_step)):
-            start = time.perf_counter()
-            fn(x, y)
-            times[label].append(time.perf_counter() - start)
+    with _counting_ties() as tied:
+        for _ in range(rounds):
+            for label, fn in (("torch", torch_step), ("asd", asd_step)):
+                start = time.perf_counter()
+                fn(x, y)
+                times[label].append(time.perf_counter() - start)
     syncs = None
     if device.type == "cuda":
         with warnings.catch_warnings(record=True) as caught:
@@ -161,18 +163,44 @@ def measure(torch, name, spec, device, dtype, rounds, warmup) -> dict:
     med = {k: 1e3 * statistics.median(v) for k, v in times.items()}
     return {"model": name, "about": about, "dtype": str(dtype).replace("torch.", ""),
             "torch_ms": med["torch"], "asd_ms": med["asd"], "ratio": med["asd"] / med["torch"],
-            "syncs": syncs, "relative_error": error, "loss": [float(ref_loss), float(got_loss)]}
+            "syncs": syncs, "relative_error": error, "loss": [float(ref_loss), float(got_loss)],
+            "tied_steps": f"{len(tied)}/{rounds}"}
+
+
+class _counting_ties:
+    """The timed asd steps whose backward found a tie that matters (a pre-activation exactly
+    0, equal maxima): those run the decided program (one more forward, with tangents) and
+    cost several native steps, so a row's median depends on how many there were."""
+
+    def __enter__(self):
+        from asd.frontends.torch import dropin
+
+        self.cls, self.real, self.hits = dropin._NativeCall, dropin._NativeCall.tied, []
+        real, hits = self.real, self.hits
+
+        def tied(call, test):
+            out = real(call, test)
+            if out:
+                hits.append(1)
+            return out
+
+        self.cls.tied = tied
+        return hits
+
+    def __exit__(self, *exc):
+        self.cls.tied = self.real
 
 
 def table(device_name: str, rows: list[dict]) -> str:
     lines = [f"Measured by `python -m benchmarks.gpu` on **{device_name}** "
              f"({time.strftime('%Y-%m-%d')}): one SGD step, medians in ms.", "",
              "| model | dtype | torch step | asd step | asd / torch | host syncs per asd step "
-             "| gradient error |", "|---|---|---|---|---|---|---|"]
+             "| asd steps at a tie | gradient error |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         syncs = "-" if r["syncs"] is None else str(r["syncs"])
         lines.append(f"| {r['about']} | {r['dtype']} | {r['torch_ms']:.2f} | {r['asd_ms']:.2f} "
-                     f"| {r['ratio']:.2f} | {syncs} | {r['relative_error']:.1e} |")
+                     f"| {r['ratio']:.2f} | {syncs} | {r['tied_steps']} "
+                     f"| {r['relative_error']:.1e} |")
     return "\n".join(lines)
 
 
