@@ -91,7 +91,8 @@ def defjump(name: str, impl, jumps, limits, *, discontinuous: bool = True) -> Pr
     ``discontinuous`` is False, when the slope is 1 (``remainder``). ``impl``, ``jumps`` and
     ``limits`` are written against the array API (numpy's own calls on numpy values).
     """
-    prim = Primitive(name, impl, discontinuous=discontinuous, array_api=True)
+    prim = Primitive(name, impl, discontinuous=discontinuous, array_api=True, jumps=True)
+    prim.jump_at = jumps
 
     def jump_rule(xs, dxs, **params):
         xp = namespace(xs[0])
@@ -245,7 +246,7 @@ def _divmod_xy_rule(remainder: bool):
 
 
 remainder_xy_p = Primitive("remainder_xy", lambda x, y, t: _remainder(x, y),
-                           _divmod_xy_rule(True), array_api=True)
+                           _divmod_xy_rule(True), array_api=True, jumps=True)
 floor_divide_xy_p = Primitive("floor_divide_xy", lambda x, y, t: _floor_divide(x, y),
                               _divmod_xy_rule(False), discontinuous=True, array_api=True)
 

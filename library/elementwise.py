@@ -157,7 +157,7 @@ def _arctan2_impl(y, x):
     return xp.atan2(y, x)
 
 
-arctan2_p = Primitive("arctan2", _arctan2_impl, array_api=True)
+arctan2_p = Primitive("arctan2", _arctan2_impl, array_api=True, jumps=True)
 
 
 @arctan2_p.defrule

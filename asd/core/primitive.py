@@ -101,7 +101,7 @@ class Primitive:
     """
 
     __slots__ = ("name", "impl", "rule", "discontinuous", "comparison", "stops_gradient",
-                 "array_api", "snap")
+                 "array_api", "snap", "jumps", "jump_at")
 
     def __init__(
         self,
@@ -113,10 +113,20 @@ class Primitive:
         comparison: str | None = None,
         stops_gradient: bool = False,
         array_api: bool = False,
+        jumps: bool = False,
     ):
         self.name, self.impl, self.rule = name, impl, rule
         self.array_api = array_api
         self.discontinuous = discontinuous or comparison is not None
+        self.jumps = jumps or self.discontinuous
+        """Whether the rule may report a jump (`record_jump`): a discontinuous primitive, or
+        a continuous one with jumps (a remainder, an angle's branch cut). A replay across a
+        jump above cannot evaluate it at a side's limit (its value there is not its limit
+        from that side), and refuses instead (`Trace.replay`), unless ``jump_at``
+        shows the value it is replayed at is off its jumps."""
+        self.jump_at: Callable | None = None
+        """``jump_at(x, **params)``: where the primitive jumps, for a primitive of one
+        traced input (`asd.library.discontinuous.defjump`); None: unknown."""
         self.comparison = comparison
         self.stops_gradient = stops_gradient
         self.snap = None

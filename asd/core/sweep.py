@@ -276,6 +276,19 @@ past it such a jump reaching the output is refused."""
 it a jump reaching the output is refused."""
 
 
+def _off_its_jumps(node: Node, args: list) -> bool:
+    """Whether node ``node`` of one traced input, evaluated at ``args``, sits on none of its
+    jumps (its value there is then its limit from every side); False where unknown."""
+    jump_at = node.prim.jump_at
+    if jump_at is None or len(args) != 1:
+        return False
+    try:
+        with np.errstate(all="ignore"):
+            return not bool(np.any(jump_at(np.asarray(args[0]), **node.params)))
+    except Exception:  # a parameter the test cannot take: unknown
+        return False
+
+
 class Trace:
     """One sweep: nodes, primal values, branch linearizations and memoized tangents."""
 
@@ -1391,7 +1404,7 @@ class Trace:
             moved = [r for r in node.args if type(r) is int and r in changed]
             if node.prim is None or node.prim.stops_gradient or not moved:
                 continue
-            if node.prim.discontinuous or j in self.jumps:
+            if node.prim.jumps or j in self.jumps:
                 if all(_same_value(backend.to_host(t.values[r]), backend.to_host(self.values[r]))
                        for r in moved):
                     continue
@@ -1450,12 +1463,15 @@ class Trace:
             moved = [r for r in node.args if type(r) is int and r in vals]
             if node.prim is None or not moved:
                 continue
-            if not point and (j in fixed or node.prim.discontinuous or j in self.jumps):
-                if all(_same_value(vals[r], host(self.values[r])) for r in moved):
-                    continue  # its inputs as the sweep had them: its recorded sides hold
-                return None, j
             args = [vals.get(r, host(self.values[r])) if type(r) is int else host(r.value)
                     for r in node.args]
+            if not point and (j in fixed or node.prim.jumps or j in self.jumps):
+                if all(_same_value(vals[r], host(self.values[r])) for r in moved):
+                    continue  # its inputs as the sweep had them: its recorded sides hold
+                if j in fixed or not _off_its_jumps(node, args):
+                    # the replayed input is a one-sided limit: on a jump of this node, its
+                    # value there is not its limit from that side (relu(x % 2) % 2 at 0)
+                    return None, j
             try:
                 with np.errstate(all="ignore"):
                     vals[j] = node.prim.impl(*args, **node.params)

@@ -766,3 +766,22 @@ FINDINGS += [  # the long numpy campaign on this stop's code (seed 2931)
               [(2,), (2,), (2,), (2, 2), (), (), (2,)], [0.0, 0.5], [0.0, 1.0],
               reduce=False, structure="list", split=1, seed=65536), fixed=True),
 ]
+
+FINDINGS += [  # the long numpy campaign on this stop's code (seed 2951)
+    Finding(
+        "F51", "a number where the program jumps: `relu(x % 2 + c) ... % 2` with the first "
+               "remainder on its jump at the point; the replay across that jump evaluated "
+               "the second remainder at the jump's left limit 2, where 2 % 2 = 0 is the "
+               "value at the point, though its limit from below is 2 (the output jumps by "
+               "2 from the left; asd answered along the right)", False,
+        "asd/core/sweep.py (Trace.replay: a remainder, continuous but jumping, was evaluated "
+        "at a side's limit)",
+        lambda c, o: o.status == "wrong" and "must refuse" in o.detail
+        and _uses(c, "remainder"), (),
+        _case([Op("remainder", (0,), {"c": 2.0}),
+               Op("add_constant", (1,), {"constant": (0.0, -2.0, -0.5)}), Op("relu", (2,)),
+               Op("add_constant", (3,), {"constant": (0.0, 0.0, -0.5)}),
+               Op("remainder", (4,), {"c": 2.0}), Op("sum", (5,), {"axis": None})],
+              [(3,)] * 6 + [()], [0.0, 0.0, -1.5], [0.25, 1.0, 0.25], reduce=False),
+        fixed=True),
+]
