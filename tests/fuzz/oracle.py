@@ -211,9 +211,11 @@ def exact_oracle(program: Program, x: np.ndarray, v: np.ndarray) -> Exact:
     limit = _fractions(out)
     derivative = np.array([_coefficient(e, 1) for e in out.flat], dtype=object).reshape(
         out.shape)
-    discontinuous = bool(jumps) and (not np.all(limit == value) or _jumps_elsewhere(
-        program, x, value))
-    return Exact(value, limit, derivative, len(jumps), discontinuous,
+    # a limit along v other than the value is a jump whether or not an op recorded one (an
+    # op on plain numbers, a reduction of constants, does not see the side it sits on)
+    moved = not np.all(limit == value)
+    discontinuous = moved or (bool(jumps) and _jumps_elsewhere(program, x, value))
+    return Exact(value, limit, derivative, max(len(jumps), int(moved)), discontinuous,
                  all(map(_floats_on_path, steps)))
 
 
