@@ -784,4 +784,26 @@ FINDINGS += [  # the long numpy campaign on this stop's code (seed 2951)
                Op("remainder", (4,), {"c": 2.0}), Op("sum", (5,), {"axis": None})],
               [(3,)] * 6 + [()], [0.0, 0.0, -1.5], [0.25, 1.0, 0.25], reduce=False),
         fixed=True),
+    Finding(
+        "F52", "a tie decided by a float32 ulp: `mean(cos x) < cos x` at equal entries along "
+               "(1, 1, 1) holds all along the ray, but the float32 mean of three equal "
+               "tangents is off each by an ulp, which the tangent's rounding bound (written "
+               "with float64's eps) missed: the branch followed the ulp, not the next "
+               "direction (a valid branch's gradient, not the one the tie contract names); "
+               "the mpmath oracle's own 1e-50 noise picked the other branch", False,
+        "asd/core/ties.py (_rounding_could_flip: float64 eps for float32 tangents)",
+        lambda c, o: o.status == "wrong" and o.check in ("subgrad", "vjp", "jacobian")
+        and c.dtype in ("float32", "float16") and _uses(c, "mean"), (),
+        _case([Op("cos", (0,)), Op("mean", (1,), {"axis": None}),
+               Op("add_constant", (1,), {"constant": ((0.75,), (0.0,), (0.0,))}),
+               Op("add_constant", (3,), {"constant": ((1.0,), (-1.5403023058681398,),
+                                                      (-1.0,))}),
+               Op("where_logic", (2, 3, 4, 0, 3, 4), {"cmps": ("<", "<="),
+                                                     "expr": ("and", 0, ("not", 1)),
+                                                     "spelling": "functions"}),
+               Op("argmax_take", (2,), {"table": (0.75,)}), Op("multiply", (6, 1)),
+               Op("sum", (5,), {"axis": None}), Op("add", (7, 8))],
+              [(3, 1), (3, 1), (), (3, 1), (3, 1), (3, 1), (), (3, 1), (), (3, 1)],
+              [[-1.0], [-1.0], [-1.0]], [[1.0], [1.0], [1.0]], dtype="float32", seed=473),
+        fixed=True),
 ]

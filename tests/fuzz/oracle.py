@@ -328,6 +328,10 @@ class Singular(ArithmeticError):
 
 
 _ZERO = mp.mpf(0)
+_NOISE = mp.mpf(10) ** -40
+"""Tangents below this are ties: at 50 digits a mean of three equal tangents can differ from
+each of them by 1e-50, which decided a tie that holds along the whole ray (campaign seed
+2951), where the tie is left to the next direction (asd) or undecided (this oracle)."""
 
 
 class MpDual:
@@ -412,7 +416,7 @@ class MpDual:
     def _sign(self) -> int:
         if self.p:
             return 1 if self.p > 0 else -1
-        if self.t:
+        if abs(self.t) > _NOISE:
             return 1 if self.t > 0 else -1
         if MpDual.decide_ties and any(abs(g) > mp.mpf(10) ** -30 for g in self.g):
             raise Undecided("a tie the first-order tangent leaves open, where the branches "

@@ -125,6 +125,33 @@ def _relu_identity() -> harness.Case:
     return harness.Case(program, np.zeros(2), np.array([1.0, -1.0]))
 
 
+def test_a_timeout_cut_inside_a_budget_leaves_no_budget_behind():
+    """The alarm that stops a slow check repeats: the second can land in a ``with Budget``
+    exit while the first unwinds, leaving an exhausted budget running, and every later
+    program of the batch failed with a raw SeriesTooLarge (campaign seed 2951)."""
+    from asd.core import series
+
+    def cut():
+        series._running.budget = series.Budget(0.0)  # as if its exit never ran
+        raise harness.CheckTimeout
+
+    expected = harness.expect(_relu_identity())
+    assert harness._guard("directional", expected, cut)[0].status == "slow"
+    assert series._running.budget is None
+    _, outcomes = harness.run_checks(_relu_identity(), ("directional",))
+    assert outcomes and not [o for o in outcomes if o.failed]
+
+
+def test_the_mpmath_oracle_leaves_a_tangent_at_its_own_noise_undecided():
+    """At 50 digits a mean of three equal tangents is off each by ~1e-50: that noise decided
+    a tie which holds along the whole ray (campaign seed 2951), against asd's answer from
+    the next direction. Below 1e-40 a tangent is a tie, undecided where it matters."""
+    tie = oracle.MpDual(0.0, oracle.mp.mpf(10) ** -50, [oracle.mp.mpf(1)])
+    with pytest.raises(oracle.Undecided):
+        tie._sign()
+    assert oracle.MpDual(0.0, oracle.mp.mpf(10) ** -20, [oracle.mp.mpf(1)])._sign() == 1
+
+
 def test_the_exact_oracle_sees_a_jump_behind_a_reduction_of_constants():
     """``sign(max(relu(diag(x) + C) + D) - 1)``: every candidate of the max is a constant at
     the point, so the sign met a plain number and recorded no jump, yet along ``v`` the max
