@@ -1385,12 +1385,17 @@ def matmul(a, b, **kwargs):
 
 
 def _einsum_impl(*xs, subscripts, dot=False):
-    if dot and all(type(x) is np.ndarray and x.dtype != object for x in xs):
+    if dot and _plain_arrays(xs):
         # numpy.dot of N-d operands sums in its own order (a dot product per output entry),
         # not einsum's: the value is numpy's own, bit for bit. Series and jets are summed
         # exactly or with an order-free bound, so the einsum serves them.
         return np.dot(*xs)
     return np.einsum(subscripts, *xs)
+
+
+def _plain_arrays(xs) -> bool:
+    """Whether every operand is a numpy array of numbers (by type and dtype, not value)."""
+    return all(type(x) is np.ndarray and x.dtype != object for x in xs)
 
 
 einsum_p = Primitive("einsum", _einsum_impl)

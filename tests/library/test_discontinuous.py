@@ -164,9 +164,24 @@ def test_too_many_entries_on_jumps_are_refused_with_the_reason():
         asd.subgrad(lambda x: np.sum(x * np.sign(x)))(np.zeros(9))
 
 
-def test_a_later_discontinuity_moved_by_a_jump_is_refused():
+def test_a_later_discontinuity_moved_onto_its_jump_by_a_jump_is_refused():
+    """The inner sign's sides (+-0.5, shifted by -0.5) put the outer sign's input on its own
+    jump at 0, where its value is not its limit from that side: refused (F51)."""
     with pytest.raises(asd.NotLipschitzError, match=r"moves %.*itself discontinuous"):
-        asd.subgrad(lambda x: x * np.sign(np.sign(x) * 0.5 + x))(0.0)
+        asd.subgrad(lambda x: x * np.sign(np.sign(x) * 0.5 + x - 0.5))(0.0)
+
+
+def test_a_later_discontinuity_moved_off_its_jump_by_a_jump_is_evaluated_there():
+    """``x * sign(sign(x) / 2 + x)`` is ``|x|``: the inner sign's sides move the outer sign's
+    input to +-1/2, off its jump, where its value is its limit, so the replay shows the
+    output continuous (it was refused before F51's replay knew where a sign jumps)."""
+    def f(x):
+        return x * np.sign(np.sign(x) * 0.5 + x)
+
+    for d in (1.0, -1.0):
+        value, slope = asd.directional(f)(0.0, d)
+        assert value == 0.0 and slope == 1.0           # |x| along either way
+        assert asd.subgrad(f, direction=d)(0.0) == d
 
 
 def test_a_traced_h0_is_refused_with_the_fix():
