@@ -68,3 +68,30 @@ def test_a_jump_below_a_jump_is_refused_and_a_cancelled_one_answered(name, v):
     t = Fraction(1, 10 ** 6)
     want = (exact(x + t * Fraction(v)) - exact(x)) / t
     assert value == float(exact(x)) and slope == float(want)
+
+
+SAME = {  # a comparison between one quantity and itself past an identity constant
+    "x + 0 >= x behind a tied relu": (
+        lambda x: np.maximum(x, 0.0) * (np.maximum(x, 0.0) + 0.0 >= np.maximum(x, 0.0)),
+        lambda x: max(x, 0)),
+    "x * 1 > x behind a clipped remainder": (
+        lambda x: (np.clip(x, 0.0, 1.0) % 2.0) * ((np.clip(x, 0.0, 1.0) % 2.0) * 1.0
+                                                  > np.clip(x, 0.0, 1.0) % 2.0),
+        lambda x: Fraction(0)),
+}
+
+
+@pytest.mark.parametrize("name", list(SAME))
+@pytest.mark.parametrize("v", [1.0, -1.0])
+def test_a_comparison_of_one_quantity_with_itself_is_no_jump(name, v):
+    """``s + 0.0 >= s`` is True near the point whatever ``s`` does: no jump, though a tie
+    above (a relu on its kink, a remainder at its jump under a saturated clip) keeps the
+    sweep from calling the comparison's equality settled. It was refused (campaign seed
+    2961: ``std * (std + 0.0 >= std)`` over a remainder)."""
+    spelled, exact = SAME[name]
+    x = [Fraction(0), Fraction(1, 2)]
+    value, slope = asd.directional(lambda a: np.sum(spelled(a)))(
+        np.array(x, float), np.full(2, v))
+    t = Fraction(1, 10 ** 6)
+    assert value == float(sum(exact(e) for e in x))
+    assert slope == float(sum(exact(e + t * Fraction(v)) - exact(e) for e in x) / t)

@@ -637,6 +637,15 @@ class Trace:
         if (len(crossing) > 1 and crossing[1] is not None
                 and args[crossing[0]] == args[crossing[1]] and type(args[crossing[0]]) is int):
             return mask  # a - a: 0 near x, on the jump's own value (x > x is always False)
+        gone_same = np.zeros(shape, bool)
+        if len(crossing) > 1 and crossing[1] is not None and type(args[crossing[0]]) is int \
+                and type(args[crossing[1]]) is int:
+            from asd.core.ties import same_quantity  # ties builds on this module
+            same = same_quantity(self, args[crossing[0]], args[crossing[1]], shape)
+            if same is not None:  # one quantity (x + 0.0 >= x): a - b is 0 near x
+                gone_same = mask & same
+                if gone_same.all():
+                    return gone_same
         up, down = self._moves_of(args[crossing[0]], shape, {})
         if len(crossing) > 1 and crossing[1] is not None:
             b_up, b_down = self._moves_of(args[crossing[1]], shape, {})
@@ -647,7 +656,7 @@ class Trace:
         if entered is not None:
             entered = np.broadcast_to(entered, shape)
             gone &= (entered == 0) | ((entered < 0) & down) | ((entered > 0) & up)
-        return gone
+        return gone | gone_same
 
     def _moves_of(self, ref, shape: tuple, memo: dict) -> tuple:
         """`moves` of an input reference (a literal or a constant node moves nowhere)."""

@@ -852,16 +852,21 @@ def _same_quantity(left: _Side, right: _Side) -> np.ndarray | None:
         return None
     if left.shape != right.shape:
         return None
-    nodes, lins = a.trace.nodes, getattr(a.trace, "lins", None) or []
+    return same_quantity(a.trace, a.k, b.k, left.shape)
+
+
+def same_quantity(trace: Trace, i: int, j: int, shape: tuple) -> np.ndarray | None:
+    """Where nodes ``i`` and ``j`` (broadcast to ``shape``) are one quantity near the point
+    (`_same_quantity`): a bool mask of ``shape``, None where nowhere."""
+    nodes, lins = trace.nodes, getattr(trace, "lins", None) or []
     same = None
     # past identity constants only, then also past the ray's identity pieces: the second
     # keeps only the entries where those pieces are the identity, so it must not replace
     # the first where the first already finds one quantity (|s| against itself everywhere)
     for peel in (lambda k: _peeled(nodes, k), lambda k: _ray_peeled(nodes, lins, k)):
-        (i, kept_i), (j, kept_j) = peel(a.k), peel(b.k)
-        if same_node(nodes, i, j):
-            here = np.broadcast_to(_without_leading_ones(kept_i & kept_j, left.shape),
-                                   left.shape)
+        (pi, kept_i), (pj, kept_j) = peel(i), peel(j)
+        if same_node(nodes, pi, pj):
+            here = np.broadcast_to(_without_leading_ones(kept_i & kept_j, shape), shape)
             same = here if same is None else same | here
     return same
 

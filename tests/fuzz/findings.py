@@ -807,3 +807,26 @@ FINDINGS += [  # the long numpy campaign on this stop's code (seed 2951)
               [[-1.0], [-1.0], [-1.0]], [[1.0], [1.0], [1.0]], dtype="float32", seed=473),
         fixed=True),
 ]
+
+FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
+    Finding(
+        "F53", "a comparison of one quantity with itself past an identity constant, "
+               "`s * (s + 0.0 >= s)`, refused as a jump where a tie above `s` (a remainder "
+               "at its jump under a saturated box projection) kept the sweep from calling "
+               "the equality settled", False,
+        "asd/core/sweep.py (Trace.unreachable: only a - a of one node was no jump)",
+        lambda c, o: o.status == "bad-refusal" and "greater_equal jumps here" in o.detail,
+        (),
+        _case([Op("rollaxis", (0,)),
+               Op("proj_box", (1,), {"lo": ((0.0,), (-0.5,), (-0.5,)),
+                                     "hi": ((1.0,), (0.5,), (-0.5,))}),
+               Op("add_constant", (2,), {"constant": ((0.0,), (-0.25,), (-0.25,))}),
+               Op("remainder", (3,), {"c": 2.0}), Op("method_ravel", (4,)),
+               Op("add_constant", (4,), {"constant": 1.0}), Op("method_ravel", (6,)),
+               Op("concatenate", (5, 7), {"axis": 0}), Op("method_std", (8,), {"axis": -1}),
+               Op("add_constant", (9,), {"constant": 0.0}),
+               Op("step_multiply", (9, 10, 9), {"cmp": ">="})],
+              [(1, 3), (3, 1), (3, 1), (3, 1), (3, 1), (3,), (3, 1), (3,), (6,), (), (), ()],
+              [[-1.5, -1.5, -1.5]], [[1.0, 1.0, 1.0]], seed=45257),
+        fixed=True),
+]
