@@ -641,7 +641,9 @@ class _DecidedRelu(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, x_t):
-        (x,) = ctx.saved_tensors
+        # the decision and the tangent are never differentiated: computed outside autograd
+        # (the values require grad, and every operation would be recorded)
+        x, x_t = ctx.saved_tensors[0].detach(), x_t.detach()
         state = _deciding()
         # floating-point arithmetic only, no boolean tensor: on CPUs a comparison costs four
         # times an elementwise product, `torch.where` and `masked_fill` thirty times (a step
@@ -797,41 +799,60 @@ def tiled_max(x, kernel, out_shape):
 
 
 def _decided_tiles(x, x_t, m, state, dead, geometry):
-    """`_DecidedPool`'s decision where the windows tile the input (`_tiling`), per kernel
-    offset on strided slices with elementwise operations only (no ``torch.where``, no
-    pooling kernel: on CPUs each costs ten times an elementwise maximum): the key (the
-    tangent where a candidate attains its window's maximum, -inf elsewhere), its maximum
-    over the offsets, the first offset that attains it (PyTorch's index format), and the
-    open windows: several candidates with exactly the best tangent (along a given direction,
-    unless all dead units) or one strictly below it within the threshold."""
+    """`_DecidedPool`'s decision where the windows tile the input (`_tiling`): the key of a
+    candidate is its tangent where it attains its window's maximum, -inf elsewhere; the
+    winner is the first candidate (row-major, PyTorch's index format) with the largest key.
+    The candidates are laid out once as a contiguous ``(K, ..., Ho, Wo)`` stack (one copy
+    per operand: elementwise operations on stride-2 slices do not vectorise), and decided
+    in floating-point arithmetic only (on CPUs a comparison costs four times an elementwise
+    product, ``torch.where`` thirty times). Returns the winner's tangent, its flat index,
+    and the margin of the open windows (`_tile_margin`)."""
     kernel, _, _, _, out_shape = geometry
-    kw = kernel[1]
+    if m.numel() == 0:
+        return m, torch.zeros(m.shape, dtype=torch.int64, device=m.device), _positive(m)
     slices = _tile_slices(kernel, out_shape)
-    keys = [torch.minimum(x_t[at], _unbounded(x[at] == m)) for at in slices]
-    best = keys[0]
-    for key in keys[1:]:
-        best = torch.maximum(best, key)
-    low = best - state.threshold
-    k = len(keys)
-    first = exact = unclear = None
-    for o, key in enumerate(keys):
-        same = key == best
-        near = (key >= low) & ~same
-        rank = same.to(torch.int8) * (k - o)            # the first offset has the top rank
-        first = rank if first is None else torch.maximum(first, rank)
-        exact = same.to(torch.int8) if exact is None else exact + same
-        unclear = near if unclear is None else unclear | near
-    arg = (k - first).to(torch.int64)
+    keys = torch.stack([x_t[at] for at in slices])
+    # 0 where a candidate attains its window's maximum, inf elsewhere (m - x >= 0, and
+    # 0 * inf = NaN is the maximum; a NaN value gives 0 too, and a NaN output: open)
+    gap = torch.stack([x[at] for at in slices])
+    gap = torch.sub(m, gap, out=gap).mul_(math.inf).nan_to_num_(nan=0.0, posinf=math.inf)
+    keys.sub_(gap)
+    best = keys.amax(0)
+    below = torch.sub(best, keys, out=gap)             # 0 exactly where key == best
+    margin = _tile_margin(keys, below, best, m, state, dead)
+    # the first offset with the best key: its flat offset in the input plus inf elsewhere
+    below.mul_(math.inf).nan_to_num_(nan=0.0, posinf=math.inf)
+    below.add_(_tile_offsets(x.shape[-1], x.device, x.dtype, tuple(kernel), m.ndim))
+    first = below.amin(0).to(torch.int64)
     base = _places(x.shape[-1], x.device, (0, 0), tuple(kernel), (0, 0), (1, 1),
                    tuple(out_shape))
-    index = base + arg + arg // kw * (x.shape[-1] - kw)  # r kw + c -> r w + c, no remainder
-    return best, index, _open_windows(exact, unclear, m, best, state, dead)
+    return best, base + first, margin
 
 
-def _unbounded(keep: torch.Tensor) -> torch.Tensor:
-    """``inf`` where ``keep``, ``-inf`` elsewhere: ``minimum(t, _unbounded(keep))`` is
-    ``where(keep, t, -inf)`` exactly, at a fraction of `torch.where`'s cost on CPUs."""
-    return keep.to(torch.float32).mul_(2).sub_(1).mul_(math.inf)
+def _tile_margin(keys, below, best, m, state, dead) -> torch.Tensor:
+    """Positive unless a window is open: a candidate whose key is within the threshold of
+    the best (``key >= best - threshold``) but not equal to it, and, along a given
+    direction, several with exactly the best key (unless ``dead`` and the window is all dead
+    units: value 0, tangent 0). ``below`` is ``best - key`` (0 exactly at the best)."""
+    same = 1 - torch.sign(below)                       # 1 at the best, 0 elsewhere
+    low = best - state.threshold
+    # low - key <= 0 where a key is near the best; moved past 0 at the best itself
+    near = torch.addcmul(low - keys, same, state.clear).amin()
+    if state.random:
+        return near
+    many = 1.5 - same.sum(0)                           # <= 0 where several share the best
+    if dead:                                           # m == 0 and best == 0: all dead units
+        spared = (1 - torch.sign(torch.abs(m))) * (1 - torch.sign(torch.abs(best)))
+        many = many + spared * len(keys)
+    return torch.minimum(near, many.amin())
+
+
+@functools.lru_cache(maxsize=64)
+def _tile_offsets(w, device, dtype, kernel, ndim):
+    """The flat input offset of each kernel position (row-major), as a ``(K, 1, ..., 1)``
+    tensor of ``dtype`` (``ndim`` ones; exact: offsets are small integers)."""
+    offsets = [oh * w + ow for oh in range(kernel[0]) for ow in range(kernel[1])]
+    return torch.tensor(offsets, dtype=dtype, device=device).reshape(-1, *(1,) * ndim)
 
 
 def _in_plane(index, crop, w):
@@ -900,18 +921,18 @@ class _DecidedPool(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, x_t, *_):
-        x, m = ctx.saved_tensors
+        x, m, x_t = (t.detach() for t in (*ctx.saved_tensors, x_t))  # as `_DecidedRelu`'s
         kernel, stride, padding, dilation = (tuple(a) for a in ctx.args[:4])
         state = _deciding()
         out_shape = tuple(m.shape[-2:])
         geometry = (kernel, stride, padding, dilation, out_shape)
         if _tiling(x.shape[-2:], geometry):
-            best, index, open_ = _decided_tiles(x, x_t, m, state, ctx.dead, geometry)
-        elif dilation == (1, 1):
-            best, index, open_ = _decided_windows(x, x_t, m, state, ctx.dead, geometry)
+            best, index, margin = _decided_tiles(x, x_t, m, state, ctx.dead, geometry)
+            state.margin(margin)
         else:
-            best, index, open_ = _decided_offsets(x, x_t, m, state, ctx.dead, geometry)
-        state.count(open_)
+            decide = _decided_windows if dilation == (1, 1) else _decided_offsets
+            best, index, open_ = decide(x, x_t, m, state, ctx.dead, geometry)
+            state.count(open_)
         ctx.indices = index
         return best     # the winner's tangent (finite: the maximum is some candidate's)
 
