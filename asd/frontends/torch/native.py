@@ -647,23 +647,29 @@ class _DecidedRelu(torch.autograd.Function):
         state = _deciding()
         # floating-point arithmetic only, no boolean tensor: on CPUs a comparison costs four
         # times an elementwise product, `torch.where` and `masked_fill` thirty times (a step
-        # meets these at every relu). sign(x) is -1, 0, 1 (NaN for NaN); `off` is 1 off the
-        # ties, 0 at them
+        # meets these at every relu); in place where it can, as every fresh tensor of a
+        # large layer costs its pages' faults. sign(x) is -1, 0, 1 (NaN for NaN); `off` is
+        # 1 off the ties, 0 at them
         sign = torch.sign(x)
         off = torch.abs(sign)
-        # the side: sign(x) off ties, sign(x_t - threshold) at them (positive where the
-        # tangent is clearly positive); every term finite, so `0 * pick` is 0
-        pick = torch.sign(x_t - state.threshold)
-        ctx.side = torch.addcmul(sign, 1 - off, pick)
+        if x.numel() == 0:
+            ctx.side = sign
+            return x_t
         # the margin: |x_t| - threshold at the ties (not clearly nonzero where <= 0), moved
         # past 0 off the ties and, along a random direction, where the tangent is exactly 0
         # (either side gives the same gradient there); NaN wherever x or x_t is NaN
-        size = torch.abs(x_t)
-        if x.numel() == 0:
-            return x_t
-        out = off + (1 - torch.sign(size)) if state.random else off
-        state.margin(torch.addcmul(size - state.threshold, out, state.clear).amin())
-        return torch.ops.aten.threshold_backward(x_t, ctx.side, 0)
+        work = torch.abs(x_t)
+        if state.random:
+            out = torch.sign(work).neg_().add_(1).add_(off)     # off or x_t == 0
+            state.margin(work.sub_(state.threshold).addcmul_(out, state.clear).amin())
+            del out
+        else:
+            state.margin(work.sub_(state.threshold).addcmul_(off, state.clear).amin())
+        # the side: sign(x) off ties, sign(x_t - threshold) at them (positive where the
+        # tangent is clearly positive): sign + pick (1 - off), small integers, exact
+        pick = torch.sub(x_t, state.threshold, out=work).sign_()
+        ctx.side = sign.add_(pick.mul_(off.neg_().add_(1)))
+        return torch.ops.aten.threshold_backward.grad_input(x_t, ctx.side, 0, grad_input=pick)
 
     @staticmethod
     def backward(ctx, ct):
