@@ -798,9 +798,11 @@ def tiled_max(x, kernel, out_shape):
     slices (the same numbers, NaN included, as ``max_pool2d``, whose CPU kernel costs ten
     times this on a channels-first tensor)."""
     slices = _tile_slices(kernel, out_shape)
-    m = x[slices[0]]
-    for at in slices[1:]:
-        m = torch.maximum(m, x[at])
+    if len(slices) == 1:
+        return x[slices[0]].clone()
+    m = torch.maximum(x[slices[0]], x[slices[1]])
+    for at in slices[2:]:
+        torch.maximum(m, x[at], out=m)     # in place: one fresh tensor in all
     return m
 
 
@@ -825,7 +827,7 @@ def _decided_tiles(x, x_t, m, state, dead, geometry):
     keys.sub_(gap)
     best = keys.amax(0)
     below = torch.sub(best, keys, out=gap)             # 0 exactly where key == best
-    margin = _tile_margin(keys, below, best, m, state, dead)
+    margin = _tile_margin(keys, below, best, m, state, dead)      # (overwrites keys)
     # the first offset with the best key: its flat offset in the input plus inf elsewhere
     below.mul_(math.inf).nan_to_num_(nan=0.0, posinf=math.inf)
     below.add_(_tile_offsets(x.shape[-1], x.device, x.dtype, tuple(kernel), m.ndim))
@@ -839,11 +841,12 @@ def _tile_margin(keys, below, best, m, state, dead) -> torch.Tensor:
     """Positive unless a window is open: a candidate whose key is within the threshold of
     the best (``key >= best - threshold``) but not equal to it, and, along a given
     direction, several with exactly the best key (unless ``dead`` and the window is all dead
-    units: value 0, tangent 0). ``below`` is ``best - key`` (0 exactly at the best)."""
-    same = 1 - torch.sign(below)                       # 1 at the best, 0 elsewhere
+    units: value 0, tangent 0). ``below`` is ``best - key`` (0 exactly at the best).
+    Computed in place, in ``keys``' storage (every fresh tensor costs its page faults)."""
+    same = torch.sign(below).neg_().add_(1)            # 1 at the best, 0 elsewhere
     low = best - state.threshold
     # low - key <= 0 where a key is near the best; moved past 0 at the best itself
-    near = torch.addcmul(low - keys, same, state.clear).amin()
+    near = torch.sub(low, keys, out=keys).addcmul_(same, state.clear).amin()
     if state.random:
         return near
     many = 1.5 - same.sum(0)                           # <= 0 where several share the best
