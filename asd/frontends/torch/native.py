@@ -110,7 +110,9 @@ def off_value(x, p=None) -> torch.Tensor:
     if x.numel() == 0:
         return _positive(x)
     d = x if p is None or (not isinstance(p, torch.Tensor) and p == 0) else x - p
-    if d.is_floating_point():   # min |d| in one reduction (a NaN gives NaN, as it should)
+    if d.is_floating_point() and d.device.type != "cpu":
+        # min |d| in one reduction (a NaN gives NaN, as it should): one kernel on a GPU,
+        # but on CPUs twenty times abs then amin (which gives NaN too)
         return torch.linalg.vector_norm(d, -math.inf)
     return torch.abs(d).amin()
 
