@@ -667,11 +667,12 @@ class _DecidedRelu(torch.autograd.Function):
             del out
         else:
             state.margin(work.sub_(state.threshold).addcmul_(off, state.clear).amin())
-        # the side: sign(x) off ties, sign(x_t - threshold) at them (positive where the
-        # tangent is clearly positive): sign + pick (1 - off), small integers, exact
-        pick = torch.sub(x_t, state.threshold, out=work).sign_()
-        ctx.side = sign.add_(pick.mul_(off.neg_().add_(1)))
-        return torch.ops.aten.threshold_backward.grad_input(x_t, ctx.side, 0, grad_input=pick)
+        # the side, positive where the piece is on: 2 sign(x) + sign(x_t - threshold), the
+        # sign of x off the ties, of the tangent beyond the threshold at them (small
+        # integers, exact; NaN where x is NaN, and then the margin is NaN too)
+        del off
+        ctx.side = torch.sub(x_t, state.threshold, out=work).sign_().add_(sign, alpha=2)
+        return torch.ops.aten.threshold_backward.grad_input(x_t, ctx.side, 0, grad_input=sign)
 
     @staticmethod
     def backward(ctx, ct):
@@ -828,12 +829,13 @@ def _decided_tiles(x, x_t, m, state, dead, geometry):
     gap = torch.sub(m, gap, out=gap).mul_(math.inf).nan_to_num_(nan=0.0, posinf=math.inf)
     keys.sub_(gap)
     best = keys.amax(0)
-    below = torch.sub(best, keys, out=gap)             # 0 exactly where key == best
-    margin = _tile_margin(keys, below, best, m, state, dead)      # (overwrites keys)
-    # the first offset with the best key: its flat offset in the input plus inf elsewhere
-    below.mul_(math.inf).nan_to_num_(nan=0.0, posinf=math.inf)
-    below.add_(_tile_offsets(x.shape[-1], x.device, x.dtype, tuple(kernel), m.ndim))
-    first = below.amin(0).to(torch.int64)
+    below = torch.sign(torch.sub(best, keys, out=gap))  # 0 exactly where key == best, else 1
+    # the first offset with the best key: the least of its flat offset in the input, plus
+    # the window's size elsewhere (small integers, exact)
+    w = x.shape[-1]
+    first = torch.mul(below, w * kernel[0], out=gap).add_(
+        _tile_offsets(w, x.device, x.dtype, tuple(kernel), m.ndim)).amin(0).to(torch.int64)
+    margin = _tile_margin(keys, below, best, m, state, dead)      # (overwrites both)
     base = _places(x.shape[-1], x.device, (0, 0), tuple(kernel), (0, 0), (1, 1),
                    tuple(out_shape))
     return best, base + first, margin
@@ -843,9 +845,10 @@ def _tile_margin(keys, below, best, m, state, dead) -> torch.Tensor:
     """Positive unless a window is open: a candidate whose key is within the threshold of
     the best (``key >= best - threshold``) but not equal to it, and, along a given
     direction, several with exactly the best key (unless ``dead`` and the window is all dead
-    units: value 0, tangent 0). ``below`` is ``best - key`` (0 exactly at the best).
-    Computed in place, in ``keys``' storage (every fresh tensor costs its page faults)."""
-    same = torch.sign(below).neg_().add_(1)            # 1 at the best, 0 elsewhere
+    units: value 0, tangent 0). ``below`` is ``sign(best - key)`` (0 exactly at the best,
+    else 1). Computed in place, in the storage of ``keys`` and ``below`` (every fresh tensor
+    costs its page faults)."""
+    same = below.neg_().add_(1)                        # 1 at the best, 0 elsewhere
     low = best - state.threshold
     # low - key <= 0 where a key is near the best; moved past 0 at the best itself
     near = torch.sub(low, keys, out=keys).addcmul_(same, state.clear).amin()
