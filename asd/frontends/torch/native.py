@@ -659,17 +659,20 @@ class _DecidedRelu(torch.autograd.Function):
             return x_t
         # the margin: |x_t| - threshold at the ties (not clearly nonzero where <= 0), moved
         # past 0 off the ties and, along a random direction, where the tangent is exactly 0
-        # (either side gives the same gradient there); NaN wherever x or x_t is NaN
+        # (either side gives the same gradient there). NaN wherever x_t is NaN, and, through
+        # 0 * sum(x), wherever x is not finite (torch.sign reads a NaN as 0, a tie): then
+        # the run is open, and asd's sweep decides
         work = torch.abs(x_t)
         if state.random:
             out = torch.sign(work).neg_().add_(1).add_(off)     # off or x_t == 0
-            state.margin(work.sub_(state.threshold).addcmul_(out, state.clear).amin())
+            margin = work.sub_(state.threshold).addcmul_(out, state.clear).amin()
             del out
         else:
-            state.margin(work.sub_(state.threshold).addcmul_(off, state.clear).amin())
+            margin = work.sub_(state.threshold).addcmul_(off, state.clear).amin()
+        state.margin(margin.add_(x.sum().mul_(0)))
         # the side, positive where the piece is on: 2 sign(x) + sign(x_t - threshold), the
         # sign of x off the ties, of the tangent beyond the threshold at them (small
-        # integers, exact; NaN where x is NaN, and then the margin is NaN too)
+        # integers, exact)
         del off
         ctx.side = torch.sub(x_t, state.threshold, out=work).sign_().add_(sign, alpha=2)
         return torch.ops.aten.threshold_backward.grad_input(x_t, ctx.side, 0, grad_input=sign)
