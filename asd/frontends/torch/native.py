@@ -662,13 +662,11 @@ class _DecidedRelu(torch.autograd.Function):
         # (either side gives the same gradient there). NaN wherever x_t is NaN, and, through
         # 0 * sum(x), wherever x is not finite (torch.sign reads a NaN as 0, a tie): then
         # the run is open, and asd's sweep decides
+        # (the threshold subtracted after the minimum: the sign of a difference is exact)
         work = torch.abs(x_t)
-        if state.random:
-            out = torch.sign(work).neg_().add_(1).add_(off)     # off or x_t == 0
-            margin = work.sub_(state.threshold).addcmul_(out, state.clear).amin()
-            del out
-        else:
-            margin = work.sub_(state.threshold).addcmul_(off, state.clear).amin()
+        out = torch.sign(work).neg_().add_(1).add_(off) if state.random else off
+        margin = work.addcmul_(out, state.clear).amin().sub_(state.threshold)
+        del out
         state.margin(margin.add_(x.sum().mul_(0)))
         # the side, positive where the piece is on: 2 sign(x) + sign(x_t - threshold), the
         # sign of x off the ties, of the tangent beyond the threshold at them (small
