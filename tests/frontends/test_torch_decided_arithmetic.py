@@ -21,11 +21,12 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
+import asd.torch  # noqa: E402
 import torch.autograd.forward_ad as fwAD  # noqa: E402
 
 from asd.frontends.torch import dropin, native  # noqa: E402
 
-from .test_torch_native_backward import _close, _steps  # noqa: E402
+from .test_torch_native_backward import _close, _square_loss  # noqa: E402
 
 THR = 2.0 ** -20
 
@@ -134,12 +135,38 @@ def _zero_cnn():
     return model, torch.randn(4, 1, 14, 14)
 
 
+def _zero_cnn_frozen_first_weight():
+    """The zero CNN with its first convolution's weight frozen (no tangent: only its bias
+    moves along the direction)."""
+    model, x = _zero_cnn()
+    model[0].weight.requires_grad_(False)
+    return model, x
+
+
+def _calls(model, x, native_backward: bool, n: int) -> list:
+    """The gradients of the trainable parameters over ``n`` calls of one drop-in (seed 5),
+    on the native path or asd's full sweep at every call."""
+    old = asd.torch.NATIVE_BACKWARD
+    asd.torch.NATIVE_BACKWARD = native_backward
+    try:
+        f = asd.torch.function(model, seed=5)
+        out = []
+        for _ in range(n):
+            model.zero_grad(set_to_none=True)
+            _square_loss(f(x)).backward()
+            out.append({k: p.grad.clone() for k, p in model.named_parameters()
+                        if p.requires_grad})
+        return out
+    finally:
+        asd.torch.NATIVE_BACKWARD = old
+
+
 @pytest.fixture
 def spies(monkeypatch):
     """Counts the decided runs that settled a call (``decided``), the calls swept by asd
     (``swept``), the tiled pooling decisions (``tiles``) and the thresholds computed
     (``thresholds``)."""
-    seen = {"decided": 0, "swept": 0, "tiles": 0, "thresholds": 0}
+    seen = {"decided": 0, "swept": 0, "tiles": 0, "thresholds": 0, "input convolutions": 0}
 
     def spy(name, module, key, counts=lambda out: True):
         real = getattr(module, name)
@@ -155,22 +182,26 @@ def spies(monkeypatch):
     spy("_asd_gradients", dropin, "swept")
     spy("_decided_tiles", native, "tiles")
     spy("_threshold", dropin, "thresholds")
+    spy("decided_conv2d", native, "input convolutions")
     return seen
 
 
-@pytest.mark.parametrize("build", [_planted_resnet, _zero_cnn])
+@pytest.mark.parametrize("build", [_planted_resnet, _zero_cnn, _zero_cnn_frozen_first_weight])
 def test_planted_ties_are_decided_with_the_full_sweeps_element(build, spies):
     """float32 models with exact zeros planted under their ReLUs and pooling windows: three
     calls of one drop-in (decided in the backward, then in the forward) give the full
     sweep's gradient along the same seeded direction, to float32 rounding, without a sweep;
     the tiled pooling decision runs where the windows tile the input, and the threshold is
-    computed once for the seed's direction."""
+    computed once for the seed's direction, and the first convolution (of the input, which
+    has no tangent) is `native.decided_conv2d`, without PyTorch's convolution of a zero
+    tangent."""
     model, x = build()
-    got = _steps(model, x, True, 3, seed=5)
+    got = _calls(model, x, True, 3)
     assert spies["decided"] == 3 and spies["swept"] == 0
-    assert spies["tiles"] == (6 if build is _zero_cnn else 0)      # two pools per run
+    assert spies["tiles"] == (0 if build is _planted_resnet else 6)     # two pools per run
     assert spies["thresholds"] == 1
-    (want,) = _steps(model, x, False, 1, seed=5)
+    assert spies["input convolutions"] == 3
+    (want,) = _calls(model, x, False, 1)
     for g in got:
         _close(g, want, 2e-6)
 

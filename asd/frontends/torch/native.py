@@ -477,6 +477,17 @@ def flag_for(node, graph: torch.fx.Graph, flagged_relus: set, decided: bool = Fa
     raise NotNative(f"aten.{name}")
 
 
+def _constant_input_conv(node, live: set) -> bool:
+    """Whether ``node`` is a 2-d convolution (``aten.conv2d.default`` of a batch) of an input
+    no differentiated tensor reaches, whose tangent `decided_conv2d` computes without
+    PyTorch's convolution of a zero tangent."""
+    if node.target is not torch.ops.aten.conv2d.default:
+        return False
+    x = node.args[0]
+    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.ndim == 4 and x.name not in live
+
+
 class NativeProgram:
     """A `TorchProgram`'s exported graph as a ``torch.fx.GraphModule`` that returns, after
     its outputs, the sum of its floating outputs (`total`) and the margins of its
@@ -513,6 +524,8 @@ class NativeProgram:
                 continue                      # locally constant (an isnan test)
             live.add(node.name)
             margins += flag_for(new, graph, flagged_relus, decided)
+            if decided and _constant_input_conv(node, live):
+                new.target = decided_conv2d
         by_name = {n.name: n for n in src.nodes}
         user = [env[by_name[name]] for name in prog.outputs]
         graph.output((*user, graph.call_function(total, tuple(user)), *margins))
@@ -693,6 +706,59 @@ _DecidedRelu.forward.__signature__ = inspect.signature(_DecidedRelu.forward)
 def decided_relu(x):
     """`_DecidedRelu` (an fx graph target)."""
     return _DecidedRelu.apply(x)
+
+
+class _DecidedConv(torch.autograd.Function):
+    """``aten.conv2d`` of an input without a tangent (the network's input), whose tangent
+    is PyTorch's forward-mode formula ``conv(x_t, w, b_t) + conv(x, w_t)`` without its first
+    term's convolution of a zero tangent: ``conv(x, w_t) + b_t`` (the same numbers: that
+    convolution is ``b_t`` exactly). Its backward is PyTorch's (``convolution_backward``, as
+    ``ConvolutionBackward0`` calls it)."""
+
+    @staticmethod
+    def forward(x, w, b, stride, padding, dilation, groups):
+        return torch.ops.aten.conv2d.default(x, w, b, stride, padding, dilation, groups)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, b, *args = inputs
+        ctx.save_for_forward(x, w)
+        ctx.save_for_backward(x, w)
+        ctx.args, ctx.bias = args, None if b is None else list(b.shape)
+        ctx.set_materialize_grads(False)        # a missing tangent arrives as None
+
+    @staticmethod
+    def jvp(ctx, x_t, w_t, b_t, *_):
+        if x_t is not None:
+            raise RuntimeError("decided_conv2d's input has a tangent")
+        x, w = (t.detach() for t in ctx.saved_tensors)   # never differentiated
+        stride, padding, dilation, groups = ctx.args
+        out = torch.ops.aten.conv2d.default(
+            x, torch.zeros_like(w) if w_t is None else w_t.detach(), None, stride, padding,
+            dilation, groups)
+        return out if b_t is None else out.add_(b_t.detach()[:, None, None])
+
+    @staticmethod
+    def backward(ctx, ct):
+        if ct is None:
+            return None, None, None, None, None, None, None
+        x, w = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.args
+        need = ctx.needs_input_grad
+        gx, gw, gb = torch.ops.aten.convolution_backward(
+            ct, x, w, ctx.bias, stride, padding, dilation, False, [0, 0], groups,
+            [need[0], need[1], need[2] and ctx.bias is not None])
+        return gx, gw, gb, None, None, None, None
+
+
+_DecidedConv.forward.__signature__ = inspect.signature(_DecidedConv.forward)
+
+
+def decided_conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                   groups=1):
+    """`_DecidedConv` with ``aten.conv2d``'s arguments (an fx graph target)."""
+    return _DecidedConv.apply(x, weight, bias, list(_tuple(stride, 2)),
+                              list(_tuple(padding, 2)), list(_tuple(dilation, 2)), int(groups))
 
 
 def _padded(x, fill, kernel, stride, padding, dilation, out_shape):
