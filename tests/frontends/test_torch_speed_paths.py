@@ -10,6 +10,7 @@ gradient where no tie matters.
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -148,8 +149,24 @@ def test_pool_windows_decide_as_the_per_offset_loop(kernel, stride, padding, cei
         assert bool(o1.any()) and not bool(o1.all())
         assert torch.isfinite(b1).all() and not math.isnan(float(b1.sum()))
         if native._tiling(x.shape[-2:], geometry):
-            b3, i3, o3 = native._decided_tiles(x, x_t, m, state, dead, geometry)
-            assert torch.equal(b3, b2) and torch.equal(i3, i2) and torch.equal(o3, o2)
+            b3, i3, margin = native._decided_tiles(x, x_t, m, state, dead, geometry)
+            assert torch.equal(b3, b2) and torch.equal(i3, i2)
+            assert not float(margin) > 0                # some window is open
+            _tile_margins_are_the_open_windows(x, x_t, m, state, dead, geometry, o2)
+
+
+def _tile_margins_are_the_open_windows(x, x_t, m, state, dead, geometry, open_):
+    """`_decided_tiles`'s margin (one number for all windows) window by window: positive
+    exactly where the per-offset loop leaves the window decided."""
+    (k, _), _, _, _, (ho, wo) = geometry
+    one = ((k, k), (k, k), (0, 0), (1, 1), (1, 1))
+    for n, c, i, j in itertools.product(*(range(d) for d in (*m.shape[:2], ho, wo))):
+        at = (slice(n, n + 1), slice(c, c + 1), slice(i * k, i * k + k), slice(j * k,
+                                                                           j * k + k))
+        _, _, margin = native._decided_tiles(x[at], x_t[at], m[at[:2] + (slice(i, i + 1),
+                                                                     slice(j, j + 1))],
+                                             state, dead, one)
+        assert (float(margin) > 0) == (not bool(open_[n, c, i, j])), (n, c, i, j)
 
 
 def test_zero_init_under_a_padded_ceil_mode_pool_is_the_full_sweeps_element():

@@ -402,9 +402,7 @@ class _NativeCall:
     def _decided_run(self, program, flat: list, primals: dict, upcast: dict):
         """The decided program's outputs (recorded for the backward) along the direction, or
         None where something was left undecided or tied elsewhere."""
-        tangents = self._tangents(flat)
-        threshold = native.SMALL * torch.stack([t.abs().amax().float() for t in tangents
-                                                if t.numel()]).amax()
+        tangents, threshold = self._tangents(flat)
         names = list(self.prog.tensors())
         duals = list(flat)
         with native.Deciding(threshold, self.direction is None) as state, \
@@ -436,16 +434,19 @@ class _NativeCall:
             self._decided = built if not isinstance(built, str) else False
         return self._decided or None
 
-    def _tangents(self, flat: list) -> list:
+    def _tangents(self, flat: list) -> tuple[list, torch.Tensor]:
         """The sweep's direction at the wanted leaves, as asd's sweep draws it: the given
         ``direction`` (zero where it names no leaf), else the seed's normals (`LazyDirection`,
-        one stream per wanted leaf, in the same order)."""
+        one stream per wanted leaf, in the same order); and the threshold of a clear tangent
+        (`native.SMALL` times the direction's largest entry)."""
         leaves = [flat[i].detach() for i in self.wanted]
         if self.direction is not None:
             names = list(self.prog.tensors())
             keys = [i if i < self.n_inputs else names[i - self.n_inputs] for i in self.wanted]
-            return [self.direction[k].to(dtype=x.dtype, device=x.device) if k in self.direction
-                    else torch.zeros_like(x) for k, x in zip(keys, leaves, strict=True)]
+            tangents = [self.direction[k].to(dtype=x.dtype, device=x.device)
+                        if k in self.direction else torch.zeros_like(x)
+                        for k, x in zip(keys, leaves, strict=True)]
+            return tangents, _threshold(tangents)
         key = (tuple((tuple(x.shape), x.dtype, x.device) for x in leaves)
                if isinstance(self.seed, int) else None)
         if key is not None and key in self._directions:
@@ -453,12 +454,13 @@ class _NativeCall:
         draw = LazyDirection(self.seed, [tuple(x.shape) for x in leaves],
                              [x.dtype for x in leaves], leaves)
         tangents = [draw.leaf(i) for i in range(len(leaves))]
+        out = tangents, _threshold(tangents)
         if key is not None:
             # an integer seed fixes the direction: drawn (on the host, as asd's sweep draws
             # it) and moved to the device once, not every tied call (on a GPU the draw and
-            # the copies cost far more than the step)
-            self._directions = {key: tangents}
-        return tangents
+            # the copies cost far more than the step), its threshold with it
+            self._directions = {key: out}
+        return out
 
     def gradients(self, saved: list, cts) -> list:
         """asd's gradient at the saved leaves and tensors: one per saved tensor (None where
@@ -471,6 +473,12 @@ class _NativeCall:
                                     self.wanted).vjp(flat)
             grads = pullback(cts)
         return [g for g, is_t in zip(grads, self.is_tensor, strict=True) if is_t]
+
+
+def _threshold(tangents: list) -> torch.Tensor:
+    """`native.SMALL` times the largest entry of the direction (a 0-d float32 tensor)."""
+    return native.SMALL * torch.stack([t.abs().amax().float() for t in tangents
+                                       if t.numel()]).amax()
 
 
 STICKY = 16

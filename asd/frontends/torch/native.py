@@ -39,6 +39,7 @@ gradient passes through them, whatever their branches.
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import math
 import operator
@@ -109,7 +110,9 @@ def off_value(x, p=None) -> torch.Tensor:
     if x.numel() == 0:
         return _positive(x)
     d = x if p is None or (not isinstance(p, torch.Tensor) and p == 0) else x - p
-    if d.is_floating_point():   # min |d| in one reduction (a NaN gives NaN, as it should)
+    if d.is_floating_point() and d.device.type != "cpu":
+        # min |d| in one reduction (a NaN gives NaN, as it should): one kernel on a GPU,
+        # but on CPUs twenty times abs then amin (which gives NaN too)
         return torch.linalg.vector_norm(d, -math.inf)
     return torch.abs(d).amin()
 
@@ -474,6 +477,17 @@ def flag_for(node, graph: torch.fx.Graph, flagged_relus: set, decided: bool = Fa
     raise NotNative(f"aten.{name}")
 
 
+def _constant_input_conv(node, live: set) -> bool:
+    """Whether ``node`` is a 2-d convolution (``aten.conv2d.default`` of a batch) of an input
+    no differentiated tensor reaches, whose tangent `decided_conv2d` computes without
+    PyTorch's convolution of a zero tangent."""
+    if node.target is not torch.ops.aten.conv2d.default:
+        return False
+    x = node.args[0]
+    val = x.meta.get("val") if isinstance(x, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and val.ndim == 4 and x.name not in live
+
+
 class NativeProgram:
     """A `TorchProgram`'s exported graph as a ``torch.fx.GraphModule`` that returns, after
     its outputs, the sum of its floating outputs (`total`) and the margins of its
@@ -510,6 +524,8 @@ class NativeProgram:
                 continue                      # locally constant (an isnan test)
             live.add(node.name)
             margins += flag_for(new, graph, flagged_relus, decided)
+            if decided and _constant_input_conv(node, live):
+                new.target = decided_conv2d
         by_name = {n.name: n for n in src.nodes}
         user = [env[by_name[name]] for name in prog.outputs]
         graph.output((*user, graph.call_function(total, tuple(user)), *margins))
@@ -569,8 +585,9 @@ direction's largest entry do not decide."""
 
 
 class Deciding:
-    """The state of one decided run: the threshold of a clear tangent and the undecided
-    counts (0-d tensors, no synchronisation) of the decided operations."""
+    """The state of one decided run: the threshold of a clear tangent and the margins of
+    what the decided operations left open (0-d tensors, no synchronisation): as a native
+    margin, positive where nothing is undecided."""
 
     current: Deciding | None = None
 
@@ -581,7 +598,8 @@ class Deciding:
         exactly 0 has a zero composite linearization almost surely (a nonzero linear form
         vanishes on a null set), so either side gives the same gradient (the staged sweep's
         rule at its last, random, level)."""
-        self.undecided: list[torch.Tensor] = []
+        self.margins: list[torch.Tensor] = []
+        self._clear = None
 
     def __enter__(self):
         self.outer, Deciding.current = Deciding.current, self
@@ -590,26 +608,30 @@ class Deciding:
     def __exit__(self, *exc):
         Deciding.current = self.outer
 
-    def count(self, mask: torch.Tensor) -> None:
-        self.undecided.append(mask.sum())
+    @property
+    def clear(self) -> torch.Tensor:
+        """``2 threshold + 1``: a number past the threshold whatever its scale, added to the
+        entries a decided operation's margin leaves out so that they cannot reach it."""
+        if self._clear is None:
+            self._clear = self.threshold * 2 + 1
+        return self._clear
 
-    def total(self) -> torch.Tensor | int:
-        """The number of undecided entries, a 0-d tensor on the device (0 when nothing was
-        decided)."""
-        if not self.undecided:
-            return 0
-        return self.undecided[0] if len(self.undecided) == 1 else \
-            torch.stack(self.undecided).sum()
+    def count(self, mask: torch.Tensor) -> None:
+        """Record undecided entries (``mask``): a margin positive where there are none."""
+        self.margins.append(0.5 - mask.sum())
+
+    def margin(self, m: torch.Tensor) -> None:
+        """Record a decided operation's margin: positive where it left nothing undecided
+        (NaN, from a non-finite value or tangent, counts as open)."""
+        self.margins.append(m)
 
     def open(self, margins: Sequence, finite: torch.Tensor) -> bool:
         """Whether the run left something open: an undecided entry, a tie of another
         nonsmooth operation (``margins``) or a non-finite output; one host read."""
-        total = self.total()
+        margins = [*margins, *self.margins]
         if finite.device.type == "cpu":
-            return bool(isinstance(total, torch.Tensor) and total.item()) or \
-                flag_on_host(margins, finite)
-        bad = flag(margins, finite)
-        return bool(bad | (total > 0) if isinstance(total, torch.Tensor) else bad)
+            return flag_on_host(margins, finite)
+        return bool(flag(margins, finite))
 
 
 def _deciding() -> Deciding:
@@ -630,34 +652,113 @@ class _DecidedRelu(torch.autograd.Function):
     def setup_context(ctx, inputs, output):
         (x,) = inputs
         ctx.save_for_forward(x)
-        ctx.mask = None
+        ctx.side = None
 
     @staticmethod
     def jvp(ctx, x_t):
-        (x,) = ctx.saved_tensors
+        # the decision and the tangent are never differentiated: computed outside autograd
+        # (the values require grad, and every operation would be recorded)
+        x, x_t = ctx.saved_tensors[0].detach(), x_t.detach()
         state = _deciding()
-        # boolean algebra and products, not torch.where: on CPUs `where` costs ten times a
-        # comparison, and a step meets these at every relu
-        tie = x == 0
-        small = tie & (torch.abs(x_t) <= state.threshold)  # not clearly nonzero: undecided
-        state.count(small & (x_t != 0) if state.random else small)
-        # x > 0 off ties, a clearly positive tangent at them
-        ctx.mask = (x > 0) | (tie & (x_t > state.threshold))
-        return x_t * ctx.mask
+        # floating-point arithmetic only, no boolean tensor: on CPUs a comparison costs four
+        # times an elementwise product, `torch.where` and `masked_fill` thirty times (a step
+        # meets these at every relu); in place where it can, as every fresh tensor of a
+        # large layer costs its pages' faults. sign(x) is -1, 0, 1 (NaN for NaN); `off` is
+        # 1 off the ties, 0 at them
+        sign = torch.sign(x)
+        off = torch.abs(sign)
+        if x.numel() == 0:
+            ctx.side = sign
+            return x_t
+        # the margin: |x_t| - threshold at the ties (not clearly nonzero where <= 0), moved
+        # past 0 off the ties and, along a random direction, where the tangent is exactly 0
+        # (either side gives the same gradient there). NaN wherever x_t is NaN, and, through
+        # 0 * sum(x), wherever x is not finite (torch.sign reads a NaN as 0, a tie): then
+        # the run is open, and asd's sweep decides
+        # (the threshold subtracted after the minimum: the sign of a difference is exact)
+        work = torch.abs(x_t)
+        out = torch.sign(work).neg_().add_(1).add_(off) if state.random else off
+        margin = work.addcmul_(out, state.clear).amin().sub_(state.threshold)
+        del out
+        state.margin(margin.add_(x.sum().mul_(0)))
+        # the side, positive where the piece is on: 2 sign(x) + sign(x_t - threshold), the
+        # sign of x off the ties, of the tangent beyond the threshold at them (small
+        # integers, exact)
+        del off
+        ctx.side = torch.sub(x_t, state.threshold, out=work).sign_().add_(sign, alpha=2)
+        return torch.ops.aten.threshold_backward.grad_input(x_t, ctx.side, 0, grad_input=sign)
 
     @staticmethod
     def backward(ctx, ct):
-        mask = ctx.mask
-        if mask is None:                  # no tangent reached it: no tie was decided
+        side = ctx.side
+        if side is None:                  # no tangent reached it: no tie was decided
             raise RuntimeError("decided_relu was differentiated without its tangent")
-        # exactly 0 where the piece is off, as PyTorch's relu (an inf cotangent there is no
-        # NaN: ct * mask would make one)
-        return ct.masked_fill(~mask, 0)
+        # exactly 0 where the piece is off (the side is not positive), as PyTorch's relu (an
+        # inf cotangent there is no NaN: ct * mask would make one)
+        return torch.ops.aten.threshold_backward(ct, side, 0)
+
+
+# Function.apply binds default arguments through inspect.signature at every call when
+# setup_context is defined: computed once here (as dropin._Correct's)
+_DecidedRelu.forward.__signature__ = inspect.signature(_DecidedRelu.forward)
 
 
 def decided_relu(x):
     """`_DecidedRelu` (an fx graph target)."""
     return _DecidedRelu.apply(x)
+
+
+class _DecidedConv(torch.autograd.Function):
+    """``aten.conv2d`` of an input without a tangent (the network's input), whose tangent
+    is PyTorch's forward-mode formula ``conv(x_t, w, b_t) + conv(x, w_t)`` without its first
+    term's convolution of a zero tangent: ``conv(x, w_t) + b_t`` (the same numbers: that
+    convolution is ``b_t`` exactly). Its backward is PyTorch's (``convolution_backward``, as
+    ``ConvolutionBackward0`` calls it)."""
+
+    @staticmethod
+    def forward(x, w, b, stride, padding, dilation, groups):
+        return torch.ops.aten.conv2d.default(x, w, b, stride, padding, dilation, groups)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, w, b, *args = inputs
+        ctx.save_for_forward(x, w)
+        ctx.save_for_backward(x, w)
+        ctx.args, ctx.bias = args, None if b is None else list(b.shape)
+        ctx.set_materialize_grads(False)        # a missing tangent arrives as None
+
+    @staticmethod
+    def jvp(ctx, x_t, w_t, b_t, *_):
+        if x_t is not None:
+            raise RuntimeError("decided_conv2d's input has a tangent")
+        x, w = (t.detach() for t in ctx.saved_tensors)   # never differentiated
+        stride, padding, dilation, groups = ctx.args
+        out = torch.ops.aten.conv2d.default(
+            x, torch.zeros_like(w) if w_t is None else w_t.detach(), None, stride, padding,
+            dilation, groups)
+        return out if b_t is None else out.add_(b_t.detach()[:, None, None])
+
+    @staticmethod
+    def backward(ctx, ct):
+        if ct is None:
+            return None, None, None, None, None, None, None
+        x, w = ctx.saved_tensors
+        stride, padding, dilation, groups = ctx.args
+        need = ctx.needs_input_grad
+        gx, gw, gb = torch.ops.aten.convolution_backward(
+            ct, x, w, ctx.bias, stride, padding, dilation, False, [0, 0], groups,
+            [need[0], need[1], need[2] and ctx.bias is not None])
+        return gx, gw, gb, None, None, None, None
+
+
+_DecidedConv.forward.__signature__ = inspect.signature(_DecidedConv.forward)
+
+
+def decided_conv2d(x, weight, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                   groups=1):
+    """`_DecidedConv` with ``aten.conv2d``'s arguments (an fx graph target)."""
+    return _DecidedConv.apply(x, weight, bias, list(_tuple(stride, 2)),
+                              list(_tuple(padding, 2)), list(_tuple(dilation, 2)), int(groups))
 
 
 def _padded(x, fill, kernel, stride, padding, dilation, out_shape):
@@ -767,48 +868,72 @@ def tiled_max(x, kernel, out_shape):
     slices (the same numbers, NaN included, as ``max_pool2d``, whose CPU kernel costs ten
     times this on a channels-first tensor)."""
     slices = _tile_slices(kernel, out_shape)
-    m = x[slices[0]]
-    for at in slices[1:]:
-        m = torch.maximum(m, x[at])
+    if len(slices) == 1:
+        return x[slices[0]].clone()
+    m = torch.maximum(x[slices[0]], x[slices[1]])
+    for at in slices[2:]:
+        torch.maximum(m, x[at], out=m)     # in place: one fresh tensor in all
     return m
 
 
 def _decided_tiles(x, x_t, m, state, dead, geometry):
-    """`_DecidedPool`'s decision where the windows tile the input (`_tiling`), per kernel
-    offset on strided slices with elementwise operations only (no ``torch.where``, no
-    pooling kernel: on CPUs each costs ten times an elementwise maximum): the key (the
-    tangent where a candidate attains its window's maximum, -inf elsewhere), its maximum
-    over the offsets, the first offset that attains it (PyTorch's index format), and the
-    open windows: several candidates with exactly the best tangent (along a given direction,
-    unless all dead units) or one strictly below it within the threshold."""
+    """`_DecidedPool`'s decision where the windows tile the input (`_tiling`): the key of a
+    candidate is its tangent where it attains its window's maximum, -inf elsewhere; the
+    winner is the first candidate (row-major, PyTorch's index format) with the largest key.
+    The candidates are laid out once as a contiguous ``(K, ..., Ho, Wo)`` stack (one copy
+    per operand: elementwise operations on stride-2 slices do not vectorise), and decided
+    in floating-point arithmetic only (on CPUs a comparison costs four times an elementwise
+    product, ``torch.where`` thirty times). Returns the winner's tangent, its flat index,
+    and the margin of the open windows (`_tile_margin`)."""
     kernel, _, _, _, out_shape = geometry
-    kw = kernel[1]
+    if m.numel() == 0:
+        return m, torch.zeros(m.shape, dtype=torch.int64, device=m.device), _positive(m)
     slices = _tile_slices(kernel, out_shape)
-    keys = [torch.minimum(x_t[at], _unbounded(x[at] == m)) for at in slices]
-    best = keys[0]
-    for key in keys[1:]:
-        best = torch.maximum(best, key)
-    low = best - state.threshold
-    k = len(keys)
-    first = exact = unclear = None
-    for o, key in enumerate(keys):
-        same = key == best
-        near = (key >= low) & ~same
-        rank = same.to(torch.int8) * (k - o)            # the first offset has the top rank
-        first = rank if first is None else torch.maximum(first, rank)
-        exact = same.to(torch.int8) if exact is None else exact + same
-        unclear = near if unclear is None else unclear | near
-    arg = (k - first).to(torch.int64)
+    keys = torch.stack([x_t[at] for at in slices])
+    # 0 where a candidate attains its window's maximum, inf elsewhere (m - x >= 0, and
+    # 0 * inf = NaN is the maximum; a NaN value gives 0 too, and a NaN output: open)
+    gap = torch.stack([x[at] for at in slices])
+    gap = torch.sub(m, gap, out=gap).mul_(math.inf).nan_to_num_(nan=0.0, posinf=math.inf)
+    keys.sub_(gap)
+    best = keys.amax(0)
+    below = torch.sign(torch.sub(best, keys, out=gap))  # 0 exactly where key == best, else 1
+    # the first offset with the best key: the least of its flat offset in the input, plus
+    # the window's size elsewhere (small integers, exact)
+    w = x.shape[-1]
+    first = torch.mul(below, w * kernel[0], out=gap).add_(
+        _tile_offsets(w, x.device, x.dtype, tuple(kernel), m.ndim)).amin(0).to(torch.int64)
+    margin = _tile_margin(keys, below, best, m, state, dead)      # (overwrites both)
     base = _places(x.shape[-1], x.device, (0, 0), tuple(kernel), (0, 0), (1, 1),
                    tuple(out_shape))
-    index = base + arg + arg // kw * (x.shape[-1] - kw)  # r kw + c -> r w + c, no remainder
-    return best, index, _open_windows(exact, unclear, m, best, state, dead)
+    return best, base + first, margin
 
 
-def _unbounded(keep: torch.Tensor) -> torch.Tensor:
-    """``inf`` where ``keep``, ``-inf`` elsewhere: ``minimum(t, _unbounded(keep))`` is
-    ``where(keep, t, -inf)`` exactly, at a fraction of `torch.where`'s cost on CPUs."""
-    return keep.to(torch.float32).mul_(2).sub_(1).mul_(math.inf)
+def _tile_margin(keys, below, best, m, state, dead) -> torch.Tensor:
+    """Positive unless a window is open: a candidate whose key is within the threshold of
+    the best (``key >= best - threshold``) but not equal to it, and, along a given
+    direction, several with exactly the best key (unless ``dead`` and the window is all dead
+    units: value 0, tangent 0). ``below`` is ``sign(best - key)`` (0 exactly at the best,
+    else 1). Computed in place, in the storage of ``keys`` and ``below`` (every fresh tensor
+    costs its page faults)."""
+    same = below.neg_().add_(1)                        # 1 at the best, 0 elsewhere
+    low = best - state.threshold
+    # low - key <= 0 where a key is near the best; moved past 0 at the best itself
+    near = torch.sub(low, keys, out=keys).addcmul_(same, state.clear).amin()
+    if state.random:
+        return near
+    many = 1.5 - same.sum(0)                           # <= 0 where several share the best
+    if dead:                                           # m == 0 and best == 0: all dead units
+        spared = (1 - torch.sign(torch.abs(m))) * (1 - torch.sign(torch.abs(best)))
+        many = many + spared * len(keys)
+    return torch.minimum(near, many.amin())
+
+
+@functools.lru_cache(maxsize=64)
+def _tile_offsets(w, device, dtype, kernel, ndim):
+    """The flat input offset of each kernel position (row-major), as a ``(K, 1, ..., 1)``
+    tensor of ``dtype`` (``ndim`` ones; exact: offsets are small integers)."""
+    offsets = [oh * w + ow for oh in range(kernel[0]) for ow in range(kernel[1])]
+    return torch.tensor(offsets, dtype=dtype, device=device).reshape(-1, *(1,) * ndim)
 
 
 def _in_plane(index, crop, w):
@@ -877,18 +1002,18 @@ class _DecidedPool(torch.autograd.Function):
 
     @staticmethod
     def jvp(ctx, x_t, *_):
-        x, m = ctx.saved_tensors
+        x, m, x_t = (t.detach() for t in (*ctx.saved_tensors, x_t))  # as `_DecidedRelu`'s
         kernel, stride, padding, dilation = (tuple(a) for a in ctx.args[:4])
         state = _deciding()
         out_shape = tuple(m.shape[-2:])
         geometry = (kernel, stride, padding, dilation, out_shape)
         if _tiling(x.shape[-2:], geometry):
-            best, index, open_ = _decided_tiles(x, x_t, m, state, ctx.dead, geometry)
-        elif dilation == (1, 1):
-            best, index, open_ = _decided_windows(x, x_t, m, state, ctx.dead, geometry)
+            best, index, margin = _decided_tiles(x, x_t, m, state, ctx.dead, geometry)
+            state.margin(margin)
         else:
-            best, index, open_ = _decided_offsets(x, x_t, m, state, ctx.dead, geometry)
-        state.count(open_)
+            decide = _decided_windows if dilation == (1, 1) else _decided_offsets
+            best, index, open_ = decide(x, x_t, m, state, ctx.dead, geometry)
+            state.count(open_)
         ctx.indices = index
         return best     # the winner's tangent (finite: the maximum is some candidate's)
 
@@ -901,6 +1026,9 @@ class _DecidedPool(torch.autograd.Function):
         g = torch.ops.aten.max_pool2d_with_indices_backward(
             ct, x, kernel, stride, padding, dilation, ceil_mode, ctx.indices)
         return g, None, None, None, None, None, None
+
+
+_DecidedPool.forward.__signature__ = inspect.signature(_DecidedPool.forward)
 
 
 def decided_max_pool2d(x, kernel_size, stride=(), padding=0, dilation=1, ceil_mode=False,
