@@ -137,6 +137,8 @@ WEAK_PROGRAMS = {
     "a numpy function's result is strong": lambda x: np.abs(x) - C32,
     "int array": lambda x: np.arange(3) * x,
     "float16": lambda x: np.float16(2.0) ** x,
+    "a comparison of one is a bool": lambda x: x * ((x > 0.5) ^ (np.abs(x) >= x)),
+    "a comparison with a float32": lambda x: (x > np.float32(0.25)) * x,
 }
 
 

@@ -69,7 +69,10 @@ def _weakly_promoted(operands: tuple, operator: bool) -> tuple[tuple, bool | Non
                              for o in strong), 1.0)
     out = []
     for o in operands:
-        if _is_weak(o) and np.dtype(o.dtype) != dtype:
+        # only a Python float is weak here (a comparison of one is a bool, typed as numpy
+        # types bools), and only a float or complex dtype narrower than float64 moves it
+        if _is_weak(o) and dtype.kind in "fc" and np.dtype(o.dtype).kind == "f" \
+                and np.dtype(o.dtype) != dtype:
             o._trace.weak_sensitive = True  # the program depends on which inputs were weak
             o = o.astype(dtype) if o._trace.weak[o._id] else o
         out.append(o)
@@ -77,7 +80,7 @@ def _weakly_promoted(operands: tuple, operator: bool) -> tuple[tuple, bool | Non
 
 
 def _marked_weak(out, weak: bool | None):
-    if weak is not None and type(out) is Tracer:
+    if weak is not None and type(out) is Tracer and np.dtype(out.dtype).kind == "f":
         out._trace.weak[out._id] = weak
     return out
 
