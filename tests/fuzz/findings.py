@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from tests.fuzz import ops as fuzz_ops
 from tests.fuzz.harness import Case, Outcome
 from tests.programs import Op, Program
 
@@ -829,4 +830,24 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
               [(1, 3), (3, 1), (3, 1), (3, 1), (3, 1), (3,), (3, 1), (3,), (6,), (), (), ()],
               [[-1.5, -1.5, -1.5]], [[1.0, 1.0, 1.0]], seed=45257),
         fixed=True),
+    Finding(
+        "F54", "a false refusal at a step function whose input is a rounded transcendental "
+               "value on its jump, held constant by a saturated projection (floor(linf_ball("
+               "expm1(x) - c, 0.5) - 0.5) at x = 0.5 in float32: expm1 rounds above the "
+               "ball, so the output is constant near x); the exact series of the cone starts "
+               "from expm1's exact value, on the other side of the bound, and decides that "
+               "the input enters the jump (round, floor_divide after sinh/float_power alike)",
+        False,
+        "asd/core/ties.py (a cone's exact series of a transcendental at a float point: its "
+        "branches follow the exact value, not the rounded one the program computed)",
+        lambda c, o: o.status == "bad-refusal" and "NotLipschitzError" in o.detail
+        and bool(re.search(r"(floor|ceil|round|rint|trunc|floor_divide|remainder) jumps here",
+                           o.detail))
+        and any(fuzz_ops.TABLE[op.name].kind == "smooth" for op in c.program.ops), (),
+        _case([Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("expm1", (1,)),
+               Op("add_constant", (2,), {"constant": (-0.1487212707001282,)}),
+               Op("proj_linf_ball", (3,), {"radius": 0.5}),
+               Op("add_constant", (4,), {"constant": (-0.5,)}), Op("np_floor", (5,))],
+              [(1,)] * 7, [0.5], [1.0], reduce=False, dtype="float32",
+              structure="namedtuple", seed=351)),
 ]
