@@ -838,8 +838,9 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                "from expm1's exact value, on the other side of the bound, and decides that "
                "the input enters the jump (round, floor_divide after sinh/float_power alike)",
         False,
-        "asd/core/ties.py (a cone's exact series of a transcendental at a float point: its "
-        "branches follow the exact value, not the rounded one the program computed)",
+        "asd/core/ties.py (node_series runs the cone without snapping each node's constant "
+        "term to its float value, as _ray_series does: the clip inside the cone follows "
+        "expm1's exact value, not the rounded one the sweep saturated on)",
         lambda c, o: o.status == "bad-refusal" and "NotLipschitzError" in o.detail
         and bool(re.search(r"(floor|ceil|round|rint|trunc|floor_divide|remainder) jumps here",
                            o.detail))
