@@ -95,3 +95,39 @@ def test_a_comparison_of_one_quantity_with_itself_is_no_jump(name, v):
     t = Fraction(1, 10 ** 6)
     assert value == float(sum(exact(e) for e in x))
     assert slope == float(sum(exact(e + t * Fraction(v)) - exact(e) for e in x) / t)
+
+
+C = np.array([0.1487212707001282])
+
+
+def test_a_step_held_by_a_saturated_bound_of_a_rounded_transcendental_is_constant():
+    """F54: ``floor(linf_ball(expm1(x) - c, 0.5) - 0.5)`` at ``x = 0.5`` in float32. expm1
+    rounds above the ball's bound, so the projection is saturated and the floor's input is 0
+    near ``x``: constant. The cone's exact series started from expm1's exact value, below the
+    bound, and read the input as entering the jump (refused)."""
+    def f(x):
+        y = asd.projections.linf_ball(np.expm1(x) - C, 0.5)   # float64: C is an array
+        return np.floor(y - 0.5)
+
+    x = np.array([0.5], np.float32)
+    assert (np.expm1(x) - C)[0] > 0.5                           # saturated, as computed
+    for d in (1.0, -1.0):
+        value, slope = asd.directional(f)(x, np.array([d]))
+        assert value[0] == 0.0 and slope[0] == 0.0
+
+
+def test_a_power_of_a_held_entry_is_held():
+    """``round(|clip(x - 2, -0.5, 1) - 1| ** 1.5 - c)`` at ``x = 0.75``: the clip holds the
+    entry at -0.5, so its power is constant near ``x`` and the round, on its jump at 1.5, never
+    crosses it (``Trace.moves`` now reads ``x ** p`` at a positive base: F54's second
+    program, refused before)."""
+    c = 0.33711730708738363
+
+    def f(x):
+        return np.round(np.abs(np.clip(x - 2.0, -0.5, 1.0) - 1.0) ** 1.5 - c)
+
+    x = np.array([0.75])
+    assert np.abs(np.clip(x - 2.0, -0.5, 1.0) - 1.0)[0] ** 1.5 - c == 1.5  # on the jump
+    for d in (1.0, -1.0):
+        value, slope = asd.directional(f)(x, np.array([d]))
+        assert value[0] == 2.0 and slope[0] == 0.0

@@ -749,6 +749,17 @@ class Trace:
             return ins[0]
         if name in ("negative", "reciprocal"):  # decreasing (reciprocal: on each side of 0)
             return ins[0][1], ins[0][0]
+        if name == "real_pow":
+            # x ** p at x > 0 (continuous there, so near it too): increasing for p > 0,
+            # decreasing for p < 0; elsewhere (0, or a negative base an integral p allows)
+            # no claim
+            p = node.params.get("p", 1.0)
+            positive = np.broadcast_to(vals[0] > 0, shape) & (
+                type(args[0]) is not int or self.taint[args[0]] is None)
+            up, down = ins[0] if p > 0 else (ins[0][1], ins[0][0])
+            if p == 0:
+                up = down = np.zeros(shape, bool)
+            return np.where(positive, up, True), np.where(positive, down, True)
         if name == "add":
             return ins[0][0] | ins[1][0], ins[0][1] | ins[1][1]
         if name == "subtract":
@@ -1632,7 +1643,7 @@ _ORDER_KEEPING = _INCREASING | _SELECTIONS | _MONOTONE_REDUCTIONS | {
     "negative", "reciprocal", "add", "subtract", "multiply", "divide", "relu", "leaky_relu",
     "maximum", "minimum", "clip", "abs", "integer_pow", "where", "where_logic", "select",
     "hypot", "remainder", "remainder_xy", "proj_box", "proj_nonneg", "proj_nonpos",
-    "proj_linf_ball"}
+    "proj_linf_ball", "real_pow"}
 """The primitives `Trace.moves` reads (their order proven); others move both ways."""
 
 

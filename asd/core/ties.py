@@ -133,13 +133,16 @@ def node_series(trace: Trace, k: int, depth: int = 1, order: int = ORDERS[-1]) -
 
     Re-runs the numpy implementations of ``k``'s ancestors on series (their ties then decide
     themselves by the same lexicographic order); memoized per sweep, so the ties of a long
-    program evaluate each node once.
+    program evaluate each node once. Each node's constant term is its floating-point value
+    at the point (`_evaluate_cone`'s ``snap``): the branches inside the cone are then the
+    sweep's, which the values decided (``clip(expm1(x) - c)`` saturated because expm1
+    rounded above the bound, though its exact value is below it: fuzz finding F54).
     """
     memo = trace.series_memo.setdefault((depth, order), {})
     if k in memo:
         return memo[k]
     return _evaluate_cone(trace, k, memo, lambda j: line(trace.values[j], [trace.tangent(j)] + [
-        trace.lex_tangent(j, level) for level in range(1, depth)], order), order)
+        trace.lex_tangent(j, level) for level in range(1, depth)], order), order, snap=True)
 
 
 JET_ORDERS = {1: ORDER, 2: 2, 3: 2}
