@@ -131,3 +131,19 @@ def test_a_power_of_a_held_entry_is_held():
     for d in (1.0, -1.0):
         value, slope = asd.directional(f)(x, np.array([d]))
         assert value[0] == 2.0 and slope[0] == 0.0
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float64])
+def test_any_function_of_held_inputs_is_held(dtype):
+    """``norm(hardtanh(x, -1/2, -1/2) + 1/2) % -1/4``: the hardtanh with equal bounds is a
+    constant, so the norm is 0 near ``x`` whatever the norm does, and the remainder, on its
+    jump at 0, never crosses it. `Trace.moves` read only order-keeping primitives (a norm
+    moved both ways: refused, campaign seed 2961); any primitive of inputs that do not move
+    does not move."""
+    def f(x):
+        held = asd.hardtanh(x, -0.5, -0.5) + 0.5
+        return asd.projections.nonneg(held) + np.linalg.norm(held) % -0.25
+
+    for d in (1.0, -1.0):
+        value, slope = asd.directional(f)(np.array([[-0.5]], dtype), np.array([[d]]))
+        assert value[0, 0] == 0.0 and slope[0, 0] == 0.0

@@ -686,8 +686,7 @@ class Trace:
                 continue
             cone.add(i)
             node = self.nodes[i]
-            if (node.prim is not None and node.active and not node.prim.discontinuous
-                    and _reads_order(node.prim)):
+            if node.prim is not None and node.active and not node.prim.discontinuous:
                 stack.extend(r for r in node.args if type(r) is int)
         for i in sorted(cone):
             memo[i] = self._moves_here(i, memo)
@@ -713,6 +712,13 @@ class Trace:
         """`moves` of a node from its inputs' (see there)."""
         name, args = node.prim.name, node.args
         both = np.ones(shape, bool)
+        if not _reads_order(node.prim):
+            # any function of inputs that do not move does not move (a norm of a held
+            # vector: F56); otherwise no claim
+            held = all(not (up.any() or down.any()) for up, down in (
+                self._moves_of(r, np.shape(self.values[r]), memo) for r in args
+                if type(r) is int))
+            return (~both, ~both) if held else (both, both)
         if name in _SELECTIONS:  # entries moved, not changed: the primitive moves the masks
             ins = [self._moves_of(r, np.shape(self.values[r] if type(r) is int else r.value),
                                   memo) for r in args]
