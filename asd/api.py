@@ -163,11 +163,13 @@ class _Inputs:
             arguments.check_real_program(trace)
         return out
 
-    def restore(self, arrays: list) -> Any:
+    def restore(self, arrays: list, cast: bool = True) -> Any:
         """Cast results back to each leaf's dtype; Python scalars come back as numpy scalars,
-        torch and JAX results in the argument's library and on its device."""
-        fixed = [_narrowed(a, x, self.describe(i)).reshape(x.shape) if backend.is_host(x)
-                 else _in_library_of(a, x)
+        torch and JAX results in the argument's library and on its device. ``cast=False``
+        keeps host arrays in their own dtype (a direction as given: it need not fit a
+        float16 argument's range, and is no derivative to be refused)."""
+        fixed = [(_narrowed(a, x, self.describe(i)) if cast else np.asarray(a)).reshape(
+                     x.shape) if backend.is_host(x) else _in_library_of(a, x)
                  for i, (a, x) in enumerate(zip(arrays, self.leaves, strict=True))]
         fixed = [a if arr else a[()] for a, arr in zip(fixed, self.is_array, strict=True)]
         return unflatten(self.tree, fixed)
@@ -445,15 +447,19 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
     given = _first_direction(direction, directions)
 
     def reported():  # the direction as given (a random one normalized: drawn only here)
-        return inputs.restore(_resolved(dirs) if given is None
-                              else flatten_as(inputs.tree, given))
+        arrays = _resolved(dirs) if given is None else flatten_as(inputs.tree, given)
+        try:
+            return inputs.restore(arrays)
+        except NonFiniteError:  # a direction past a float16 argument's range: as given
+            return inputs.restore(arrays, cast=False)
 
     if traced is None:
         value = _scalar(out)
         grads = [_zeros_like(x) for x in inputs.leaves]
         dini = (np.zeros_like(value, dtype=float)[()] if backend.is_host(value)
                 else backend.namespace(value).zeros_like(value))
-        return ASDResult(value, inputs.restore(grads), dini, reported(), [], [])
+        return ASDResult(value, inputs.restore(grads), dini, reported() if full else None,
+                         [], [])
     k = traced._id
     trace.check_lipschitz(k)
     v = traced.value

@@ -168,3 +168,20 @@ def test_a_tie_the_weak_rounding_makes_is_decided():
     assert value == 0.0 and slope == 1.0
     assert asd.directional(f)(0.1, -1.0)[1] == 0.0
     assert asd.directional(f)(np.float64(0.1), 1.0)[1] == 0.0     # float64: dead
+
+
+def test_a_float16_argument_along_a_huge_direction_is_not_refused_for_the_direction():
+    """A constant output (``c[argmax(x)]``, no tie) of a float16 argument along a direction
+    of 1e301: the gradient is 0, but the direction as reported was cast to float16 (inf) and
+    refused as if it were a derivative past float16's range (campaign seed 2961). The
+    subgradient needs no report; the full result reports the direction as given."""
+    table = np.array([-1.0, 2.0, 0.5])
+
+    def f(x):
+        return np.expm1(table[np.argmax(np.tanh(x) + np.array([0.5, 1.0, 0.0]))] ** 2)
+
+    x, v = np.zeros(3, np.float16), np.array([1e301, -1e301, 1e301])
+    g = asd.subgrad(f, direction=v)(x)
+    assert g.dtype == np.float16 and not g.any()
+    result = asd.asd(f, direction=v)(x)
+    assert np.array_equal(result.direction, v) and not result.subgradient.any()
