@@ -90,12 +90,18 @@ def test_inner_is_numpys_bit_for_bit(shapes):
     """numpy's inner is dot with b's last axis next to last; asd's tensordot (an einsum)
     rounded about 2 in 3 random 2x2 products differently (campaign seed 2931), and N-d
     operands about a third of random products."""
-    rng = np.random.default_rng(3)
+    _bit_for_bit_product(np.inner, shapes, seed=3)
+
+
+def _bit_for_bit_product(product, shapes, seed: int) -> None:
+    """``product(x, b)`` through asd at random points: numpy's value bit for bit, and the
+    slope along ones (linear in x) to rounding."""
+    rng = np.random.default_rng(seed)
     for _ in range(40):
         a, b = rng.normal(size=shapes[0]), rng.normal(size=shapes[1])
-        value, slope = asd.directional(lambda x, b=b: np.inner(x, b))(a, np.ones(shapes[0]))
-        assert np.array_equal(value, np.inner(a, b))
-        np.testing.assert_allclose(slope, np.inner(np.ones(shapes[0]), b), rtol=1e-13)
+        value, slope = asd.directional(lambda x, b=b: product(x, b))(a, np.ones(shapes[0]))
+        assert np.array_equal(value, product(a, b))
+        np.testing.assert_allclose(slope, product(np.ones(shapes[0]), b), rtol=1e-13)
 
 
 @pytest.mark.parametrize("shapes", [((2, 2, 3), (3,)), ((2, 2, 3), (3, 4)),
@@ -105,12 +111,7 @@ def test_dot_of_nd_operands_is_numpys_bit_for_bit(shapes):
     """numpy's dot of an operand with more than two axes sums one dot product per output
     entry, in an order that neither matmul (a 3-d first operand) nor einsum (a 3-d second
     one) shares: asd's value was off in the last bit in about half the random cases."""
-    rng = np.random.default_rng(4)
-    for _ in range(40):
-        a, b = rng.normal(size=shapes[0]), rng.normal(size=shapes[1])
-        value, slope = asd.directional(lambda x, b=b: np.dot(x, b))(a, np.ones(shapes[0]))
-        assert np.array_equal(value, np.dot(a, b))
-        np.testing.assert_allclose(slope, np.dot(np.ones(shapes[0]), b), rtol=1e-13)
+    _bit_for_bit_product(np.dot, shapes, seed=4)
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
