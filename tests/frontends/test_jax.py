@@ -411,6 +411,27 @@ def test_differentiating_the_drop_ins_gradient_again_is_refused():
         jax.grad(penalty)(w, jnp.array([1.0, 2.0]))
 
 
+@pytest.mark.parametrize("ct", [0.0, 1.0])
+def test_the_drop_ins_pullback_refuses_a_jump_whatever_the_cotangent(ct):
+    """F57: a zero cotangent taken as a constant made <ct, f> constant, so the pullback of a
+    program that jumps at the point returned 0 to the caller's chain rule (whose own zero,
+    a relu at its kink, may sit on a composite that still jumps). Eagerly it raises; under
+    jit the gradient is NaN, as for any cotangent."""
+    fn = asd.jax.function(lambda x: jnp.floor(x) + jnp.abs(x))
+    x = jnp.array([0.0, 0.5])
+    _, pullback = jax.vjp(fn, x)
+    with pytest.raises(asd.NotLipschitzError, match="floor jumps here"):
+        pullback(jnp.full(2, ct))
+
+    def jitted(x, c):
+        return jax.vjp(fn, x)[1](c)[0]
+
+    assert np.isnan(np.asarray(jax.jit(jitted)(x, jnp.full(2, ct)))).any()
+    # off the jump a zero cotangent pulls back to zero, as any linear map does
+    np.testing.assert_array_equal(np.asarray(jax.vjp(fn, x + 0.25)[1](jnp.zeros(2))[0]),
+                                  [0.0, 0.0])
+
+
 # ----- gathers at traced but constant indices (integer labels under jit) -----
 
 

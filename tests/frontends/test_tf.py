@@ -293,6 +293,19 @@ def test_function_inside_gradient_tape_gives_ones_for_the_identity_at_zero():
     np.testing.assert_array_equal(f(x).numpy(), np.zeros(3))
 
 
+@pytest.mark.parametrize("weight", [0.0, 1.0])
+def test_functions_gradient_refuses_a_jump_whatever_the_incoming_gradient(weight):
+    """F57 (as in asd.jax.function): the incoming gradient taken as a constant, a zero one
+    made the pulled-back function constant and hid the step's jump from the refusal."""
+    f = asd.tf.function(lambda x: tf.cast(x > 0, tf.float64) + tf.abs(x))
+    x = tf.Variable(tf.constant([0.0, 0.5], tf.float64))
+    with tf.GradientTape() as tape:
+        y = tf.reduce_sum(f(x) * weight)
+    with pytest.raises((asd.NotLipschitzError, tf.errors.InvalidArgumentError),
+                       match="greater jumps here"):
+        tape.gradient(y, x)
+
+
 def test_function_gives_keras_weights_their_gradients_and_trains():
     model = make_mlp("float32")
     f = asd.tf.function(model)

@@ -872,4 +872,16 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                ()], [[0.75, 0.75], [0.75, 0.75], [0.75, 0.75]],
               [[1.0, 2.0], [2.0, 2.0], [2.0, 2.0]], reduce=False, structure="namedtuple",
               split=2, seed=65536), fixed=True),
+    Finding(
+        "F57", "asd.jax.function (and asd.tf.function) gave a number where the program jumps "
+               "when the cotangent was zero: the pullback took the gradient of <ct, f> with "
+               "ct as a constant, and 0 * a jump is constant (JAX campaign seed 2974: "
+               "huber(clip(abs(floor(x)), -1, 1) - 2, 0.5) + abs(x) at 0)", False,
+        "asd/frontends/jax/dropin.py (custom_vjp's host pullback scalarized the outputs), "
+        "asd/frontends/tf/dropin.py (_vjp alike)",
+        lambda c, o: o.check == "jax.function" and o.status == "wrong"
+        and "number where asd must refuse" in o.detail, (),
+        _case([Op("np_floor", (0,)), Op("abs", (0,)), Op("add", (1, 2))],
+              [(2,), (2,), (2,), (2,)], [0.0, 0.5], [-1.0, 1.0], seed=3),
+        frameworks=("jax",), fixed=True),  # seed 3 draws the zero cotangent
 ]

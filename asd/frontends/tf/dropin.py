@@ -75,18 +75,19 @@ def _vjp(fn: Callable, seed, inputs, cts, var_handles):
     var_names = [by_handle.get(h) for h in var_handles]
     nums = tuple(wants) + ((len(arrays),) if any(var_names) else ())
 
-    def scalarized(*xs):
-        out = prog.numpy_fn(*xs[:-1], params=xs[-1])
-        total = 0.0
-        for o, c in zip(tf.nest.flatten(out), cts_np, strict=True):
-            if c is not None:
-                total = total + (o * c).sum()
-        return total
+    pulled = [i for i, c in enumerate(cts_np) if c is not None]
+
+    def outputs(*xs):
+        outs = tf.nest.flatten(prog.numpy_fn(*xs[:-1], params=xs[-1]))
+        return tuple(outs[i] for i in pulled)
 
     grads_in: list = [np.zeros_like(a) for a in arrays]
     grads_vars: list = [None] * len(var_names)
     if nums:
-        g = asd.subgrad(scalarized, nums, seed=seed)(*arrays, prog.params())
+        # the pullback of the outputs, not the gradient of <ct, outputs>: a zero cotangent
+        # taken as a constant would hide an output's jump (0 * a jump is constant)
+        _, pullback = asd.vjp(outputs, nums, seed=seed)(*arrays, prog.params())
+        g = pullback(tuple(cts_np[i] for i in pulled))
         for i, gi in zip(nums, g, strict=True):
             if i == len(arrays):
                 grads_vars = [None if n is None else gi[n] for n in var_names]
