@@ -1016,16 +1016,27 @@ def argmax(x, axis=None, out=None, *, keepdims=False):
     gather is allowed where the tied positions gather equal values (`gather_at`); a plain
     numpy array indexed by it (``c[argmax(x)]``) is a constant away from the ties.
     """
-    if out is not None or keepdims:
-        raise UnsupportedError("numpy.argmax with out= or keepdims= on traced arrays")
-    return _position("argmax", x, axis)
+    if out is not None:
+        raise UnsupportedError("numpy.argmax with out= on traced arrays")
+    return _kept(_position("argmax", x, axis), np.ndim(x), axis, keepdims)
 
 
 def argmin(x, axis=None, out=None, *, keepdims=False):
     """Positions of the minima; discrete, like ``argmax``."""
-    if out is not None or keepdims:
-        raise UnsupportedError("numpy.argmin with out= or keepdims= on traced arrays")
-    return _position("argmin", x, axis)
+    if out is not None:
+        raise UnsupportedError("numpy.argmin with out= on traced arrays")
+    return _kept(_position("argmin", x, axis), np.ndim(x), axis, keepdims)
+
+
+def _kept(pos, ndim: int, axis, keepdims: bool):
+    """``keepdims=True``: the reduced axes back as unit axes (a reshape, which a gather at
+    these positions reads as static indexing: ``take_along_axis(x, argmax(x, 0, keepdims=
+    True), 0)``)."""
+    if not keepdims:
+        return pos
+    if axis is None:
+        return np.reshape(pos, (1,) * ndim)
+    return np.expand_dims(pos, int(axis) % ndim)
 
 
 def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
@@ -1047,13 +1058,33 @@ def argsort(x, axis=-1, kind=None, order=None, *, stable=None):
 POSITION_KINDS = {"argmax": 1.0, "argmin": -1.0, "argsort": 1.0}
 
 
+def _unit_axes_index(before: tuple, after: tuple) -> tuple | None:
+    """The static index (``None`` where an axis is inserted) that reads as a reshape from
+    ``before`` to ``after`` which only inserts unit axes (``expand_dims``, ``keepdims``);
+    None for any other reshape."""
+    index, j = [], 0
+    for n in after:
+        if j < len(before) and n == before[j]:
+            index.append(slice(None))
+            j += 1
+        elif n == 1:
+            index.append(None)
+        else:
+            return None
+    return tuple(index) if j == len(before) else None
+
+
 def _source_of(index):
     """``(kind, y, axis, post)`` if the traced ``index`` is ``argmax/argmin/argsort(y)``
     followed by static indexing ``post``; ``None`` for any other traced value."""
     trace, k, post = index._trace, index._id, []
     node = trace.nodes[k]
-    while node.name == "getitem" and type(node.args[0]) is int:
-        post.insert(0, node.params["index"])
+    while node.name in ("getitem", "reshape") and type(node.args[0]) is int:
+        step = (node.params["index"] if node.name == "getitem" else
+                _unit_axes_index(np.shape(trace.values[node.args[0]]), node.params["shape"]))
+        if step is None:
+            return None
+        post.insert(0, step)
         k = node.args[0]
         node = trace.nodes[k]
     if node.name not in POSITION_KINDS or type(node.args[0]) is not int:

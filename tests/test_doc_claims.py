@@ -342,7 +342,9 @@ def _jax(kind: str):
                               * jnp.array([1.0, 2.0, 3.0])).sum(), V),
         "scatter": (lambda v: (v.at[jnp.array([1, 1, 3])].add(v[:3] ** 2)
                                * jnp.arange(1.0, 5.0)).sum(), V),
-        "gather_computed": (lambda v: jnp.take_along_axis(v, jnp.argsort(v), -1), V),
+        "gather_computed": (lambda v: v[jnp.argsort(v)[:2] + 1].sum(), V),
+        "gather_argsort": (lambda v: (jnp.take_along_axis(v, jnp.argsort(v), -1)
+                                      * jnp.arange(1.0, v.shape[-1] + 1.0)).sum(), V),
         "transposed": (lambda x: lax.conv_transpose(
             x, jnp.ones((3, 3, 2, 3)), (2, 2), "SAME",
             dimension_numbers=("NCHW", "HWIO", "NCHW")).sum(), x4),
@@ -409,6 +411,8 @@ JAX = [
     _jax_claim("JAX: scatter-add (.at[...].add) imports", "scatter"),
     _jax_claim("JAX: a gather at positions computed from the input is refused",
                "gather_computed", NotLipschitzError),
+    _jax_claim("JAX: take_along_axis at argsort positions imports (read as numpy's)",
+               "gather_argsort"),
     _jax_claim("JAX: lhs_dilation (transposed convolution) is refused", "transposed",
                UnsupportedError),
     _jax_claim("JAX: dilated pooling windows are refused", "dilated_pool", UnsupportedError),

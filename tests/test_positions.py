@@ -32,6 +32,12 @@ GATHERS = [
     ("x[argsort(x)]", lambda x: x[np.argsort(x)] @ W, lambda x: np.sort(x) @ W),
     ("x[argsort(-x)]", lambda x: x[np.argsort(-x)] @ W, lambda x: np.sort(x)[::-1] @ W),
     ("top-2 indices", lambda x: x[np.argsort(x)[-2:]] @ W[:2], lambda x: np.sort(x)[-2:] @ W[:2]),
+    ("take_along_axis(x, argmax keepdims)",
+     lambda x: np.take_along_axis(x, np.argmax(x, axis=0, keepdims=True), 0)[0] * 3.0,
+     lambda x: np.max(x) * 3),
+    ("take_along_axis(x, expand_dims(argmin))",
+     lambda x: np.take_along_axis(x, np.expand_dims(np.argmin(x), 0), 0).sum(),
+     lambda x: np.min(x)),
     ("curved input", lambda x: (x * x)[np.argmax(x * x)] + x[np.argmax(x)] * C[0],
      lambda x: np.max(x * x) + np.max(x) * C[0]),
 ]

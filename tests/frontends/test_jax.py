@@ -311,6 +311,50 @@ def test_indexing_by_argmax_is_decided_along_the_ray_as_numpy_does():
     np.testing.assert_array_equal(np.asarray(got), asd.subgrad(np.max, seed=0)(x))
 
 
+POSITION_GATHERS = {
+    "take_along_axis(x, argsort(x), 1)":
+        lambda x: jnp.take_along_axis(x, jnp.argsort(x, axis=1), axis=1),
+    "x[argsort(x)] per row": lambda x: jnp.stack([r[jnp.argsort(r)] for r in x]),
+    "take(row, argsort(row))": lambda x: jnp.stack([jnp.take(r, jnp.argsort(r)) for r in x]),
+    "x[argsort(x)[-2:]] per row": lambda x: jnp.stack([r[jnp.argsort(r)[-2:]] for r in x]),
+    "x[top_k(x, 2) indices] per row, ascending":
+        lambda x: jnp.stack([r[jax.lax.top_k(r, 2)[1][::-1]] for r in x]),
+    "take_along_axis(x, argmax(x, 1, keepdims=True), 1)":
+        lambda x: jnp.take_along_axis(x, jnp.argmax(x, axis=1, keepdims=True), axis=1),
+}
+
+
+@pytest.mark.parametrize("name", list(POSITION_GATHERS))
+def test_gathers_at_argsort_and_argmax_positions_are_decided_along_the_ray(name):
+    """F58: a gather reading each row at its own argsort/argmax positions (a sort or a max)
+    was refused as positions computed from the input. The positions are decided along the
+    ray: at ties the gradient is the weights put back through the order of x + t v for
+    small t > 0 (an independent oracle: numpy's argsort of a point past the ties)."""
+    fn = POSITION_GATHERS[name]
+    x = np.array([[1.0, 2.0, 1.0, 2.0], [0.0, 0.0, 0.0, -3.0]])
+    v = np.array([[0.5, -1.0, 2.0, 0.25], [1.0, -2.0, 0.5, 0.0]])
+    n_out = np.shape(fn(jnp.asarray(x)))[1]
+    w = np.arange(1.0, n_out + 1.0)
+    order = np.argsort(x + 1e-6 * v, axis=1, kind="stable")[:, -n_out:]  # past the ties
+    want = np.zeros_like(x)
+    np.put_along_axis(want, order, np.broadcast_to(w, order.shape), axis=1)
+    loss = lambda x: (fn(x) * w).sum()  # noqa: E731
+    got = asd.jax.subgrad(loss, direction=jnp.asarray(v))(jnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(got), want)
+    # the drop-in under jit decides the same ties as the eager sweep along the seed's ray
+    np.testing.assert_array_equal(
+        np.asarray(jax.jit(jax.grad(asd.jax.function(loss, seed=3)))(jnp.asarray(x))),
+        np.asarray(asd.jax.subgrad(loss, seed=3)(jnp.asarray(x))))
+
+
+def test_a_gather_whose_tied_positions_read_different_values_is_refused():
+    """take_along_axis(x + c, argsort(x)) at a tie of x where c differs: the result jumps."""
+    f = lambda x: jnp.take_along_axis(x + jnp.array([0.0, 1.0]), jnp.argsort(x),  # noqa: E731
+                                      axis=0).sum() ** 2
+    with pytest.raises(asd.NotLipschitzError, match="gather at argsort positions"):
+        asd.jax.subgrad(f, direction=jnp.array([1.0, -1.0]))(jnp.zeros(2))
+
+
 # ----- argnums, linear algebra, stack, the drop-in's arguments and second derivatives -----
 
 

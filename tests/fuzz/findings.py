@@ -884,4 +884,15 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
         _case([Op("np_floor", (0,)), Op("abs", (0,)), Op("add", (1, 2))],
               [(2,), (2,), (2,), (2,)], [0.0, 0.5], [-1.0, 1.0], seed=3),
         frameworks=("jax",), fixed=True),  # seed 3 draws the zero cotangent
+    Finding(
+        "F58", "asd.jax refused jnp.take_along_axis(x, jnp.argsort(y), axis) (and x[argsort(x)], "
+               "top_k's indices, argmax with keepdims) as a gather at positions computed from "
+               "the differentiated input, where numpy's path reads the positions along the "
+               "ray (JAX campaign seed 2974: 17 checks)", False,
+        "asd/frontends/jax/ops.py (_gather refused every traced index)",
+        lambda c, o: o.status == "bad-refusal"
+        and "gather at positions computed from the differentiated input" in o.detail, (),
+        _case([Op("sorted_by", (0, 0), {"axis": 0})], [(2,), (2,)], [0.0, 0.0], [1.0, -1.0],
+              seed=1),
+        frameworks=("jax",), fixed=True),
 ]

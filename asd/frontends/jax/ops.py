@@ -337,6 +337,60 @@ def _gather_traced_indices(x, indices, dimension_numbers, slice_sizes, mode, fil
                          gather=(dimension_numbers, tuple(slice_sizes), mode, extra))
 
 
+def _take_along_axis(shape, index_shape, dn, slice_sizes) -> int | None:
+    """The axis of a gather that reads ``np.take_along_axis(x, p, axis)`` with ``p`` the
+    indices less their trailing unit axis (``jnp.take_along_axis``; ``x[p]`` for a 1-d
+    ``x``): one entry per index, every other axis batched with itself. None otherwise."""
+    nd = len(shape)
+    if (tuple(dn.offset_dims) or len(dn.collapsed_slice_dims) != 1
+            or tuple(dn.start_index_map) != tuple(dn.collapsed_slice_dims)
+            or any(int(n) != 1 for n in slice_sizes)
+            or len(index_shape) != nd + 1 or index_shape[-1] != 1):
+        return None
+    axis = int(dn.collapsed_slice_dims[0])
+    batched = tuple(d for d in range(nd) if d != axis)
+    if (tuple(dn.operand_batching_dims) != batched
+            or tuple(dn.start_indices_batching_dims) != batched
+            or any(index_shape[d] != shape[d] for d in batched)):
+        return None
+    return axis
+
+
+def _positions_behind(indices):
+    """The traced positions ``p`` behind JAX's spelling of an index array,
+    ``reshape(where(p < 0, p + n, p), p.shape + (1,))``, where ``p`` is an argmax, argmin or
+    argsort (then static indexing or unit axes: `asd.library.order`'s position sources; never
+    negative, so the wrap is the identity); None for any other traced index."""
+    from asd.library.order import _source_of
+
+    trace, k = indices._trace, indices._id
+    node = trace.nodes[k]
+    if node.name != "reshape" or type(node.args[0]) is not int:
+        return None
+    k = node.args[0]
+    if tuple(np.shape(trace.values[k])) + (1,) != tuple(np.shape(indices.value)):
+        return None
+    node = trace.nodes[k]
+    if (node.name == "where" and node.params.get("op") == "<" and len(node.args) == 4
+            and type(node.args[0]) is int and node.args[0] == node.args[3]
+            and getattr(node.args[1], "value", None) is not None
+            and np.ndim(node.args[1].value) == 0 and node.args[1].value == 0):
+        k = node.args[0]
+    pos = type(indices)(trace, k, trace.values[k])
+    return pos if _source_of(pos) is not None else None
+
+
+def _within(pos, extent: int) -> bool:
+    """Whether every position its source can produce indexes an axis of ``extent`` entries
+    (JAX fills or clamps reads beyond it where numpy would raise)."""
+    from asd.library.order import _source_of
+
+    _, y, axis, _ = _source_of(pos)
+    shape = np.shape(y.value)
+    reach = int(np.prod(shape, dtype=np.int64)) if axis is None else int(shape[axis])
+    return reach <= extent
+
+
 def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value=None,
             **params):
     """Any gather with constant indices: JAX's own gather, run on the operand's entry
@@ -347,10 +401,18 @@ def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value
         return _gather_traced_indices(x, indices, dimension_numbers, slice_sizes, mode,
                                       fill_value, params)
     if common.is_traced(indices):
+        axis = _take_along_axis(np.shape(x), np.shape(indices), dimension_numbers,
+                                slice_sizes)
+        pos = None if axis is None else _positions_behind(indices)
+        if pos is not None and _within(pos, np.shape(x)[axis]):
+            from asd.library.order import take_along_axis
+
+            return take_along_axis(x, pos, axis)
         raise NotLipschitzError(
-            "gather at positions computed from the differentiated input (e.g. x[argmax(x)]): "
-            "the positions jump where values tie, so the result does too. Use a reduction "
-            "such as jnp.max instead.")
+            "gather at positions computed from the differentiated input other than "
+            "argmax/argmin/argsort positions read along their own axis (x[argsort(x)], "
+            "jnp.take_along_axis(x, jnp.argsort(y), axis)): the positions jump where values "
+            "tie, so the result does too. Use a reduction such as jnp.max instead.")
     where = np.asarray(jax.lax.gather(
         _positions(np.shape(x)), np.asarray(indices), dimension_numbers, tuple(slice_sizes),
         mode=mode, fill_value=-1, **{k: v for k, v in params.items()
