@@ -43,6 +43,16 @@ def zeros(shape, like) -> np.ndarray:
                     np.result_type(backend.numpy_dtype(like), np.float32))
 
 
+def broadcast(x, shape):
+    """``x`` broadcast to ``shape`` in its own dtype: a float by adding `zeros` (one
+    primitive the sweep already knows), a condition or an index as it is (adding float
+    zeros would make a boolean mask a float array, which ``where`` cannot read)."""
+    shape = tuple(int(s) for s in shape)
+    if np.issubdtype(backend.numpy_dtype(x), np.inexact):
+        return x + zeros(shape, x)
+    return np.broadcast_to(x, shape)
+
+
 def argnums_with_params(argnums, n: int) -> int | tuple:
     """``argnums`` over ``n`` tensors as the positions of asd's sweep, whose argument ``n``
     is the parameters' dict (the PyTorch and TensorFlow front ends): an index counts as in

@@ -355,6 +355,21 @@ def test_a_gather_whose_tied_positions_read_different_values_is_refused():
         asd.jax.subgrad(f, direction=jnp.array([1.0, -1.0]))(jnp.zeros(2))
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_a_condition_broadcast_by_where_stays_boolean(sign):
+    """F59: ``jnp.where`` broadcasts a (1, n) condition to the branches' shape inside its
+    jit; the broadcast added float zeros, the condition became float32 and numpy's where
+    refused it. At a tie the branch is the one the direction enters: JAX's own gradient a
+    little way along it (the program is linear on each side)."""
+    a = jnp.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    f = lambda x: jnp.where(x[None, :] > 0, a * x, -x).sum()  # noqa: E731
+    x, v = jnp.array([0.0, -2.0]), jnp.array([sign, 0.0])
+    want = np.asarray(jax.grad(f)(x + 1e-3 * v))
+    np.testing.assert_array_equal(np.asarray(asd.jax.subgrad(f, direction=v)(x)), want)
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.grad(asd.jax.function(f)))(x - v)),
+                                  np.asarray(jax.grad(f)(x - v)))
+
+
 # ----- argnums, linear algebra, stack, the drop-in's arguments and second derivatives -----
 
 

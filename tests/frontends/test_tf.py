@@ -573,6 +573,31 @@ def test_step_functions_and_jumps_are_refused_not_guessed():
         asd.tf.subgrad(lambda x: tf.gather(x, tf.argmax(x)), tf.constant([1.0, 3.0, 3.0]))
 
 
+@pytest.mark.parametrize("spread", ["broadcast_to", "tile"])
+def test_a_broadcast_condition_stays_boolean(spread):
+    """F59 (as in asd.jax): BroadcastTo and Tile added float zeros to broadcast, so a
+    boolean mask became a float array that SelectV2 refused. Off the tie, TensorFlow's own
+    gradient; at the tie, the branch the direction enters."""
+    a = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], tf.float64)
+
+    def f(x):
+        m = (tf.broadcast_to(x > 0, (3, 2)) if spread == "broadcast_to"
+             else tf.tile((x > 0)[None], (3, 1)))
+        return tf.reduce_sum(tf.where(m, a * x, -x))
+
+    def tf_grad(x):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = f(x)
+        return tape.gradient(y, x).numpy()
+
+    x = tf.constant([0.0, -2.0], tf.float64)
+    for sign in (1.0, -1.0):
+        v = tf.constant([sign, 0.0], tf.float64)
+        got = asd.tf.subgrad(f, x, direction=v)  # linear on each side: TF's gradient there
+        np.testing.assert_array_equal(got.numpy(), tf_grad(x + 1e-3 * v))
+
+
 def test_constants_and_unused_inputs_carry_no_derivative():
     f = lambda x, t: tf.reduce_sum(x * tf.cast(t, x.dtype)) + tf.reduce_sum(  # noqa: E731
         tf.ones_like(x) * tf.cast(tf.size(x), x.dtype))

@@ -895,4 +895,18 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
         _case([Op("sorted_by", (0, 0), {"axis": 0})], [(2,), (2,)], [0.0, 0.0], [1.0, -1.0],
               seed=1),
         frameworks=("jax",), fixed=True),
+    Finding(
+        "F59", "asd.jax refused a jnp.where whose boolean condition JAX broadcasts inside "
+               "the where's jit: the importer's broadcast_in_dim added float32 zeros, so the "
+               "condition became a float array (\"ufunc 'invert' not supported\"; JAX "
+               "campaign seed 2974: 7 checks)", False,
+        "asd/frontends/jax/ops.py (_broadcast_in_dim of a bool or integer array)",
+        lambda c, o: o.status == "bad-refusal" and "ufunc 'invert' not supported" in o.detail,
+        (),
+        _case([Op("method_squeeze", (0,)), Op("moveaxis", (0,)),
+               Op("where_logic", (1, 1, 0, 1, 2, 1), {"cmps": ("<=", ">"),
+                                                     "expr": ("or", 0, 1),
+                                                     "spelling": "functions"})],
+              [(1, 2), (2,), (2, 1), (2, 2)], [[0.5, -1.0]], [[1.0, 1.0]], seed=1),
+        frameworks=("jax",), fixed=True),
 ]

@@ -167,7 +167,7 @@ def _broadcast_in_dim(x, *, shape, broadcast_dimensions, **_):
     for i, d in enumerate(broadcast_dimensions):
         expanded[d] = np.shape(x)[i]
     y = x.reshape(tuple(expanded)) if np.shape(x) != tuple(expanded) else x
-    return y + common.zeros(shape, x) if tuple(expanded) != shape else y
+    return common.broadcast(y, shape) if tuple(expanded) != shape else y
 
 
 def _reshape(x, *, new_sizes, dimensions=None, **_):

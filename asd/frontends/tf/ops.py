@@ -383,12 +383,12 @@ def _tile(x, multiples, **_):
     reps = _ints(_constant_operand(multiples, "Tile multiples"))
     shape = np.shape(x)
     spread = x.reshape(tuple(v for n in shape for v in (1, n)))
-    full = spread + common.zeros(tuple(v for r, n in zip(reps, shape) for v in (r, n)), x)
+    full = common.broadcast(spread, tuple(v for r, n in zip(reps, shape) for v in (r, n)))
     return full.reshape(tuple(r * n for r, n in zip(reps, shape)))
 
 
 def _broadcast_to(x, shape, **_):
-    return x + common.zeros(_ints(shape), x)
+    return common.broadcast(x, _ints(shape))
 
 
 def _cast(x, *, DstT, **_):

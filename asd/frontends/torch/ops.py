@@ -660,7 +660,7 @@ def _expand(x, size, implicit=False):
                   for i, s in enumerate(size))
     if _on_torch(x):
         return asd.broadcast_to(x, shape)
-    return x + common.zeros(shape, x)
+    return common.broadcast(x, shape)
 
 
 def _broadcast_tensors(tensors):
@@ -668,7 +668,7 @@ def _broadcast_tensors(tensors):
     if _on_torch(*tensors):
         return [asd.broadcast_to(t, shape) if tuple(np.shape(t)) != shape else t
                 for t in tensors]
-    return [t + common.zeros(shape, t) if np.shape(t) != shape else t for t in tensors]
+    return [common.broadcast(t, shape) if np.shape(t) != shape else t for t in tensors]
 
 
 def _to_copy(x, dtype=None, **kwargs):
@@ -774,7 +774,7 @@ def _copy(dst, src, non_blocking=False):
         if isinstance(like, torch.Tensor):
             return raw.to(device=like.device, dtype=dtype).expand(shape).clone()
         return _to_numpy(raw.expand(shape).clone()).astype(dtype)
-    out = asd.broadcast_to(src, shape) if _on_torch(src) else src + common.zeros(shape, src)
+    out = asd.broadcast_to(src, shape) if _on_torch(src) else common.broadcast(src, shape)
     if _dtype_of(out) != dtype:
         out = _to_copy(out, dtype) if isinstance(dtype, torch.dtype) else out.astype(dtype)
     return out
