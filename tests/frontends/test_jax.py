@@ -347,6 +347,23 @@ def test_gathers_at_argsort_and_argmax_positions_are_decided_along_the_ray(name)
         np.asarray(asd.jax.subgrad(loss, seed=3)(jnp.asarray(x))))
 
 
+@pytest.mark.parametrize("shape, axis", [((1, 1), 1), ((1, 3), 1), ((3, 1), 0),
+                                         ((2, 1, 3), 2), ((1, 2, 1), 1), ((3,), 0)])
+def test_take_along_axis_with_unit_axes(shape, axis):
+    """jnp.take_along_axis takes an operand's axes of one entry as slices, not batches, and
+    leaves them out of the indices (JAX campaign seed 2981): the same gather, read the same
+    way. Oracle: the weights put back through the order of x + t v past the ties."""
+    rng = np.random.default_rng(sum(shape) + axis)
+    x = np.round(rng.standard_normal(shape))      # integers: ties where the axis allows
+    v, w = rng.standard_normal(shape), rng.standard_normal(shape).astype(np.float32)
+    loss = lambda x: (jnp.take_along_axis(x, jnp.argsort(x, axis=axis), axis=axis)  # noqa: E731
+                      * w).sum()
+    want = np.zeros(shape, np.float32)
+    np.put_along_axis(want, np.argsort(x + 1e-6 * v, axis=axis, kind="stable"), w, axis=axis)
+    got = asd.jax.subgrad(loss, direction=jnp.asarray(v))(jnp.asarray(x))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=0, atol=0)
+
+
 def test_a_gather_whose_tied_positions_read_different_values_is_refused():
     """take_along_axis(x + c, argsort(x)) at a tie of x where c differs: the result jumps."""
     f = lambda x: jnp.take_along_axis(x + jnp.array([0.0, 1.0]), jnp.argsort(x),  # noqa: E731

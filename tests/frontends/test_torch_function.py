@@ -124,6 +124,40 @@ def test_an_unused_input_gets_no_gradient():
     assert y.grad is None and x.grad is not None
 
 
+def _stepped(x):
+    """The input reaches the output only through a step function: no gradient path in
+    torch's graph, constant off the step's jump, discontinuous on it."""
+    h = torch.heaviside(x, torch.tensor(0.5, dtype=x.dtype))
+    return torch.abs((h * torch.tensor([1.0, 2.0], dtype=x.dtype)).sum() - 0.5)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_an_input_seen_only_through_a_step_is_refused_on_the_jump_and_gets_no_gradient(
+        native):
+    """F60 (torch campaign seed 2982): with no gradient path from any input, the drop-in's
+    backward at a flagged jump crashed (a raw RuntimeError from an empty stack) instead of
+    refusing, and asd.torch.subgrad off the jump raised torch's raw 'does not require
+    grad'. On the jump, refused as asd.subgrad refuses; off it, no gradient (torch's None,
+    the zero gradient of a locally constant function)."""
+    old, asd.torch.NATIVE_BACKWARD = asd.torch.NATIVE_BACKWARD, native
+    try:
+        fn = asd.torch.function(_stepped, seed=0)
+        x = torch.tensor([0.0, 0.75], dtype=DOUBLE, requires_grad=True)
+        with pytest.raises(asd.NotLipschitzError):
+            fn(x).backward()
+        x = torch.tensor([0.5, 0.75], dtype=DOUBLE, requires_grad=True)
+        y = fn(x)
+        torch.testing.assert_close(y, _stepped(x.detach()))
+        y.backward()
+        assert x.grad is None
+        g = asd.torch.subgrad(_stepped, x.detach())
+        torch.testing.assert_close(g, torch.zeros(2, dtype=DOUBLE))
+        with pytest.raises(asd.NotLipschitzError):
+            asd.torch.subgrad(_stepped, torch.tensor([0.0, 0.75], dtype=DOUBLE))
+    finally:
+        asd.torch.NATIVE_BACKWARD = old
+
+
 # ----- the model's output structure, keyword and nested arguments -----
 
 

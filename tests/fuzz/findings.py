@@ -909,4 +909,36 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                                                      "spelling": "functions"})],
               [(1, 2), (2,), (2, 1), (2, 2)], [[0.5, -1.0]], [[1.0, 1.0]], seed=1),
         frameworks=("jax",), fixed=True),
+    Finding(
+        "F60", "asd.torch.function of a program whose output sees its input only through a "
+               "step function (no gradient path in torch's graph): at the step's jump the "
+               "backward crashed on an empty stack (or gave no gradient) instead of refusing, "
+               "and asd.torch.subgrad off the jump raised torch's raw 'does not require grad' "
+               "(torch campaign seed 2982)", False,
+        "asd/frontends/torch/dropin.py (no reached leaf: nothing swept), "
+        "asd/frontends/torch/api.py (_by_autograd of an output without a graph)",
+        lambda c, o: o.check == "torch.function" and (
+            "asd None !=" in o.detail or "non-empty TensorList" in o.detail
+            or "does not require grad" in o.detail), (),
+        _case([Op("heaviside", (0,), {"h0": 0.5}),
+               Op("average", (1,), {"weights": (1.0, 2.0)}), Op("negative", (2,)),
+               Op("method_cumsum", (3,), {"axis": None}),
+               Op("add_constant", (4,), {"constant": (0.5,)}), Op("sort", (5,), {"axis": -1}),
+               Op("multiply_constant", (6,), {"constant": (-0.25,)}),
+               Op("setitem", (7, 5), {"key": slice(0, 1, None)}),
+               Op("add_constant", (4,), {"constant": (0.8333333333333334,)}),
+               Op("abs", (9,)), Op("sum", (8,), {"axis": None}), Op("add", (10, 11))],
+              [(2,), (2,), (), (), (1,), (1,), (1,), (1,), (1,), (1,), (1,), (), (1,)],
+              [0.0, 0.75], [1.0, 3.0], reduce=False, seed=5376),
+        frameworks=("torch",), fixed=True),
+    Finding(
+        "F61", "F58's mapping missed JAX's spelling of take_along_axis over an operand with "
+               "axes of one entry (taken as slices, left out of the indices): still refused "
+               "as a gather at computed positions (JAX campaign seed 2981)", False,
+        "asd/frontends/jax/ops.py (_take_along_axis read only batched axes)",
+        lambda c, o: o.status == "bad-refusal"
+        and "gather at positions computed from the differentiated input" in o.detail, (),
+        _case([Op("sorted_by", (0, 0), {"axis": 1})], [(1, 2), (1, 2)], [[0.0, 0.0]],
+              [[1.0, -1.0]], seed=1),
+        frameworks=("jax",), fixed=True),
 ]

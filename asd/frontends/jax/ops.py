@@ -337,45 +337,54 @@ def _gather_traced_indices(x, indices, dimension_numbers, slice_sizes, mode, fil
                          gather=(dimension_numbers, tuple(slice_sizes), mode, extra))
 
 
-def _take_along_axis(shape, index_shape, dn, slice_sizes) -> int | None:
-    """The axis of a gather that reads ``np.take_along_axis(x, p, axis)`` with ``p`` the
-    indices less their trailing unit axis (``jnp.take_along_axis``; ``x[p]`` for a 1-d
-    ``x``): one entry per index, every other axis batched with itself. None otherwise."""
+def _take_along_axis(shape, index_shape, dn, slice_sizes) -> tuple[int, tuple] | None:
+    """``(axis, unit)`` for a gather that reads ``np.take_along_axis(x, p, axis)``, as
+    ``jnp.take_along_axis`` (and ``x[p]`` for a 1-d ``x``) spell it: one entry per index
+    along ``axis``, every other axis batched with itself, except the ``unit`` axes of one
+    entry, which JAX takes as slices (offset dimensions) and leaves out of the indices (then
+    ``p``'s shape less those axes, plus a trailing unit axis). None for any other gather."""
     nd = len(shape)
-    if (tuple(dn.offset_dims) or len(dn.collapsed_slice_dims) != 1
+    if (len(dn.collapsed_slice_dims) != 1
             or tuple(dn.start_index_map) != tuple(dn.collapsed_slice_dims)
-            or any(int(n) != 1 for n in slice_sizes)
-            or len(index_shape) != nd + 1 or index_shape[-1] != 1):
+            or any(int(n) != 1 for n in slice_sizes)):
         return None
     axis = int(dn.collapsed_slice_dims[0])
-    batched = tuple(d for d in range(nd) if d != axis)
-    if (tuple(dn.operand_batching_dims) != batched
-            or tuple(dn.start_indices_batching_dims) != batched
-            or any(index_shape[d] != shape[d] for d in batched)):
+    unit = tuple(int(d) for d in dn.offset_dims)
+    if any(d == axis or shape[d] != 1 for d in unit):
         return None
-    return axis
+    kept = [d for d in range(nd) if d not in unit]
+    batched = tuple(d for d in kept if d != axis)
+    if (tuple(dn.operand_batching_dims) != batched
+            or tuple(dn.start_indices_batching_dims) != tuple(kept.index(d) for d in batched)
+            or len(index_shape) != len(kept) + 1 or index_shape[-1] != 1
+            or any(index_shape[kept.index(d)] != shape[d] for d in batched)):
+        return None
+    return axis, unit
 
 
-def _positions_behind(indices):
-    """The traced positions ``p`` behind JAX's spelling of an index array,
-    ``reshape(where(p < 0, p + n, p), p.shape + (1,))``, where ``p`` is an argmax, argmin or
-    argsort (then static indexing or unit axes: `asd.library.order`'s position sources; never
-    negative, so the wrap is the identity); None for any other traced index."""
+def _positions_behind(indices, nd: int, unit: tuple):
+    """The traced positions ``p`` (``nd`` axes, of one entry along ``unit``) behind JAX's
+    spelling of an index array, ``reshape(where(p < 0, p + n, p))`` (either step may be
+    missing), where ``p`` is an argmax, argmin or argsort (then static indexing or unit
+    axes: `asd.library.order`'s position sources; never negative, so the wrap is the
+    identity); None for any other traced index."""
     from asd.library.order import _source_of
 
     trace, k = indices._trace, indices._id
     node = trace.nodes[k]
-    if node.name != "reshape" or type(node.args[0]) is not int:
-        return None
-    k = node.args[0]
-    if tuple(np.shape(trace.values[k])) + (1,) != tuple(np.shape(indices.value)):
-        return None
-    node = trace.nodes[k]
+    if node.name == "reshape" and type(node.args[0]) is int:
+        k = node.args[0]
+        node = trace.nodes[k]
     if (node.name == "where" and node.params.get("op") == "<" and len(node.args) == 4
             and type(node.args[0]) is int and node.args[0] == node.args[3]
             and getattr(node.args[1], "value", None) is not None
             and np.ndim(node.args[1].value) == 0 and node.args[1].value == 0):
         k = node.args[0]
+    shape = tuple(np.shape(trace.values[k]))
+    kept = tuple(n for d, n in enumerate(shape) if d not in unit)
+    if (len(shape) != nd or any(shape[d] != 1 for d in unit)
+            or kept + (1,) != tuple(np.shape(indices.value))):
+        return None
     pos = type(indices)(trace, k, trace.values[k])
     return pos if _source_of(pos) is not None else None
 
@@ -401,9 +410,10 @@ def _gather(x, indices, *, dimension_numbers, slice_sizes, mode=None, fill_value
         return _gather_traced_indices(x, indices, dimension_numbers, slice_sizes, mode,
                                       fill_value, params)
     if common.is_traced(indices):
-        axis = _take_along_axis(np.shape(x), np.shape(indices), dimension_numbers,
-                                slice_sizes)
-        pos = None if axis is None else _positions_behind(indices)
+        along = _take_along_axis(np.shape(x), np.shape(indices), dimension_numbers,
+                                 slice_sizes)
+        axis, unit = along if along is not None else (None, ())
+        pos = None if along is None else _positions_behind(indices, np.ndim(x), unit)
         if pos is not None and _within(pos, np.shape(x)[axis]):
             from asd.library.order import take_along_axis
 

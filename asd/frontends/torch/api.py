@@ -146,7 +146,10 @@ def _by_autograd(prog: TorchProgram, tensors: tuple, nums):
             return None
         wrt = [leaves[i] for i in positions if i < n] + (list(fresh.values())
                                                          if wanted_params else [])
-        grads = torch.autograd.grad(out.reshape(()), wrt, allow_unused=True)
+        # no path from the leaves (a step function's output off its jumps, as the tie
+        # test found): locally constant, its gradient is zero
+        grads = (torch.autograd.grad(out.reshape(()), wrt, allow_unused=True)
+                 if out.requires_grad else [None] * len(wrt))
     grads = [torch.zeros_like(w) if g is None else g for g, w in zip(grads, wrt, strict=True)]
     originals = [tensors[i] for i in positions if i < n] + (list(params.values())
                                                             if wanted_params else [])

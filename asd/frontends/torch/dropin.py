@@ -150,6 +150,15 @@ def _wanted(prog: TorchProgram, flat: list, needs) -> list[int]:
             if need and reached and isinstance(t, torch.Tensor) and t.is_floating_point()]
 
 
+def _needed(flat: list, needs) -> list[int]:
+    """The flat positions of floating tensors that require grad, reached or not: where no
+    gradient reaches any of them (a step function of the input is all the output sees), a
+    sweep over these is what says whether the program jumps at the point (refused) or is
+    constant near it (no gradient, as torch gives none)."""
+    return [i for i, (t, need) in enumerate(zip(flat, needs, strict=True))
+            if need and isinstance(t, torch.Tensor) and t.is_floating_point()]
+
+
 class _ASDFunction(torch.autograd.Function):
     """asd's sweep at every call (programs without a native form, `NATIVE_BACKWARD` off,
     and ``create_graph``): the forward is `asd.vjp` of the program imported for exactly this
@@ -168,6 +177,10 @@ class _ASDFunction(torch.autograd.Function):
         # each gradient comes back in its tensor's dtype and device)
         ctx.save_for_backward(*tensors)
         if not wanted:                 # nothing to differentiate: torch's own forward
+            needed = _needed(list(flat), ctx.needs_input_grad[4:])
+            if needed:                 # ... once asd's sweep has found no jump there
+                with _no_autocast(tensors):
+                    _Sweep(prog, seed, direction, n_inputs, needed).vjp(list(flat))
             with torch.no_grad():
                 outs = prog.call(flat[:n_inputs])
             return _detached(tuple(outs) if len(outs) > 1 else outs[0], flat)
@@ -336,9 +349,11 @@ class _NativeCall:
         nonsmooth operation ties, an operation has no forward-mode derivative, or the leaves
         are in half precision (asd sweeps those in float32): the caller then runs asd's
         sweep. A random direction without a seed that leaves a tie open is drawn once more
-        (any random direction gives asd's element along it; a fixed seed's is kept)."""
+        (any random direction gives asd's element along it; a fixed seed's is kept). With no
+        differentiated leaf (a program whose only path from its inputs is a step function)
+        there is nothing to decide first order with: asd's sweep says whether it jumps."""
         program = self.decided_program()
-        if program is None:
+        if program is None or not self.wanted:
             return None
         it, sc = iter(saved), iter(self.scalars)
         flat = [next(it) if is_t else next(sc) for is_t in self.is_tensor]
@@ -468,10 +483,17 @@ class _NativeCall:
         it, sc = iter(saved), iter(self.scalars)
         flat = [next(it) if is_t else next(sc) for is_t in self.is_tensor]
         cts = tuple(c if f else None for c, f in zip(cts, self.float_outputs, strict=True))
+        # with no reached leaf, a sweep over the others says whether the flagged tie is a
+        # jump (refused); they get no gradient either way, as in torch
+        swept = self.wanted or _needed(flat, self.needs)
+        if not swept:
+            return [None] * self.n_saved
         with torch.no_grad(), _no_autocast(saved):
             _, pullback, _ = _Sweep(self.prog, self.seed, self.direction, self.n_inputs,
-                                    self.wanted).vjp(flat)
+                                    swept).vjp(flat)
             grads = pullback(cts)
+        if not self.wanted:
+            grads = [None] * len(grads)
         return [g for g, is_t in zip(grads, self.is_tensor, strict=True) if is_t]
 
 
