@@ -55,3 +55,24 @@ def test_framework_finding_is_fixed(finding, framework):
         _, outcomes = frameworks.run_framework_checks(case, framework)
     failed = own_failures(finding, outcomes, case)
     assert failed == [], [f"{o.check} {o.status}: {o.detail}" for o in failed]
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_a_complex_constant_cast_by_the_spelling_is_another_program(framework):
+    """The framework spellings cast a complex constant to the argument's real dtype, so
+    their program is real where numpy's result is complex (which asd must refuse): the
+    checks skip it as a spelling that differs instead of calling the number wrong (torch
+    campaign seed 2984, JAX seed 2983)."""
+    pytest.importorskip(framework)
+    from tests.fuzz.findings import _case
+    from tests.programs import Op
+
+    case = _case([Op("dtype_constant", (0,), {"kind": "py_complex", "op": "+",
+                                              "values": ((1 + 0j), (1 + 0j), 2j)})],
+                 [(3, 1), (3, 1)], [[-1.0], [-1.0], [-1.0]], [[1.0], [1.0], [0.25]],
+                 reduce=False, seed=43)()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, outcomes = frameworks.run_framework_checks(case, framework)
+    assert [(o.check, o.status, o.kind) for o in outcomes] == [
+        (f"{framework}.value", "skipped", "spelling differs")]
