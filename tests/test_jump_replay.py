@@ -12,6 +12,7 @@ The oracle is exact: the program on Fractions at ``x ± t`` for small rational `
 
 from __future__ import annotations
 
+import itertools
 import math
 from fractions import Fraction
 
@@ -147,3 +148,51 @@ def test_any_function_of_held_inputs_is_held(dtype):
     for d in (1.0, -1.0):
         value, slope = asd.directional(f)(np.array([[-0.5]], dtype), np.array([[d]]))
         assert value[0, 0] == 0.0 and slope[0, 0] == 0.0
+
+
+def _constant_near(exact, x: list) -> bool:
+    """Whether the exact program is constant at rational points near ``x`` (each coordinate
+    moved by ±t and 0, for small t)."""
+    at = exact([Fraction(e) for e in x])
+    steps = (Fraction(0), Fraction(1, 10 ** 6), -Fraction(1, 10 ** 6))
+    return all(exact([Fraction(e) + s for e, s in zip(x, ss, strict=True)]) == at
+               for ss in itertools.product(steps, repeat=len(x)))
+
+
+@pytest.mark.parametrize("kind", ["min", "max"])
+def test_an_extreme_capped_by_a_held_entry_is_held(kind):
+    """Numpy campaign seed 2991: ``floor(-min(clip(x, 0, 1)))`` at (-1, 0). The clip holds the
+    first entry at 0 and lets the second only rise, so the min is 0 near ``x`` and the floor,
+    on its jump, never crosses it. `Trace.moves` read a min as rising where any entry at it
+    rises (refused); it rises only where all of them do (a max falls likewise)."""
+    if kind == "min":
+        def f(x):
+            return np.floor(-np.min(np.clip(x, 0.0, 1.0)))
+
+        def exact(z):
+            return math.floor(-min(min(max(e, 0), 1) for e in z))
+
+        x = [-1.0, 0.0]
+    else:
+        def f(x):
+            return np.floor(np.max(np.clip(x, -1.0, 0.0)))
+
+        def exact(z):
+            return math.floor(max(min(max(e, -1), 0) for e in z))
+
+        x = [1.0, 0.0]
+    assert _constant_near(exact, x)
+    for d in ([0.0, 1.0], [0.0, -1.0], [1.0, 1.0], [-1.0, -1.0]):
+        value, slope = asd.directional(f)(np.array(x), np.array(d))
+        assert value == exact([Fraction(e) for e in x]) and slope == 0.0
+
+
+def test_an_extreme_that_can_cross_its_jump_is_still_refused():
+    """The control: with the second entry free (no clip) the min falls below 0 along -e2, and
+    ``floor(min)`` jumps there: refused along every direction, whatever the sweep enters."""
+    def f(x):
+        return np.floor(np.min(np.stack([np.clip(x[0], 0.0, 1.0), x[1]])))
+
+    for d in ([0.0, 1.0], [0.0, -1.0]):
+        with pytest.raises(NotLipschitzError):
+            asd.directional(f)(np.array([-1.0, 0.0]), np.array(d))

@@ -674,7 +674,8 @@ class Trace:
         saturated clip, relu, maximum or minimum, monotone functions, sums and constant
         scalings (F33); signs held by ``|x|``, even powers, products and quotients of moving
         values, reductions nondecreasing in every entry (a sum: a variance never falls below
-        0; max, min, sort, median, quantiles), and the branch a ``where`` selects (F42); a
+        0; max, min, sort, median, quantiles; a min rises only where every entry at it
+        does, a max falls likewise), and the branch a ``where`` selects (F42); a
         discontinuous node that met no jump is constant. Every other node may move both
         ways."""
         if j in memo:
@@ -869,7 +870,18 @@ class Trace:
             seen = np.ones(x.shape, bool)
             if self.taint[ref] is None:  # continuous: strictly outside stays outside
                 seen = ~(x < lo) & ~(x > hi)
-        up, down = np.any(up & seen, axis=-1), np.any(down & seen, axis=-1)
+        rises, falls = np.any(up & seen, axis=-1), np.any(down & seen, axis=-1)
+        if name == "reduce_max" and n:
+            # a min rises (a max falls) only where every entry at it does: it stays at or
+            # below (above) each of them (one held at 0 caps the min of it and entries
+            # that only rise, whose floor_divide then does not jump)
+            least = node.params.get("kind") != "max"
+            tied = x == (x.min if least else x.max)(axis=-1, keepdims=True)
+            if least:
+                rises = np.all(up | ~tied, axis=-1)
+            else:
+                falls = np.all(down | ~tied, axis=-1)
+        up, down = rises, falls
         if name == "sort" and axis is not None:  # positions back on the sorted axis
             up, down = np.moveaxis(up, -1, axes[0]), np.moveaxis(down, -1, axes[0])
         return up.reshape(shape), down.reshape(shape)

@@ -941,4 +941,22 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
         _case([Op("sorted_by", (0, 0), {"axis": 1})], [(1, 2), (1, 2)], [[0.0, 0.0]],
               [[1.0, -1.0]], seed=1),
         frameworks=("jax",), fixed=True),
+    Finding(
+        "F62", "a false refusal at floor_divide(-min(clip(...))/2) on its jump, the min capped "
+               "at 0 by an entry a saturated clip holds while the other entry at it only "
+               "rises (numpy campaign seed 2991)", False,
+        "asd/core/sweep.py (Trace.moves read a min as rising where any entry at it rises)",
+        lambda c, o: o.status == "bad-refusal" and "floor_divide jumps here" in o.detail
+        and _uses(c, "min"), (),
+        _case([Op("matmul", (0,), {"constant": ((0.5, -1.0),)}),
+               Op("median", (1,), {"axis": -1}),
+               Op("multiply_constant", (2,), {"constant": (-0.5, -1.0, 1.0)}),
+               Op("np_clip", (3,), {"lo": 0.0, "hi": 0.5}),
+               Op("add_constant", (4,), {"constant": (0.0, 0.0, 3.0)}),
+               Op("min", (5,), {"axis": None, "keepdims": True}),
+               Op("multiply_constant", (6,), {"constant": (-0.5,)}),
+               Op("add_constant", (7,), {"constant": (0.0,)}),
+               Op("floor_divide", (8,), {"c": 2.0})],
+              [(3, 1), (3, 2), (3,), (3,), (3,), (3,), (1,), (1,), (1,), (1,)],
+              [[-1.0], [0.0], [0.0]], [[1.0], [1.0], [1.0]], reduce=False), fixed=True),
 ]
