@@ -301,8 +301,9 @@ def _scalar_output(out, trace: Trace):
     return arguments.scalar_output(out, trace)
 
 
-def _check_finite(trace: Trace, out_id: int, arrays: list) -> None:
-    arguments.check_finite(trace, out_id, arrays)
+def _check_finite(trace: Trace, out_id: int, arrays: list, finite: bool | None = None
+                  ) -> None:
+    arguments.check_finite(trace, out_id, arrays, finite=finite)
 
 
 def _finite(arrays: list) -> bool:
@@ -466,9 +467,11 @@ def _asd_sweep(f, inputs: _Inputs, direction, seed, full: bool, directions=None)
     one = (np.ones((), dtype=traced.dtype) if backend.is_host(v)
            else backend.namespace(v).ones_like(v))
     grads = _gradients(trace.pull(k, one), ids, inputs.leaves)
-    if not _finite(grads) and trace.absorbable(k):  # infinite slopes on a branch not read?
+    finite = _finite(grads)
+    if not finite and trace.absorbable(k):  # infinite slopes on a branch not read?
         grads = _gradients(trace.pull(k, one, absorbing=True), ids, inputs.leaves)
-    _check_finite(trace, k, grads)
+        finite = _finite(grads)
+    _check_finite(trace, k, grads, finite)
     value = _scalar(v)
     if not full:
         return ASDResult(value, inputs.restore(grads), None, None, [], [])
@@ -565,10 +568,13 @@ class _Pullback:
             seeds[o._id] = c if o._id not in seeds else seeds[o._id] + c
         leaves = self.inputs.leaves
         grads = _gradients(self.trace.pull_seeds(seeds) if seeds else [], self.ids, leaves)
-        if seeds and not _finite(grads) and self.trace.absorbable(max(seeds)):
+        finite = _finite(grads) if seeds else True
+        if not finite and self.trace.absorbable(max(seeds)):
             grads = _gradients(self.trace.pull_seeds(seeds, absorbing=True), self.ids, leaves)
+            finite = _finite(grads)
         if seeds:
-            arguments.check_finite(self.trace, max(seeds), grads, "the vector-Jacobian product")
+            arguments.check_finite(self.trace, max(seeds), grads, "the vector-Jacobian product",
+                                   finite=finite)
         return self.inputs.restore(grads)
 
 
