@@ -33,6 +33,7 @@ from asd.extend import (
     operation_of,
     ray_compare,
     ray_nonnegative,
+    record_jump,
     refuse_where,
     register_kernel,
     register_method,
@@ -625,10 +626,28 @@ def where_cmp_rule(xs, dxs, op):
                                                "condition is tied (lhs == rhs) at", jump,
                                                a_b, b_b))
         _count_open_sides(tie & (side == 0), a_b, b_b, dxs, same)
-        # side 0: lhs == rhs on a whole neighbourhood, so the comparison reads its exact value
+        # side 0: lhs == rhs along the ray (and every further direction), so the comparison
+        # reads its exact value; beside the ray it may not hold (x < |x| along +1)
+        below, above = bool(COMPARE[op](0.0, 1.0)), bool(COMPARE[op](1.0, 0.0))
+        _equal_along_the_ray(ans, tie & (a_b != b_b) & (side == 0),
+                             (a_b if below else b_b, a_b if above else b_b), side)
         cond = xp.where(tie, OPERATORS[op](side, 0), cond)
     return ans, FanIn(None, None, Diagonal(cond, tuple(np.shape(a)), out),
                       Diagonal(~cond, tuple(np.shape(b)), out))
+
+
+def _equal_along_the_ray(ans, held, sides: tuple, side=None) -> None:
+    """The tied entries ``held`` of a ``where`` whose condition's operands are equal along
+    the ray (``ray_compare`` gave 0) while ``a != b``: equal near the point only where every
+    node above chose its piece by the values alone (`Trace.settled`: the engine drops them
+    there) or where the operands cannot reach the other side (`Trace.unreachable`, with
+    ``side``, for one comparison); anywhere else they are a jump (``sides``: the value below
+    and above, or ``a`` and ``b``), and the engine checks the output's continuity across it
+    (``np.where(x < np.abs(x), 1.0, 0.0)`` at 0 along +1 jumps from the left: refused)."""
+    if side is None:
+        record_jump(ans, held, sides, still=held)
+    else:
+        record_jump(ans, held, sides, still=held, crossing=(0, 1), entered=side)
 
 
 def _condition_side(lhs, dl, rhs, dr, branches: tuple, same: bool):
@@ -769,7 +788,8 @@ def where_logic_rule(xs, dxs, tree, leaves):
     a, b = (xp.broadcast_to(x, out) for x in arrays[-2:])
     ans = _where_logic_impl(*xs, tree=tree, leaves=leaves)
     same = _same_node(dxs[-2], dxs[-1])
-    ray, free, open_, pos = [], [], None, 0  # free: tied entries that can take either value
+    # free: tied entries that can take either value; equal: tied entries equal along the ray
+    ray, free, equal, open_, pos = [], [], [], None, 0
     for leaf, value in zip(leaves, _leaf_values(arrays, leaves, out), strict=True):
         width = 2 if leaf[0] == "cmp" else 1
         lhs, dl = xs[pos], dxs[pos]
@@ -780,29 +800,41 @@ def where_logic_rule(xs, dxs, tree, leaves):
         if tie is None:  # a constant mask, or a comparison of constants: no tie to decide
             ray.append(value)
             free.append(None)
+            equal.append(None)
             continue
         side = _condition_side(lhs, dl, rhs, dr, (xs[-2], dxs[-2], xs[-1], dxs[-1]), same)
         ray.append(xp.where(tie, OPERATORS[leaf[1]](side, 0), value))
         free.append(tie & (side != 0))
+        equal.append(tie & (side == 0))
         open_ = tie & (side == 0) if open_ is None else open_ | (tie & (side == 0))
     cond_ray = _evaluate(tree, ray)
     tied = [i for i, m in enumerate(free) if m is not None]
     if tied:  # which tied comparisons, taking another value, change the tree's value
-        jump = xp.zeros_like(cond_ray)
-        for bits in range(1 << len(tied)):
-            leaf_vals = list(ray)
-            for j, i in enumerate(tied):
-                leaf_vals[i] = xp.where(free[i], bool(bits >> j & 1), ray[i])
-            jump = jump | (_evaluate(tree, leaf_vals) != cond_ray)
-        jump = jump & (a != b)
+        jump = _changes(tree, ray, free, tied, cond_ray) & (a != b)
         refuse_where(jump, lambda: _where_jump(
             "where(condition, a, b) jumps: the condition combines comparisons that are tied "
             "(lhs == rhs) at", jump, a, b,
             "where its value changes with their sides and a != b"))
         _count_open_sides(open_, a, b, dxs, same)
+        # comparisons equal along the ray: a jump unless equal near the point too
+        _equal_along_the_ray(ans, _changes(tree, ray, equal, tied, cond_ray) & (a != b),
+                             (a, b))
     maps = [None] * (len(xs) - 2)
     return ans, FanIn(*maps, Diagonal(cond_ray, tuple(np.shape(xs[-2])), out),
                       Diagonal(~cond_ray, tuple(np.shape(xs[-1])), out))
+
+
+def _changes(tree, ray: list, flips: list, tied: list[int], cond_ray):
+    """Where the tree's value changes when the tied comparisons take other truth values at
+    their entries ``flips[i]`` (every combination: a handful of leaves)."""
+    xp = namespace(cond_ray)
+    changed = xp.zeros_like(cond_ray)
+    for bits in range(1 << len(tied)):
+        leaf_vals = list(ray)
+        for j, i in enumerate(tied):
+            leaf_vals[i] = xp.where(flips[i], bool(bits >> j & 1), ray[i])
+        changed = changed | (_evaluate(tree, leaf_vals) != cond_ray)
+    return changed
 
 
 def _condition_tree(cond, operands: list, leaves: list):

@@ -641,7 +641,8 @@ class Trace:
         if len(crossing) > 1 and crossing[1] is not None and type(args[crossing[0]]) is int \
                 and type(args[crossing[1]]) is int:
             from asd.core.ties import same_quantity  # ties builds on this module
-            same = same_quantity(self, args[crossing[0]], args[crossing[1]], shape)
+            same = same_quantity(self, args[crossing[0]], args[crossing[1]], shape,
+                                 along_ray=False)
             if same is not None:  # one quantity (x + 0.0 >= x): a - b is 0 near x
                 gone_same = mask & same
                 if gone_same.all():

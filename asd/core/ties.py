@@ -858,15 +858,22 @@ def _same_quantity(left: _Side, right: _Side) -> np.ndarray | None:
     return same_quantity(a.trace, a.k, b.k, left.shape)
 
 
-def same_quantity(trace: Trace, i: int, j: int, shape: tuple) -> np.ndarray | None:
-    """Where nodes ``i`` and ``j`` (broadcast to ``shape``) are one quantity near the point
-    (`_same_quantity`): a bool mask of ``shape``, None where nowhere."""
+def same_quantity(trace: Trace, i: int, j: int, shape: tuple, *,
+                  along_ray: bool = True) -> np.ndarray | None:
+    """Where nodes ``i`` and ``j`` (broadcast to ``shape``) are one quantity along the ray
+    (`_same_quantity`): a bool mask of ``shape``, None where nowhere. ``along_ray=False``:
+    one quantity on a neighbourhood of the point, past identity constants only (``s + 0.0``
+    and ``s``); a ray's identity piece (``|s| = s`` where the ray enters ``s >= 0``) holds
+    along the ray, not beside it, so a jump between ``x`` and ``|x|`` is still a jump."""
     nodes, lins = trace.nodes, getattr(trace, "lins", None) or []
     same = None
     # past identity constants only, then also past the ray's identity pieces: the second
     # keeps only the entries where those pieces are the identity, so it must not replace
     # the first where the first already finds one quantity (|s| against itself everywhere)
-    for peel in (lambda k: _peeled(nodes, k), lambda k: _ray_peeled(nodes, lins, k)):
+    peels = [lambda k: _peeled(nodes, k)]
+    if along_ray:
+        peels.append(lambda k: _ray_peeled(nodes, lins, k))
+    for peel in peels:
         (pi, kept_i), (pj, kept_j) = peel(i), peel(j)
         if same_node(nodes, pi, pj):
             here = np.broadcast_to(_without_leading_ones(kept_i & kept_j, shape), shape)

@@ -959,4 +959,22 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                Op("floor_divide", (8,), {"c": 2.0})],
               [(3, 1), (3, 2), (3,), (3,), (3,), (3,), (1,), (1,), (1,), (1,)],
               [[-1.0], [0.0], [0.0]], [[1.0], [1.0], [1.0]], reduce=False), fixed=True),
+    Finding(
+        "F63", "numbers where the program jumps, from a comparison whose operands are equal "
+               "along the ray but not beside it: (x < |x|) + x and np.where(x < max(x, 0), "
+               "1, 0) + x at 0 along +1 answered (the step is 1 left of 0); asd.clarke of "
+               "x * (x < |x|) missed the piece of slope 1 (numpy campaign seed 2991, clarke "
+               "check)", False,
+        "asd/core/sweep.py (Trace.unreachable asked ties.same_quantity past the ray's "
+        "identity pieces), library/piecewise.py (where read side 0 as an equality near x)",
+        lambda c, o: o.check == "clarke" and "is missing from" in o.detail, (),
+        _case([Op("abs", (0,)), Op("subtract", (0, 1)),
+               Op("step_multiply", (2, 0, 1), {"cmp": "<"}),
+               Op("reshape", (3,), {"shape": (1, 1)}),
+               Op("method_mean", (4,), {"axis": -1, "keepdims": False}),
+               Op("multiply_constant", (5,), {"constant": (-0.5,)}),
+               Op("method_mean", (6,), {"axis": None, "keepdims": False}), Op("relu", (2,)),
+               Op("sum", (7,), {"axis": None}), Op("add", (8, 9))],
+              [(), (), (), (), (1, 1), (1,), (1,), (), (), (), ()], 0.0, 1.0, seed=6),
+        fixed=True),
 ]
