@@ -241,12 +241,38 @@ def _others_product(s: np.ndarray) -> np.ndarray:
 
 
 def cofactor(A: np.ndarray) -> np.ndarray:
-    """The cofactor matrix ``adj(A)ᵀ`` (the gradient of ``det``), from ``A = U S Vh``:
-    ``det(U) det(Vh) U diag(prod_{j != i} s_j) Vh``; right at singular matrices, where
+    """The cofactor matrix ``adj(A)ᵀ`` (the gradient of ``det``). Up to 3x3 from its minors
+    (products of entries: exact where they are, so a cofactor that is 0 comes out 0, not an
+    SVD's rounding that a huge direction scales up); larger from ``A = U S Vh``:
+    ``det(U) det(Vh) U diag(prod_{j != i} s_j) Vh``, right at singular matrices too, where
     ``det(A) A⁻ᵀ`` is not defined."""
+    n = A.shape[-1]
+    if n <= 3:
+        return _small_cofactor(A)
     U, s, Vh = np.linalg.svd(A)
     sign = np.linalg.det(U) * np.linalg.det(Vh)
     return sign[..., None, None] * (U * _others_product(s)[..., None, :]) @ Vh
+
+
+def _small_cofactor(A: np.ndarray) -> np.ndarray:
+    """The cofactors of 1x1, 2x2 and 3x3 matrices (any leading batch axes), entry by entry
+    from the 2x2 minors: ``C[i, j] = (-1)^(i+j) M[i, j]``."""
+    n = A.shape[-1]
+    if n == 1:
+        return np.ones_like(A)
+    if n == 2:
+        a, b, c, d = A[..., 0, 0], A[..., 0, 1], A[..., 1, 0], A[..., 1, 1]
+        return np.stack([np.stack([d, -c], -1), np.stack([-b, a], -1)], -2)
+    rows = []
+    for i in range(3):
+        r0, r1 = [k for k in range(3) if k != i]
+        row = []
+        for j in range(3):
+            c0, c1 = [k for k in range(3) if k != j]
+            minor = A[..., r0, c0] * A[..., r1, c1] - A[..., r0, c1] * A[..., r1, c0]
+            row.append(minor if (i + j) % 2 == 0 else -minor)
+        rows.append(np.stack(row, -1))
+    return np.stack(rows, -2)
 
 
 def _sum_last2(t):

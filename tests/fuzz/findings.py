@@ -977,4 +977,15 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                Op("sum", (7,), {"axis": None}), Op("add", (8, 9))],
               [(), (), (), (), (1, 1), (1,), (1,), (), (), (), ()], 0.0, 1.0, seed=6),
         fixed=True),
+    Finding(
+        "F64", "det's directional derivative along a huge direction was an SVD's rounding "
+               "scaled up: 5.8e284 along -5e300 in the lower-left entry of [[-1, 0], "
+               "[-1, -1.5]], where the cofactor and the derivative are exactly 0 (numpy "
+               "campaign seed 2993)", False,
+        "library/linalg.py (cofactor from the SVD for every size)",
+        lambda c, o: o.status == "wrong" and _uses(c, "det"), (),
+        _case([Op("reshape", (0,), {"shape": (2, 2)}), Op("det", (1,))],
+              [(4,), (2, 2), ()], [-1.0, 0.0, -1.0, -1.5],
+              [0.0, 0.0, -5.357543035931337e300, 0.0], structure="tuple", split=2,
+              seed=65536), fixed=True),
 ]

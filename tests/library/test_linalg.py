@@ -142,6 +142,32 @@ def test_det_gradient_is_the_cofactor_matrix():
     np.testing.assert_allclose(g, cof, atol=1e-13)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_small_det_gradients_are_exact_on_integer_matrices(n):
+    """Up to 3x3 the cofactors are products of entries: exact on integer matrices, so a
+    cofactor that is 0 is 0 and a huge direction cannot scale an SVD's rounding into a
+    number (numpy campaign seed 2993: the derivative of det([[-1, 0], [-1, -1.5]]) along
+    -5e300 in the lower-left entry was 5.8e284, exactly 0). Oracle: the Fractions' cofactors
+    (minors by the Leibniz formula)."""
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        A = rng.integers(-3, 4, (n, n)).astype(float) / 2.0
+        exact = np.array([[(-1) ** (i + j) * (det3_minor(A, i, j) if n == 3 else
+                                              (A[1 - i, 1 - j] if n == 2 else 1.0))
+                           for j in range(n)] for i in range(n)], dtype=object)
+        g = asd.subgrad(np.linalg.det)(A)
+        assert np.array_equal(g, exact.astype(float))
+        for (i, j) in zip(*np.nonzero(exact == 0), strict=True):
+            v = np.zeros((n, n))
+            v[i, j] = -5.357543035931337e300
+            assert asd.directional(np.linalg.det)(A, v)[1] == 0.0
+
+
+def det3_minor(A, i, j):
+    m = np.delete(np.delete(A, i, 0), j, 1)
+    return m[0, 0] * m[1, 1] - m[0, 1] * m[1, 0]
+
+
 def test_det_batched():
     As = np.stack([A3, SPD, np.zeros((3, 3))])
     check_rule(lambda As: np.linalg.det(As), As, n_directions=2, exact=True,
