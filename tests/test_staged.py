@@ -205,3 +205,37 @@ def test_a_rule_that_decides_on_the_host_is_refused_by_name_under_jit(monkeypatc
     monkeypatch.setattr(extreme_p, "rule", host_rule)
     with pytest.raises(asd.UnsupportedError, match=r"reduce_max.*inside jax\.jit"):
         jax.jit(asd.jax.subgrad(lambda x: jnp.max(x)))(jnp.zeros(3))
+
+
+def _stepped(x):
+    """A weak-typed constant branch (its convert_element_type is staged too), and a jump at
+    0: left of 0, ``x < |x|`` holds."""
+    return (jnp.where(x < jnp.abs(x), 1.0, 0.0) + x).sum()
+
+
+def test_a_converted_constant_branch_stages():
+    """``jnp.where(c, 1.0, 0.0)`` converts its weak constants: the importer read their dtype
+    from the host copy of the value, a raw TracerArrayConversionError under jit."""
+    def f(x):
+        return (jnp.where(x < 0.25, 1.0, 0.0) * x + x).sum()
+
+    x = jnp.array([0.5, -2.0])
+    want = np.asarray(asd.jax.subgrad(f)(x))
+    np.testing.assert_array_equal(np.asarray(jax.jit(asd.jax.subgrad(f))(x)), want)
+
+
+@pytest.mark.parametrize("d", [1.0, -1.0])
+def test_under_jit_a_jump_is_nan_unless_the_count_is_read(d):
+    """At the jump (refused eagerly) a staged gradient, Jacobian-vector product or subgradient
+    that does not report its ``undecided`` count is NaN, as the drop-in's is; with
+    ``report=True`` the count says so."""
+    x, v = jnp.zeros(1), jnp.array([d])
+    with pytest.raises(asd.NotLipschitzError):
+        asd.jax.subgrad(_stepped, direction=v)(x)
+    g = jax.jit(asd.jax.subgrad(_stepped, direction=v))(x)
+    assert bool(jnp.all(jnp.isnan(g)))
+    pulled = jax.jit(lambda x: asd.jax.vjp(_stepped, direction=v)(x)[1](jnp.ones(())))(x)
+    assert bool(jnp.all(jnp.isnan(pulled)))
+    _, _, undecided = jax.jit(asd.jax.value_and_subgrad(_stepped, direction=v,
+                                                        report=True))(x)
+    assert int(undecided) >= 1

@@ -96,7 +96,9 @@ def value_and_subgrad(fn: Callable, argnums=0, *, seed=None, direction=None, key
     staged, with no host callback (`asd.frontends.jax.staged`); so does a call with ``key=``
     (the direction drawn from that PRNG key) or ``report=True``, which returns
     ``(value, subgradient, undecided)``: the count of tied entries that first order along
-    the directions left open (0: the result is the eager sweep's element)."""
+    the directions left open (0: the result is the eager sweep's element). Staged without
+    ``report``, a subgradient whose count is not 0 is NaN (a jump, a refused point, a tie
+    the eager sweep decides exactly): never a silent guess."""
 
     def wrapped(*args):
         which = _checked_argnums(argnums, len(args))

@@ -191,7 +191,8 @@ def _expand_dims(x, *, dimensions):
 def _convert(x, *, new_dtype, **_):
     new = np.dtype(new_dtype)
     if np.issubdtype(new, np.inexact):
-        return x if np.result_type(_raw(x)) == new else x.astype(new)
+        # the dtype read from the value (a staged sweep's is a JAX tracer: no host copy)
+        return x if backend.numpy_dtype(x) == new else x.astype(new)
     if common.is_traced(x) and backend.numpy_dtype(x) == np.bool_:
         return x  # a traced comparison as 0/1: its jump rule still decides its ties
     if (common.is_traced(x) and np.issubdtype(backend.numpy_dtype(x), np.integer)

@@ -166,8 +166,17 @@ def value_and_subgrad(prog, args: tuple, argnums, *, seed=None, key=None, direct
         raise ArgumentError("value_and_subgrad needs a function with one scalar output; use "
                             "asd.jax.vjp for other outputs")
     grads, undecided = pullback([jnp.ones_like(values[0])])
-    g = per_arg(grads)
-    return (values[0], g, undecided) if report else (values[0], g)
+    if report:  # the caller reads the count: the gradient as the staged sweep chose it
+        return values[0], per_arg(grads), undecided
+    return values[0], per_arg(_nan_where_undecided(grads, undecided))
+
+
+def _nan_where_undecided(grads: list, undecided) -> list:
+    """Every gradient entry NaN where first order left something open (a jump reaching the
+    output, a refused point, a tie the eager sweep decides exactly or refuses), for a caller
+    that does not read the count: inside a transformation nothing can raise, and a number
+    there would be a guess."""
+    return [jnp.where(undecided > 0, jnp.asarray(jnp.nan, g.dtype), g) for g in grads]
 
 
 def vjp(prog, args: tuple, argnums, *, seed=None, key=None, direction=None):
@@ -178,8 +187,8 @@ def vjp(prog, args: tuple, argnums, *, seed=None, key=None, direction=None):
     out = jax.tree_util.tree_unflatten(prog.out_tree, values)
 
     def pull(ct):
-        grads, _ = pullback(jax.tree_util.tree_leaves(ct))
-        return per_arg(grads)
+        grads, undecided = pullback(jax.tree_util.tree_leaves(ct))
+        return per_arg(_nan_where_undecided(grads, undecided))
 
     return out, pull
 
@@ -199,4 +208,4 @@ def vjp_leaves(prog, args: tuple, active: Sequence[bool], cts: Sequence, *, seed
     dirs = draw_direction(diff, seed, key)
     _, pullback = value_and_pullback(program, leaves, list(active), dirs, lex_directions(seed))
     grads, undecided = pullback(list(cts))
-    return [jnp.where(undecided > 0, jnp.asarray(jnp.nan, g.dtype), g) for g in grads]
+    return _nan_where_undecided(grads, undecided)
