@@ -140,6 +140,10 @@ WEAK_PROGRAMS = {
     "float16": lambda x: np.float16(2.0) ** x,
     "a comparison of one is a bool": lambda x: x * ((x > 0.5) ^ (np.abs(x) >= x)),
     "a comparison with a float32": lambda x: (x > np.float32(0.25)) * x,
+    # -x and abs(x) of a Python float are Python floats; np.negative(x) is a float64
+    "negated": lambda x: np.sqrt(np.abs(-x - np.float32(1.5)) + 2.0),
+    "abs()": lambda x: abs(x) * np.float32(3.0) + C32,
+    "np.negative is strong": lambda x: np.negative(x) - C32,
 }
 
 

@@ -79,6 +79,13 @@ def _weakly_promoted(operands: tuple, operator: bool) -> tuple[tuple, bool | Non
     return tuple(out), None
 
 
+def _weak_of(x) -> bool | None:
+    """The weak mark a unary operator passes on: ``-x`` and ``abs(x)`` of a Python float are
+    Python floats (NEP 50: ``-x - np.float32(c)`` computes in float32), as numpy's own
+    ``np.negative(x)`` is not (a float64 scalar, which the ufunc path reads)."""
+    return x._trace.weak[x._id] if _is_weak(x) else None
+
+
 def _marked_weak(out, weak: bool | None):
     if weak is not None and type(out) is Tracer and np.dtype(out.dtype).kind == "f":
         out._trace.weak[out._id] = weak
@@ -1395,13 +1402,13 @@ class Tracer(Traced):
         return UFUNCS[np.invert](self)
 
     def __neg__(self):
-        return UFUNCS[np.negative](self)
+        return _marked_weak(UFUNCS[np.negative](self), _weak_of(self))
 
     def __pos__(self):
         return self
 
     def __abs__(self):
-        return UFUNCS[np.absolute](self)
+        return _marked_weak(UFUNCS[np.absolute](self), _weak_of(self))
 
     __getitem__ = _noting_views("__getitem__", _method("getitem"))
     reshape = _noting_views("reshape", _method("reshape"))

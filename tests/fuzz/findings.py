@@ -988,4 +988,19 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
               [(4,), (2, 2), ()], [-1.0, 0.0, -1.0, -1.5],
               [0.0, 0.0, -5.357543035931337e300, 0.0], structure="tuple", split=2,
               seed=65536), fixed=True),
+    Finding(
+        "F65", "-x of a Python-float argument lost its weak type (NEP 50): -x - np.float32(c) "
+               "computed in float64 where numpy computes in float32 (a value off in the "
+               "float32 bits; numpy campaign seed 2993)", False,
+        "asd/core/tracing.py (Tracer.__neg__ / __abs__ did not pass the weak mark on)",
+        lambda c, o: o.status == "wrong" and "value: asd" in o.detail
+        and c.structure == "python_float", (),
+        _case([Op("negative", (0,)), Op("prod", (1,), {"axis": None}),
+               Op("dtype_constant", (1,), {"kind": "0d_float32", "values": (1.5, 1.5),
+                                           "op": "-"}),
+               Op("abs", (3,)), Op("add_constant", (4,), {"constant": 2.0}), Op("sqrt", (5,)),
+               Op("negative", (3,)), Op("einsum", (7, 2), {"spec": ",->"}),
+               Op("sum", (6,), {"axis": None}), Op("add", (8, 9))],
+              [(), (), (), (), (), (), (), (), (), (), ()], 0.0, 0.25,
+              structure="python_float", seed=6), fixed=True),
 ]
