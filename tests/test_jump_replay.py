@@ -196,3 +196,24 @@ def test_an_extreme_that_can_cross_its_jump_is_still_refused():
     for d in ([0.0, 1.0], [0.0, -1.0]):
         with pytest.raises(NotLipschitzError):
             asd.directional(f)(np.array([-1.0, 0.0]), np.array(d))
+
+
+def test_a_running_max_held_by_an_entry_at_it_is_held():
+    """Numpy campaign seed 2998: ``floor(-cummax(clip(x, 0, 2) + (3, 0)))`` at (-1, 0): the
+    running max of the second prefix is the first entry, held at 3 by the saturated clip,
+    while the second entry only rises below it, so the floor never crosses its jump.
+    `Trace.moves` did not read cummax (it moved both ways: refused)."""
+    def f(x):
+        return np.floor(-asd.cummax(np.clip(x, 0.0, 2.0) + np.array([3.0, 0.0])))
+
+    def exact(z):
+        c = [min(max(e, 0), 2) + k for e, k in zip(z, (3, 0), strict=True)]
+        return [math.floor(-max(c[:i + 1])) for i in range(2)]
+
+    x = [-1.0, 0.0]
+    assert _constant_near(exact, x)
+    for d in ([0.0, 1.0], [0.0, -1.0], [1.0, 1.0], [-1.0, -1.0]):
+        value, slope = asd.directional(f)(np.array(x), np.array(d))
+        assert value.tolist() == exact([Fraction(e) for e in x]) and not slope.any()
+    with pytest.raises(NotLipschitzError):  # the control: a running max that can fall
+        asd.directional(lambda x: np.floor(asd.cummax(x)))(np.zeros(2), np.array([0.0, 1.0]))

@@ -735,6 +735,8 @@ class Trace:
                 return self._moves_of_reduction(node, shape, memo)
             except ValueError:  # a layout this reading does not know (an array of q)
                 return both, both
+        if name == "cummax":
+            return self._moves_of_cummax(node, shape, memo)
         if name == "hypot":  # of a pair (last axis): sqrt(a**2 + b**2) grows as |a|, |b| do
             ref = args[0]
             if type(ref) is not int or self.taint[ref] is not None:
@@ -886,6 +888,28 @@ class Trace:
         if name == "sort" and axis is not None:  # positions back on the sorted axis
             up, down = np.moveaxis(up, -1, axes[0]), np.moveaxis(down, -1, axes[0])
         return up.reshape(shape), down.reshape(shape)
+
+    def _moves_of_cummax(self, node: Node, shape: tuple, memo: dict) -> tuple:
+        """`moves` of a running maximum: entry ``i`` is the max of the prefix ``x[:i+1]``,
+        so it rises where an entry at it rises (any prefix entry, where a jump above may
+        lift one past it) and falls only where every entry at it falls (F62's rule for
+        max). Prefixes of more than 256 entries are not read (no proof)."""
+        ref, axis = node.args[0], int(node.params.get("axis", -1))
+        x = np.asarray(backend.to_host(self.values[ref]))
+        both = np.ones(shape, bool)
+        if type(ref) is not int or x.ndim == 0 or x.shape[axis] > 256:
+            return both, both
+        up, down = self._moves_of(ref, x.shape, memo)
+        x, up, down = (np.moveaxis(a, axis, -1) for a in (x, up, down))
+        n = x.shape[-1]
+        y = np.maximum.accumulate(x, axis=-1)
+        prefix = np.tri(n, dtype=bool)                          # [i, j]: j <= i
+        tied = prefix & (x[..., None, :] == y[..., :, None])    # entry j at prefix i's max
+        reach = prefix if self.taint[ref] is not None else tied
+        rises = np.any(up[..., None, :] & reach, axis=-1)
+        falls = np.all(down[..., None, :] | ~tied, axis=-1)
+        return (np.moveaxis(rises, -1, axis).reshape(shape),
+                np.moveaxis(falls, -1, axis).reshape(shape))
 
     @staticmethod
     def _order_positions(node: Node, n: int) -> tuple:
@@ -1662,7 +1686,7 @@ _ORDER_KEEPING = _INCREASING | _SELECTIONS | _MONOTONE_REDUCTIONS | {
     "negative", "reciprocal", "add", "subtract", "multiply", "divide", "relu", "leaky_relu",
     "maximum", "minimum", "clip", "abs", "integer_pow", "where", "where_logic", "select",
     "hypot", "remainder", "remainder_xy", "proj_box", "proj_nonneg", "proj_nonpos",
-    "proj_linf_ball", "real_pow"}
+    "proj_linf_ball", "real_pow", "cummax"}
 """The primitives `Trace.moves` reads (their order proven); others move both ways."""
 
 

@@ -1003,4 +1003,20 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                Op("sum", (6,), {"axis": None}), Op("add", (8, 9))],
               [(), (), (), (), (), (), (), (), (), (), ()], 0.0, 0.25,
               structure="python_float", seed=6), fixed=True),
+    Finding(
+        "F66", "a false refusal at floor_divide of a running max held by an entry at it "
+               "(cummax of a saturated clip and an entry that only rises below it; numpy "
+               "campaign seed 2998 on the final code)", False,
+        "asd/core/sweep.py (Trace.moves did not read cummax)",
+        lambda c, o: o.status == "bad-refusal" and "floor_divide jumps here" in o.detail
+        and _uses(c, "cummax"), (),
+        _case([Op("add_constant", (0,), {"constant": (0.75, 0.0)}),
+               Op("hardtanh", (1,), {"lo": 0.0, "hi": 2.0}),
+               Op("add_constant", (2,), {"constant": (3.0, 0.0)}),
+               Op("cummax", (3,), {"axis": -1}),
+               Op("multiply_constant", (4,), {"constant": (1.0, -2.0)}),
+               Op("add_constant", (5,), {"constant": (1.0, 0.0)}),
+               Op("floor_divide", (6,), {"c": 1.0})],
+              [(2,), (2,), (2,), (2,), (2,), (2,), (2,), (2,)], [-1.5, 0.0], [0.25, 0.25],
+              reduce=False), fixed=True),
 ]
