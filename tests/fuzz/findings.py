@@ -47,6 +47,13 @@ def _text(outcome: Outcome) -> str:
     return f"{outcome.kind} {outcome.detail}"
 
 
+def _refused_floor_divide(op: str) -> Callable[[Case, Outcome], bool]:
+    """The matcher of a false refusal of floor_divide on its jump in a program using ``op``
+    (the input held near the point by what ``op`` does to it)."""
+    return lambda c, o: (o.status == "bad-refusal" and "floor_divide jumps here" in o.detail
+                         and _uses(c, op))
+
+
 def _case(ops: list[Op], shapes: list[tuple[int, ...]], x: list, v: list, *, reduce: bool = True,
           dtype: str = "float64", structure: str = "array", seed: int = 0,
           split: int = 0) -> Callable[[], Case]:
@@ -857,8 +864,7 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                "selected entries (long campaign on the final code, seed 2961)", False,
         "asd/core/sweep.py (Trace.moves: partition/matmul/fmin are not read, so the input "
         "may move both ways)",
-        lambda c, o: o.status == "bad-refusal" and "floor_divide jumps here" in o.detail
-        and _uses(c, "partition_kth"), (),
+        _refused_floor_divide("partition_kth"), (),
         _case([Op("add_constant", (0,), {"constant": ((1.0, 1.0), (0.0, 1.0), (1.0, 1.0))}),
                Op("amin", (1,), {"axis": 0}),
                Op("multiply_constant", (2,), {"constant": (3.0, -1.0)}),
@@ -946,8 +952,7 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                "at 0 by an entry a saturated clip holds while the other entry at it only "
                "rises (numpy campaign seed 2991)", False,
         "asd/core/sweep.py (Trace.moves read a min as rising where any entry at it rises)",
-        lambda c, o: o.status == "bad-refusal" and "floor_divide jumps here" in o.detail
-        and _uses(c, "min"), (),
+        _refused_floor_divide("min"), (),
         _case([Op("matmul", (0,), {"constant": ((0.5, -1.0),)}),
                Op("median", (1,), {"axis": -1}),
                Op("multiply_constant", (2,), {"constant": (-0.5, -1.0, 1.0)}),
@@ -1008,8 +1013,7 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                "(cummax of a saturated clip and an entry that only rises below it; numpy "
                "campaign seed 2998 on the final code)", False,
         "asd/core/sweep.py (Trace.moves did not read cummax)",
-        lambda c, o: o.status == "bad-refusal" and "floor_divide jumps here" in o.detail
-        and _uses(c, "cummax"), (),
+        _refused_floor_divide("cummax"), (),
         _case([Op("add_constant", (0,), {"constant": (0.75, 0.0)}),
                Op("hardtanh", (1,), {"lo": 0.0, "hi": 2.0}),
                Op("add_constant", (2,), {"constant": (3.0, 0.0)}),

@@ -145,9 +145,7 @@ def _wanted(prog: TorchProgram, flat: list, needs) -> list[int]:
     """The flat positions (inputs, then the program's tensors) that get a gradient: floating
     tensors that require grad (``needs``) and that a gradient reaches (an unused parameter
     keeps ``.grad`` None, as in torch, so that an optimizer leaves it alone)."""
-    return [i for i, (t, need, reached) in enumerate(zip(flat, needs, prog.reached,
-                                                         strict=True))
-            if need and reached and isinstance(t, torch.Tensor) and t.is_floating_point()]
+    return [i for i in _needed(flat, needs) if prog.reached[i]]
 
 
 def _needed(flat: list, needs) -> list[int]:
