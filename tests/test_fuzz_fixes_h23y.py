@@ -1,4 +1,4 @@
-"""Regression tests of fuzz findings F6, F12, F18, F19 and F23 (tests/fuzz/findings.py), fixed
+"""Regression tests of fuzz findings F6, F12, F18, F19, F23 and F67 (tests/fuzz/findings.py), fixed
 in the engine's tie service, series and tracer: each reproducer runs through the fuzz harness
 (every transform against the exact or mpmath oracle), and the defect's own spelling is
 checked against an oracle along the ray."""
@@ -77,6 +77,23 @@ def test_f18_operations_with_an_identity_constant_keep_the_quantity(d):
 
     _, dot = asd.directional(g)(np.array([0.75, 0.75]), np.array([d, 3.0]))
     assert dot == -d + 6.0
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32])
+@pytest.mark.parametrize("d", [1.0, -1.0])
+def test_f67_a_narrow_quantity_plus_a_float64_zero_is_the_quantity(dtype, d):
+    """``arctan(x) + np.zeros(1) > arctan(x)`` with ``x`` in float16 or float32: the sum is in
+    float64 (NEP 50), the narrow value widened exactly, so the tie is an equality near x, as
+    in float64 (F18). It was refused as a flat tie (the identity constant was peeled only
+    where the dtype stayed), and a campaign's float16 ``where_logic`` of such a tie took
+    seconds climbing the exact series to the last order."""
+    def f(x):
+        a = np.arctan(x)
+        return np.where(a + np.zeros(1) > a, 2.0 * x, -x).sum()
+
+    r = asd.asd(f, direction=np.array([d]))(np.array([0.75], dtype))
+    assert r.subgradient.tolist() == [-1.0]
+    assert [str(dec) for dec in r.decisions] == ["%6 where: 1 by equal"]
 
 
 # ----- F23: a smooth function of a pole's infinity is a limit, not a selection -----

@@ -1000,7 +1000,7 @@ def _peeled(nodes: list, k: int, whole: bool = False) -> tuple[int, np.ndarray]:
         if type(r) is not int and node.name in ("add", "multiply"):
             r, c = c, r
         if (type(r) is not int or type(c) is int or nodes[r].shape != node.shape
-                or nodes[r].dtype != node.dtype):
+                or not _exactly_widened(nodes[r].dtype, node.dtype)):
             return k, kept
         try:
             here = np.asarray(np.asarray(c.value) == unit, dtype=bool)
@@ -1009,6 +1009,17 @@ def _peeled(nodes: list, k: int, whole: bool = False) -> tuple[int, np.ndarray]:
         if not here.any() or (whole and not here.all()):
             return k, kept
         kept, k = kept & here, r
+
+
+def _exactly_widened(source, result) -> bool:
+    """Whether every value of dtype ``source`` is a value of ``result``: the same dtype, or a
+    wider real float (``float16 + 0.0`` in float64 is the float16 value, exactly, so a tie of
+    the sum against its operand is one quantity; a narrowing or an int-to-float cast is not)."""
+    source, result = np.dtype(source), np.dtype(result)
+    if source == result:
+        return True
+    return (source.kind == "f" and result.kind == "f"
+            and np.promote_types(source, result) == result)
 
 
 def _same_params(p: dict, q: dict) -> bool:

@@ -1023,4 +1023,19 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                Op("floor_divide", (6,), {"c": 1.0})],
               [(2,), (2,), (2,), (2,), (2,), (2,), (2,), (2,)], [-1.5, 0.0], [0.25, 0.25],
               reduce=False), fixed=True),
+    Finding(
+        "F67", "a float16 or float32 quantity plus a float64 zero was not the quantity (the sum "
+               "is float64 under NEP 50): a tie of the two was flat where its exact series is "
+               "out of reach (a false refusal) and climbed every series order elsewhere "
+               "(seconds per call; numpy campaign seed 3001, slow jit-zero)", False,
+        "asd/core/ties.py (_peeled kept an identity constant only where the dtype stayed)",
+        lambda c, o: (o.status == "bad-refusal" and "flat to first order" in o.detail
+                      and c.dtype in ("float16", "float32")), (),
+        _case([Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (1,)),
+               Op("diff", (2,), {"axis": -1}),
+               Op("add_constant", (3,), {"constant": (2.0, 0.0)}),
+               Op("where_logic", (4, 3, 4, 3, 4, 4), {"cmps": ("<", "<"), "expr": ("not", 0),
+                                                      "spelling": "functions"})],
+              [(3,), (3,), (3,), (2,), (2,), (2,)], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0],
+              reduce=False, dtype="float16", seed=544), fixed=True),
 ]
