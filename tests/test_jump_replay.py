@@ -217,3 +217,34 @@ def test_a_running_max_held_by_an_entry_at_it_is_held():
         assert value.tolist() == exact([Fraction(e) for e in x]) and not slope.any()
     with pytest.raises(NotLipschitzError):  # the control: a running max that can fall
         asd.directional(lambda x: np.floor(asd.cummax(x)))(np.zeros(2), np.array([0.0, 1.0]))
+
+
+@pytest.mark.parametrize("statistic", ["partition", "median", "sort"])
+def test_an_order_statistic_held_by_enough_entries_is_held(statistic):
+    """Numpy campaign seed 3001: the second smallest of (0, -1, relu(t)) is 0 near t = 0, held
+    by the constant 0 (a dead relu), whatever the third entry does, so a step function of it
+    does not jump. `Trace.moves` read an order statistic as rising wherever an entry at it
+    rises (refused); it counts them now: the k-th smallest rises only if at most k entries
+    may stay at or below it."""
+    second = {"partition": lambda y: np.partition(y, 1)[1], "median": np.median,
+              "sort": lambda y: np.sort(y)[1]}[statistic]
+
+    def f(x):
+        return np.floor(-second(np.maximum(x, np.array([0.0, -5.0, 0.0]))))
+
+    def exact(z):
+        y = sorted(max(e, k) for e, k in zip(z, (0, -5, 0), strict=True))
+        return math.floor(-y[1])
+
+    x = [-1.0, -1.0, 0.0]
+    assert _constant_near(exact, x)
+    for d in ([0.0, 0.0, 1.0], [1.0, 1.0, 1.0], [-1.0, -1.0, -1.0], [0.0, 1.0, 1.0]):
+        value, slope = asd.directional(f)(np.array(x), np.array(d))
+        assert value == exact([Fraction(e) for e in x]) and slope == 0
+    # the control: with the first entry free too, the second smallest rises along (1, 0, 1)
+    x = [0.0, -1.0, 0.0]
+    g = lambda x: np.floor(-second(np.maximum(x, np.array([-5.0, -5.0, 0.0]))))  # noqa: E731
+    assert not _constant_near(
+        lambda z: math.floor(-sorted(max(e, k) for e, k in zip(z, (-5, -5, 0)))[1]), x)
+    with pytest.raises(NotLipschitzError):
+        asd.directional(g)(np.array(x), np.array([1.0, 0.0, 1.0]))

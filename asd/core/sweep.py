@@ -675,10 +675,10 @@ class Trace:
         saturated clip, relu, maximum or minimum, monotone functions, sums and constant
         scalings (F33); signs held by ``|x|``, even powers, products and quotients of moving
         values, reductions nondecreasing in every entry (a sum: a variance never falls below
-        0; max, min, sort, median, quantiles; a min rises only where every entry at it
-        does, a max falls likewise), and the branch a ``where`` selects (F42); a
-        discontinuous node that met no jump is constant. Every other node may move both
-        ways."""
+        0; max, min, sort, median, quantiles, their order statistics counted: a min rises
+        only where every entry at it does, a max falls likewise), and the branch a
+        ``where`` selects (F42); a discontinuous node that met no jump is constant. Every
+        other node may move both ways."""
         if j in memo:
             return memo[j]
         cone, stack = set(), [j]  # the order-keeping cone above j, evaluated in program order
@@ -843,12 +843,11 @@ class Trace:
         return up, down
 
     def _moves_of_reduction(self, node: Node, shape: tuple, memo: dict) -> tuple:
-        """`moves` of a reduction nondecreasing in every entry it reads: it exceeds (falls
-        below) its value only where one of those entries does. An order statistic reads
-        only the entries between the order statistics it uses (``lo``, ``hi``): an entry
-        strictly outside them stays outside near ``x`` where no jump moves it, so the
-        order, and the statistic, do not see it (``median(min(x, 2))`` at (-1, 2, 5)
-        rises only if the entries held at 2 do)."""
+        """`moves` of a reduction nondecreasing in every entry it reads. A sum exceeds (falls
+        below) its value only where an entry does. An order statistic is counted
+        (`_moves_of_order_statistics`), and the median, a quantile, a top-k sum or a sorted
+        position moves where one of the order statistics it reads does (a nonnegative
+        combination of them)."""
         name, ref = node.prim.name, node.args[0]
         x = np.asarray(backend.to_host(self.values[ref]))
         up, down = self._moves_of(ref, x.shape, memo)
@@ -859,32 +858,19 @@ class Trace:
         x, up, down = (np.moveaxis(a, axes, last).reshape(
             np.moveaxis(a, axes, last).shape[:x.ndim - len(axes)] + (-1,)) for a in (x, up, down))
         n = x.shape[-1]
-        if name == "sum" or n == 0 or (name == "sort" and n > 256):
-            seen = np.ones(x.shape, bool)
+        if name == "sum" or n == 0 or n > 256:  # no order read (an n x n count past 256)
+            up, down = np.any(up, axis=-1), np.any(down, axis=-1)
+            if name == "sort":
+                up, down = (np.broadcast_to(a[..., None], x.shape) for a in (up, down))
         else:
-            s = np.sort(x, axis=-1)
-            if name == "sort":  # position p reads the entries equal to its value
-                s = s[..., :, None]
-                x, up, down = x[..., None, :], up[..., None, :], down[..., None, :]
-                lo = hi = s
+            if name == "sort":
+                at = np.arange(n)
             else:
-                lo_at, hi_at = self._order_positions(node, n)
-                lo, hi = s[..., lo_at:lo_at + 1], s[..., hi_at:hi_at + 1]
-            seen = np.ones(x.shape, bool)
-            if self.taint[ref] is None:  # continuous: strictly outside stays outside
-                seen = ~(x < lo) & ~(x > hi)
-        rises, falls = np.any(up & seen, axis=-1), np.any(down & seen, axis=-1)
-        if name == "reduce_max" and n:
-            # a min rises (a max falls) only where every entry at it does: it stays at or
-            # below (above) each of them (one held at 0 caps the min of it and entries
-            # that only rise, whose floor_divide then does not jump)
-            least = node.params.get("kind") != "max"
-            tied = x == (x.min if least else x.max)(axis=-1, keepdims=True)
-            if least:
-                rises = np.all(up | ~tied, axis=-1)
-            else:
-                falls = np.all(down | ~tied, axis=-1)
-        up, down = rises, falls
+                lo, hi = self._order_positions(node, n)
+                at = np.arange(lo, hi + 1)
+            up, down = _moves_of_order_statistics(x, up, down, at, self.taint[ref] is None)
+            if name != "sort":  # the reduction moves where a statistic it reads does
+                up, down = np.any(up, axis=-1), np.any(down, axis=-1)
         if name == "sort" and axis is not None:  # positions back on the sorted axis
             up, down = np.moveaxis(up, -1, axes[0]), np.moveaxis(down, -1, axes[0])
         return up.reshape(shape), down.reshape(shape)
@@ -1701,6 +1687,25 @@ def _broadcasts(shape: tuple, out: tuple) -> bool:
         return shape == out or np.broadcast_shapes(shape, out) == out
     except ValueError:
         return False
+
+
+def _moves_of_order_statistics(x: np.ndarray, up: np.ndarray, down: np.ndarray,
+                               at: np.ndarray, continuous: bool) -> tuple:
+    """`moves` of the order statistics ``at`` (positions in the sorted last axis of ``x``)
+    from the entries' own, by counting: the k-th smallest exceeds its value ``c`` only if at
+    most k entries stay at or below ``c`` (those at ``c`` that cannot rise, and those below
+    it, which a continuous input keeps below), and falls below ``c`` only if k + 1 entries
+    may go below it. A min rises only where every entry at it rises, a max falls likewise,
+    and the second smallest of (-1, 0, relu(t)) is held at 0 by the constant 0. Rows with a
+    NaN are not read (no order)."""
+    c = np.sort(x, axis=-1)[..., at][..., :, None]
+    x, up, down = x[..., None, :], up[..., None, :], down[..., None, :]
+    below, tied = x < c, x == c
+    stay = np.count_nonzero((below & (continuous | ~up)) | (tied & ~up), axis=-1)
+    may_fall = np.count_nonzero(below | (tied & down) | ((x > c) & down & (not continuous)),
+                                axis=-1)
+    unordered = np.isnan(x).any(axis=-1)
+    return (stay <= at) | unordered, (may_fall >= at + 1) | unordered
 
 
 def _moves_of_square(ins: tuple, x: np.ndarray) -> tuple:

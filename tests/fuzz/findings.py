@@ -1038,4 +1038,21 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                                                       "spelling": "functions"})],
               [(3,), (3,), (3,), (2,), (2,), (2,)], [0.0, 0.0, 0.0], [1.0, 1.0, 1.0],
               reduce=False, dtype="float16", seed=544), fixed=True),
+    Finding(
+        "F68", "a false refusal at a step function of an order statistic held by enough "
+               "entries (the second smallest of (0, -1, relu(t)) is held at 0 by the dead "
+               "relu; numpy campaign seed 3001 on the final code)", False,
+        "asd/core/sweep.py (Trace.moves read an order statistic as rising wherever an entry "
+        "at it rises)",
+        lambda c, o: (o.status == "bad-refusal" and "jumps here" in o.detail
+                      and _uses(c, "partition_kth", "median", "sorted_by", "quantile")), (),
+        _case([Op("add_constant", (0,), {"constant": ((-2.0, -2.0), (-2.0, -2.0),
+                                                      (-2.0, -0.75))}),
+               Op("relu", (1,)),
+               Op("add_constant", (2,), {"constant": ((3.0, 0.0), (0.0, -1.0), (3.0, 0.0))}),
+               Op("partition_kth", (3,), {"axis": 0, "kth": 1}),
+               Op("heaviside", (4,), {"h0": 0.5})],
+              [(3, 2), (3, 2), (3, 2), (3, 2), (2,), (2,)],
+              [[0.75, -1.0], [-1.0, -1.0], [-1.0, 0.75]],
+              [[3.0, 1.0], [-0.5, 1.0], [3.0, 3.0]], seed=10446), fixed=True),
 ]
