@@ -581,7 +581,9 @@ def _bitwise(kind: str, numpy_fn):
             f"numpy.{numpy_fn.__name__} of traced non-boolean values "
             f"({', '.join(str(getattr(x, 'dtype', type(x).__name__)) for x in xs)}): on "
             "booleans (comparisons) it is logical and works; integer bits are discrete and "
-            "floats have none. Compare first: (x > 0) & (y > 0).")
+            "floats have none. Compare first: (x > 0) & (y > 0). An integer from a comparison "
+            "of Python floats is Python's: ~(x > 0) is -2 or -1 there (integer inversion of a "
+            "bool), where numpy's bool gives its negation: write np.logical_not(x > 0).")
 
     bitwise.__name__ = numpy_fn.__name__
     return bitwise
@@ -728,6 +730,8 @@ def select_rule(xs, dxs):
     ans = _where_impl(cond, a, b)
     out = tuple(np.shape(ans))
     xp, (cond, _, _) = _operands(cond, a, b)
+    if cond.dtype != xp.bool:  # a number selects by its truth (-2 is true: ~(-2) is not false)
+        cond = cond != 0
     cond = xp.broadcast_to(cond, out)
     return ans, FanIn(None, Diagonal(cond, tuple(np.shape(a)), out),
                       Diagonal(~cond, tuple(np.shape(b)), out))

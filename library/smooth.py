@@ -872,7 +872,8 @@ def stop_gradient(x):
 
 def astype(x, dtype, copy=True):
     dtype = np.dtype(dtype)
-    if not np.issubdtype(dtype, np.inexact):
+    if not np.issubdtype(dtype, np.inexact) and np.dtype(x.dtype).kind not in "biu":
+        # from a bool or an integer the cast is numpy's own (no rounding to decide)
         raise UnsupportedError(
             f"astype({dtype}) of a traced array: a cast to a discrete type is a step function "
             "(it truncates toward 0), with nothing to differentiate and jumps at the "

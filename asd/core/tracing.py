@@ -67,16 +67,52 @@ def _weakly_promoted(operands: tuple, operator: bool) -> tuple[tuple, bool | Non
             if operator else None
     dtype = np.result_type(*(o.dtype if hasattr(o, "dtype") else np.asarray(o).dtype
                              for o in strong), 1.0)
+    base = np.result_type(*(o.dtype if hasattr(o, "dtype") else np.asarray(o).dtype
+                            for o in strong))
     out = []
     for o in operands:
-        # only a Python float is weak here (a comparison of one is a bool, typed as numpy
-        # types bools), and only a float or complex dtype narrower than float64 moves it
-        if _is_weak(o) and dtype.kind in "fc" and np.dtype(o.dtype).kind == "f" \
-                and np.dtype(o.dtype) != dtype:
+        # a Python float is cast to the float the others give where it is narrower than
+        # float64; a Python int (`~` of a Python bool) to the others' numeric dtype
+        kind = np.dtype(o.dtype).kind if _is_weak(o) else None
+        if kind == "f" and dtype.kind in "fc" and np.dtype(o.dtype) != dtype:
             o._trace.weak_sensitive = True  # the program depends on which inputs were weak
             o = o.astype(dtype) if o._trace.weak[o._id] else o
+        elif kind == "i" and base.kind in "iufc" and np.dtype(o.dtype) != base:
+            o = _as_python_int_in(o, base)
         out.append(o)
     return tuple(out), None
+
+
+def _as_python_int_in(o, dtype: np.dtype):
+    """A traced Python int in a numpy operation of ``dtype`` (NEP 50: cast to it, an
+    OverflowError where it does not fit an integer dtype)."""
+    if dtype.kind in "iu":
+        info, v = np.iinfo(dtype), np.asarray(o.value)
+        if (v < info.min).any() or (v > info.max).any():
+            raise ArgumentTypeError(f"the Python integer {v.tolist()} is out of bounds for "
+                                    f"{dtype} (numpy raises OverflowError)")
+    return o.astype(dtype)
+
+
+_ARITHMETIC = frozenset({np.add, np.subtract, np.multiply, np.true_divide, np.floor_divide,
+                         np.remainder, np.power, np.divmod})
+"""The ufuncs whose Python operator computes on a bool as on an int (``True + True == 2``,
+where numpy's ``np.True_ + np.True_`` is True)."""
+
+
+def _python_bools_as_ints(operands: tuple) -> tuple:
+    """``operands`` of a Python arithmetic operator between Python numbers alone, each traced
+    Python bool (a comparison of Python floats) as the int Python computes with; a numpy
+    bool (of float64 scalars) stays a bool, so the program depends on which inputs were
+    Python floats."""
+    out = []
+    for o in operands:
+        if _is_weak(o) and np.dtype(o.dtype).kind == "b":
+            o._trace.weak_sensitive = True
+            if o._trace.weak[o._id]:
+                o = _marked_weak(o.astype(np.int64), True)
+        out.append(o)
+    return tuple(out)
 
 
 def _weak_of(x) -> bool | None:
@@ -87,7 +123,9 @@ def _weak_of(x) -> bool | None:
 
 
 def _marked_weak(out, weak: bool | None):
-    if weak is not None and type(out) is Tracer and np.dtype(out.dtype).kind == "f":
+    """``out`` marked as a Python number (``weak``): a float, a bool (a comparison of
+    Python floats, whose ``~`` is Python's integer inversion) or an int."""
+    if weak is not None and type(out) is Tracer and np.dtype(out.dtype).kind in "fbi":
         out._trace.weak[out._id] = weak
     return out
 
@@ -102,6 +140,8 @@ def _ufunc(uf, operator: str | None = None):
         weak = None
         if self._trace.weak and (_is_weak(self) or _is_weak(other)):
             (self, other), weak = _weakly_promoted((self, other), True)
+            if weak is not None and uf in _ARITHMETIC:
+                self, other = _python_bools_as_ints((self, other))
         try:
             if type(fn) is Primitive and (type(other) is not Tracer
                                           or other._trace is self._trace):
@@ -117,6 +157,8 @@ def _ufunc(uf, operator: str | None = None):
         weak = None
         if self._trace.weak and _is_weak(self):
             (other, self), weak = _weakly_promoted((other, self), True)
+            if weak is not None and uf in _ARITHMETIC:
+                other, self = _python_bools_as_ints((other, self))
         try:
             if type(fn) is Primitive and type(other) is not Tracer:
                 return _marked_weak(self._trace.apply(fn, (other, self), {}), weak)
@@ -1399,16 +1441,22 @@ class Tracer(Traced):
     __hash__ = object.__hash__
 
     def __invert__(self):
-        return UFUNCS[np.invert](self)
+        (me,) = _python_bools_as_ints((self,))  # ~True is -2 in Python, False in numpy
+        if np.dtype(me.dtype).kind == "i":  # two's complement, in Python and numpy alike
+            return -1 - me
+        return UFUNCS[np.invert](me)
 
     def __neg__(self):
-        return _marked_weak(UFUNCS[np.negative](self), _weak_of(self))
+        (me,) = _python_bools_as_ints((self,))
+        return _marked_weak(UFUNCS[np.negative](me), _weak_of(me))
 
     def __pos__(self):
-        return self
+        (me,) = _python_bools_as_ints((self,))  # +True is 1
+        return me
 
     def __abs__(self):
-        return _marked_weak(UFUNCS[np.absolute](self), _weak_of(self))
+        (me,) = _python_bools_as_ints((self,))
+        return _marked_weak(UFUNCS[np.absolute](me), _weak_of(me))
 
     __getitem__ = _noting_views("__getitem__", _method("getitem"))
     reshape = _noting_views("reshape", _method("reshape"))

@@ -1055,4 +1055,21 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
               [(3, 2), (3, 2), (3, 2), (3, 2), (2,), (2,)],
               [[0.75, -1.0], [-1.0, -1.0], [-1.0, 0.75]],
               [[3.0, 1.0], [-0.5, 1.0], [3.0, 3.0]], seed=10446), fixed=True),
+    Finding(
+        "F69", "comparisons of Python floats are Python bools, whose ~ is integer inversion "
+               "(~True == -2, true) and whose sums are ints: asd computed numpy's bools "
+               "(negation, or), a silent wrong value and derivative (numpy campaign seed 3001 "
+               "on the final code, python_float where_logic)", False,
+        "asd/core/tracing.py (a traced Python bool was a numpy bool); library/piecewise.py "
+        "(select_rule read an integer condition as a mask: F70)",
+        lambda c, o: (o.status == "wrong" and c.structure == "python_float"
+                      and _uses(c, "where_logic")), (),
+        _case([Op("negative", (0,)), Op("abs", (1,)),
+               Op("add_constant", (1,), {"constant": -1.0}),
+               Op("where_logic", (3, 0, 3, 1, 3, 0, 2, 1),
+                  {"cmps": ("<=", ">=", ">="), "expr": ("not", ("or", 0, ("xor", 1, 2))),
+                   "spelling": "operators"}),
+               Op("reshape", (4,), {"shape": (1, 1)}), Op("det", (5,))],
+              [(), (), (), (), (), (1, 1), ()], 0.75, -0.5, structure="python_float",
+              seed=3603), fixed=True),
 ]

@@ -31,7 +31,7 @@ from asd.core.primitive import rule_context
 from asd.testing.exact import as_fractions
 from tests import programs as base
 from tests.fuzz import ops, oracle
-from tests.programs import Program
+from tests.programs import Op, Program
 
 Pair = namedtuple("Pair", "head tail")
 
@@ -345,6 +345,7 @@ def expect(case: Case) -> Expect:
     for (name, params), (errors, why) in DOCUMENTED_REFUSALS.items():
         if _uses(program, name, **dict(params)):
             e.refusals.update(dict.fromkeys(errors, why))
+    program = oracle_program(case)
     if isinstance(value, np.ma.MaskedArray) or _uses(program, "dtype_constant", kind="masked"):
         e.refusals["UnsupportedError"] = "a masked constant (refusal undocumented: noted)"
         e.refusals["ArgumentTypeError"] = e.refusals["UnsupportedError"]
@@ -372,6 +373,26 @@ def expect(case: Case) -> Expect:
             # other side is a higher order's, which the mpmath oracle does not carry
             e.unjudged["NotLipschitzError"] = f"mpmath: {oracle.FLAT_JUMP}"
     return e
+
+
+def oracle_program(case: Case) -> Program:
+    """The case's program as the oracles run it: with a Python-float argument, each
+    ``where_logic`` whose comparisons are of Python floats in numpy's own run (so Python
+    bools, whose ``~`` is integer inversion) is marked, since the oracles compute on numpy
+    object arrays (whose bools negate)."""
+    program = case.program
+    if case.structure != "python_float":
+        return program
+    with np.errstate(all="ignore"):
+        values = oracle.evaluate(program, arguments(case, case.x)[0])
+    marked = []
+    for op in program.ops:
+        if op.name == "where_logic":
+            pairs = op.args[:2 * len(op.params["cmps"])]
+            if all(type(values[i]) is float for i in pairs):
+                op = Op(op.name, op.args, {**op.params, "python_bools": True})
+        marked.append(op)
+    return Program(tuple(marked), program.shapes, program.reduce)
 
 
 def timed_expect(case: Case) -> tuple[Expect | None, list[Outcome]]:
@@ -548,7 +569,7 @@ def _inner_agrees(g: np.ndarray, d: np.ndarray, case: Case) -> bool:
     """``<g, d>`` is the exact one-sided derivative along ``d`` (as `_agrees` compares: the
     Fractions exactly where the floats are exact, within rounding otherwise)."""
     slope = oracle.inner(as_fractions(g), d)
-    e = oracle.exact_oracle(case.program, case.x, d)
+    e = oracle.exact_oracle(oracle_program(case), case.x, d)
     exact = e.derivative
     # exactly only where g's own entries are exact numbers: a gradient holding 1/6 rounded
     # pairs with d to the exact slope only within rounding
@@ -640,7 +661,7 @@ def _jacobian_oracle(case: Case, expected: Expect) -> tuple[Any, Any, str]:
     """``(J, w, why-not)``: the limiting Jacobian along v (or [v, w]), exact or mpmath."""
     if expected.exact is not None:
         jac, w, expected.jacobian_float_path = oracle.exact_jacobian_path(
-            case.program, case.x, case.v)
+            oracle_program(case), case.x, case.v)
         return jac, w, "" if jac is not None else "exact: v and w leave a tie open"
     h = expected.hybrid
     if h.jacobian is None:
@@ -761,7 +782,7 @@ def check_clarke(case: Case, expected: Expect) -> list[Outcome]:
         check_value(sample.value, expected, "clarke value")
         known, open_dirs = [], []
         for d in dirs:
-            jac, w, float_path = oracle.exact_jacobian_path(case.program, case.x, d)
+            jac, w, float_path = oracle.exact_jacobian_path(oracle_program(case), case.x, d)
             if jac is None or w is not None:
                 open_dirs.append(d)
             else:

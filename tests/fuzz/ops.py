@@ -1002,10 +1002,16 @@ def _compare(a: Any, b: Any, cmp: str) -> Any:
     return {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}[cmp](a, b)
 
 
-def _where_logic(xp: Any, *args: Any, cmps: tuple[str, ...], expr: Any, spelling: str) -> Any:
+def _where_logic(xp: Any, *args: Any, cmps: tuple[str, ...], expr: Any, spelling: str,
+                 python_bools: bool = False) -> Any:
+    """``python_bools``: the conditions are Python bools in numpy's own run (comparisons of
+    Python floats), whose ``~`` is integer inversion (``~True == -2``, true); the oracles'
+    object arrays give numpy bools, so they are told (`tests.fuzz.harness.expect`)."""
     n = len(cmps)
     pairs, (g, p) = args[: 2 * n], args[2 * n:]
     conditions = [_compare(pairs[2 * i], pairs[2 * i + 1], c) for i, c in enumerate(cmps)]
+    if python_bools:
+        conditions = [bool(c) for c in conditions]
     product = pairs[0] - pairs[1]
     for i in range(1, n):
         product = product * (pairs[2 * i] - pairs[2 * i + 1])
