@@ -73,7 +73,7 @@ def _weakly_promoted(operands: tuple, operator: bool) -> tuple[tuple, bool | Non
     for o in operands:
         # a Python float is cast to the float the others give where it is narrower than
         # float64; a Python int (`~` of a Python bool) to the others' numeric dtype
-        kind = np.dtype(o.dtype).kind if _is_weak(o) else None
+        kind = backend.numpy_dtype(o).kind if _is_weak(o) else None
         if kind == "f" and dtype.kind in "fc" and np.dtype(o.dtype) != dtype:
             o._trace.weak_sensitive = True  # the program depends on which inputs were weak
             o = o.astype(dtype) if o._trace.weak[o._id] else o
@@ -107,7 +107,7 @@ def _python_bools_as_ints(operands: tuple) -> tuple:
     Python floats."""
     out = []
     for o in operands:
-        if _is_weak(o) and np.dtype(o.dtype).kind == "b":
+        if _is_weak(o) and backend.numpy_dtype(o).kind == "b":
             o._trace.weak_sensitive = True
             if o._trace.weak[o._id]:
                 o = _marked_weak(o.astype(np.int64), True)
@@ -125,7 +125,7 @@ def _weak_of(x) -> bool | None:
 def _marked_weak(out, weak: bool | None):
     """``out`` marked as a Python number (``weak``): a float, a bool (a comparison of
     Python floats, whose ``~`` is Python's integer inversion) or an int."""
-    if weak is not None and type(out) is Tracer and np.dtype(out.dtype).kind in "fbi":
+    if weak is not None and type(out) is Tracer and backend.numpy_dtype(out).kind in "fbi":
         out._trace.weak[out._id] = weak
     return out
 
@@ -1442,7 +1442,7 @@ class Tracer(Traced):
 
     def __invert__(self):
         (me,) = _python_bools_as_ints((self,))  # ~True is -2 in Python, False in numpy
-        if np.dtype(me.dtype).kind == "i":  # two's complement, in Python and numpy alike
+        if backend.numpy_dtype(me).kind == "i":  # two's complement, in Python and numpy alike
             return -1 - me
         return UFUNCS[np.invert](me)
 
