@@ -373,6 +373,35 @@ def test_a_derivative_past_the_dtypes_range_may_be_refused_by_every_gradient_che
     assert [o.status for o in outcomes] == ["refused", "refused"], [o.detail for o in outcomes]
 
 
+def test_an_overflow_refusal_the_oracle_cannot_judge_is_skipped():
+    """Campaign seed 3001: a float16 ``where_logic`` of products near 200 whose tie the mpmath
+    oracle leaves open: asd refuses the gradient as past float16's range (about 1.2e5), and
+    with no oracle Jacobian that refusal is as unjudged as a number would be (it counted as
+    a bad refusal)."""
+    m = lambda *rows: tuple(tuple(r) for r in rows)  # noqa: E731
+    ops = (Op("transpose", (0,)),
+           Op("clip", (1,), {"lo": m((0.0, 0.0, 2.0), (-1.0, 0.0, 2.0), (-0.5, 0.5, 0.0)),
+                             "hi": m(*[(2.0, 2.0, 2.0)] * 3)}),
+           Op("add_constant", (2,), {"constant": m((4.0, 6.0, -2.0), (0.75, -2.0, 4.0),
+                                                   (0.75, -0.5, 4.0))}),
+           Op("relu6", (3,)), Op("np_positive", (4,)),
+           Op("dtype_constant", (5,), {"kind": "uint8", "values": (200,), "op": "-"}),
+           Op("add_constant", (6,), {"constant": m((196.0, -0.5, 202.0), (-0.5, -0.5, -0.5),
+                                                   (196.75, -0.5, -0.5))}),
+           Op("add_constant", (7,), {"constant": m((0.0, 0.5, 0.0), (199.75, -0.5, 194.5),
+                                                   (0.75, 202.5, -2.0))}),
+           Op("where_logic", (7, 0, 8, 0, 5, 0), {"cmps": ("<", "<"), "expr": ("or", 0, 1),
+                                                   "spelling": "operators"}),
+           Op("method_mean", (1,), {"axis": 0, "keepdims": True}),
+           Op("sum", (9,), {"axis": None}), Op("add", (10, 11)))
+    shapes = ((3, 3),) * 10 + ((1, 3), (), (1, 3))
+    x = np.array([[2.0, -0.5, 2.0], [-0.5, 2.0, 0.0], [-0.5, 2.0, 2.0]])
+    case = harness.Case(Program(ops, shapes, True), x, np.ones((3, 3)), "float16",
+                        "namedtuple", 5, 0)
+    _, outcomes = harness.run_checks(case, ("subgrad",))
+    assert [(o.status, o.kind) for o in outcomes] == [("skipped", "mpmath")], outcomes
+
+
 def test_a_weighted_averages_slopes_are_compared_within_rounding():
     """``np.average`` with weights (4, 2) scales slopes by 2/6, rounded in floats even where
     every exact step is a float (the fmin tie's slope -1.40625 came back as
