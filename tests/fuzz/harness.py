@@ -560,7 +560,8 @@ def _bit_for_bit(case: Case, exact: Any, float_path: bool = True) -> bool:
     float, and (``float_path``) every step of the oracle's a float too: a slope through a
     mean of 3 entries is rounded on the way (-3.5 / 3), even where the answer is a float
     again (``1 + 0.75 * (-3.5 / 3) = 1/8``), as `_inner_agrees` treats rounded entries."""
-    bitwise = all(ops.TABLE[op.name].exact_floats for op in case.program.ops)
+    bitwise = all(ops.exact_floats(op, case.program.shapes, i + 1)
+                  for i, op in enumerate(case.program.ops))
     return (case.dtype == "float64" or case.structure == "int_array") and _floats(exact) \
         and bitwise and float_path
 

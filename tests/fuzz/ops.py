@@ -214,8 +214,26 @@ class Entry:
     jax: Callable[..., Any] | None = None
     exact: Callable[..., Any] | None = None
     params_as_arrays: tuple[str, ...] = ("constant", "lo", "hi", "lam", "weights")
-    exact_floats: bool = True  # False: numpy's own float algorithm rounds even on dyadic
-    # inputs (det by LU), so derivatives are compared within rounding, not bit for bit
+    exact_floats: bool | Callable[[int], bool] = True  # False: numpy's own float algorithm
+    # rounds even on dyadic inputs (det by LU), so derivatives are compared within rounding,
+    # not bit for bit; a callable: whether so for a reduction of that many entries
+
+
+def exact_floats(op: Op, shapes: Sequence[tuple[int, ...]], index: int) -> bool:
+    """Whether ``op`` (step ``index`` of a program with ``shapes``) computes exact floats on
+    exact operands, its derivatives included (`Entry.exact_floats`)."""
+    rule = TABLE[op.name].exact_floats
+    if not callable(rule):
+        return rule
+    entries = math.prod(shapes[op.args[0]]) // max(math.prod(shapes[index]), 1)
+    return rule(entries)
+
+
+def _dyadic_count(n: int) -> bool:
+    """A mean's partials are 1/n, floats only where n is a power of 2: reverse mode rounds
+    (0.5 + 2 + 0.5) / 3 as 0.5/3 + 2/3 + 0.5/3 = 0.9999999999999999 (campaign seed 3001),
+    though every step's gradient (forward) is a float."""
+    return n & (n - 1) == 0
 
 
 TABLE: dict[str, Entry] = {}
@@ -699,7 +717,7 @@ def _t_method_reduce(fn_name: str) -> Callable[..., Any]:
 
 register("mean", **_xp(lambda xp, a, *, axis: xp.mean(a, axis=axis)),
          builder=_reduction("mean"), source="np.mean({0}, axis={axis})",
-         torch=lambda a, *, axis: _torch().mean(a, **_t_axis(axis)))
+         torch=lambda a, *, axis: _torch().mean(a, **_t_axis(axis)), exact_floats=_dyadic_count)
 register("method_sum", _method("sum"), _reduction("method_sum", keepdims=True),
          "{0}.sum(axis={axis}, keepdims={keepdims})", torch=_t_method_reduce("sum"),
          jax=_method("sum"))
@@ -707,7 +725,7 @@ register("method_mean", _method("mean"), _reduction("method_mean", keepdims=True
          "{0}.mean(axis={axis}, keepdims={keepdims})",
          torch=lambda a, *, axis, keepdims: a.mean(**_t_axis(axis), keepdim=keepdims)
          if axis is not None else a.mean().reshape((1,) * a.ndim if keepdims else ()),
-         jax=_method("mean"))
+         jax=_method("mean"), exact_floats=_dyadic_count)
 register("method_max", _method("max"), _reduction("method_max", keepdims=True, order=True),
          "{0}.max(axis={axis}, keepdims={keepdims})", torch=_t_method_reduce("amax"),
          jax=_method("max"))
@@ -1724,11 +1742,11 @@ def _exact_std(a: Any, *, axis: Any) -> Any:
 register("method_var", lambda a, *, axis: a.var(axis=axis), _var_builder("method_var"),
          "{0}.var(axis={axis})", exact=_exact_var,
          torch=lambda a, *, axis: a.var(**_t_axis(axis), correction=0),
-         jax=lambda a, *, axis: a.var(axis=axis))
+         jax=lambda a, *, axis: a.var(axis=axis), exact_floats=_dyadic_count)
 register("method_std", lambda a, *, axis: a.std(axis=axis), _var_builder("method_std"),
          "{0}.std(axis={axis})", kind="smooth", exact=_exact_std,
          torch=lambda a, *, axis: a.std(**_t_axis(axis), correction=0),
-         jax=lambda a, *, axis: a.std(axis=axis))
+         jax=lambda a, *, axis: a.std(axis=axis), exact_floats=_dyadic_count)
 
 
 # ----- names by family, for the strategies -----

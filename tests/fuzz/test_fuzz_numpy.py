@@ -402,6 +402,26 @@ def test_an_overflow_refusal_the_oracle_cannot_judge_is_skipped():
     assert [(o.status, o.kind) for o in outcomes] == [("skipped", "mpmath")], outcomes
 
 
+def test_a_gradient_through_a_mean_of_three_is_compared_within_rounding():
+    """Campaign seed 3001: ``mean(x @ (0.5, 2, 0.5))`` has slope 1 at every step (a float),
+    yet reverse mode pulls 1/3 through each entry and sums 0.5/3 + 2/3 + 0.5/3 =
+    0.9999999999999999: a mean of n entries is bit-exact only where n is a power of 2."""
+    ops = (Op("matmul", (0,), {"constant": ((0.5, 2.0, 0.5),)}),
+           Op("method_mean", (1,), {"axis": -1, "keepdims": False}),
+           Op("multiply_constant", (2,), {"constant": (1.0, 0.5)}),
+           Op("add_constant", (3,), {"constant": (0.0, -0.75)}),
+           Op("minimum", (4, 2)), Op("inner", (3, 3)), Op("sum", (5,), {"axis": None}),
+           Op("add", (6, 7)))
+    shapes = ((2, 1), (2, 3), (2,), (2,), (2,), (2,), (), (), ())
+    case = harness.Case(Program(ops, shapes, True), np.array([[0.0], [-1.5]]),
+                        np.array([[1.0], [2.0]]), "float64", "list", 0, 18120)
+    _, outcomes = harness.run_checks(case, ("subgrad",))
+    assert [o.status for o in outcomes] == ["ok"], [o.detail for o in outcomes]
+    two = (Op("method_mean", (0,), {"axis": -1, "keepdims": False}),)
+    assert harness._bit_for_bit(harness.Case(Program(two, ((4,), ()), True), np.zeros(4),
+                                             np.ones(4)), np.array([Fraction(1, 4)]))
+
+
 def test_a_weighted_averages_slopes_are_compared_within_rounding():
     """``np.average`` with weights (4, 2) scales slopes by 2/6, rounded in floats even where
     every exact step is a float (the fmin tie's slope -1.40625 came back as
