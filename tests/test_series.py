@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asd.core.series import (
+    ENDS,
     Interval,
     RaySeries,
     Series,
@@ -162,3 +163,20 @@ def test_interval_signs_are_proven_only_where_they_separate():
     assert (d.exp() - Fraction(33, 20)).proven_sign() == -1  # e**0.5 = 1.6487... < 1.65
     with pytest.raises(UnprovenSign):
         _ = d.exp() - d.exp() > 0
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.fractions(min_value=Fraction(1, 8), max_value=8, max_denominator=10 ** 9),
+                min_size=20, max_size=40))
+def test_interval_products_enclose_the_exact_product_with_bounded_ends(factors):
+    """A product of many enclosures (each of width about 2^-256, as mpmath gives them) keeps
+    the exact product inside, and its ends no longer grow with every factor: they are
+    rounded outward to `ENDS` bits."""
+    exact, box = Fraction(1), Interval(Fraction(1), Fraction(1))
+    for f in factors:
+        exact *= f
+        box = box * Interval(f - Fraction(1, 2 ** 256), f + Fraction(1, 2 ** 256))
+    assert box.lo <= exact <= box.hi
+    assert box.hi - box.lo <= exact * Fraction(1, 2 ** 200)
+    for end in (box.lo, box.hi):
+        assert end.numerator.bit_length() + end.denominator.bit_length() <= 4 * ENDS
