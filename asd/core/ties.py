@@ -1015,9 +1015,12 @@ def _exactly_widened(source, result) -> bool:
     """Whether every value of dtype ``source`` is a value of ``result``: the same dtype, or a
     wider real float (``float16 + 0.0`` in float64 is the float16 value, exactly, so a tie of
     the sum against its operand is one quantity; a narrowing or an int-to-float cast is not)."""
-    source, result = np.dtype(source), np.dtype(result)
     if source == result:
         return True
+    try:
+        source, result = np.dtype(source), np.dtype(result)
+    except TypeError:  # another library's dtypes (torch): only the same dtype
+        return False
     return (source.kind == "f" and result.kind == "f"
             and np.promote_types(source, result) == result)
 
