@@ -60,6 +60,7 @@ from asd.extend import (
     register_method,
     register_numpy,
     register_reduce,
+    to_host,
     window_slices,
     within_reach,
 )
@@ -1094,11 +1095,13 @@ def _source_of(index):
     return node.name, y, node.params.get("axis", -1 if node.name == "argsort" else None), post
 
 
-def _positions(kind: str, y: np.ndarray, dy, axis) -> tuple[np.ndarray, list]:
+def _positions(kind: str, y: np.ndarray, dy, axis) -> tuple[np.ndarray, list, list | None]:
     """The positions ``kind(y, axis)`` decided along the ray (``dy``: ``y``'s lazy tangent),
-    and the tied alternatives of each position (one array per rank in its run of equal
-    values, padded with the position itself; as many as a row has entries, a static bound):
-    the positions numpy could return at ``y`` under another tie-break."""
+    the tied alternatives of each position (one array per rank in its run of equal values,
+    padded with the position itself; as many as a row has entries, a static bound): the
+    positions numpy could return at ``y`` under another tie-break, and (argsort; else None)
+    the run ids of the positions and of each alternative where a further direction ordered
+    a run of ties the ray stays on (`Rows.beyond`: 0 elsewhere)."""
     sign = POSITION_KINDS[kind]
     axes = normalize_axes(axis, np.ndim(y))
     lay = Layout(np.shape(y), axes)
@@ -1114,14 +1117,28 @@ def _positions(kind: str, y: np.ndarray, dy, axis) -> tuple[np.ndarray, list]:
         end = n - np.flip(np.maximum.accumulate(np.flip(np.where(np.concatenate(
             [sv[..., 1:] != sv[..., :-1], np.ones(vals.shape[:-1] + (1,), bool)], -1),
             n - 1 - idx, 0), -1), -1), -1)
-        return lay.back(order), [
-            lay.back(np.take_along_axis(order, np.where(start + r < end, start + r, idx), -1))
-            for r in range(n)]
+        alts = [np.take_along_axis(order, np.where(start + r < end, start + r, idx), -1)
+                for r in range(n)]
+        runs = None
+        if rows.beyond is not None:  # each position's run of ties the ray stays on, and its
+            # alternatives' (the same run: equal all along the ray, unlike the others)
+            runs = [lay.back(np.take_along_axis(rows.beyond, e, -1)) for e in [order, *alts]]
+        return lay.back(order), [lay.back(a) for a in alts], runs
     sel = ray_argmax(rows)
     tied = vals == vals.max(-1, keepdims=True)
     first = np.argsort(~tied, axis=-1, kind="stable")
     count = tied.sum(-1)
-    return sel, [np.where(r < count, first[..., r], sel) for r in range(n)]
+    return sel, [np.where(r < count, first[..., r], sel) for r in range(n)], None
+
+
+def _per_output(mask: np.ndarray, out: tuple, ndim: int, mode: str, axis) -> np.ndarray:
+    """A mask over the positions as a mask over the gathered result (of shape ``out``, from
+    an input of ``ndim`` axes): ``x[pos]`` and ``np.take`` add the input's other axes."""
+    if mode == "index":
+        mask = mask.reshape(mask.shape + (1,) * (ndim - 1))
+    elif mode == "take" and axis is not None:
+        mask = mask.reshape((1,) * axis + mask.shape + (1,) * (ndim - axis - 1))
+    return np.broadcast_to(mask, out)
 
 
 def _gather_index(x_shape: tuple, pos: np.ndarray, mode: str, axis) -> tuple:
@@ -1164,11 +1181,12 @@ def gather_rule(xs, dxs, kind, axis, post, mode, take_axis):
     """The positions are decided along the ray; where ``y`` is tied and the tied positions
     gather different values the result jumps, and the point is refused (`refuse_where`)."""
     x, y = np.asarray(xs[0]), np.asarray(xs[1])
+    runs = None
     if getattr(dxs[1], "is_zero", False):  # y does not move: the positions are constants
         pos = POSITION_IMPLS[kind](y, axis)
         alternatives = []
     else:
-        pos, alternatives = _positions(kind, y, dxs[1], axis)
+        pos, alternatives, runs = _positions(kind, y, dxs[1], axis)
     # numpy's positions are C-ordered; gathered through a transposed view, the result's
     # layout (and so the rounding of a later sum over it) would differ from numpy's
     pos = np.asarray(pos, order="C")  # (not ascontiguousarray: a 0-d position stays 0-d)
@@ -1184,7 +1202,35 @@ def gather_rule(xs, dxs, kind, axis, post, mode, take_axis):
             "continuous primitive (asd.numpy.max, sort, topk_sum), make the gathered "
             "values agree at the ties, or wrap the positions in asd.stop_gradient(...) "
             "if they are constant by intent."))
+    if runs is not None and not getattr(dxs[0], "is_zero", False):
+        _refuse_parting_on_the_ray(x, dxs[0], ans, index, alternatives, runs, kind,
+                                   (post, mode, take_axis))
     return ans, FanIn(Index(index, x.shape, ans.shape), None)
+
+
+def _refuse_parting_on_the_ray(x, dx, ans, index, alternatives, runs, kind, how) -> None:
+    """Refuse where ``y`` stays tied all along the ray (``runs``: a further direction
+    ordered the tie, which changes beside the ray) and the tied positions gather values that
+    are equal at the point but part along the ray: the result along the ray is numpy's
+    tie-break there, and it jumps arbitrarily near the point (the values sorted by ``x + c``
+    with ``x`` tied along ``v``, F71)."""
+    post, mode, take_axis = how
+    run, *alt_runs = (_post(np.asarray(r), post) for r in runs)
+    tx = np.asarray(to_host(dx()))
+    t_ans = tx[index]
+    for alt_pos, alt_run in zip(alternatives, alt_runs, strict=True):
+        alt_index = _gather_index(x.shape, _post(alt_pos, post), mode, take_axis)
+        same_run = _per_output((run != 0) & (alt_run == run), ans.shape, x.ndim, mode,
+                               take_axis)
+        parting = (x[alt_index] == ans) & (tx[alt_index] != t_ans) & same_run
+        refuse_where(parting, lambda parting=parting: NotLipschitzError(
+            f"gather at {kind} positions: {kind} of its input is tied all along the ray at "
+            f"{int(np.count_nonzero(parting))} entries (a further direction ordered them, but "
+            "the order changes beside the ray), and the tied positions gather values that "
+            "are equal at the point but part along it, so the result jumps arbitrarily near "
+            "the point. Sort the gathered values themselves (np.sort), make them agree where "
+            "their keys tie, or wrap the positions in asd.stop_gradient(...) if they are "
+            "constant by intent."))
 
 
 def gather_at(x, index, mode: str = "index", axis=None):

@@ -619,7 +619,11 @@ def where_cmp_rule(xs, dxs, op):
     if not (dxs[0].is_zero and dxs[1].is_zero):  # the condition moves with the direction
         # the side changes the result unless both sides are the same traced value
         same = _same_node(dxs[2], dxs[3])
-        side = _condition_side(lhs, dxs[0], rhs, dxs[1], (a, dxs[2], b, dxs[3]), same)
+        side, on_ray = _condition_side(lhs, dxs[0], rhs, dxs[1], (a, dxs[2], b, dxs[3]),
+                                       same)
+        if not same:
+            _refuse_parting_on_the_ray(on_ray, (a, dxs[2], b, dxs[3]), out,
+                                       f"where(lhs {op} rhs, a, b)")
         tie = xp.broadcast_to(lhs_ == rhs_, out)
         a_b, b_b = xp.broadcast_to(a_, out), xp.broadcast_to(b_, out)
         # a tie that is an equality near x keeps one side there; any other switches sides
@@ -653,27 +657,55 @@ def _equal_along_the_ray(ans, held, sides: tuple, side=None) -> None:
 
 
 def _condition_side(lhs, dl, rhs, dr, branches: tuple, same: bool):
-    """`ray_compare` of a where's condition ``lhs - rhs``. A tie flat to first order along
-    every direction whose series cannot be proven (`UndecidedTieError` under ``strict``) is
-    refused only where the side changes the result: where the branches ``a``, ``b`` differ
-    there (their own `ray_compare`: in value, first order along ``v, w1, ...`` or series).
-    Where they agree, either side gives the same value and one-sided derivative, and the
-    same gradient almost surely (the contract's ``flat``), so the tie takes side 0 (the
-    condition's value at the point), as one equal near the point does."""
+    """`ray_compare` of a where's condition ``lhs - rhs``, and its ``beyond`` mask (None:
+    no tie the ray stays on). A tie flat to first order along every direction whose series
+    cannot be proven (`UndecidedTieError` under ``strict``) is refused only where the side
+    changes the result: where the branches ``a``, ``b`` differ there (their own
+    `ray_compare`: in value, first order along ``v, w1, ...`` or series). Where they agree,
+    either side gives the same value and one-sided derivative, and the same gradient almost
+    surely (the contract's ``flat``), so the tie takes side 0 (the condition's value at the
+    point), as one equal near the point does."""
     if same:  # where(c, x, x): no side changes anything
-        return ray_compare(lhs, dl, rhs, dr, record=True)
+        return ray_compare(lhs, dl, rhs, dr, record=True, beyond=True)
     try:
-        return ray_compare(lhs, dl, rhs, dr, record=True, strict=True)
+        return ray_compare(lhs, dl, rhs, dr, record=True, strict=True, beyond=True)
     except UndecidedTieError as e:
         error = e
-    side = ray_compare(lhs, dl, rhs, dr)
+    side, on_ray = ray_compare(lhs, dl, rhs, dr, beyond=True)
     a, da, b, db = branches
     differ = ray_compare(a, da, b, db) != 0
     xp, (lhs_, rhs_) = _operands(lhs, rhs)
     shape = tuple(np.broadcast_shapes(tuple(side.shape), tuple(differ.shape)))
     flat = xp.broadcast_to((lhs_ == rhs_) & (side == 0), shape)
     refuse_where(flat & xp.broadcast_to(differ, shape), lambda: error)
-    return side
+    return side, on_ray
+
+
+def _refuse_parting_on_the_ray(on_ray, branches: tuple, out: tuple, what: str) -> None:
+    """Refuse where the condition stays tied all along the ray (``on_ray``: a further
+    direction chose its side) while the branches, equal at the point, part along the ray.
+
+    A continuous ``where`` has ``a == b`` wherever its condition can change near the point,
+    so on a ray that stays on the tie (not an equality near the point: the condition does
+    change beside it) ``a`` and ``b`` agree all along it. Where they part, the result along
+    the ray is the condition's own value there, not the side a further direction chose, and
+    it jumps arbitrarily near the point: ``where(x + c > y + c, x, 0)`` at 0 along (1, 1)."""
+    if on_ray is None:
+        return
+    a, da, b, db = branches
+    sign, beyond = ray_compare(a, da, b, db, beyond=True)
+    along = np.asarray(to_host(sign)) != 0  # a != b along v (or at the point)
+    if beyond is not None:
+        along = along & ~np.broadcast_to(beyond, along.shape)
+    a_, b_ = (np.asarray(to_host(x)) for x in (a, b))
+    parting = (np.broadcast_to(on_ray, out) & np.broadcast_to(along, out)
+               & np.broadcast_to(a_ == b_, out))
+    refuse_where(parting, lambda: NotLipschitzError(
+        f"{what}: the condition is tied all along the ray at {int(np.count_nonzero(parting))} "
+        "entries (a further direction chose its side, but it changes beside the ray) where "
+        "the branches, equal at the point, part along the ray, so the function jumps "
+        "arbitrarily near the point. Make both branches agree where the condition ties, or "
+        "use a continuous primitive (asd.maximum, asd.relu)."))
 
 
 def _same_node(da, db) -> bool:
@@ -793,7 +825,7 @@ def where_logic_rule(xs, dxs, tree, leaves):
     ans = _where_logic_impl(*xs, tree=tree, leaves=leaves)
     same = _same_node(dxs[-2], dxs[-1])
     # free: tied entries that can take either value; equal: tied entries equal along the ray
-    ray, free, equal, open_, pos = [], [], [], None, 0
+    ray, free, equal, open_, pos, beyond = [], [], [], None, 0, []
     for leaf, value in zip(leaves, _leaf_values(arrays, leaves, out), strict=True):
         width = 2 if leaf[0] == "cmp" else 1
         lhs, dl = xs[pos], dxs[pos]
@@ -805,13 +837,21 @@ def where_logic_rule(xs, dxs, tree, leaves):
             ray.append(value)
             free.append(None)
             equal.append(None)
+            beyond.append(None)
             continue
-        side = _condition_side(lhs, dl, rhs, dr, (xs[-2], dxs[-2], xs[-1], dxs[-1]), same)
+        side, on_ray = _condition_side(lhs, dl, rhs, dr, (xs[-2], dxs[-2], xs[-1], dxs[-1]),
+                                       same)
+        beyond.append(None if on_ray is None else np.broadcast_to(on_ray, out))
         ray.append(xp.where(tie, OPERATORS[leaf[1]](side, 0), value))
         free.append(tie & (side != 0))
         equal.append(tie & (side == 0))
         open_ = tie & (side == 0) if open_ is None else open_ | (tie & (side == 0))
     cond_ray = _evaluate(tree, ray)
+    on_ray = [i for i, m in enumerate(beyond) if m is not None]
+    if on_ray and not same:  # ties the ray stays on that change the tree's value
+        _refuse_parting_on_the_ray(
+            np.asarray(to_host(_changes(tree, ray, beyond, on_ray, cond_ray))),
+            (xs[-2], dxs[-2], xs[-1], dxs[-1]), out, "where(condition, a, b)")
     tied = [i for i, m in enumerate(free) if m is not None]
     if tied:  # which tied comparisons, taking another value, change the tree's value
         jump = _changes(tree, ray, free, tied, cond_ray) & (a != b)

@@ -78,7 +78,7 @@ class Rows:
     """
 
     __slots__ = ("key_source", "vals", "x", "dx", "_at", "sign", "pad", "disjoint", "shape",
-                 "_settled", "_at_xp")
+                 "_settled", "_at_xp", "beyond")
 
     def __init__(self, vals, x, dx, at, *, sign: float = 1.0, pad=None, disjoint: bool = True,
                  at_xp: Callable | None = None):
@@ -86,6 +86,10 @@ class Rows:
         self.sign, self.pad, self.disjoint = sign, pad, disjoint
         self.shape = tuple(x.shape) if hasattr(x, "shape") else np.shape(x)
         self._settled = False  # not read yet
+        # per row entry, the run of full ties a further direction ordered, the ray itself
+        # staying on the tie (`refine_full_ties`: a positive id per run, 0 elsewhere; None:
+        # no such run)
+        self.beyond: np.ndarray | None = None
 
     @property
     def at(self) -> np.ndarray:
@@ -874,9 +878,22 @@ def refine_full_ties(order, vals, t, ray, sign: float = 1.0) -> tuple[np.ndarray
             run = sorted(order[r, a:b], key=cmp_to_key(
                 lambda i, j, sr=sr: int(sign * (sr[i] - sr[j]).sign())))
             order[r, a:b] = run
-            _record_pairs([sr[i] - sr[j] for i, j in zip(run[1:], run[:-1])])
+            diffs = [sr[i] - sr[j] for i, j in zip(run[1:], run[:-1])]
+            _record_pairs(diffs)
+            if any(_decided_by(d) == "lexicographic" for d in diffs):
+                _mark_beyond(ray, vals.shape, r, run)
             same[r, a + 1:b] = [(sr[i] - sr[j]).sign() == 0 for i, j in zip(run[1:], run[:-1])]
     return order.reshape(vals.shape), same.reshape(vals.shape)
+
+
+def _mark_beyond(ray, shape: tuple, row: int, run: list) -> None:
+    """Mark the entries ``run`` of flat row ``row`` as one run in ``ray.beyond`` (a
+    `Rows`'): a further direction ordered them, the ray itself staying on their tie."""
+    if not isinstance(ray, Rows):
+        return
+    if ray.beyond is None:
+        ray.beyond = np.zeros(shape, np.int64)
+    ray.beyond.reshape(-1, shape[-1])[row, run] = row * shape[-1] + min(run) + 1
 
 
 # ----- the running maximum -----

@@ -1072,4 +1072,20 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                Op("reshape", (4,), {"shape": (1, 1)}), Op("det", (5,))],
               [(), (), (), (), (), (1, 1), ()], 0.75, -0.5, structure="python_float",
               seed=3603), fixed=True),
+    Finding(
+        "F71", "values sorted by keys tied all along the ray (x + c along (1, 1)) that are "
+               "equal at the point but part along it: the further direction's order was "
+               "answered, though along the ray numpy's tie-break holds and beside it the "
+               "result jumps (a silent wrong directional derivative; numpy campaign seed "
+               "3001 on the final code)", False,
+        "library/order.py (gather_rule compared the tied positions' values at the point only)",
+        lambda c, o: (o.status == "wrong" and _uses(c, "sorted_by")
+                      and "directional derivative" in o.detail), (),
+        _case([Op("relu6", (0,)), Op("add_constant", (1,), {"constant": ((0.0, -2.0),
+                                                                       (0.0, 0.0))}),
+               Op("relu", (2,)), Op("add_constant", (1,), {"constant": ((0.75, 0.75),
+                                                                       (-1.0, 0.0))}),
+               Op("sorted_by", (3, 4), {"axis": 1})],
+              [(2, 2)] * 6, [[0.0, 0.0], [0.0, 0.0]], [[1.0, 1.0], [-1.0, 1.0]],
+              reduce=False, seed=166), fixed=True),
 ]

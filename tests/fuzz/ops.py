@@ -1135,12 +1135,32 @@ def _exact_argsort_take(a: Any, b: Any, *, axis: int) -> Any:
     # breaks both ways: the jump is recorded on any traced element (asd refuses the gather,
     # README.md "Positions as indices")
     lazy = next((e for e in (*b.flat, *a.flat) if _is_lazy(e)), None)
-    for la, lb in zip(lanes_a, lanes_b, strict=True):
+    rays_a = np.moveaxis(a, axis, -1).reshape(-1, a.shape[axis])
+    rays_b = np.moveaxis(b, axis, -1).reshape(-1, b.shape[axis])
+    for la, lb, ra, rb in zip(lanes_a, lanes_b, rays_a, rays_b, strict=True):
         for i in range(len(lb)):
             for j in range(i + 1, len(lb)):
-                if lb[i] == lb[j] and la[i] != la[j] and lazy is not None:
+                if lb[i] != lb[j] or lazy is None:
+                    continue
+                # values apart at the point, or b tied all along the ray (its order beside
+                # the ray is not the ray's) with values that part along it (F71)
+                if la[i] != la[j] or (_same_along_the_ray(rb[i], rb[j])
+                                      and not _same_along_the_ray(ra[i], ra[j])):
                     _record_jump(lazy)
     return _argsort_take(np, a, b, axis=axis)
+
+
+def _same_along_the_ray(p: Any, q: Any) -> bool:
+    """Whether two oracle elements agree along the ray as far as the oracle sees: equal
+    series (a Jet's value series), or an MpDual's equal first-order tangents."""
+    from asd.testing.exact import Jet, Series
+    from tests.fuzz.oracle import MpDual
+
+    p, q = (e.value if isinstance(e, Jet) else e for e in (p, q))
+    if isinstance(p, MpDual) or isinstance(q, MpDual):
+        return all(isinstance(e, MpDual) for e in (p, q)) and p.t == q.t
+    d = p - q
+    return d.sign() == 0 if isinstance(d, Series) else d == 0
 
 
 register("sorted_by", **_xp(_argsort_take), builder=_sorted_by_builder, kind="jump",

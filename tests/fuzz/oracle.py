@@ -206,7 +206,10 @@ class Exact:
 def exact_oracle(program: Program, x: np.ndarray, v: np.ndarray) -> Exact:
     with recording_jumps() as jumps:
         value = _fractions(run_exact(program, series_ray(x, np.zeros(np.shape(x)), order=0)))
-    steps, out = run_exact_steps(program, series_ray(x, v, ORDER))
+    with recording_jumps() as along:  # jumps only the ray's series show (F71: values that
+        # part along a tie the ray stays on)
+        steps, out = run_exact_steps(program, series_ray(x, v, ORDER))
+    jumps = jumps or along
     out = np.asarray(out, dtype=object)
     limit = _fractions(out)
     derivative = np.array([_coefficient(e, 1) for e in out.flat], dtype=object).reshape(
