@@ -1385,12 +1385,13 @@ def matmul(a, b, **kwargs):
     return matmul_p(a, b)
 
 
-def _einsum_impl(*xs, subscripts, dot=False):
-    if dot and _plain_arrays(xs):
+def _einsum_impl(*xs, subscripts, dot=False, axes=None):
+    if (dot or axes is not None) and _plain_arrays(xs):
         # numpy.dot of N-d operands sums in its own order (a dot product per output entry),
-        # not einsum's: the value is numpy's own, bit for bit. Series and jets are summed
-        # exactly or with an order-free bound, so the einsum serves them.
-        return np.dot(*xs)
+        # and numpy.tensordot is a BLAS dot of reshaped operands, not einsum's order: the
+        # value is numpy's own, bit for bit. Series and jets are summed exactly or with an
+        # order-free bound, so the einsum serves them.
+        return np.dot(*xs) if axes is None else np.tensordot(*xs, axes=axes)
     return np.einsum(subscripts, *xs)
 
 
@@ -1403,9 +1404,9 @@ einsum_p = Primitive("einsum", _einsum_impl)
 
 
 @einsum_p.defrule
-def einsum_rule(xs, dxs, subscripts, dot=False):
+def einsum_rule(xs, dxs, subscripts, dot=False, axes=None):
     xs = [np.asarray(x) for x in xs]
-    ans = _einsum_impl(*xs, subscripts=subscripts, dot=dot)
+    ans = _einsum_impl(*xs, subscripts=subscripts, dot=dot, axes=axes)
     lhs, out = subscripts.split("->")
     ins = lhs.split(",")
     maps = [None if getattr(dx, "is_zero", False) else
@@ -1521,7 +1522,7 @@ def outer(a, b, out=None):
 
 
 def tensordot(a, b, axes=2):
-    """``numpy.tensordot`` as an einsum.
+    """``numpy.tensordot`` as an einsum (its value numpy's own, bit for bit).
 
     >>> import numpy as np, asd
     >>> asd.subgrad(lambda a: np.tensordot(a, a))(np.eye(2))
@@ -1542,7 +1543,9 @@ def tensordot(a, b, axes=2):
         sb[j] = sa[i]
     out = [c for k, c in enumerate(sa) if k not in ax_a] + \
           [c for k, c in enumerate(sb) if k not in ax_b]
-    return einsum(f"{''.join(sa)},{''.join(sb)}->{''.join(out)}", a, b)
+    spec = f"{''.join(sa)},{''.join(sb)}->{''.join(out)}"
+    return einsum_p(a, b, subscripts=_einsum_spec(spec, [np.shape(a), np.shape(b)]),
+                    axes=(tuple(ax_a), tuple(ax_b)))
 
 
 # ----- numpy dispatch -----

@@ -153,9 +153,13 @@ def _axis_sorted(a: Any, axis: int | None) -> tuple[Any, int]:
 
 
 def _topk_sum(a: Any, *, k: int, axis: int) -> Any:
-    s, axis = _axis_sorted(a, axis)
-    n = s.shape[axis]
-    return np.sum(np.take(s, range(n - k, n), axis=axis), axis=axis)
+    """The sum of the ``k`` largest, added largest first as ``asd.topk_sum`` adds them (its
+    rounding is its own, not numpy's: summed smallest first, the float can differ in the
+    last bit, numpy campaign seed 3001)."""
+    if axis is None:
+        a, axis = np.ravel(a), 0
+    s = -np.sort(-np.asarray(a), axis=axis)
+    return np.sum(np.take(s, range(k), axis=axis), axis=axis)
 
 
 def _median(a: Any, *, axis: int | None) -> Any:

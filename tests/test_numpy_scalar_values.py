@@ -190,3 +190,13 @@ def test_a_float16_argument_along_a_huge_direction_is_not_refused_for_the_direct
     assert g.dtype == np.float16 and not g.any()
     result = asd.asd(f, direction=v)(x)
     assert np.array_equal(result.direction, v) and not result.subgradient.any()
+
+
+@pytest.mark.parametrize("case", [((5,), (5,), 1), ((7,), (7,), 1), ((2, 5), (5, 3), 1),
+                                  ((3, 4), (3, 4), 2), ((2, 3, 4), (3, 4, 2), 2),
+                                  ((4, 3), (3, 4), ([0, 1], [1, 0]))], ids=str)
+def test_tensordot_is_numpys_bit_for_bit(case):
+    """numpy's tensordot is a BLAS dot of the reshaped operands; asd's einsum summed
+    ``x . x`` of 4 entries in another order (1 ulp off, numpy campaign seed 3001)."""
+    a_shape, b_shape, axes = case
+    _bit_for_bit_product(lambda x, b: np.tensordot(x, b, axes), (a_shape, b_shape), seed=5)
