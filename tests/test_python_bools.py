@@ -77,3 +77,18 @@ def test_a_bitwise_operation_of_python_bool_and_int_is_refused_with_its_reason()
     not do integer bits on traced values, and says why, with the logical spelling."""
     with pytest.raises(asd.UnsupportedError, match=r"np\.logical_not"):
         asd.directional(lambda x: np.where(~(x > 0) | (x > 1), x, -x))(0.5, 1.0)
+
+
+def test_a_numpy_bool_among_the_operands_makes_it_numpys_operation():
+    """``True + np.True_`` is numpy's add (True: logical or), not Python's 2: a comparison of
+    a float64 scalar among the operands keeps the sum a numpy bool, in either order, and
+    `asd.jit` keeps one program per pattern of Python floats."""
+    def f(x, y):
+        return ((x > 0) + (y > 0)) * x
+
+    jf = asd.jit(asd.value_and_subgrad(f, argnums=(0, 1)))
+    for args in [(0.5, 0.5), (0.5, np.float64(0.5)), (np.float64(0.5), 0.5),
+                 (np.float64(0.5), np.float64(0.5)), (0.5, 0.5)]:
+        value, (gx, gy) = jf(*args)
+        assert value == f(*args)
+        assert (gx, gy) == (f(*args) / 0.5, 0.0)

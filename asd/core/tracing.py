@@ -100,16 +100,17 @@ _ARITHMETIC = frozenset({np.add, np.subtract, np.multiply, np.true_divide, np.fl
 where numpy's ``np.True_ + np.True_`` is True)."""
 
 
-def _python_bools_as_ints(operands: tuple) -> tuple:
-    """``operands`` of a Python arithmetic operator between Python numbers alone, each traced
-    Python bool (a comparison of Python floats) as the int Python computes with; a numpy
-    bool (of float64 scalars) stays a bool, so the program depends on which inputs were
-    Python floats."""
+def _python_bools_as_ints(operands: tuple, python: bool = True) -> tuple:
+    """``operands`` of a Python operator between Python numbers alone, each traced Python
+    bool (a comparison of Python floats) as the int Python computes with, where ``python``
+    (every traced operand a Python number: a numpy bool among them, of float64 scalars,
+    makes it numpy's operation, ``True + np.True_`` is True). The program then depends on
+    which inputs were Python floats."""
     out = []
     for o in operands:
         if _is_weak(o) and backend.numpy_dtype(o).kind == "b":
             o._trace.weak_sensitive = True
-            if o._trace.weak[o._id]:
+            if python and o._trace.weak[o._id]:
                 o = _marked_weak(o.astype(np.int64), True)
         out.append(o)
     return tuple(out)
@@ -141,7 +142,7 @@ def _ufunc(uf, operator: str | None = None):
         if self._trace.weak and (_is_weak(self) or _is_weak(other)):
             (self, other), weak = _weakly_promoted((self, other), True)
             if weak is not None and uf in _ARITHMETIC:
-                self, other = _python_bools_as_ints((self, other))
+                self, other = _python_bools_as_ints((self, other), weak)
         try:
             if type(fn) is Primitive and (type(other) is not Tracer
                                           or other._trace is self._trace):
@@ -158,7 +159,7 @@ def _ufunc(uf, operator: str | None = None):
         if self._trace.weak and _is_weak(self):
             (other, self), weak = _weakly_promoted((other, self), True)
             if weak is not None and uf in _ARITHMETIC:
-                other, self = _python_bools_as_ints((other, self))
+                other, self = _python_bools_as_ints((other, self), weak)
         try:
             if type(fn) is Primitive and type(other) is not Tracer:
                 return _marked_weak(self._trace.apply(fn, (other, self), {}), weak)
