@@ -76,3 +76,26 @@ def test_a_complex_constant_cast_by_the_spelling_is_another_program(framework):
         _, outcomes = frameworks.run_framework_checks(case, framework)
     assert [(o.check, o.status, o.kind) for o in outcomes] == [
         (f"{framework}.value", "skipped", "spelling differs")]
+
+
+@pytest.mark.parametrize("framework", ["torch", "jax"])
+def test_a_lexicographic_gradient_with_rounded_entries_is_checked_within_rounding(framework):
+    """JAX campaign seed 3002: where ``v`` leaves a tie open the check reads ``<g, v>``
+    against f'(x; v); through ``np.average`` with weights (4, 0.5, 4) the gradient holds
+    4 / 8.5 rounded, and along a direction of 1e301 the inner product is exact only to
+    rounding (it was compared exactly, as the numpy checks do not)."""
+    pytest.importorskip(framework)
+    from tests.fuzz.findings import _case
+    from tests.programs import Op
+
+    case = _case([Op("add_constant", (0,), {"constant": (1.0, 1.0, 1.0)}),
+                  Op("sort", (1,), {"axis": 0}),
+                  Op("average", (2,), {"weights": (4.0, 0.5, 4.0)}),
+                  Op("sum", (1,), {"axis": None}), Op("add", (3, 4))],
+                 [(3,), (3,), (3,), (), (), ()], [-1.5, -1.5, -1.5],
+                 [1.0715086071862673e+301] * 3, seed=272)()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, outcomes = frameworks.run_framework_checks(case, framework)
+    subgrad = [o for o in outcomes if o.check == f"{framework}.subgrad"]
+    assert [o.status for o in subgrad] == ["ok"], [o.detail for o in subgrad]
