@@ -841,7 +841,8 @@ def where_logic_rule(xs, dxs, tree, leaves):
             continue
         side, on_ray = _condition_side(lhs, dl, rhs, dr, (xs[-2], dxs[-2], xs[-1], dxs[-1]),
                                        same)
-        beyond.append(None if on_ray is None else np.broadcast_to(on_ray, out))
+        beyond.append(None if on_ray is None else from_host(
+            np.array(np.broadcast_to(on_ray, out)), a))
         ray.append(xp.where(tie, OPERATORS[leaf[1]](side, 0), value))
         free.append(tie & (side != 0))
         equal.append(tie & (side == 0))

@@ -77,3 +77,24 @@ def test_a_tie_decided_along_the_ray_keeps_its_answer():
     t = Fraction(1, 2 ** 20)
     want = [(Fraction(e) / t) for e in np.asarray(f(np.array([t, t], dtype=object)))]
     assert asd.directional(f)(np.zeros(2), np.ones(2))[1].tolist() == want
+
+
+def test_the_torch_front_end_refuses_the_same_programs():
+    """The same rules under ``asd.torch`` (an eager sweep on tensors: the masks of ties the
+    ray stays on travel to the tensors' library)."""
+    torch = pytest.importorskip("torch")
+    import asd.torch as asd_torch
+
+    programs = [
+        lambda z: torch.where(z[0] + 0.75 > z[1] + 0.75, z[0], 0 * z[1]),
+        lambda z: torch.where((z[0] + 0.75 > z[1] + 0.75) & (z[0] > -1), z[0], 0 * z[1]),
+        lambda z: torch.take_along_dim(z * torch.tensor([1.0, 0.0], dtype=z.dtype),
+                                       torch.argsort(z + 0.75, stable=True))[0],
+    ]
+    zero, ones = torch.zeros(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64)
+    for f in programs:
+        with pytest.raises(NotLipschitzError, match="all along the ray"):
+            asd_torch.subgrad(f, zero, direction=ones)
+    g = asd_torch.subgrad(lambda z: torch.where(z[0] + 0.75 > z[1] + 0.75, z[0], z[1]), zero,
+                          direction=ones)
+    assert float(g.sum()) == 1.0  # max(x, y): continuous, answered
