@@ -509,6 +509,7 @@ class _Draft:
     ) -> int:
         """A value whose shape ``fits``; with ``latest``, half the time the newest (deep chains)."""
         candidates = [i for i, value in enumerate(self.values) if not fits or fits(value.shape)]
+        assume(candidates)  # none fits (an operand past MAX_SIZE broadcasts with nothing)
         if latest and self.draw(st.booleans()):
             return candidates[-1]
         return self.draw(st.sampled_from(candidates))

@@ -113,8 +113,9 @@ def _unwrapped(e):
     return e
 
 
-def line(x, tangents: list, order: int = ORDERS[-1]) -> np.ndarray:
-    """``x + ε₁t₀ + ε₂t₁ + …`` entrywise, exactly: nested series, one level per tangent."""
+def line(x, tangents: list, order: int = ORDERS[-1], last: int | None = None) -> np.ndarray:
+    """``x + ε₁t₀ + ε₂t₁ + …`` entrywise, exactly: nested series, one level per tangent
+    (``last``: the order of the last level, where only its first powers are read)."""
     x = np.asarray(backend.to_host(x), dtype=float)
     arrays = np.broadcast_arrays(x, *(np.asarray(backend.to_host(t), dtype=float)
                                       for t in tangents))
@@ -123,7 +124,8 @@ def line(x, tangents: list, order: int = ORDERS[-1]) -> np.ndarray:
     for e in range(x.size):
         s = RaySeries([flat[0][e], flat[1][e]], order, 0)
         for level in range(2, len(flat)):
-            s = RaySeries._new([s, to_fraction(flat[level][e])], order, level - 1, True)
+            top = last if last is not None and level == len(flat) - 1 else order
+            s = RaySeries._new([s, to_fraction(flat[level][e])], top, level - 1, True)
         out.append(s)
     return object_array(out, x.shape)
 
@@ -1219,16 +1221,22 @@ def root_limit(dx, mask, p: Fraction, odd: bool = False) -> tuple[tuple, list] |
     leads: dict[int, tuple] = {}  # entry -> (depth, exponents, coefficient) of h's series
     for depth in range(1, levels + 2):
         todo = [e for e in where if e not in leads]
-        if not todo:
-            break
-        series = np.asarray(_root_series(
-            lambda depth=depth: _ray_series(trace, k, depth), k)).reshape(-1)
-        for e in todo:
-            lead = leading_term(series[e], depth - 1)
-            if lead is not None:
-                leads[e] = (depth, *lead)
-            elif isinstance(series[e], Series) and not series[e].exact:
-                raise _unproven_root(nodes, k)
+        # at rising orders: a leading term found below the truncation is the leading term
+        # (an order-64 series of sin through nested levels outgrew the budget, F74)
+        for order in ORDERS:
+            if not todo:
+                break
+            series = np.asarray(_root_series(
+                lambda depth=depth, order=order: _ray_series(trace, k, depth, order),
+                k)).reshape(-1)
+            for e in todo:
+                lead = leading_term(series[e], depth - 1)
+                if lead is not None:
+                    leads[e] = (depth, *lead)
+                elif (order == ORDERS[-1] and isinstance(series[e], Series)
+                      and not series[e].exact):
+                    raise _unproven_root(nodes, k)
+            todo = [e for e in todo if e not in leads]
     record_asked(dx, len(where))  # the map depends on the direction: a tie of this node
     rows = {e: i for i, e in enumerate(where)}
     blocks = [np.zeros((len(where), math.prod(nodes[j].shape))) for j in leaves]
@@ -1249,11 +1257,7 @@ def root_limit(dx, mask, p: Fraction, odd: bool = False) -> tuple[tuple, list] |
                 "nonnegative near the point.")
         for b, j in enumerate(leaves):
             for i in range(blocks[b].shape[1]):
-                probe = _root_series(
-                    lambda j=j, i=i, d=depth: _probe_series(trace, k, d, j, i), k)
-                a = np.asarray(probe).reshape(-1)[e]
-                coeff = a.coefficient(1) if isinstance(a, Series) and a.var == depth else 0
-                lead = leading_term(coeff, depth - 1)
+                lead = _probe_lead(trace, k, depth, j, i, e)
                 if lead is None:
                     continue
                 a_exps, alpha = lead
@@ -1279,6 +1283,19 @@ def root_limit(dx, mask, p: Fraction, odd: bool = False) -> tuple[tuple, list] |
     return tuple(leaves), maps
 
 
+def _probe_lead(trace: Trace, k: int, depth: int, leaf: int, i: int, e: int):
+    """The leading term of ``∂h/∂x_i`` along the ray at entry ``e`` of node ``k`` (input
+    entry ``i`` of ``leaf``), at rising orders; None where it vanishes to the last."""
+    for order in ORDERS:
+        probe = _root_series(lambda o=order: _probe_series(trace, k, depth, leaf, i, o), k)
+        a = np.asarray(probe).reshape(-1)[e]
+        coeff = a.coefficient(1) if isinstance(a, Series) and a.var == depth else 0
+        lead = leading_term(coeff, depth - 1)
+        if lead is not None:
+            return lead
+    return None
+
+
 def _root_series(evaluate, k: int):
     """``evaluate()``, with the series it could not compute refused as undecided."""
     try:
@@ -1290,17 +1307,18 @@ def _root_series(evaluate, k: int):
             "0, or use asd.norm / asd.abs where the input is a sum of squares.") from exc
 
 
-def _ray_series(trace: Trace, k: int, depth: int) -> np.ndarray:
+def _ray_series(trace: Trace, k: int, depth: int, order: int = ORDERS[-1]) -> np.ndarray:
     """Node ``k`` along the (lexicographic) ray to ``depth`` levels, with every node's
     constant term its floating-point value (see `_evaluate_cone`)."""
     def input_line(j):
         return line(trace.values[j], [trace.tangent(j)] + [
-            trace.lex_tangent(j, level) for level in range(1, depth)], ORDERS[-1])
+            trace.lex_tangent(j, level) for level in range(1, depth)], order)
 
-    return _evaluate_cone(trace, k, {}, input_line, ORDERS[-1], snap=True)
+    return _evaluate_cone(trace, k, {}, input_line, order, snap=True)
 
 
-def _probe_series(trace: Trace, k: int, depth: int, leaf: int, i: int) -> np.ndarray:
+def _probe_series(trace: Trace, k: int, depth: int, leaf: int, i: int,
+                  order: int = ORDERS[-1]) -> np.ndarray:
     """Node ``k`` along ``x + ε₁v + … + ε_depth w + ε_(depth+1) e_i``, with ``e_i`` the
     ``i``-th entry of input ``leaf``: the coefficient of the last infinitesimal is ``∂k/∂x_i``
     along the (lexicographic) ray."""
@@ -1310,9 +1328,9 @@ def _probe_series(trace: Trace, k: int, depth: int, leaf: int, i: int) -> np.nda
         probe = np.zeros(trace.nodes[j].shape)
         if j == leaf:
             probe.reshape(-1)[i] = 1.0
-        return line(trace.values[j], [*tangents, probe], ORDERS[-1])
+        return line(trace.values[j], [*tangents, probe], order, last=1)  # ∂/∂x_i: linear
 
-    return _evaluate_cone(trace, k, {}, input_line, ORDERS[-1], snap=True)
+    return _evaluate_cone(trace, k, {}, input_line, order, snap=True)
 
 
 def _unproven_root(nodes: list, k: int) -> UndecidedTieError:

@@ -1088,4 +1088,17 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                Op("sorted_by", (3, 4), {"axis": 1})],
               [(2, 2)] * 6, [[0.0, 0.0], [0.0, 0.0]], [[1.0, 1.0], [-1.0, 1.0]],
               reduce=False, seed=166), fixed=True),
+    Finding(
+        "F74", "a false refusal (UndecidedTieError) at sqrt of sin(x)**2 at 0: the root's "
+               "limit read the exact series at order 64 through nested levels, and sin's "
+               "coefficients outgrew the budget (numpy campaign seed 3004 on the final code)",
+        False, "asd/core/ties.py (root_limit read every series at the last order)",
+        lambda c, o: (o.status == "bad-refusal" and "a root of" in o.detail
+                      and "budget" in o.detail), (),
+        _case([Op("method_transpose", (0,)), Op("sin", (0,)), Op("np_multiply", (2, 2)),
+               Op("where_nan", (3,)), Op("add_constant", (4,), {"constant": ((0.0,), (0.0,))}),
+               Op("np_power", (5,), {"n": 3}), Op("sum", (1,), {"axis": None}),
+               Op("add", (6, 7))],
+              [(2, 1), (1, 2), (2, 1), (2, 1), (2, 1), (2, 1), (2, 1), (), (2, 1)],
+              [[0.0], [0.0]], [[1.0], [1.0]], dtype="float32", seed=628), fixed=True),
 ]

@@ -520,6 +520,29 @@ def test_root_of_even_powers_equals_the_function_with_the_same_value(x, fn, same
     assert float(dini) == pytest.approx(float(asd.directional(same)(x, v)[1]))
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [2, 3])
+def test_a_root_of_a_transcendental_square_is_read_at_the_order_it_needs(dtype, n):
+    """``sin(x)² · sqrt(sin(x)²) = |sin x|³`` entrywise at 0 (numpy campaign seed 3004): its
+    series was read at order 64 through nested levels, and the probe of an entry the root
+    does not depend on vanished to the last order; sin's coefficients outgrew the exact
+    series' budget and the point was refused. The series is read at rising orders, the
+    probe to first order in its own variable: the slope is |sin|³'s, 0, and the gradient
+    matches the same function written with asd.abs."""
+    def f(x):
+        s2 = np.sin(x) * np.sin(x)
+        return np.sum(np.where(s2 > 0, s2 * np.sqrt(s2), 0.0))
+
+    def same(x):
+        return np.sum(asd.abs(np.sin(x)) ** 3)
+
+    x = np.zeros(n, dtype)
+    for v in (np.ones(n), np.arange(1.0, n + 1), -np.ones(n)):
+        assert asd.directional(f)(x, v) == (0.0, 0.0)
+        np.testing.assert_array_equal(asd.subgrad(f, direction=v)(x),
+                                      asd.subgrad(same, direction=v)(x))
+
+
 def test_root_of_squares_persisting_along_the_ray_is_decided_lexicographically():
     # sqrt(x0**2) stays 0 along v = e1: the next direction decides which side of x0 = 0
     def f(x):
