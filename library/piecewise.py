@@ -569,21 +569,53 @@ logical_and, logical_or = _logical("and"), _logical("or")
 logical_xor, logical_not = _logical("xor"), _logical("not")
 
 
+def _integral(x) -> bool:
+    """Whether ``x`` holds booleans or integers (a Python int or bool, or such a dtype)."""
+    if _boolean(x):
+        return True
+    if type(x) is int:
+        return True
+    dtype = getattr(x, "dtype", None)
+    try:
+        return dtype is not None and np.dtype(numpy_dtype(x)).kind in "iu"
+    except TypeError:
+        return False
+
+
+def _bits_impl(np_fn):
+    def impl(*xs):
+        if _all_host(xs):
+            return np_fn(*xs)
+        xp, xs = _operands(*xs)
+        return getattr(xp, np_fn.__name__)(*xs)
+
+    impl.__name__ = np_fn.__name__
+    return impl
+
+
+bits_prims = {kind: Primitive(f"bits_{fn.__name__}", _bits_impl(fn), array_api=True)
+              for kind, fn in (("and", np.bitwise_and), ("or", np.bitwise_or),
+                               ("xor", np.bitwise_xor), ("not", np.invert))}
+"""Integer bits of traced integers and booleans (``~(x > 0) & (y > 0)`` of Python floats,
+whose ``~`` is Python's integer inversion): discrete values with no tangent, whose jumps are
+their comparisons', as a traced boolean's are."""
+
+
 def _bitwise(kind: str, numpy_fn):
-    """``&``, ``|``, ``^``, ``~``: logical on booleans (numpy's meaning for them); integer
-    bits are discrete and floats have no bits, as numpy says."""
+    """``&``, ``|``, ``^``, ``~``: logical on booleans (numpy's meaning for them), numpy's
+    bits on integers (discrete, as booleans are); floats have no bits, as numpy says."""
     logical = _logical(kind)
 
     def bitwise(*xs, **kwargs):
         if _all_boolean(xs):
             return logical(*xs, **kwargs)
+        if all(map(_integral, xs)) and not [k for k, v in kwargs.items() if v is not None]:
+            return bits_prims[kind](*xs)
         raise UnsupportedError(
             f"numpy.{numpy_fn.__name__} of traced non-boolean values "
             f"({', '.join(str(getattr(x, 'dtype', type(x).__name__)) for x in xs)}): on "
-            "booleans (comparisons) it is logical and works; integer bits are discrete and "
-            "floats have none. Compare first: (x > 0) & (y > 0). An integer from a comparison "
-            "of Python floats is Python's: ~(x > 0) is -2 or -1 there (integer inversion of a "
-            "bool), where numpy's bool gives its negation: write np.logical_not(x > 0).")
+            "booleans (comparisons) it is logical and works, on integers it is numpy's bits; "
+            "floats have none. Compare first: (x > 0) & (y > 0).")
 
     bitwise.__name__ = numpy_fn.__name__
     return bitwise
