@@ -582,20 +582,22 @@ def _integral(x) -> bool:
         return False
 
 
-def _bits_impl(np_fn):
+def _bits_impl(np_fn, xp_name: str):
     def impl(*xs):
         if _all_host(xs):
             return np_fn(*xs)
         xp, xs = _operands(*xs)
-        return getattr(xp, np_fn.__name__)(*xs)
+        return getattr(xp, xp_name)(*xs)
 
     impl.__name__ = np_fn.__name__
     return impl
 
 
-bits_prims = {kind: Primitive(f"bits_{fn.__name__}", _bits_impl(fn), array_api=True)
-              for kind, fn in (("and", np.bitwise_and), ("or", np.bitwise_or),
-                               ("xor", np.bitwise_xor), ("not", np.invert))}
+bits_prims = {kind: Primitive(f"bits_{name}", _bits_impl(fn, name), array_api=True)
+              for kind, fn, name in (("and", np.bitwise_and, "bitwise_and"),
+                                     ("or", np.bitwise_or, "bitwise_or"),
+                                     ("xor", np.bitwise_xor, "bitwise_xor"),
+                                     ("not", np.invert, "bitwise_invert"))}
 """Integer bits of traced integers and booleans (``~(x > 0) & (y > 0)`` of Python floats,
 whose ``~`` is Python's integer inversion): discrete values with no tangent, whose jumps are
 their comparisons', as a traced boolean's are."""
