@@ -33,7 +33,7 @@ DISCONTINUOUS = {
     "fmod", "floor_divide", "divmod", "modf", "angle", "logical_and", "logical_or",
     "logical_xor", "logical_not", "isclose", "allclose",
 }
-# Registered for booleans only (numpy's & | ^ ~ on comparisons); numbers are refused.
+# Logical on booleans (numpy's & | ^ ~ on comparisons), bits on integers; floats refused.
 BOOLEAN_ONLY = {"bitwise_and", "bitwise_or", "bitwise_xor", "invert", "bitwise_not",
                 "bitwise_invert"}
 
@@ -68,7 +68,8 @@ def status(name: str, fn) -> tuple[str, str]:
         return f"refused ({refused[0]})", refused[1]
     if registered and name in BOOLEAN_ONLY:
         return ("discontinuous", "on booleans (comparisons and their combinations), which "
-                "jump where the comparisons do; numbers are refused: compare first")
+                "jump where the comparisons do, and integers (numpy's bits: Python's `~` of "
+                "a comparison of Python floats); floats are refused: compare first")
     if registered:
         return ("discontinuous", "value computed; locally constant away from its jumps") \
             if name in DISCONTINUOUS else ("supported", "")
