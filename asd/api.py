@@ -702,11 +702,16 @@ def jacobian(f: Callable, argnums: ArgNums = 0, *, seed=None, direction=None,
         n_out = sum(backend.size(o.value if isinstance(o, Tracer) else np.asarray(o))
                     for o in outs)
         chosen = mode or ("forward" if n_in <= n_out else "reverse")
-        build = _forward_jacobian if chosen == "forward" else _reverse_jacobian
-        blocks = build(trace, inputs, ids, outs)
-        if not _finite([b for row in blocks for b in row]) and trace.absorbable(
-                len(trace.nodes) - 1):
-            blocks = build(trace, inputs, ids, outs, absorbing=True)
+        builds = (_forward_jacobian, _reverse_jacobian)
+        if chosen != "forward":
+            builds = builds[::-1]
+        for build in builds:  # the other mode where this one's tangents overflow (float16)
+            blocks = build(trace, inputs, ids, outs)
+            if not _finite([b for row in blocks for b in row]) and trace.absorbable(
+                    len(trace.nodes) - 1):
+                blocks = build(trace, inputs, ids, outs, absorbing=True)
+            if _finite([b for row in blocks for b in row]):
+                break
         per_out = [
             unflatten(inputs.tree, [_block(b, x, o) for b, x in zip(row, inputs.leaves,
                                                                      strict=True)])

@@ -153,3 +153,20 @@ def test_a_pole_read_only_at_the_point_is_refused_not_absorbed():
     # log(δ) is finite beside it, so the function jumps there; 0 * inf must stay NaN
     with pytest.raises(asd.NonFiniteError, match=r"%\d+ = log"):
         asd.subgrad(lambda x: np.sum(np.nan_to_num(np.log(x))))(np.array([0.0, 1.0]))
+
+
+def test_a_jacobian_whose_forward_tangents_overflow_float16_is_read_in_reverse():
+    """``1 / (|prod(x)**4| + 0.5)`` at x = (2, 2, 2, 2) in float16 (numpy campaign seed
+    3005): prod(x)**4 overflows to inf (numpy's value reads 1 / inf = 0), and forward
+    mode's tangents overflow with it (4 p**3 * 8), so the forward Jacobian met inf * 0 and
+    was refused while reverse mode, whose cotangents stay finite, and every other transform
+    answered. Both modes now give reverse's Jacobian (ediff1d's rows; the rest rounds to
+    0 in float16, its exact value about -3e-5)."""
+    def f(x):
+        return np.ediff1d(x) + np.reciprocal(np.abs(np.power(x.prod(), 4)) + 0.5)
+
+    x = np.full(4, 2.0, np.float16)
+    want = np.array([[-1, 1, 0, 0], [0, -1, 1, 0], [0, 0, -1, 1]], np.float16)
+    with np.errstate(all="ignore"):
+        for mode in ("forward", "reverse"):
+            np.testing.assert_array_equal(asd.jacobian(f, mode=mode)(x), want)

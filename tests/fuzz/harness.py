@@ -356,6 +356,10 @@ def expect(case: Case) -> Expect:
         if e.exact.jumps:
             e.refusals["NotLipschitzError"] = (
                 f"{e.exact.jumps} piecewise-constant entr(y/ies) on a jump at the point")
+        elif _uses(program, "sorted_by") and oracle.jumps_beside(program, x, v):
+            e.refusals["NotLipschitzError"] = (
+                "a gather at tied keys whose values part on the keys' tie surface (exact "
+                "gradients): not Lipschitz near the point")
         if e.exact.discontinuous:
             e.must_refuse = "the program jumps at the point (a ray finds the jump)"
     else:

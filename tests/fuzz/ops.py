@@ -1145,9 +1145,30 @@ def _exact_argsort_take(a: Any, b: Any, *, axis: int) -> Any:
                 # values apart at the point, or b tied all along the ray (its order beside
                 # the ray is not the ray's) with values that part along it (F71)
                 if la[i] != la[j] or (_same_along_the_ray(rb[i], rb[j])
-                                      and not _same_along_the_ray(ra[i], ra[j])):
+                                      and not _same_along_the_ray(ra[i], ra[j])) \
+                        or _parts_beside(ra[i], ra[j], rb[i], rb[j]):
                     _record_jump(lazy)
     return _argsort_take(np, a, b, axis=axis)
+
+
+def _parts_beside(ai: Any, aj: Any, bi: Any, bj: Any) -> bool:
+    """Whether gathered values equal at a tie of their keys part on the keys' tie surface
+    near the point (Jets: their gradients at the point). On that surface the keys'
+    difference has gradient ``gk``; the values' difference ``ga`` must be a multiple of it
+    (a sort: ``ga = gk``), else the gather jumps arbitrarily near the point."""
+    from asd.testing.exact import Jet
+
+    if not all(isinstance(e, Jet) for e in (ai, aj, bi, bj)):
+        return False
+    ga = [(p - q).coefficient(0) for p, q in zip(ai.grad, aj.grad, strict=True)]
+    gk = [(p - q).coefficient(0) for p, q in zip(bi.grad, bj.grad, strict=True)]
+    if not any(ga):
+        return False
+    lead = next((i for i, g in enumerate(gk) if g), None)
+    if lead is None:
+        return True
+    ratio = ga[lead] / gk[lead]
+    return any(a != ratio * k for a, k in zip(ga, gk, strict=True))
 
 
 def _same_along_the_ray(p: Any, q: Any) -> bool:

@@ -299,6 +299,18 @@ def exact_jacobian(program: Program, x: np.ndarray, v: np.ndarray
     return exact_jacobian_path(program, x, v)[:2]
 
 
+def jumps_beside(program: Program, x: np.ndarray, v: np.ndarray) -> bool:
+    """Whether an op records a jump from the exact gradients at the point (a gather whose
+    values part on its keys' tie surface: `ops._parts_beside`), which the series along ``v``
+    alone do not show."""
+    try:
+        with recording_jumps() as found:
+            run_exact_steps(program, jet_ray(x, v, ORDER, None, None, LEX_POWER))
+    except DegenerateTie:
+        return False
+    return bool(found)
+
+
 def exact_jacobian_path(program: Program, x: np.ndarray, v: np.ndarray
                         ) -> tuple[np.ndarray | None, np.ndarray | None, bool]:
     """`exact_jacobian`'s ``(J, w)`` and whether every step's value and gradient entries are

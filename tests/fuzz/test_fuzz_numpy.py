@@ -422,6 +422,28 @@ def test_a_gradient_through_a_mean_of_three_is_compared_within_rounding():
                                              np.ones(4)), np.array([Fraction(1, 4)]))
 
 
+def test_a_gather_whose_values_part_on_the_keys_tie_surface_may_be_refused():
+    """Campaign seed 3005: values ``x.T + c`` sorted by ``x`` along axis 0 at a point where
+    the keys of each column tie and the gathered values are equal, but the values' gradient
+    is not a multiple of the keys' (they part on the keys' tie surface): the program jumps
+    arbitrarily near the point. Along the case's ``v`` the keys part and the series see no
+    jump; the exact gradients do, so asd's refusal along another (Clarke) direction is
+    allowed."""
+    ops = (Op("rollaxis", (0,)),
+           Op("add_constant", (1,), {"constant": ((1.0, 2.0), (0.0, 1.0))}),
+           Op("sorted_by", (2, 0), {"axis": -2}))
+    x = np.array([[0.0, 1.0], [0.0, 1.0]])
+    v = np.array([[-9.332636185032189e-302, 9.332636185032189e-302],
+                  [9.332636185032189e-302, -4.6663180925160944e-302]])
+    case = harness.Case(Program(ops, ((2, 2),) * 4, True), x, v, "float32", "array", 0, 182)
+    expected = harness.expect(case)
+    assert "NotLipschitzError" in expected.refusals
+    assert oracle.jumps_beside(case.program, x, v)
+    sort = harness.Case(Program((Op("sorted_by", (0, 0), {"axis": -2}),), ((2, 2),) * 2,
+                                True), x, v, "float32", "array", 0, 182)
+    assert not oracle.jumps_beside(sort.program, x, v)  # a sort gathers its own keys
+
+
 def test_a_weighted_averages_slopes_are_compared_within_rounding():
     """``np.average`` with weights (4, 2) scales slopes by 2/6, rounded in floats even where
     every exact step is a float (the fmin tie's slope -1.40625 came back as
