@@ -248,3 +248,32 @@ def test_an_order_statistic_held_by_enough_entries_is_held(statistic):
         lambda z: math.floor(-sorted(max(e, k) for e, k in zip(z, (-5, -5, 0)))[1]), x)
     with pytest.raises(NotLipschitzError):
         asd.directional(g)(np.array(x), np.array([1.0, 0.0, 1.0]))
+
+
+def test_an_entry_written_from_a_held_value_is_held():
+    """Numpy campaign seed 3005: ``y = x.copy(); y[::2] = 2 * clip(x - 1, -2, 2)[::2]`` at
+    x0 = -1.5 writes the saturated clip's -4 into y[0], so ``heaviside(relu(y + (4, 1)))``
+    does not jump there whatever x does. `Trace.moves` did not read an assignment (it moved
+    both ways: refused); it moves the written entries with the value written."""
+    def f(x):
+        y = x.copy()
+        view = y[::2]
+        view[...] = 2.0 * np.clip(x - 1.0, -2.0, 2.0)[::2]
+        return np.heaviside(np.maximum(y + np.array([4.0, 1.0]), 0.0), 0.0)
+
+    def exact(z):
+        y = [2 * min(max(z[0] - 1, -2), 2), z[1]]
+        return [1 if max(e + c, 0) > 0 else 0 for e, c in zip(y, (4, 1), strict=True)]
+
+    x = [-1.5, 0.0]
+    assert _constant_near(exact, x)
+    for d in ([-0.5, 2.0], [1.0, 1.0], [0.0, -1.0]):
+        value, slope = asd.directional(f)(np.array(x), np.array(d))
+        assert value.tolist() == exact([Fraction(e) for e in x]) and not slope.any()
+    with pytest.raises(NotLipschitzError):  # the control: the written value moves
+        def g(x):
+            y = x.copy()
+            y[0] = 2.0 * x[1]
+            return np.heaviside(np.maximum(y, 0.0), 0.0)
+
+        asd.directional(g)(np.array([1.0, 0.0]), np.array([0.0, 1.0]))

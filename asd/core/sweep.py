@@ -1662,8 +1662,9 @@ _INCREASING = frozenset({"sinh", "exp", "exp2", "expm1", "tanh", "arctan", "arcs
                          "tan", "positive", "copy", "cast"})
 """Elementwise primitives increasing on their domain: they keep which way an input moves."""
 _SELECTIONS = frozenset({"reshape", "getitem", "transpose", "broadcast_to", "concatenate",
-                         "stack", "pad"})
-"""Primitives that only move, copy or pad their inputs' entries."""
+                         "stack", "pad", "update"})
+"""Primitives that only move, copy or pad their inputs' entries (``update``: an assignment,
+``a[index] = b``, through a view or not)."""
 _MONOTONE_REDUCTIONS = frozenset({"sum", "reduce_max", "median", "quantile", "sort",
                                   "topk_sum"})
 """Primitives nondecreasing in every entry they reduce along ``axis`` (the order statistics

@@ -1101,4 +1101,17 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                Op("add", (6, 7))],
               [(2, 1), (1, 2), (2, 1), (2, 1), (2, 1), (2, 1), (2, 1), (), (2, 1)],
               [[0.0], [0.0]], [[1.0], [1.0]], dtype="float32", seed=628), fixed=True),
+    Finding(
+        "F76", "a false refusal at heaviside of an entry an assignment wrote from a saturated "
+               "clip (y = x.copy(); y[::2] = f(clip(x))): Trace.moves did not read the "
+               "assignment (numpy campaign seed 3005 on the final code)", False,
+        "asd/core/sweep.py (Trace.moves did not read update)",
+        lambda c, o: (o.status == "bad-refusal" and "heaviside jumps here" in o.detail
+                      and _uses(c, "setitem_view", "setitem", "iadd")), (),
+        _case([Op("add_constant", (0,), {"constant": (-1.0, 0.0)}),
+               Op("clip", (1,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (2,)),
+               Op("setitem_view", (0, 3), {"key": slice(None, None, 2)}),
+               Op("add_constant", (4,), {"constant": (7.253720815694037, 0.75)}),
+               Op("relu", (5,)), Op("heaviside", (6,), {"h0": 0.0})],
+              [(2,)] * 8, [-1.5, 0.0], [-0.5, 2.0], reduce=False, seed=5027), fixed=True),
 ]
