@@ -1132,4 +1132,25 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
                Op("subtract", (7, 2)), Op("step_multiply", (8, 7, 2), {"cmp": ">"})],
               [(4,), (4,), (4,), (4,), (4,), (), (4,), (4,), (4,), (4,)],
               [2.0, 0.75, 2.0, 0.0], [1.0, 0.0, 1.0, 2.0], reduce=False, seed=1694)),
+    Finding(
+        "F78", "OPEN: asd.torch.function's gradient at a clip bound feeding a hinge at its "
+               "kink (sinh(clip(x)) + c tied at 1 where x sits on clip's upper bound) differs "
+               "from the limiting Jacobian along its drawn direction in that entry (52.2 "
+               "against 13.6); numpy and JAX agree with the oracle (torch campaign seed 3007 "
+               "on the final code; present before this stop)", False,
+        "asd/frontends/torch (the drop-in's gradient at stacked ties)",
+        lambda c, o: (o.status == "wrong" and o.check == "torch.function"
+                      and _uses(c, "hinge")), (),
+        _case([Op("clip", (0,), {"lo": -2.0, "hi": 2.0}), Op("sinh", (1,)),
+               Op("add_constant", (2,), {"constant": ((1.0, -0.25, 1.0),
+                                                      (-0.25, -2.6268604078470186, -0.25),
+                                                      (-0.25, -0.25, -0.25))}),
+               Op("hinge", (3,)), Op("square", (2,)), Op("transpose", (2,)),
+               Op("method_transpose", (6,)), Op("expand_squeeze", (5,), {"axis": -1}),
+               Op("sum", (4,), {"axis": None}), Op("add", (8, 9)),
+               Op("sum", (7,), {"axis": None}), Op("add", (10, 11))],
+              [(3, 3)] * 9 + [(), (3, 3), (), (3, 3)],
+              [[0.0, 2.0, 0.0], [0.0, 2.0, 2.0], [2.0, 2.0, 0.0]],
+              [[3.0, 1.0, 1.0], [3.0, 1.0, 3.0], [3.0, 1.0, 2.0]], reduce=False, seed=142),
+        frameworks=("torch",)),
 ]
