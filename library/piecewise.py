@@ -582,6 +582,11 @@ def _integral(x) -> bool:
         return False
 
 
+def _all_integral(xs) -> bool:
+    """Whether every operand holds booleans or integers (a type test)."""
+    return all(map(_integral, xs))
+
+
 def _bits_impl(np_fn, xp_name: str):
     def impl(*xs):
         if _all_host(xs):
@@ -611,7 +616,7 @@ def _bitwise(kind: str, numpy_fn):
     def bitwise(*xs, **kwargs):
         if _all_boolean(xs):
             return logical(*xs, **kwargs)
-        if all(map(_integral, xs)) and not [k for k, v in kwargs.items() if v is not None]:
+        if _all_integral(xs) and not [k for k, v in kwargs.items() if v is not None]:
             return bits_prims[kind](*xs)
         raise UnsupportedError(
             f"numpy.{numpy_fn.__name__} of traced non-boolean values "

@@ -234,6 +234,11 @@ PROOFS = [
                          away=(0.25, 1.5), slope="0 (a boolean of comparisons)")
       for prim, n in ((P.logical_prims["and"], 2), (P.logical_prims["or"], 2),
                       (P.logical_prims["xor"], 2), (P.logical_prims["not"], 1))],
+    *[DiscontinuousProof((prim,), lambda x, fn=prim, n=n: (
+        fn(*[(x > 0.0) * 3, (x > 1.0) * 1][:n]) * 1.0 + x).sum(),
+                         away=(0.25, 1.5), slope="0 (integer bits of comparisons)")
+      for prim, n in ((P.bits_prims["and"], 2), (P.bits_prims["or"], 2),
+                      (P.bits_prims["xor"], 2), (P.bits_prims["not"], 1))],
     OracleProof((P.where_logic_p,), lambda x: np.where((x > 0) & ~(x >= 2.0), x * (2.0 - x),
                                                        0.0),
                 [((np.array([0.0, 2.0, 1.0]),), np.array([1.0, -1.0, 0.5])),
