@@ -587,18 +587,7 @@ def _all_integral(xs) -> bool:
     return all(map(_integral, xs))
 
 
-def _bits_impl(np_fn, xp_name: str):
-    def impl(*xs):
-        if _all_host(xs):
-            return np_fn(*xs)
-        xp, xs = _operands(*xs)
-        return getattr(xp, xp_name)(*xs)
-
-    impl.__name__ = np_fn.__name__
-    return impl
-
-
-bits_prims = {kind: Primitive(f"bits_{name}", _bits_impl(fn, name), array_api=True)
+bits_prims = {kind: Primitive(f"bits_{name}", _logical_impl(fn, name), array_api=True)
               for kind, fn, name in (("and", np.bitwise_and, "bitwise_and"),
                                      ("or", np.bitwise_or, "bitwise_or"),
                                      ("xor", np.bitwise_xor, "bitwise_xor"),
