@@ -99,3 +99,44 @@ def test_a_lexicographic_gradient_with_rounded_entries_is_checked_within_roundin
         _, outcomes = frameworks.run_framework_checks(case, framework)
     subgrad = [o for o in outcomes if o.check == f"{framework}.subgrad"]
     assert [o.status for o in subgrad] == ["ok"], [o.detail for o in subgrad]
+
+
+def test_a_step_torch_rounds_otherwise_is_another_program():
+    """F78 (torch campaign seed 3007): ``torch.sinh(2)`` is 1 ulp above ``np.sinh(2)``, so
+    ``sinh(clip(x)) + c`` is on the hinge's kink in numpy and just past it in torch. The
+    oracle decides ties at numpy's floats; torch's gradient is its own program's (the one
+    numpy computes once ``c`` is moved by that ulp), and the check skips it, naming the step."""
+    torch = pytest.importorskip("torch")
+    import numpy as np
+
+    import asd
+    from tests.fuzz import harness, oracle
+    from tests.fuzz.findings import FINDINGS
+
+    (finding,) = [f for f in FINDINGS if f.id == "F78"]
+    case = finding.reproducer()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, outcomes = frameworks.run_framework_checks(case, "torch")
+    (function,) = [o for o in outcomes if o.check == "torch.function"]
+    assert (function.status, function.kind) == ("skipped", "rounding"), function.detail
+    assert "step 2 (sinh)" in function.detail
+
+    (d,) = oracle.drawn_direction(case.seed, [np.shape(case.x)])
+    ct = harness.cotangent(case, (3, 3))
+    x = torch.tensor(case.x, requires_grad=True)
+    g = asd.torch.function(frameworks.framework_function(case.program, "torch"),
+                           seed=case.seed)
+    (g(x) * torch.tensor(ct)).sum().backward()
+    ops = list(case.program.ops)
+    shift = np.array(ops[2].params["constant"])
+    shift[1, 1] = np.nextafter(shift[1, 1], 1.0)  # numpy's sum now torch's, off the kink
+    assert np.sinh(2.0) + shift[1, 1] == torch.sinh(torch.tensor(2.0, dtype=torch.float64))\
+        .item() + ops[2].params["constant"][1][1]
+    ops[2] = type(ops[2])(ops[2].name, ops[2].args, {"constant": tuple(map(tuple, shift))})
+    moved = harness.Case(type(case.program)(tuple(ops), case.program.shapes,
+                                            case.program.reduce), case.x, case.v)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, pullback = asd.vjp(harness.function(moved), direction=d)(case.x)
+        assert np.array_equal(x.grad.numpy(), pullback(ct))
