@@ -180,3 +180,64 @@ def test_interval_products_enclose_the_exact_product_with_bounded_ends(factors):
     assert box.hi - box.lo <= exact * Fraction(1, 2 ** 200)
     for end in (box.lo, box.hi):
         assert end.numerator.bit_length() + end.denominator.bit_length() <= 4 * ENDS
+
+
+# ----- integer parts: constant along the ray, jumps decided by proven signs (F77) -----
+
+def _at(s: Series, delta: Fraction) -> Fraction:
+    """An exact series' value at ``delta`` (nested levels: ``delta`` for every variable)."""
+    return sum((_at(c, delta) if isinstance(c, Series) else c) * delta ** k
+               for k, c in enumerate(s.coeffs)) if s.coeffs else Fraction(0)
+
+
+def _rint(q: Fraction) -> int:
+    return round(q)  # Python's round of a Fraction: halves to even, as numpy's rint
+
+
+# constant terms on integers, halves and thirds: where the integer parts jump
+planted = st.sampled_from([Fraction(k, 2) for k in range(-6, 7)] + [Fraction(1, 3)])
+tail = st.lists(st.fractions(min_value=-3, max_value=3, max_denominator=4), max_size=3)
+
+
+@settings(max_examples=200, deadline=None)
+@given(planted, tail, st.sampled_from([Fraction(2), Fraction(-2), Fraction(1, 2), 0.75]))
+def test_integer_parts_are_their_values_along_the_ray(c0, rest, divisor):
+    """floor, ceil, trunc, rint, ``//`` and ``%`` of an exact series equal the functions of
+    its value at every small delta (here 2**-40: coefficients are at most 3, so the leading
+    term decides every sign), on both sides of each jump and on it."""
+    import math
+
+    s = RaySeries([c0, *rest], order=6)
+    delta = Fraction(1, 2 ** 40)
+    value = _at(s, delta)
+    for got, want in [(math.floor(s), math.floor(value)), (math.ceil(s), math.ceil(value)),
+                      (math.trunc(s), math.trunc(value)), (s.rint(), _rint(value)),
+                      (s // divisor, value // Fraction(divisor))]:
+        assert got.exact and got.coeffs[1:] == () and _at(got, delta) == want
+    r = s % divisor
+    assert r.exact and _at(r, delta) == value % Fraction(divisor)
+    assert np.remainder(np.array([s], dtype=object), divisor)[0].coeffs == r.coeffs
+    if c0 != 0 and rest:  # a constant over the series: its reciprocal is exact to order 6
+        q = 3 // s
+        assert q.coeffs[1:] == () and _at(q, delta) == 3 // value
+
+
+def test_integer_parts_of_nested_series_read_the_later_directions():
+    # 1 + 0 ε1 - ε2: the first direction stays on the integer, the second leaves it downwards
+    s = nested([1], [-1])
+    assert _at(RaySeries.__floor__(s), Fraction(0)) == 0 and (s % 1 > 0) is True
+    s = nested([1], [0, 1])  # 1 + ε2**2: above
+    assert RaySeries.__floor__(s).coeffs == (1,)
+
+
+def test_an_integer_part_the_series_cannot_decide_is_unproven():
+    d = RaySeries([0, 1], order=3)
+    with pytest.raises(UnprovenSign) as truncated:  # 2 + d**4: zero so far, cut off
+        _ = (2 + d ** 4) // 1
+    assert truncated.value.truncated
+    around_two = RaySeries._new([Interval(Fraction(199, 100), Fraction(201, 100))], 3)
+    with pytest.raises(UnprovenSign) as interval:
+        _ = around_two % 2
+    assert not interval.value.truncated
+    inside = RaySeries._new([Interval(Fraction(21, 10), Fraction(22, 10)), Fraction(1)], 3)
+    assert (inside // 1).coeffs == (2,)

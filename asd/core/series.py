@@ -771,6 +771,58 @@ class RaySeries(Series):
             raise UnprovenSign(f"the sign of {diff!r} is hidden by {why}", truncated)
         return sign
 
+    # ----- the integer part: constant along the ray, its jumps decided by proven signs -----
+
+    def __floor__(self) -> RaySeries:
+        """The greatest integer ``n <= self`` for all small ``delta``: the integer below the
+        point's value, less one where the value is an integer the series leaves downwards
+        (``floor(1 - d) = 0``); the comparisons raise `UnprovenSign` where the series cannot
+        tell (a truncated tail, an interval holding the integer)."""
+        base: Any = self
+        while isinstance(base, Series):
+            base = base.coefficient(0)
+        n = math.floor(base.lo if isinstance(base, Interval) else base)
+        if self < n:
+            n -= 1
+        while self >= n + 1:  # only an interval's width leaves more than one candidate
+            n += 1
+        return type(self)._new([Fraction(n)], self.order, self.var, True)
+
+    def __ceil__(self) -> RaySeries:
+        return -math.floor(-self)
+
+    def __trunc__(self) -> RaySeries:
+        return math.floor(self) if self >= 0 else math.ceil(self)
+
+    def rint(self) -> RaySeries:
+        """The nearest integer, halves to even (numpy's rounding): a half the series leaves
+        rounds to the side it enters; an exact half stays on the even integer."""
+        n = math.floor(self + Fraction(1, 2))
+        if n - self == Fraction(1, 2) and n.coeffs and n.coeffs[0] % 2:
+            return n - 1
+        return n
+
+    def __floordiv__(self, other: Any) -> RaySeries:
+        if not isinstance(other, Series | numbers.Real):
+            return NotImplemented
+        return math.floor(self / other)
+
+    def __rfloordiv__(self, other: Any) -> RaySeries:
+        if not isinstance(other, numbers.Real):
+            return NotImplemented
+        return math.floor(other / self)
+
+    def __mod__(self, other: Any) -> RaySeries:
+        """numpy's (and Python's) remainder ``x - c floor(x / c)``: the divisor's sign."""
+        if not isinstance(other, Series | numbers.Real):
+            return NotImplemented
+        return self - other * (self // other)
+
+    def __rmod__(self, other: Any) -> RaySeries:
+        if not isinstance(other, numbers.Real):
+            return NotImplemented
+        return other - self * (other // self)
+
     exp = _elementary("exp")
     expm1 = _elementary("expm1")
     log = _elementary("log")
