@@ -1154,4 +1154,24 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
               [[0.0, 2.0, 0.0], [0.0, 2.0, 2.0], [2.0, 2.0, 0.0]],
               [[3.0, 1.0, 1.0], [3.0, 1.0, 3.0], [3.0, 1.0, 2.0]], reduce=False, seed=142),
         frameworks=("torch",), fixed=True),
+    Finding(
+        "F79", "a false refusal through asd.torch: logaddexp's decomposition tests a == b "
+               "(masked by an isfinite test, so the output does not depend on it); at a == b "
+               "the jump replay, run with numpy's implementations, met torch's own rounding "
+               "of the output (1 ulp) and called the output discontinuous (torch campaign "
+               "seed 3012 on the final code)", False,
+        "asd/core/sweep.py (replay_jumps compared a numpy replay with torch's value)",
+        lambda c, o: (o.status == "bad-refusal" and o.check.startswith("torch.")
+                      and "equal jumps here" in o.detail and _uses(c, "logaddexp")), (),
+        _case([Op("atleast_2d", (0,)),
+               Op("add_constant", (0,), {"constant": ((3.0, -0.25, 3.0), (-2.0, 0.0, -2.0))}),
+               Op("max", (2,), {"axis": -2, "keepdims": False}),
+               Op("add_constant", (1,), {"constant": ((-0.5, 0.0, -0.75),
+                                                      (-0.75, -2.0, 0.0))}),
+               Op("np_absolute", (4,)), Op("np_power", (5,), {"n": 0}),
+               Op("add_constant", (6,), {"constant": ((-2.0, -1.0, -1.0), (-1.0, 2.0, 2.0))}),
+               Op("logaddexp", (7, 4)), Op("sum", (3,), {"axis": None}), Op("add", (8, 9))],
+              [(2, 3)] * 3 + [(3,)] + [(2, 3)] * 5 + [(), (2, 3)],
+              [[0.0, 0.0, 0.75], [0.75, 0.75, 0.0]], [[1.0] * 3, [1.0] * 3], seed=2901),
+        frameworks=("torch",), fixed=True),
 ]

@@ -140,3 +140,39 @@ def test_a_step_torch_rounds_otherwise_is_another_program():
         warnings.simplefilter("ignore")
         _, pullback = asd.vjp(harness.function(moved), direction=d)(case.x)
         assert np.array_equal(x.grad.numpy(), pullback(ct))
+
+
+def test_a_torch_jump_is_replayed_against_its_own_replay_of_the_entered_side():
+    """F79 (torch campaign seed 3012): torch's logaddexp tests ``a == b`` under an isfinite
+    mask, so at ``a == b`` the test jumps while the output does not. The jump replay runs
+    numpy's implementations, which round the output 1 ulp off torch's: the sides are compared
+    with the entered side replayed the same way (no refusal), and a jump that does change
+    the output is still refused."""
+    torch = pytest.importorskip("torch")
+    import asd.torch
+
+    from asd.errors import NotLipschitzError
+
+    f64 = torch.float64
+    c1 = torch.tensor(((3.0, -0.25, 3.0), (-2.0, 0.0, -2.0)), dtype=f64)
+    c2 = torch.tensor(((-0.5, 0.0, -0.75), (-0.75, -2.0, 0.0)), dtype=f64)
+    c3 = torch.tensor(((-2.0, -1.0, -1.0), (-1.0, 2.0, 2.0)), dtype=f64)
+    x = torch.tensor([[0.0, 0.0, 0.75], [0.75, 0.75, 0.0]], dtype=f64)
+    v = torch.ones(2, 3, dtype=f64)
+
+    def continuous(z):  # F79's program: logaddexp(c, z + c2) is tied at three entries
+        a, b = torch.pow(torch.abs(z + c2), 0) + c3, z + c2
+        return (torch.logaddexp(a, b) + (z + c1).max(dim=-2).values.sum()).sum()
+
+    g = asd.torch.subgrad(continuous, x, direction=v)
+    # logaddexp's slope in b is sigmoid(b - a) (1/2 on the tie); each column's max is
+    # summed six times
+    a, b = torch.ones(2, 3, dtype=f64) + c3, x + c2
+    maxes = torch.tensor([[6.0, 0.0, 6.0], [0.0, 6.0, 0.0]], dtype=f64)
+    assert torch.allclose(g, torch.sigmoid(b - a) + maxes)
+
+    def jumping(z):
+        return (torch.logaddexp(z, c3) + (z + c2 == 0).double()).sum()
+
+    with pytest.raises(NotLipschitzError, match="eq"):
+        asd.torch.subgrad(jumping, x, direction=v)
