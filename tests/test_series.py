@@ -241,3 +241,29 @@ def test_an_integer_part_the_series_cannot_decide_is_unproven():
     assert not interval.value.truncated
     inside = RaySeries._new([Interval(Fraction(21, 10), Fraction(22, 10)), Fraction(1)], 3)
     assert (inside // 1).coeffs == (2,)
+
+
+# ----- a quantity less itself is exactly zero, though its enclosures have width -----
+
+def test_a_series_less_itself_is_an_exact_zero():
+    e = RaySeries._new([Interval(Fraction(1), Fraction(2)), Fraction(1)], 6)
+    assert (e - e).proven_sign() == 0 and (e - e).exact
+    assert (e - RaySeries._new(list(e.coeffs), 6)).proven_sign() is None  # another quantity
+    i = Interval(Fraction(1), Fraction(2))
+    assert (i - i).sign() == 0 and (i - Interval(i.lo, i.hi)).sign() is None
+
+
+def test_a_tie_on_a_transcendental_less_itself_is_decided_equal():
+    """numpy campaign seed 3013: ``abs(s - s)`` with ``s = sinh(clip(x))`` at -1.5: the exact
+    series of ``s`` holds interval constants, and their difference, [-w, w], hid the zero
+    until order 64 (seconds per call), then was called flat. ``s - s`` is exactly 0."""
+    import asd
+
+    def f(x):
+        s = np.sinh(np.clip(x, -2, 2))
+        return np.abs(s - s).sum() + s.mean()
+
+    r = asd.asd(f, direction=np.array([3.0, 3.0, 3.0]), seed=0)(np.array([0.0, -1.5, 0.0]))
+    assert [str(d) for d in r.decisions] == ["%4 abs: 3 by equal"]
+    assert r.element == "limiting gradient along the direction"
+    assert np.allclose(r.subgradient, np.cosh([0.0, -1.5, 0.0]) / 3, rtol=1e-15, atol=0)

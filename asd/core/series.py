@@ -321,6 +321,8 @@ class Series:
         return self
 
     def __sub__(self, other: Any) -> Series:
+        if other is self:  # the same quantity: exactly 0, though its enclosures have width
+            return type(self)._new([], self.order, self.var, True)
         if not isinstance(other, Series | Interval | numbers.Real):
             return NotImplemented
         return self + -other
@@ -592,6 +594,8 @@ class Interval:
         return Interval(-self.hi, -self.lo)
 
     def __sub__(self, other: Any) -> Any:
+        if other is self:  # one real number less itself (interval arithmetic's dependency)
+            return Interval(Fraction(0), Fraction(0))
         o = Interval.of(other)
         return NotImplemented if o is None else self + -o
 
