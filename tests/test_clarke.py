@@ -356,3 +356,21 @@ def test_a_program_that_does_not_read_its_argument_gives_zeros_of_its_dtype(dtyp
     assert [g.dtype for g in sample.gradients] == [np.dtype(dtype)]
     assert not np.any(sample.gradients[0])
     assert asd.subgrad(f)(x).dtype == np.dtype(dtype)
+
+
+@pytest.mark.parametrize("radius", [0.0, 0.5])
+def test_a_gradient_past_the_arguments_dtype_is_refused_as_subgrad_refuses_it(radius):
+    """numpy campaign seed 3013: a float16 argument whose exact gradient (1e10, computed in
+    float64 where a float64 constant promoted the program) exceeds float16's range. The
+    sample came back as inf in the argument's dtype; it is refused, naming the overflow, as
+    `asd.subgrad` refuses it, and a float32 argument gets the numbers."""
+    def f(x):
+        return np.sum(np.abs(x) * np.float64(1e10))
+
+    with pytest.raises(asd.NonFiniteError, match="beyond float16's range"):
+        asd.subgrad(f)(np.zeros(2, np.float16))
+    with pytest.raises(asd.NonFiniteError, match="beyond float16's range"):
+        asd.clarke(f, n=8, seed=0, radius=radius)(np.zeros(2, np.float16))
+    sample = asd.clarke(f, n=8, seed=0, radius=radius)(np.zeros(2, np.float32))
+    assert sample.gradients.dtype == np.float32
+    assert set(np.abs(sample.gradients).ravel().tolist()) == {1e10}

@@ -56,7 +56,15 @@ from scipy.optimize import linprog, nnls
 
 from asd.analysis.enclosure import Enclosure, enclosure
 from asd.analysis.sets import nearest, points_oracle, union_oracle
-from asd.api import ArgNums, _check_finite, _Inputs, _scalar_output, sweep_along, transform
+from asd.api import (
+    ArgNums,
+    _check_finite,
+    _Inputs,
+    _narrowed,
+    _scalar_output,
+    sweep_along,
+    transform,
+)
 from asd.core import backend
 from asd.core.linear import FanIn
 from asd.core.primitive import ZeroTangent, rule_context
@@ -513,7 +521,7 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         traced = _scalar_output(out, trace)
         shape = inputs.leaves[0].shape if len(inputs.leaves) == 1 else None
         if traced is None:
-            zero = _in_leaf_dtypes(np.zeros((1, dirs.shape[1])), inputs.leaves)
+            zero = _in_leaf_dtypes(np.zeros((1, dirs.shape[1])), inputs)
             return ClarkeSample(np.asarray(out)[()], zero, np.array([len(dirs)]), dirs, shape,
                                 [], [], radius)
         k = traced._id
@@ -537,7 +545,7 @@ def clarke(f: Callable, n: int = 64, *, seed=None, argnums: ArgNums = 0,
         if radius:
             grads, counts, near = _ball_sample(f, inputs, trace, k, ids, leaf_dirs, dirs,
                                                radius, grads, counts)
-        flat, counts = _distinct(_in_leaf_dtypes(grads, inputs.leaves), counts)
+        flat, counts = _distinct(_in_leaf_dtypes(grads, inputs), counts)
         sample = ClarkeSample(np.asarray(traced.value)[()], flat, counts, dirs, shape,
                               ties_of(trace.nodes, resweep.degenerate),
                               ties_of(trace.nodes, trace.ties), radius,
@@ -605,7 +613,7 @@ def _limiting_gradient(f, inputs: _Inputs, leaf_dirs: list[np.ndarray]) -> tuple
     traced = _scalar_output(out, trace)
     if traced is None:
         return _in_leaf_dtypes(np.zeros((1, sum(x.size for x in inputs.leaves))),
-                               inputs.leaves)[0], {}
+                               inputs)[0], {}
     kk = traced._id
     trace.check_lipschitz(kk)
     resweep = _Resweep(trace, ids, leaf_dirs)
@@ -709,17 +717,19 @@ def _split_leaves(dirs: np.ndarray, leaves: list[np.ndarray]) -> list[np.ndarray
     return out
 
 
-def _in_leaf_dtypes(grads: np.ndarray, leaves: list) -> np.ndarray:
+def _in_leaf_dtypes(grads: np.ndarray, inputs: _Inputs) -> np.ndarray:
     """The gradients with each numpy leaf's block rounded to that leaf's dtype, as
     `asd.subgrad` returns them (float32 stays float32): the reverse sweep runs in the
     output's dtype (float64 where a float64 constant promoted it), so a float32 argument's
-    exact gradient 1 could come back as 1 + 2**-25."""
+    exact gradient 1 could come back as 1 + 2**-25. A finite gradient past the leaf dtype's
+    range is refused, as `asd.subgrad` refuses it (float16's inf is no gradient)."""
     blocks, start = [], 0
-    for x in leaves:
+    for i, x in enumerate(inputs.leaves):
         n = int(np.prod(np.shape(x), dtype=int))
         block = grads[:, start:start + n]
         dtype = np.asarray(x).dtype if backend.is_host(x) else None
-        blocks.append(block.astype(dtype) if dtype is not None and dtype.kind == "f" else block)
+        blocks.append(_narrowed(block, np.empty(0, dtype), inputs.describe(i))
+                      if dtype is not None and dtype.kind == "f" else block)
         start += n
     return np.concatenate(blocks, axis=1) if blocks else grads
 

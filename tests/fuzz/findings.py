@@ -1174,4 +1174,19 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
               [(2, 3)] * 3 + [(3,)] + [(2, 3)] * 5 + [(), (2, 3)],
               [[0.0, 0.0, 0.75], [0.75, 0.75, 0.0]], [[1.0] * 3, [1.0] * 3], seed=2901),
         frameworks=("torch",), fixed=True),
+    Finding(
+        "F80", "asd.clarke of a float16 argument whose exact gradient exceeds float16's range "
+               "(computed in float64, where a float64 constant promoted the program) returned "
+               "inf in the argument's dtype, where asd.subgrad refuses (numpy campaign seed "
+               "3013 on the final code)", False,
+        "asd/analysis/clarke.py (_in_leaf_dtypes cast without the overflow check)",
+        lambda c, o: (o.status == "wrong" and o.check == "clarke" and "inf" in o.detail), (),
+        _case([Op("negative", (0,)), Op("add_constant", (1,), {"constant": (2.0, 0.0, 2.0)}),
+               Op("method_min", (2,), {"axis": None, "keepdims": True}),
+               Op("multiply_constant", (3,), {"constant": (0.75,)}),
+               Op("dtype_constant", (4,), {"kind": "uint64", "values": (9223372036854775808,),
+                                           "op": "*"})],
+              [(3,), (3,), (3,), (1,), (1,), (1,)], [0.0, 0.0, -1.5], [1.0, 1.0, 1.0],
+              dtype="float16", seed=65536),
+        fixed=True),
 ]
