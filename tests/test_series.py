@@ -267,3 +267,28 @@ def test_a_tie_on_a_transcendental_less_itself_is_decided_equal():
     assert [str(d) for d in r.decisions] == ["%4 abs: 3 by equal"]
     assert r.element == "limiting gradient along the direction"
     assert np.allclose(r.subgradient, np.cosh([0.0, -1.5, 0.0]) / 3, rtol=1e-15, atol=0)
+
+
+def test_identities_keep_the_quantity():
+    """``s * 1``, ``s + 0`` and snapping ``s`` to its own constant are ``s`` itself, so a
+    quantity carried through them and compared with itself is an exact 0."""
+    s = RaySeries._new([Interval(Fraction(1), Fraction(2)), Fraction(1)], 6)
+    assert s * 1 is s and 1.0 * s is s and s + 0 is s and 0.0 + s is s
+    t = RaySeries([Fraction(1, 3), 1], 6)
+    assert t.with_constant(Fraction(1, 3)) is t and t.with_constant(0.5) is not t
+    assert (t * True - t).proven_sign() == 0
+
+
+def test_a_tie_of_a_transcendental_with_itself_through_a_step_is_decided_equal():
+    """numpy campaign seed 3013: ``maximum(s * (x >= c), s)`` where the step is 1, with ``s``
+    transcendental and 0 at the point: its series agreed to order 64 (seconds), unproven, and
+    the tie was called flat. ``s * 1`` is ``s``: decided equal, the limiting gradient."""
+    import asd
+
+    def f(x):
+        s = np.sinh(x) - x
+        return np.maximum(s * (x >= -1), s).sum()
+
+    r = asd.asd(f, direction=np.array([1.0, 0.25, 1.0]), seed=0)(np.zeros(3))
+    assert [str(d) for d in r.decisions] == ["%5 maximum: 3 by equal"]
+    assert r.element == "limiting gradient along the direction"

@@ -220,10 +220,15 @@ class Series:
         return series
 
     def with_constant(self, c: Any) -> Series:
-        """This series with its constant term (at every nesting level) replaced by ``c``."""
+        """This series with its constant term (at every nesting level) replaced by ``c``;
+        itself where that is its constant already (the object is the quantity's identity:
+        `__sub__` reads ``a - a`` as an exact 0)."""
         coeffs = list(self.coeffs) or [Fraction(0)]
         head = coeffs[0]
-        coeffs[0] = head.with_constant(c) if isinstance(head, Series) else to_fraction(c)
+        new = head.with_constant(c) if isinstance(head, Series) else to_fraction(c)
+        if new is head or (not isinstance(head, Series) and new == head and self.coeffs):
+            return self
+        coeffs[0] = new
         return type(self)._new(coeffs, self.order, self.var, self.exact)
 
     def coefficient(self, k: int) -> Any:
@@ -303,6 +308,8 @@ class Series:
     def __add__(self, other: Any) -> Series:
         if is_infinite(other):  # a finite series plus an infinite constant
             return _infinite_result(other, f"{self!r} + {other}")
+        if isinstance(other, numbers.Real) and other == 0 and not isinstance(other, bool):
+            return self  # the same quantity (see `with_constant`)
         coerced = self._coerce(other)
         if coerced is None:  # a series in a later variable takes this one as a coefficient
             return other + self if isinstance(other, Series) else NotImplemented
@@ -336,6 +343,8 @@ class Series:
         if is_infinite(other):  # the sign of the series along the ray times the infinity
             sign = self._sign_of(self) if self else 0
             return _infinite_result(other * sign if sign else math.nan, f"{self!r} * {other}")
+        if isinstance(other, numbers.Real) and other == 1:
+            return self  # the same quantity (see `with_constant`)
         coerced = self._coerce(other)
         if coerced is None:
             return other * self if isinstance(other, Series) else NotImplemented
