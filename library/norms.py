@@ -110,9 +110,31 @@ def _pnorm_impl(x, p, axis, keepdims):
         return namespace(x).reshape(value, _kept_shape(lay.shape, axis, keepdims, lay.outer))
     x = np.asarray(x)
     lay = Layout(x.shape, axis)
+    if x.dtype == object:  # exact series along the ray (a tie's cone)
+        out = _series_norms(lay.to(x), p)
+        return out.reshape(_kept_shape(x.shape, axis, keepdims, lay.outer))
     value, _ = _norm_and_gradient(lay.to(x), p)
     out = value.reshape(_kept_shape(x.shape, axis, keepdims, lay.outer))
     return out.astype(np.result_type(x, np.float16), copy=False)
+
+
+def _series_norms(rows: np.ndarray, p: float) -> np.ndarray:
+    """Row norms of exact series (``|s|`` of a one-entry row, ``sqrt`` of a sum of squares,
+    a sum or a maximum of absolute values): a row that vanishes at the point leaves it as
+    its leading term's norm (`RaySeries.sqrt` at 0, one level of series). Other ``p`` have
+    no power series here."""
+    flat = rows.reshape(-1, rows.shape[-1])
+    if (rows.shape[-1] == 1 and p > 0) or p == np.inf:  # |s|, exactly (no root to take)
+        norms = [max(np.abs(r)) if r.size else 0.0 for r in flat]
+    elif p == 2:
+        norms = [np.sqrt(np.sum(r * r)) if r.size else 0.0 for r in flat]
+    elif p == 1:
+        norms = [np.sum(np.abs(r)) if r.size else 0.0 for r in flat]
+    else:
+        raise TypeError(f"the {p}-norm of exact series is not computed (p = 1, 2 or inf)")
+    out = np.empty(len(norms), dtype=object)
+    out[:] = norms
+    return out.reshape(rows.shape[:-1] + (1,))
 
 
 pnorm_p = Primitive("pnorm", _pnorm_impl, array_api=True)

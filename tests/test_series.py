@@ -292,3 +292,43 @@ def test_a_tie_of_a_transcendental_with_itself_through_a_step_is_decided_equal()
     r = asd.asd(f, direction=np.array([1.0, 0.25, 1.0]), seed=0)(np.zeros(3))
     assert [str(d) for d in r.decisions] == ["%5 maximum: 3 by equal"]
     assert r.element == "limiting gradient along the direction"
+
+
+# ----- sqrt at 0: a quantity vanishing to even order (a norm of a row leaving 0) -----
+
+@settings(max_examples=100, deadline=None)
+@given(st.sampled_from([Fraction(1), Fraction(4), Fraction(9, 4), Fraction(2)]),
+       st.integers(1, 3), st.lists(small, max_size=3))
+def test_sqrt_at_zero_of_an_even_order_quantity(c, k, rest):
+    s = RaySeries([0] * (2 * k) + [c, *rest], order=12)
+    r = s.sqrt()
+    assert r.valuation() == k and r.order == 12 - k
+    delta = Fraction(1, 2 ** 30)
+    squared = _at(r * r, delta) if r.exact else None
+    lead = r.coefficient(k)
+    if isinstance(lead, Interval):  # sqrt(2): enclosed
+        assert lead.lo ** 2 <= c <= lead.hi ** 2
+    else:
+        assert lead ** 2 == c
+        if squared is not None:
+            assert squared == _at(s, delta)
+    d = RaySeries([0, 1], 12)
+    assert (((d * d) * 4).sqrt() - 2 * d).proven_sign() == 0
+
+
+def test_sqrt_at_zero_refuses_what_is_no_power_series():
+    d = RaySeries([0, 1], 3)
+    with pytest.raises(TranscendentalConstant):
+        (d ** 3).sqrt()  # δ^(3/2)
+    with pytest.raises(TranscendentalConstant):
+        (-(d ** 2)).sqrt()  # negative along the ray
+    with pytest.raises(UnprovenSign):
+        (d ** 4).sqrt()  # zero so far, cut off
+    assert RaySeries([], 3).sqrt().proven_sign() == 0
+
+
+def test_exact_roots_of_huge_fractions():
+    """A direction of 1e-301 squared twice is a Fraction of thousands of bits: its root is
+    found with integers (a float conversion overflowed)."""
+    v = Fraction(1.8665272370064378e-301)
+    assert RaySeries([v ** 4], 3).sqrt().coeffs == (v ** 2,)

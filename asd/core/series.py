@@ -532,11 +532,14 @@ def _taylor(name: str, c: Fraction, n: int) -> list[Fraction]:
 
 def _exact_root(c: Fraction, p: int) -> Fraction | None:
     def root(m: int) -> int | None:
-        r = round(m ** (1.0 / p))
-        for s in (r - 1, r, r + 1):
-            if s >= 0 and s ** p == m:
-                return s
-        return None
+        if m < 2:
+            return m
+        r = 1 << -(-m.bit_length() // p)  # above the root: Newton's integer steps descend
+        while True:
+            s = ((p - 1) * r + m // r ** (p - 1)) // p
+            if s >= r:
+                return r if r ** p == m else None
+            r = s
 
     num, den = root(c.numerator), root(c.denominator)
     return None if num is None or den is None else Fraction(num, den)
@@ -763,6 +766,9 @@ def _elementary(name: str) -> Callable[[RaySeries], RaySeries]:
     return apply
 
 
+_sqrt = _elementary("sqrt")
+
+
 class RaySeries(Series):
     """A `Series` along the sweep's ray as the engine uses it: comparisons must be proven.
 
@@ -836,6 +842,25 @@ class RaySeries(Series):
             return NotImplemented
         return other - self * (other // self)
 
+    def sqrt(self) -> RaySeries:
+        """``sqrt`` along the ray; at 0 (a quantity ``c δ^(2k) (1 + u)`` that vanishes at
+        the point to even order) ``sqrt(c) δ^k sqrt(1 + u)``, known to ``k`` orders less than
+        ``self``: the norm of a row that leaves 0 only at second order."""
+        if self.coefficient(0) or self.var or any(isinstance(c, Series) for c in self.coeffs):
+            return _sqrt(self)
+        sign = self._sign_of(self)  # UnprovenSign where truncation hides it
+        if sign == 0:
+            return self
+        k = self.valuation()
+        if k % 2 or sign < 0:
+            raise TranscendentalConstant(
+                f"sqrt of {self!r}: a leading term of odd order or negative sign is no power "
+                "series along the ray")
+        rest = type(self)._new(list(self.coeffs[k:]), self.order - k, self.var, self.exact)
+        root = _sqrt(rest)
+        return type(self)._new([Fraction(0)] * (k // 2) + list(root.coeffs),
+                               self.order - k // 2, self.var, root.exact)
+
     exp = _elementary("exp")
     expm1 = _elementary("expm1")
     log = _elementary("log")
@@ -848,7 +873,6 @@ class RaySeries(Series):
     tanh = _elementary("tanh")
     arctan = _elementary("arctan")
     arctanh = _elementary("arctanh")
-    sqrt = _elementary("sqrt")
     cbrt = _elementary("cbrt")
 
 

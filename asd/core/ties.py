@@ -1226,9 +1226,12 @@ def root_limit(dx, mask, p: Fraction, odd: bool = False) -> tuple[tuple, list] |
         for order in ORDERS:
             if not todo:
                 break
-            series = np.asarray(_root_series(
+            series = _root_series(
                 lambda depth=depth, order=order: _ray_series(trace, k, depth, order),
-                k)).reshape(-1)
+                k, last=order == ORDERS[-1])
+            if series is None:  # a sign inside the cone needs a higher order
+                continue
+            series = np.asarray(series).reshape(-1)
             for e in todo:
                 lead = leading_term(series[e], depth - 1)
                 if lead is not None:
@@ -1287,7 +1290,10 @@ def _probe_lead(trace: Trace, k: int, depth: int, leaf: int, i: int, e: int):
     """The leading term of ``∂h/∂x_i`` along the ray at entry ``e`` of node ``k`` (input
     entry ``i`` of ``leaf``), at rising orders; None where it vanishes to the last."""
     for order in ORDERS:
-        probe = _root_series(lambda o=order: _probe_series(trace, k, depth, leaf, i, o), k)
+        probe = _root_series(lambda o=order: _probe_series(trace, k, depth, leaf, i, o), k,
+                             last=order == ORDERS[-1])
+        if probe is None:
+            continue
         a = np.asarray(probe).reshape(-1)[e]
         coeff = a.coefficient(1) if isinstance(a, Series) and a.var == depth else 0
         lead = leading_term(coeff, depth - 1)
@@ -1296,11 +1302,14 @@ def _probe_lead(trace: Trace, k: int, depth: int, leaf: int, i: int, e: int):
     return None
 
 
-def _root_series(evaluate, k: int):
-    """``evaluate()``, with the series it could not compute refused as undecided."""
+def _root_series(evaluate, k: int, last: bool = True):
+    """``evaluate()``, with the series it could not compute refused as undecided; None where
+    a sign inside the cone was hidden by truncation below the ``last`` order."""
     try:
         return evaluate()
     except SeriesUnavailable as exc:
+        if isinstance(exc, SeriesTruncated) and not last:
+            return None
         raise UndecidedTieError(
             f"a root of %{k} meets 0 with a flat tangent, and the exact series that would "
             f"decide its limit could not be computed ({exc}). Keep the root's input away from "

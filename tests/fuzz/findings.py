@@ -1189,4 +1189,21 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
               [(3,), (3,), (3,), (1,), (1,), (1,)], [0.0, 0.0, -1.5], [1.0, 1.0, 1.0],
               dtype="float16", seed=65536),
         fixed=True),
+    Finding(
+        "F81", "a false refusal: where(h > 0, h * sqrt(h), 0) with h = (norm(x⊗x) - x⊗x)**2, "
+               "0 along every direction, was refused as undecided: the norm had no exact "
+               "series, and a sign the root's series needed at a low order stopped the rising "
+               "orders (numpy campaign seed 3016 on the final code)", False,
+        "asd/core/ties.py, library/norms.py (root_limit stopped at a truncated order; pnorm "
+        "had no series)",
+        lambda c, o: (o.status == "bad-refusal" and "a root of" in o.detail
+                      and _uses(c, "norm2")), (),
+        _case([Op("kron", (0, 0)), Op("add_constant", (1,), {"constant": (0.0,)}),
+               Op("norm2", (2,)), Op("subtract", (3, 1)), Op("multiply", (4, 4)),
+               Op("where_nan", (5,)), Op("abs", (1,)), Op("add_constant", (7,), {"constant": 2.0}),
+               Op("log2", (8,)), Op("median", (9,), {"axis": 0}), Op("sum", (6,), {"axis": None}),
+               Op("add", (10, 11))],
+              [(1,)] * 3 + [()] + [(1,)] * 6 + [(), (), ()], [0.0], [1.8665272370064378e-301],
+              structure="int_array", seed=425),
+        fixed=True),
 ]
