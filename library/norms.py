@@ -83,6 +83,21 @@ def _norm_and_gradient(rows, p: float):
     return root * scale, grad
 
 
+def _numpys_value(x: np.ndarray, value: np.ndarray, p: float, lay: Layout) -> np.ndarray:
+    """The 2-norm of all of ``x`` as numpy computes it (``sqrt(x.ravel('K') @ x.ravel('K'))``,
+    whose rounding differs from a pairwise sum of squares in the last bit) wherever that sum
+    of squares is a normal float; elsewhere numpy's under- or overflows, and ``value`` (the
+    scaled computation) is the norm."""
+    if p != 2 or lay.outer != () or x.dtype.kind != "f" or x.size == 0:
+        return value
+    flat = x.ravel(order="K")
+    with np.errstate(all="ignore"):
+        sq = flat.dot(flat)
+    if not (np.isfinite(sq) and sq >= np.finfo(sq.dtype).tiny):
+        return value
+    return np.sqrt(sq).astype(value.dtype).reshape(value.shape)
+
+
 def _leading_direction(d: np.ndarray, flat: np.ndarray, ray: Ray) -> np.ndarray:
     """Rows that stay at 0 to first order (``flat``) move along ``δ^k c`` for the first order
     ``k`` with a nonzero coefficient vector ``c``; the norm's branch there is its gradient at
@@ -114,6 +129,7 @@ def _pnorm_impl(x, p, axis, keepdims):
         out = _series_norms(lay.to(x), p)
         return out.reshape(_kept_shape(x.shape, axis, keepdims, lay.outer))
     value, _ = _norm_and_gradient(lay.to(x), p)
+    value = _numpys_value(x, value, p, lay)
     out = value.reshape(_kept_shape(x.shape, axis, keepdims, lay.outer))
     return out.astype(np.result_type(x, np.float16), copy=False)
 
@@ -208,6 +224,7 @@ def pnorm_rule(xs, dxs, p, axis, keepdims):
     dtype = np.result_type(x, np.float16)
     lay = Layout(x.shape, axis)
     value, grad = _norm_and_gradient(lay.to(x), p)
+    value = _numpys_value(x, value, p, lay)
     grad = _at_zero_rows(x, dxs[0], lay, value[..., 0] == 0, grad, p)
     ans = value.reshape(_kept_shape(x.shape, axis, keepdims, lay.outer))
     w = lay.back(grad.astype(dtype, copy=False))
