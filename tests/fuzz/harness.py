@@ -804,13 +804,13 @@ def check_clarke(case: Case, expected: Expect) -> list[Outcome]:
         try:
             sample = asd.clarke(f, len(dirs), directions=dirs)(*arguments(case, case.x))
         except asd.NonFiniteError as e:
-            if not _names_dtype_range(e):
-                raise
+            # a sampled direction's gradient past the dtype's range (float16's, or float64's
+            # through a huge constant) can be no number
             jacs = [oracle.exact_jacobian_path(oracle_program(case), case.x, d)[0]
                     for d in dirs]
             if any(j is not None and _past_dtype_range(case, j) for j in jacs):
                 return [_past_range("clarke")]
-            if all(j is None for j in jacs):
+            if _names_dtype_range(e) and all(j is None for j in jacs):
                 return [_unjudged_overflow("clarke", "exact: every direction leaves a tie")]
             raise
         _no_number("clarke", expected)

@@ -516,3 +516,20 @@ def test_a_python_float_argument_is_evaluated_in_float64_by_the_oracle():
                         "python_float", 0, 64)
     _, outcomes = harness.run_checks(case, ("directional", "subgrad", "vjp"))
     assert [o.status for o in outcomes] == ["ok"] * 3, [o.detail for o in outcomes]
+
+
+def test_a_clarke_refusal_of_a_gradient_past_float64_is_accepted():
+    """numpy campaign seed 3016: ``-column_stack(relu(-1e308 x), ...)`` at 0: a sampled
+    direction's exact gradient is 2e308, past float64's range, and asd.clarke refuses it as
+    asd.subgrad does; the Clarke check reads that as the right refusal (it raised)."""
+    from tests.fuzz.findings import _case
+
+    case = _case([Op("dtype_constant", (0,), {"kind": "py_huge", "values": (-1e308, -1e308),
+                                              "op": "*"}),
+                  Op("relu", (1,)), Op("column_stack", (2, 2)), Op("negative", (3,))],
+                 [(3, 1), (3, 1), (3, 1), (3, 2), (3, 2)], [[0.0], [0.0], [0.0]],
+                 [[1.0], [0.0], [0.0]], seed=41647)()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        _, outcomes = harness.run_checks(case, ("clarke",))
+    assert [(o.check, o.status) for o in outcomes] == [("clarke", "refused")]
