@@ -1484,6 +1484,14 @@ def dot(a, b, out=None):
     na, nb = np.ndim(a), np.ndim(b)
     if na <= 2 and nb <= 2:
         return matmul_p(a, b)
+    if not all(is_host(getattr(t, "value", t)) for t in (a, b)):
+        # another library's arrays (the einsum rule runs on numpy only): matmul there
+        if nb == 1:
+            return matmul_p(a, b)
+        shape_a, shape_b = tuple(np.shape(a)), tuple(np.shape(b))
+        rows = reshape(a, (-1, shape_a[-1]))
+        cols = reshape(moveaxis(b, -2, 0), (shape_b[-2], -1))
+        return reshape(matmul_p(rows, cols), shape_a[:-1] + shape_b[:-2] + shape_b[-1:])
     # N-d: numpy sums one dot product per output entry, in an order matmul's does not share
     letters = string.ascii_letters
     sa = letters[:na - 1] + "Z"

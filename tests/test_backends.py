@@ -420,3 +420,21 @@ def test_tie_counts_are_the_tied_entries_on_every_library():
         got = asd.asd(f, direction=v)(lib(x), lib(b))
         assert got.ties == want.ties
         np.testing.assert_array_equal(np.asarray(got.subgradient), want.subgradient)
+
+
+@pytest.mark.parametrize("shapes", [((2, 1, 1), (1,)), ((2, 3, 4), (4,)), ((2, 3, 4), (4, 5)),
+                                    ((2, 3), (5, 3, 2)), ((2, 2, 3), (4, 3, 2))])
+def test_an_n_d_dot_runs_on_torch_arrays(shapes):
+    """``np.dot`` of an N-d operand is an einsum node on numpy (numpy's own summation order),
+    whose rule runs on numpy only: on torch arrays it was refused (the random-program test
+    drew ``dot`` of a (2, 1, 1) stack). There it is a matmul of reshaped operands, with the
+    gradient numpy's sweep gives."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1])
+
+    def f(x):
+        return (asd.relu(np.dot(x, b)) ** 2).sum()
+
+    value, got = asd.value_and_subgrad(f)(torch.tensor(a))
+    want_value, want = asd.value_and_subgrad(f)(a)
+    assert np.allclose(got.numpy(), want, rtol=1e-12) and np.isclose(float(value), want_value)
