@@ -1476,6 +1476,12 @@ def einsum(subscripts, *operands, optimize=False, **kwargs):
     return einsum_p(*operands, subscripts=spec)
 
 
+def _numpy_operands(*xs) -> bool:
+    """Whether every operand (a traced value's value) is a numpy array or number: a type
+    test, not a value test."""
+    return all(is_host(getattr(x, "value", x)) for x in xs)
+
+
 def dot(a, b, out=None):
     if out is not None:
         raise unsupported("numpy.dot with out=")
@@ -1484,7 +1490,7 @@ def dot(a, b, out=None):
     na, nb = np.ndim(a), np.ndim(b)
     if na <= 2 and nb <= 2:
         return matmul_p(a, b)
-    if not all(is_host(getattr(t, "value", t)) for t in (a, b)):
+    if not _numpy_operands(a, b):
         # another library's arrays (the einsum rule runs on numpy only): matmul there
         if nb == 1:
             return matmul_p(a, b)
