@@ -1192,9 +1192,13 @@ def gather_rule(xs, dxs, kind, axis, post, mode, take_axis):
     pos = np.asarray(pos, order="C")  # (not ascontiguousarray: a 0-d position stays 0-d)
     index = _gather_index(x.shape, _post(pos, post), mode, take_axis)
     ans = x[index]
+    held = _held_keys(dxs[1], y.shape) if alternatives else None
     for alt_pos in alternatives:
         alt = x[_gather_index(x.shape, _post(alt_pos, post), mode, take_axis)]
         jump = alt != ans
+        if held is not None:  # keys constant near x keep numpy's order there: no jump
+            both = _key_at(held, pos, kind, axis) & _key_at(held, alt_pos, kind, axis)
+            jump = jump & ~_per_output(_post(both, post), ans.shape, x.ndim, mode, take_axis)
         refuse_where(jump, lambda jump=jump, alt=alt: NotLipschitzError(
             f"gather at {kind} positions: {kind} of its input is tied there and the tied "
             f"positions gather different values (e.g. {ans[jump].ravel()[:3].tolist()} "
@@ -1206,6 +1210,26 @@ def gather_rule(xs, dxs, kind, axis, post, mode, take_axis):
         _refuse_parting_on_the_ray(x, dxs[0], ans, index, alternatives, runs, kind,
                                    (post, mode, take_axis))
     return ans, FanIn(Index(index, x.shape, ans.shape), None)
+
+
+def _held_keys(dy, shape: tuple) -> np.ndarray | None:
+    """The entries of the keys that provably neither rise nor fall on a neighbourhood of
+    ``x`` (`asd.core.sweep.Trace.moves`: a clip saturated at both bounds, a constant); None
+    where the sweep cannot tell."""
+    trace, k = getattr(dy, "trace", None), getattr(dy, "k", None)
+    if trace is None or k is None or not hasattr(trace, "moves"):
+        return None
+    up, down = trace.moves(k, {})
+    return ~np.broadcast_to(np.asarray(up), shape) & ~np.broadcast_to(np.asarray(down), shape)
+
+
+def _key_at(held: np.ndarray, pos: np.ndarray, kind: str, axis) -> np.ndarray:
+    """``held`` at the keys the positions ``pos`` read (shaped as ``pos``)."""
+    if axis is None:
+        return held.reshape(-1)[pos]
+    if kind == "argsort":
+        return np.take_along_axis(held, pos, axis)
+    return np.squeeze(np.take_along_axis(held, np.expand_dims(pos, axis), axis), axis)
 
 
 def _refuse_parting_on_the_ray(x, dx, ans, index, alternatives, runs, kind, how) -> None:

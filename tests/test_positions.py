@@ -136,3 +136,26 @@ def test_sort_based_simplex_projection_matches_the_library_projection(x, v):
     np.testing.assert_allclose(J, asd.jacobian(asd.projections.simplex, direction=v)(x),
                                atol=1e-12)
     np.testing.assert_allclose(_simplex_by_sort(x), asd.projections.simplex(x), atol=1e-12)
+
+
+def test_keys_held_on_a_neighbourhood_keep_numpys_order_and_gather_without_a_refusal():
+    """numpy campaign seed 3018: keys from a clip whose bounds are equal are constant near
+    the point, so their ties keep numpy's stable order there and the gathered values, though
+    they differ, do not jump (they were refused). Keys tied but moving are still refused."""
+    lo = np.array([[0.0], [-0.5], [-0.5]])
+
+    def f(x):
+        keys = np.clip(x, lo, lo) + np.array([[-0.5], [0.0], [0.0]])  # all -0.5, held
+        vals = np.clip(x, lo, lo) + np.array([[-0.5], [0.0], [3.0]]) + x
+        return np.take_along_axis(vals, np.argsort(keys, axis=0, stable=True), axis=0).sum()
+
+    x, v = np.array([[-1.0], [0.0], [0.0]]), np.array([[2.0], [-0.5], [2.0]])
+    assert asd.directional(f)(x, v) == (0.5, 3.5)
+    assert np.array_equal(asd.subgrad(f, direction=v)(x), np.ones((3, 1)))
+
+    def moving(x):
+        return np.take_along_axis(x + np.array([0.0, 1.0, 2.0]),
+                                  np.argsort(x * 1.0, stable=True), 0).sum()
+
+    with pytest.raises(asd.NotLipschitzError, match="gather different values"):
+        asd.directional(moving)(np.zeros(3), np.array([1.0, 2.0, 3.0]))

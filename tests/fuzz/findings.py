@@ -1206,4 +1206,20 @@ FINDINGS += [  # the long numpy campaign on this stop's final code (seed 2961)
               [(1,)] * 3 + [()] + [(1,)] * 6 + [(), (), ()], [0.0], [1.8665272370064378e-301],
               structure="int_array", seed=425),
         fixed=True),
+    Finding(
+        "F82", "a false refusal: values gathered by argsort of keys tied at the point where "
+               "the keys are held on a neighbourhood (a clip whose bounds are equal) were "
+               "refused as jumping, though numpy's stable order holds near the point (numpy "
+               "campaign seed 3018 on the final code)", False,
+        "library/order.py (the gather refused ties of held keys)",
+        lambda c, o: (o.status == "bad-refusal" and "gather different values" in o.detail
+                      and _uses(c, "clip")), (),
+        _case([Op("clip", (0,), {"lo": ((0.0,), (-0.5,), (-0.5,)),
+                                 "hi": ((0.0,), (-0.5,), (-0.5,))}),
+               Op("add_constant", (1,), {"constant": ((-0.5,), (0.0,), (3.0,))}),
+               Op("add_constant", (2,), {"constant": ((0.0,), (0.0,), (-3.0,))}),
+               Op("sorted_by", (2, 3), {"axis": 0})],
+              [(3, 1)] * 5, [[-1.0], [0.0], [0.0]], [[2.0], [-0.5], [2.0]], reduce=False,
+              structure="dict", split=2, seed=246),
+        fixed=True),
 ]
